@@ -1,0 +1,3 @@
+from fleetwave.cli import main
+
+main()

@@ -1,0 +1,29 @@
+"""The `fleetwave` command: one typer app with a sub-app per area, each in its own module.
+
+may import: fleetwave.cli.* (which import the rest of fleetwave lazily per command)
+"""
+
+from __future__ import annotations
+
+import typer
+
+from fleetwave import __version__
+from fleetwave.cli import local
+
+app = typer.Typer(
+    name="fleetwave",
+    help="Progressive, staged rollouts of add-ons and configuration across a fleet of Kubernetes clusters.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+app.add_typer(local.app, name="local")
+
+
+@app.command()
+def version() -> None:
+    """Print fleetwave's version."""
+    typer.echo(__version__)
+
+
+def main() -> None:
+    app()
