@@ -1,7 +1,138 @@
-"""`fleetwave local ...`: the local fleet of real kube-apiservers (see fleetwave.local)."""
+"""`fleetwave local ...`: the local fleet of real kube-apiservers (see fleetwave.local.fleet)."""
 
 from __future__ import annotations
 
-import typer
+import datetime as dt
+from pathlib import Path
+from typing import Annotated
 
-app = typer.Typer(help="Run a local fleet: one management cluster and N member clusters.", no_args_is_help=True)
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from fleetwave.local import binaries, fleet
+
+app = typer.Typer(
+    help="Run a local fleet: one management cluster and N member clusters.", no_args_is_help=True
+)
+console = Console(stderr=True)
+
+StateDir = Annotated[
+    Path | None,
+    typer.Option(
+        "--state-dir",
+        help="Fleet state directory (default $FLEETWAVE_STATE_DIR or ~/.local/state/fleetwave/fleet).",
+    ),
+]
+
+
+def parse_labels(specs: list[str], count: int) -> dict[str, dict[str, str]]:
+    """Default labels, overridden per member by `NAME:k=v,k=v` specs."""
+    members = fleet.default_member_labels(count)
+    for spec in specs:
+        name, sep, pairs = spec.partition(":")
+        if not sep or name not in members:
+            raise typer.BadParameter(
+                f"{spec!r}: expected MEMBER:key=value[,key=value] with MEMBER one of {', '.join(members)}",
+                param_hint="--labels",
+            )
+        labels: dict[str, str] = {}
+        for pair in filter(None, pairs.split(",")):
+            key, eq, value = pair.partition("=")
+            if not eq or not key:
+                raise typer.BadParameter(f"{pair!r} in {spec!r} is not key=value", param_hint="--labels")
+            labels[key.strip()] = value.strip()
+        members[name] = labels
+    return members
+
+
+def _state_dir(state_dir: Path | None) -> Path:
+    return state_dir or fleet.default_state_dir()
+
+
+@app.command()
+def up(
+    members: Annotated[
+        int, typer.Option("--members", "-n", min=1, max=20, help="Number of member clusters.")
+    ] = 3,
+    labels: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--labels", "-l", help="Labels of one member, e.g. member-1:env=dev,region=eu (repeatable)."
+        ),
+    ] = None,
+    state_dir: StateDir = None,
+) -> None:
+    """Start (or recover) the management cluster and N member clusters."""
+    spec = parse_labels(labels or [], members)
+    directory = _state_dir(state_dir)
+    try:
+        with console.status(f"starting 1 management + {members} member clusters (first run builds binaries)"):
+            state = fleet.up(directory, members=spec, now=dt.datetime.now(dt.UTC))
+    except (fleet.FleetError, binaries.BinariesError, RuntimeError) as e:
+        console.print(f"[red]error:[/red] {e}")
+        raise typer.Exit(1) from e
+    _print_status(state)
+    console.print(f"management kubeconfig: {state.cluster(fleet.MANAGEMENT).kubeconfig}")
+
+
+@app.command()
+def down(state_dir: StateDir = None) -> None:
+    """Stop every process of the local fleet and remove its state."""
+    directory = _state_dir(state_dir)
+    if fleet.load(directory) is None and not directory.exists():
+        console.print("no local fleet is running")
+        return
+    killed = fleet.down(directory)
+    suffix = f" ({', '.join(killed)} needed SIGKILL)" if killed else ""
+    console.print(f"local fleet stopped{suffix}")
+
+
+@app.command()
+def status(state_dir: StateDir = None) -> None:
+    """Show each cluster's health."""
+    state = fleet.load(_state_dir(state_dir))
+    if state is None:
+        console.print("no local fleet is running (start one with: fleetwave local up)")
+        raise typer.Exit(1)
+    if not _print_status(state):
+        raise typer.Exit(1)
+
+
+@app.command()
+def kubeconfig(
+    cluster: Annotated[
+        str | None, typer.Argument(help="A member's name; the management cluster if omitted.")
+    ] = None,
+    state_dir: StateDir = None,
+) -> None:
+    """Print the path of a cluster's kubeconfig."""
+    state = fleet.load(_state_dir(state_dir))
+    if state is None:
+        console.print("no local fleet is running (start one with: fleetwave local up)")
+        raise typer.Exit(1)
+    try:
+        typer.echo(state.cluster(cluster or fleet.MANAGEMENT).kubeconfig)
+    except fleet.FleetError as e:
+        console.print(f"[red]error:[/red] {e}")
+        raise typer.Exit(1) from e
+
+
+def _print_status(state: fleet.FleetState) -> bool:
+    table = Table(title="local fleet")
+    for column in ("cluster", "role", "server", "labels", "processes", "ready"):
+        table.add_column(column)
+    healthy = True
+    for h, c in zip(fleet.health(state), state.clusters, strict=True):
+        ok = h.ready and h.processes_alive == h.processes_total
+        healthy &= ok
+        table.add_row(
+            h.name,
+            h.role,
+            c.server,
+            ",".join(f"{k}={v}" for k, v in h.labels.items()) or "-",
+            f"{h.processes_alive}/{h.processes_total}",
+            "[green]yes[/green]" if ok else "[red]no[/red]",
+        )
+    Console().print(table)
+    return healthy

@@ -1,0 +1,343 @@
+"""The local fleet: one management cluster and N member clusters made of real Kubernetes processes.
+
+One etcd is shared; every cluster is its own kube-apiserver (own `--etcd-prefix`, own TLS port,
+bearer-token auth, RBAC). Members also run kube-controller-manager, kube-scheduler and kwok with one
+fake Node, so Deployments become Available and Jobs complete without kubelets or containers. The
+management cluster runs kube-controller-manager too (garbage collection of owned objects, namespace
+deletion). Everything binds to 127.0.0.1 only.
+
+All of it is recorded in `<state>/state.json`, which is what `status`, `kubeconfig` and `down` read.
+
+may import: stdlib, fleetwave.local.*
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import shutil
+import time
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from fleetwave.local import api, binaries, pki, processes
+from fleetwave.local.processes import ProcessRecord
+
+MANAGEMENT = "management"
+DEFAULT_ENVS = ("dev", "staging", "prod")
+START_TIMEOUT = 180.0  # seconds: five apiservers starting at once on 2 cores are slow
+
+
+class FleetError(RuntimeError):
+    """The fleet could not be started or read; the message says why and what to do."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterInfo:
+    name: str
+    role: str  # "management" or "member"
+    port: int
+    kubeconfig: str
+    token: str
+    labels: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def server(self) -> str:
+        return f"https://127.0.0.1:{self.port}"
+
+
+@dataclass(frozen=True, slots=True)
+class FleetState:
+    state_dir: str
+    bin_dir: str
+    ca_cert: str
+    etcd_port: int
+    clusters: list[ClusterInfo]
+    processes: list[ProcessRecord]
+
+    def cluster(self, name: str) -> ClusterInfo:
+        for c in self.clusters:
+            if c.name == name:
+                return c
+        known = ", ".join(c.name for c in self.clusters)
+        raise FleetError(f"no cluster named {name!r} in the local fleet (clusters: {known})")
+
+    @property
+    def members(self) -> list[ClusterInfo]:
+        return [c for c in self.clusters if c.role == "member"]
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterHealth:
+    name: str
+    role: str
+    ready: bool
+    processes_alive: int
+    processes_total: int
+    labels: dict[str, str]
+
+
+def default_state_dir() -> Path:
+    base = os.environ.get("FLEETWAVE_STATE_DIR")
+    if base:
+        return Path(base)
+    return Path(os.environ.get("XDG_STATE_HOME", Path.home() / ".local" / "state")) / "fleetwave" / "fleet"
+
+
+def default_member_labels(count: int) -> dict[str, dict[str, str]]:
+    """member-1 is dev, member-2 staging, the rest prod: the seeds' three environments."""
+    return {
+        f"member-{i}": {"env": DEFAULT_ENVS[min(i - 1, len(DEFAULT_ENVS) - 1)]} for i in range(1, count + 1)
+    }
+
+
+def load(state_dir: Path) -> FleetState | None:
+    path = state_dir / "state.json"
+    if not path.is_file():
+        return None
+    try:
+        raw = json.loads(path.read_text())
+        return FleetState(
+            state_dir=raw["state_dir"],
+            bin_dir=raw["bin_dir"],
+            ca_cert=raw["ca_cert"],
+            etcd_port=raw["etcd_port"],
+            clusters=[ClusterInfo(**c) for c in raw["clusters"]],
+            processes=[ProcessRecord(**p) for p in raw["processes"]],
+        )
+    except (ValueError, KeyError, TypeError):
+        return None  # a half-written or foreign state file is treated as stale
+
+
+def _save(state: FleetState) -> None:
+    path = Path(state.state_dir) / "state.json"
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(asdict(state), indent=2))
+    tmp.replace(path)
+
+
+def health(state: FleetState) -> list[ClusterHealth]:
+    result = []
+    for c in state.clusters:
+        owned = [p for p in state.processes if p.name.startswith(f"{c.name}/")]
+        alive = sum(processes.is_ours(p) for p in owned)
+        ready = api.is_ready(c.server, Path(state.ca_cert), timeout=2.0)
+        result.append(ClusterHealth(c.name, c.role, ready, alive, len(owned), c.labels))
+    return result
+
+
+def is_healthy(state: FleetState) -> bool:
+    etcd_alive = all(processes.is_ours(p) for p in state.processes if p.name == "etcd")
+    return etcd_alive and all(h.ready and h.processes_alive == h.processes_total for h in health(state))
+
+
+def down(state_dir: Path) -> list[str]:
+    """Stop every process the fleet in `state_dir` started; returns the names that needed SIGKILL."""
+    state = load(state_dir)
+    killed: list[str] = []
+    if state is not None:
+        # Controllers first, then apiservers, etcd last, so nothing logs a storm of connection errors.
+        order = sorted(state.processes, key=lambda p: (p.name == "etcd", p.name.endswith("/apiserver")))
+        killed = processes.stop(order)
+    shutil.rmtree(state_dir, ignore_errors=True)
+    return killed
+
+
+def up(
+    state_dir: Path,
+    *,
+    members: Mapping[str, Mapping[str, str]],
+    now: dt.datetime,
+    bin_dir: Path | None = None,
+) -> FleetState:
+    """Start the fleet, or return the running one when it is already healthy with the same members.
+
+    A stale state directory (crashed fleet, half-started fleet, different members) is cleaned up:
+    leftover processes we own are stopped and the directory is started afresh.
+    """
+    existing = load(state_dir)
+    if existing is not None:
+        same = {c.name: c.labels for c in existing.members} == {k: dict(v) for k, v in members.items()}
+        if same and is_healthy(existing):
+            return existing
+    down(state_dir)
+    bins = binaries.Binaries(bin_dir) if bin_dir else binaries.ensure()
+    state_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        return _start(state_dir.resolve(), bins, members, now)
+    except BaseException:
+        down(state_dir)
+        raise
+
+
+def _start(
+    state_dir: Path, bins: binaries.Binaries, members: Mapping[str, Mapping[str, str]], now: dt.datetime
+) -> FleetState:
+    keys = pki.generate(state_dir / "pki", now=now)
+    marker = str(state_dir)
+    records: list[ProcessRecord] = []
+    etcd_port = processes.free_port()
+    records.append(_start_etcd(bins, state_dir, etcd_port, marker))
+    api.wait_etcd(etcd_port, timeout=60.0, check_alive=lambda: processes.is_ours(records[0]))
+
+    roles: list[tuple[str, str, dict[str, str]]] = [(MANAGEMENT, "management", {})] + [
+        (n, "member", dict(lbl)) for n, lbl in members.items()
+    ]
+    clusters: list[ClusterInfo] = []
+    for name, role, labels in roles:
+        port, token = processes.free_port(), pki.new_token()
+        cdir = state_dir / name
+        cdir.mkdir()
+        kubeconfig = cdir / "kubeconfig"
+        api.write_kubeconfig(
+            kubeconfig, cluster=name, server=f"https://127.0.0.1:{port}", ca_cert=keys.ca_cert, token=token
+        )
+        (cdir / "tokens.csv").write_text(f'{token},admin,admin-uid,"system:masters"\n')
+        clusters.append(ClusterInfo(name, role, port, str(kubeconfig), token, labels))
+        records.append(_start_apiserver(bins, keys, cdir, name, port, etcd_port, marker))
+
+    state = FleetState(str(state_dir), str(bins.directory), str(keys.ca_cert), etcd_port, clusters, records)
+    _save(state)
+    _wait_ready(state)
+    for c in clusters:
+        records.extend(_start_controllers(bins, keys, state_dir / c.name, c, marker))
+        if c.role == "member":
+            api.create_fake_node(c.server, keys.ca_cert, c.token, name="kwok-node-0")
+    _save(state)
+    return state
+
+
+def _wait_ready(state: FleetState) -> None:
+    deadline = time.monotonic() + START_TIMEOUT
+    pending = list(state.clusters)
+    while pending:
+        for c in list(pending):
+            proc = next(p for p in state.processes if p.name == f"{c.name}/apiserver")
+            if not processes.is_ours(proc):
+                raise FleetError(f"kube-apiserver of {c.name} exited during start-up; see {proc.log}")
+            if api.is_ready(c.server, Path(state.ca_cert), timeout=2.0):
+                pending.remove(c)
+        if pending and time.monotonic() > deadline:
+            names = ", ".join(c.name for c in pending)
+            raise FleetError(
+                f"kube-apiserver of {names} not ready after {START_TIMEOUT:.0f}s; logs in {state.state_dir}"
+            )
+        if pending:
+            time.sleep(0.5)
+
+
+def _start_etcd(bins: binaries.Binaries, state_dir: Path, port: int, marker: str) -> ProcessRecord:
+    peer = processes.free_port()
+    data = state_dir / "etcd-data"
+    argv = [
+        bins.path("etcd"),
+        "--name=fleetwave",
+        f"--data-dir={data}",
+        f"--listen-client-urls=http://127.0.0.1:{port}",
+        f"--advertise-client-urls=http://127.0.0.1:{port}",
+        f"--listen-peer-urls=http://127.0.0.1:{peer}",
+        f"--initial-advertise-peer-urls=http://127.0.0.1:{peer}",
+        f"--initial-cluster=fleetwave=http://127.0.0.1:{peer}",
+        "--unsafe-no-fsync=true",
+        "--log-level=warn",
+        "--quota-backend-bytes=4294967296",
+        "--listen-metrics-urls=",  # no extra listener
+    ]
+    return processes.start("etcd", argv, log=state_dir / "etcd.log", marker=marker)
+
+
+def _start_apiserver(
+    bins: binaries.Binaries, keys: pki.Pki, cdir: Path, name: str, port: int, etcd_port: int, marker: str
+) -> ProcessRecord:
+    argv = [
+        bins.path("kube-apiserver"),
+        f"--etcd-servers=http://127.0.0.1:{etcd_port}",
+        f"--etcd-prefix=/fleetwave/{name}/registry",
+        "--bind-address=127.0.0.1",
+        "--advertise-address=127.0.0.1",
+        f"--secure-port={port}",
+        f"--tls-cert-file={keys.serving_cert}",
+        f"--tls-private-key-file={keys.serving_key}",
+        f"--client-ca-file={keys.ca_cert}",
+        f"--token-auth-file={cdir / 'tokens.csv'}",
+        "--authorization-mode=Node,RBAC",
+        "--service-cluster-ip-range=10.0.0.0/24",
+        "--allow-privileged=true",
+        f"--service-account-issuer=https://127.0.0.1:{port}",
+        f"--service-account-key-file={keys.sa_pub}",
+        f"--service-account-signing-key-file={keys.sa_key}",
+        "--disable-admission-plugins=ServiceAccount",
+        "--endpoint-reconciler-type=none",
+        "--enable-priority-and-fairness=false",
+        "--v=0",
+        f"--cert-dir={cdir / 'certs'}",
+    ]
+    return processes.start(
+        f"{name}/apiserver", argv, log=cdir / "apiserver.log", marker=marker, env={"GOMAXPROCS": "2"}
+    )
+
+
+def _start_controllers(
+    bins: binaries.Binaries, keys: pki.Pki, cdir: Path, cluster: ClusterInfo, marker: str
+) -> list[ProcessRecord]:
+    kubeconfig = cluster.kubeconfig
+    started = [
+        processes.start(
+            f"{cluster.name}/controller-manager",
+            [
+                bins.path("kube-controller-manager"),
+                f"--kubeconfig={kubeconfig}",
+                "--leader-elect=false",
+                "--secure-port=0",
+                f"--service-account-private-key-file={keys.sa_key}",
+                f"--root-ca-file={keys.ca_cert}",
+                "--use-service-account-credentials=false",
+                "--kube-api-qps=100",
+                "--kube-api-burst=200",
+                "--concurrent-deployment-syncs=10",
+                f"--cluster-name={cluster.name}",
+                f"--cert-dir={cdir / 'kcm-certs'}",
+                "--v=0",
+            ],
+            log=cdir / "controller-manager.log",
+            marker=marker,
+        ),
+    ]
+    if cluster.role != "member":
+        return started
+    started.append(
+        processes.start(
+            f"{cluster.name}/scheduler",
+            [
+                bins.path("kube-scheduler"),
+                f"--kubeconfig={kubeconfig}",
+                "--leader-elect=false",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={processes.free_port()}",
+                f"--authentication-kubeconfig={kubeconfig}",
+                f"--authorization-kubeconfig={kubeconfig}",
+                f"--cert-dir={cdir / 'scheduler-certs'}",
+                "--v=0",
+            ],
+            log=cdir / "scheduler.log",
+            marker=marker,
+        )
+    )
+    started.append(
+        processes.start(
+            f"{cluster.name}/kwok",
+            [
+                bins.path("kwok"),
+                f"--kubeconfig={kubeconfig}",
+                "--manage-all-nodes=true",
+                f"--server-address=127.0.0.1:{processes.free_port()}",
+                "--node-ip=127.0.0.1",
+                "--node-lease-duration-seconds=40",
+            ],
+            log=cdir / "kwok.log",
+            marker=marker,
+        )
+    )
+    return started

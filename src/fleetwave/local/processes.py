@@ -1,0 +1,118 @@
+"""Start and stop the local fleet's background processes.
+
+Each process gets its own session (and so its own process group) so that it outlives the
+`fleetwave local up` command that started it, and so that `down` can stop it and everything it
+spawned without touching anything else on the machine. A recorded pid is only signalled while its
+/proc cmdline still names our state directory: a stale pid reused by an unrelated process is left alone.
+
+may import: stdlib
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessRecord:
+    name: str
+    pid: int
+    log: str
+    marker: str  # a string that must appear in the process's cmdline (the state dir)
+
+
+def free_port() -> int:
+    """A free loopback TCP port (the kernel picks it; released just before the process binds it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start(
+    name: str, argv: Sequence[str], *, log: Path, marker: str, env: dict[str, str] | None = None
+) -> ProcessRecord:
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("ab") as out:
+        proc = subprocess.Popen(
+            list(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env={**os.environ, **(env or {})},
+        )
+    return ProcessRecord(name=name, pid=proc.pid, log=str(log), marker=marker)
+
+
+def is_ours(record: ProcessRecord) -> bool:
+    try:
+        cmdline = Path(f"/proc/{record.pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    return record.marker.encode() in cmdline and not _is_zombie(record.pid)
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] == "Z"
+
+
+def stop(records: Sequence[ProcessRecord], *, grace: float = 10.0) -> list[str]:
+    """SIGTERM every live process group we own, then SIGKILL what is left after `grace` seconds.
+
+    Returns the names of processes that had to be killed.
+    """
+    live = [r for r in records if is_ours(r)]
+    for record in live:
+        _signal_group(record.pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and any(is_ours(r) for r in live):
+        _reap(live)
+        time.sleep(0.1)
+    killed = [r for r in live if is_ours(r)]
+    for record in killed:
+        _signal_group(record.pid, signal.SIGKILL)
+    for _ in range(50):
+        _reap(killed)
+        if not any(is_ours(r) for r in killed):
+            break
+        time.sleep(0.1)
+    return [r.name for r in killed]
+
+
+def _signal_group(pid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, sig)
+
+
+def _reap(records: Sequence[ProcessRecord]) -> None:
+    """Collect our exited children when the fleet was started by this very process (tests, demo).
+
+    Only the recorded pids are waited for: waiting for any child would steal the exit status of
+    unrelated subprocesses (helm runs) and make them look successful.
+    """
+    for record in records:
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(record.pid, os.WNOHANG)
+
+
+def rss_bytes(pid: int) -> int:
+    """Resident set size of one process, from /proc (0 if it is gone)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        return 0
+    return 0
