@@ -20,6 +20,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+# Children started by this very Python process (tests, the demo), kept so they can be reaped and so
+# that Popen never warns about a still-running child being garbage-collected: fleet processes are
+# meant to outlive the handle.
+_CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
+
 
 @dataclass(frozen=True, slots=True)
 class ProcessRecord:
@@ -49,6 +54,7 @@ def start(
             start_new_session=True,
             env={**os.environ, **(env or {})},
         )
+    _CHILDREN[proc.pid] = proc
     return ProcessRecord(name=name, pid=proc.pid, log=str(log), marker=marker)
 
 
@@ -103,8 +109,9 @@ def _reap(records: Sequence[ProcessRecord]) -> None:
     unrelated subprocesses (helm runs) and make them look successful.
     """
     for record in records:
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(record.pid, os.WNOHANG)
+        child = _CHILDREN.get(record.pid)
+        if child is not None and child.poll() is not None:
+            del _CHILDREN[record.pid]
 
 
 def rss_bytes(pid: int) -> int:

@@ -1,0 +1,64 @@
+"""Session fixtures: one real local fleet (etcd + kube-apiservers + KCM/scheduler/kwok) for all tests.
+
+Starting the fleet costs tens of seconds on 2 cores, so it starts once per session; tests isolate
+themselves by namespace and by object names.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from lightkube import Client
+from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.resources.core_v1 import Namespace
+
+from fleetwave import kubeclient
+from fleetwave.local import binaries, fleet
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="session")
+def bins() -> binaries.Binaries:
+    return binaries.ensure()
+
+
+@pytest.fixture(scope="session")
+def local_fleet(
+    tmp_path_factory: pytest.TempPathFactory, bins: binaries.Binaries
+) -> Iterator[fleet.FleetState]:
+    state_dir = tmp_path_factory.mktemp("fleet")
+    members = fleet.default_member_labels(3)
+    state = fleet.up(state_dir, members=members, now=dt.datetime.now(dt.UTC), bin_dir=bins.directory)
+    try:
+        yield state
+    finally:
+        if os.environ.get("FLEETWAVE_KEEP_TEST_FLEET") != "1":
+            fleet.down(state_dir)
+
+
+@pytest.fixture(scope="session")
+def management(local_fleet: fleet.FleetState) -> Client:
+    return kubeclient.client(kubeclient.config_from_file(local_fleet.cluster(fleet.MANAGEMENT).kubeconfig))
+
+
+@pytest.fixture(scope="session")
+def members(local_fleet: fleet.FleetState) -> dict[str, Client]:
+    return {c.name: kubeclient.client(kubeclient.config_from_file(c.kubeconfig)) for c in local_fleet.members}
+
+
+@pytest.fixture
+def namespace(members: dict[str, Client], management: Client) -> Iterator[str]:
+    """A fresh namespace on the management cluster and on every member, deleted afterwards."""
+    name = f"t-{uuid.uuid4().hex[:8]}"
+    clients = [management, *members.values()]
+    for c in clients:
+        c.create(Namespace(metadata=ObjectMeta(name=name)))
+    yield name
+    for c in clients:
+        c.delete(Namespace, name)

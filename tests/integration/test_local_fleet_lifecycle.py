@@ -1,0 +1,53 @@
+"""`fleetwave local` lifecycle: CLI views of the running fleet, recovery from a crash, clean shutdown."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import signal
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from fleetwave.cli import app
+from fleetwave.local import binaries, fleet, processes
+
+
+def test_status_and_kubeconfig_describe_the_running_fleet(local_fleet: fleet.FleetState) -> None:
+    runner = CliRunner()
+    state_dir = ["--state-dir", local_fleet.state_dir]
+    status = runner.invoke(app, ["local", "status", *state_dir])
+    assert status.exit_code == 0, status.output
+    for c in local_fleet.clusters:
+        assert c.name in status.output
+    mgmt = runner.invoke(app, ["local", "kubeconfig", *state_dir])
+    assert mgmt.stdout.strip() == local_fleet.cluster(fleet.MANAGEMENT).kubeconfig
+    member = runner.invoke(app, ["local", "kubeconfig", "member-2", *state_dir])
+    assert member.stdout.strip() == local_fleet.cluster("member-2").kubeconfig
+    unknown = runner.invoke(app, ["local", "kubeconfig", "nope", *state_dir])
+    assert unknown.exit_code == 1
+    assert "member-1" in unknown.output
+
+
+def test_up_recovers_from_a_crashed_fleet_and_down_leaves_no_process(
+    tmp_path: Path, bins: binaries.Binaries
+) -> None:
+    members = {"solo": {"env": "dev"}}
+    now = dt.datetime.now(dt.UTC)
+    first = fleet.up(tmp_path, members=members, now=now, bin_dir=bins.directory)
+    assert fleet.is_healthy(first)
+    # Simulate a crash: the member's apiserver dies and nobody runs `down`.
+    victim = next(p for p in first.processes if p.name == "solo/apiserver")
+    os.killpg(victim.pid, signal.SIGKILL)
+    processes.stop([victim], grace=1)
+    assert not fleet.is_healthy(first)
+
+    second = fleet.up(tmp_path, members=members, now=now, bin_dir=bins.directory)
+    assert fleet.is_healthy(second)
+    assert not any(processes.is_ours(p) for p in first.processes)
+    # A healthy fleet with the same members is reused, not restarted.
+    assert fleet.up(tmp_path, members=members, now=now, bin_dir=bins.directory) == second
+
+    fleet.down(tmp_path)
+    assert not any(processes.is_ours(p) for p in second.processes)
+    assert not tmp_path.exists()

@@ -1,0 +1,83 @@
+"""Pieces of the local fleet that need no Kubernetes: labels, PKI, process supervision."""
+
+from __future__ import annotations
+
+import datetime as dt
+import ssl
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import typer
+from cryptography import x509
+
+from fleetwave.cli.local import parse_labels
+from fleetwave.local import fleet, pki, processes
+
+
+def test_default_members_are_dev_staging_prod_and_extra_members_are_prod() -> None:
+    assert fleet.default_member_labels(4) == {
+        "member-1": {"env": "dev"},
+        "member-2": {"env": "staging"},
+        "member-3": {"env": "prod"},
+        "member-4": {"env": "prod"},
+    }
+
+
+def test_labels_option_replaces_one_members_labels() -> None:
+    got = parse_labels(["member-2:env=canary,order=1"], 3)
+    assert got["member-2"] == {"env": "canary", "order": "1"}
+    assert got["member-1"] == {"env": "dev"}
+
+
+@pytest.mark.parametrize("spec", ["member-9:env=x", "member-1", "member-1:env"])
+def test_labels_option_rejects_malformed_specs_with_a_clear_message(spec: str) -> None:
+    with pytest.raises(typer.BadParameter, match=r"member-1|key=value"):
+        parse_labels([spec], 3)
+
+
+def test_pki_serving_certificate_is_signed_by_the_ca_for_loopback(tmp_path: Path) -> None:
+    keys = pki.generate(tmp_path, now=dt.datetime.now(dt.UTC))
+    cert = x509.load_pem_x509_certificate(keys.serving_cert.read_bytes())
+    sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert "localhost" in sans.get_values_for_type(x509.DNSName)
+    ca = x509.load_pem_x509_certificate(keys.ca_cert.read_bytes())
+    cert.verify_directly_issued_by(ca)
+    ssl.create_default_context(cafile=str(keys.ca_cert))  # the CA file loads as a trust store
+    assert keys.serving_key.stat().st_mode & 0o077 == 0
+
+
+def test_stop_terminates_the_whole_process_group_and_ignores_foreign_pids(tmp_path: Path) -> None:
+    marker = str(tmp_path)
+    script = (
+        "import subprocess,sys,time;"
+        "subprocess.Popen([sys.executable,'-c','import time; time.sleep(60)']); time.sleep(60)"
+    )
+    record = processes.start(
+        "sleeper", [sys.executable, "-c", script, marker], log=tmp_path / "log", marker=marker
+    )
+    assert processes.is_ours(record)
+    child_pids = _wait_children(record.pid)
+    assert processes.stop([record], grace=5) == []
+    assert not processes.is_ours(record)
+    for pid in child_pids:
+        assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]
+    # A pid whose cmdline does not carry our marker is never signalled.
+    foreign = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        processes.stop([processes.ProcessRecord("x", foreign.pid, "", marker)], grace=0.1)
+        assert foreign.poll() is None
+    finally:
+        foreign.kill()
+        foreign.wait()
+
+
+def _wait_children(pid: int) -> list[int]:
+    for _ in range(100):
+        out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True, check=False).stdout
+        if out.strip():
+            return [int(p) for p in out.split()]
+        time.sleep(0.05)
+    pytest.fail("child process never started")
