@@ -59,6 +59,10 @@ def start(
 
 
 def is_ours(record: ProcessRecord) -> bool:
+    """Is the recorded process alive and still the one we started?"""
+    child = _CHILDREN.get(record.pid)
+    if child is not None:  # our own child: no cmdline race between fork and exec
+        return child.poll() is None
     try:
         cmdline = Path(f"/proc/{record.pid}/cmdline").read_bytes()
     except OSError:
