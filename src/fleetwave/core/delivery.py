@@ -1,0 +1,94 @@
+"""In-stage delivery: a sliding window of at most `max_in_flight` clusters, judged against the frozen plan.
+
+A slot frees as soon as its cluster is done (Applied and ready). A failed cluster keeps its slot and
+holds the stage: nothing new starts until it recovers. Members that left the fleet are skipped.
+Cost is O(stage members) per step.
+may import: stdlib (dataclasses, collections.abc), fleetwave.core.{model,status,effects}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from fleetwave.core import effects as fx
+from fleetwave.core import model as m
+from fleetwave.core import status as st
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    started: tuple[str, ...]
+    completed: int
+    complete: bool
+    failed: tuple[tuple[str, str], ...]
+    effects: tuple[fx.Effect, ...]
+    message: str
+
+
+def _scan(
+    stage: st.StageStatus, fleet: m.Fleet, delivery: Mapping[str, m.Delivery]
+) -> tuple[int, int, list[tuple[str, str]]]:
+    """Count done and in-flight started members; collect failures."""
+    done = in_flight = 0
+    failed: list[tuple[str, str]] = []
+    for name in stage.started:
+        if name not in fleet.names:
+            continue
+        state = delivery.get(name, m.PENDING)
+        if state.done:
+            done += 1
+            continue
+        in_flight += 1
+        if state.phase is m.DeliveryPhase.FAILED:
+            failed.append((name, state.message or "delivery failed"))
+    return done, in_flight, failed
+
+
+def _admit(stage: st.StageStatus, fleet: m.Fleet, slots: int) -> tuple[list[str], list[str]]:
+    """Next members in plan order that may start now; also the not-ready ones passed over."""
+    if slots <= 0:
+        return [], []
+    started = set(stage.started)
+    admitted: list[str] = []
+    not_ready: list[str] = []
+    for name in stage.clusters:
+        cluster = fleet.by_name.get(name)
+        if name in started or cluster is None:
+            continue
+        if not cluster.ready:
+            not_ready.append(name)
+            continue
+        admitted.append(name)
+        if len(admitted) >= slots:
+            break
+    return admitted, not_ready
+
+
+def advance(stage: st.StageStatus, fleet: m.Fleet, delivery: Mapping[str, m.Delivery]) -> Progress:
+    done, in_flight, failed = _scan(stage, fleet, delivery)
+    slots = 0 if failed else stage.max_in_flight - in_flight
+    admitted, not_ready = _admit(stage, fleet, slots)
+    started = stage.started + tuple(admitted)
+    effects: list[fx.Effect] = [
+        fx.Deliver(name, stage.name)
+        for name in started
+        if name in fleet.names and delivery.get(name, m.PENDING).phase is m.DeliveryPhase.PENDING
+    ]
+    present = sum(1 for name in stage.clusters if name in fleet.names)
+    complete = done == present  # done only counts started members still in the fleet
+    message = _message(done, present, in_flight + len(admitted), failed, not_ready)
+    return Progress(started, done, complete, tuple(failed), tuple(effects), message)
+
+
+def _message(
+    done: int, present: int, in_flight: int, failed: list[tuple[str, str]], not_ready: list[str]
+) -> str:
+    if failed:
+        name, why = failed[0]
+        more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
+        return f"cluster {name} failed{more}: {why}; stage held"
+    text = f"delivering: {done}/{present} clusters done, {in_flight} in flight"
+    if not_ready and in_flight == 0:
+        text += f"; waiting for cluster {not_ready[0]} to become ready"
+    return text

@@ -1,0 +1,285 @@
+"""The decision engine: `step(spec, fleet, observed, now) -> Decision`. Pure: no I/O, no clock.
+
+One step freezes the plan (first step, or restart on a revision change), walks the current stage
+through before-gates -> delivery -> after-gates, moves on as far as the facts allow within the
+same instant, and reports conditions, effects and the next wake time.
+may import: stdlib (dataclasses, datetime),
+    fleetwave.core.{model,status,effects,batching,delivery,gates,membership}
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+
+from fleetwave.core import batching, delivery, gates, membership
+from fleetwave.core import effects as fx
+from fleetwave.core import model as m
+from fleetwave.core import status as st
+
+SP = st.StagePhase
+Decision = fx.Decision
+
+
+@dataclass(slots=True)
+class _Acc:
+    """Per-step accumulator (local mutation only; nothing escapes but the frozen Decision)."""
+
+    effects: list[fx.Effect] = field(default_factory=list)
+    wakes: list[datetime] = field(default_factory=list)
+    facts: bool = False
+
+    def wait(self, wake_at: datetime | None, facts: bool) -> None:
+        if wake_at is not None:
+            self.wakes.append(wake_at)
+        self.facts = self.facts or facts
+
+
+@dataclass(frozen=True, slots=True)
+class _Ctx:
+    spec: m.RolloutSpec
+    fleet: m.Fleet
+    observed: m.Observed
+    now: datetime
+
+
+def step(spec: m.RolloutSpec, fleet: m.Fleet, observed: m.Observed, now: datetime) -> Decision:
+    ctx, acc = _Ctx(spec, fleet, observed, now), _Acc()
+    status = _initial(ctx, acc)
+    if status.phase is st.RolloutPhase.FAILED:
+        return fx.Decision(status, tuple(acc.effects), None, None, None, False)
+    status = membership.track(status, spec, fleet, acc.effects)
+    status = _advance(ctx, status, acc)
+    status = membership.deliver_late(status, fleet, observed.delivery, acc.effects)
+    if membership.late_in_flight(status, fleet, observed.delivery):
+        acc.wait(None, True)
+    status = _summarize(status, now)
+    return _decide(ctx, status, acc)
+
+
+def _initial(ctx: _Ctx, acc: _Acc) -> st.RolloutStatus:
+    prev = ctx.observed.previous
+    if prev is None:
+        status = batching.freeze_plan(ctx.spec, ctx.fleet, ctx.now)
+        acc.effects.append(fx.Event("RolloutStarted", _plan_summary(status)))
+        return _initialized(status, st.Reason.INITIALIZED, ctx.now)
+    why = _restart_reason(ctx.spec, prev)
+    if not why:
+        return prev
+    status = batching.freeze_plan(ctx.spec, ctx.fleet, ctx.now)
+    acc.effects.append(
+        fx.Event("Restarted", f"{why}; restarting from the first stage. {_plan_summary(status)}")
+    )
+    if ctx.spec.withdraw_dropped:
+        acc.effects.extend(fx.Withdraw(c) for c in sorted(_touched(prev) - status.members))
+    return _initialized(status, st.Reason.RESTARTED, ctx.now)
+
+
+def _restart_reason(spec: m.RolloutSpec, prev: st.RolloutStatus) -> str:
+    if spec.revision.content_hash != prev.content_hash:
+        return "content changed"
+    names = tuple(s.name for s in spec.stages)
+    if spec.revision.stages_hash != prev.stages_hash or names != tuple(s.name for s in prev.stages):
+        return "stage list changed"
+    return ""
+
+
+def _touched(status: st.RolloutStatus) -> set[str]:
+    touched = set(status.late_started)
+    for stage in status.stages:
+        touched.update(stage.started)
+    return touched
+
+
+def _plan_summary(status: st.RolloutStatus) -> str:
+    sizes = ", ".join(f"{s.name}={len(s.clusters)}" for s in status.stages)
+    return f"plan frozen: {len(status.members)} clusters in {len(status.stages)} stages ({sizes}); " + (
+        f"{status.unmatched} clusters match no stage"
+    )
+
+
+def _initialized(status: st.RolloutStatus, reason: st.Reason, now: datetime) -> st.RolloutStatus:
+    conds = st.set_condition((), "Initialized", st.ConditionStatus.TRUE, reason, _plan_summary(status), now)
+    return replace(status, conditions=conds)
+
+
+def _advance(ctx: _Ctx, status: st.RolloutStatus, acc: _Acc) -> st.RolloutStatus:
+    """Walk stages while they complete within this same instant."""
+    while status.current < len(status.stages):
+        index = status.current
+        stage = _step_stage(ctx, status, index, acc)
+        status = status.with_stage(index, stage)
+        if stage.phase is SP.FAILED:
+            return replace(status, phase=st.RolloutPhase.FAILED)
+        if stage.phase is not SP.SUCCEEDED:
+            return status
+        status = replace(status, current=index + 1)
+    return status
+
+
+def _step_stage(ctx: _Ctx, status: st.RolloutStatus, index: int, acc: _Acc) -> st.StageStatus:
+    spec = ctx.spec.stages[index]
+    stage = status.stages[index]
+    limit = batching.resolve_max_in_flight(spec.max_in_flight, len(stage.clusters))
+    stage = replace(stage, max_in_flight=limit)
+    if stage.phase is SP.PENDING:
+        stage = _enter(ctx, spec, stage, acc)
+    if stage.phase is SP.WAITING_BEFORE:
+        stage = _before(ctx, status, spec, stage, acc)
+    if stage.phase is SP.PROGRESSING:
+        stage = _deliver(ctx, stage, acc)
+    if stage.phase is SP.WAITING_AFTER:
+        stage = _after(ctx, status, spec, stage, acc)
+    return stage
+
+
+def _enter(ctx: _Ctx, spec: m.StageSpec, stage: st.StageStatus, acc: _Acc) -> st.StageStatus:
+    if not stage.clusters and spec.skip_gates_when_empty:
+        acc.effects.append(fx.Event("StageSkipped", f"stage {stage.name} has no clusters; gates skipped"))
+        return replace(
+            stage,
+            phase=SP.SUCCEEDED,
+            entered_at=ctx.now,
+            succeeded_at=ctx.now,
+            message="no clusters; skipped",
+        )
+    acc.effects.append(fx.Event("StageEntered", f"stage {stage.name}: {len(stage.clusters)} clusters"))
+    return replace(stage, phase=SP.WAITING_BEFORE, entered_at=ctx.now)
+
+
+def _gate_ctx(
+    ctx: _Ctx, status: st.RolloutStatus, stage: st.StageStatus, anchor: datetime
+) -> gates.GateContext:
+    return gates.GateContext(stage.name, anchor, ctx.now, ctx.observed, status.started_at, stage.clusters)
+
+
+def _run_gates(
+    ctx: _Ctx,
+    status: st.RolloutStatus,
+    gate_list: tuple[m.Gate, ...],
+    stage: st.StageStatus,
+    anchor: datetime,
+) -> tuple[gates.GateVerdict, list[fx.Effect]]:
+    verdict = gates.evaluate(gate_list, _gate_ctx(ctx, status, stage, anchor))
+    opened: list[fx.Effect] = []
+    if verdict.open:
+        opened = [
+            fx.ResetApproval(stage.name, g.id)
+            for g in gate_list
+            if isinstance(g, m.Approval) and g.auto_reset
+        ]
+    return verdict, opened
+
+
+def _before(
+    ctx: _Ctx, status: st.RolloutStatus, spec: m.StageSpec, stage: st.StageStatus, acc: _Acc
+) -> st.StageStatus:
+    assert stage.entered_at is not None
+    verdict, opened = _run_gates(ctx, status, spec.before, stage, stage.entered_at)
+    acc.effects.extend(verdict.effects)
+    if not verdict.open:
+        acc.wait(verdict.wake_at, verdict.waiting_on_facts)
+        return replace(stage, gates=verdict.gates, message=f"before-gates: {verdict.message}")
+    acc.effects.extend(opened)
+    acc.effects.append(
+        fx.Event("StageStarted", f"stage {stage.name}: delivering to {len(stage.clusters)} clusters")
+    )
+    return replace(
+        stage, phase=SP.PROGRESSING, started_at=ctx.now, last_progress_at=ctx.now, gates=verdict.gates
+    )
+
+
+def _deliver(ctx: _Ctx, stage: st.StageStatus, acc: _Acc) -> st.StageStatus:
+    progress = delivery.advance(stage, ctx.fleet, ctx.observed.delivery)
+    acc.effects.extend(progress.effects)
+    old_failed = {name for name, _ in stage.failed}
+    for name, why in progress.failed:
+        if name not in old_failed:
+            acc.effects.append(fx.Event("ClusterFailed", f"stage {stage.name}: cluster {name} failed: {why}"))
+    moved = progress.completed > stage.completed or len(progress.started) > len(stage.started)
+    last = ctx.now if moved else stage.last_progress_at
+    stage = replace(
+        stage,
+        started=progress.started,
+        completed=progress.completed,
+        failed=progress.failed,
+        last_progress_at=last,
+        message=progress.message,
+    )
+    if progress.complete:
+        acc.effects.append(fx.Event("StageDelivered", f"stage {stage.name}: every member cluster is done"))
+        return replace(stage, phase=SP.WAITING_AFTER, delivered_at=ctx.now)
+    return _check_deadline(ctx, stage, acc)
+
+
+def _check_deadline(ctx: _Ctx, stage: st.StageStatus, acc: _Acc) -> st.StageStatus:
+    deadline = ctx.spec.progress_deadline
+    if deadline is None or stage.last_progress_at is None:
+        acc.wait(None, True)
+        return stage
+    expires = stage.last_progress_at + deadline
+    if ctx.now < expires:
+        acc.wait(expires, True)
+        return stage
+    message = f"no progress since {st.fmt(stage.last_progress_at)} (deadline {deadline}): {stage.message}"
+    acc.effects.append(fx.Event("ProgressDeadlineExceeded", f"stage {stage.name}: {message}"))
+    return replace(stage, phase=SP.FAILED, message=message)
+
+
+def _after(
+    ctx: _Ctx, status: st.RolloutStatus, spec: m.StageSpec, stage: st.StageStatus, acc: _Acc
+) -> st.StageStatus:
+    assert stage.delivered_at is not None
+    gate_list = () if (not stage.clusters and spec.skip_gates_when_empty) else spec.after
+    verdict, opened = _run_gates(ctx, status, gate_list, stage, stage.delivered_at)
+    acc.effects.extend(verdict.effects)
+    if not verdict.open:
+        acc.wait(verdict.wake_at, verdict.waiting_on_facts)
+        return replace(stage, gates=verdict.gates, message=f"after-gates: {verdict.message}")
+    acc.effects.extend(opened)
+    acc.effects.extend(
+        fx.RemovePreHealthCheck(stage.name, g.name) for g in gate_list if isinstance(g, m.PreHealthDeployment)
+    )
+    acc.effects.append(fx.Event("StageSucceeded", f"stage {stage.name} succeeded"))
+    return replace(stage, phase=SP.SUCCEEDED, succeeded_at=ctx.now, gates=verdict.gates, message="succeeded")
+
+
+def _summarize(status: st.RolloutStatus, now: datetime) -> st.RolloutStatus:
+    cs, r = st.ConditionStatus, st.Reason
+    stage = status.current_stage
+    if status.phase is st.RolloutPhase.FAILED and stage is not None:
+        reason = r.CLUSTER_FAILED if stage.failed else r.DEADLINE_EXCEEDED
+        return _with(status, st.RolloutPhase.FAILED, (cs.FALSE, reason), (cs.FALSE, reason), stage, now)
+    if stage is None:
+        done = (cs.FALSE, r.SUCCEEDED)
+        status = replace(status, message="all stages succeeded")
+        return _with(status, st.RolloutPhase.SUCCEEDED, done, (cs.TRUE, r.SUCCEEDED), None, now)
+    unknown = (cs.UNKNOWN, r.PROGRESSING)
+    if stage.phase in (SP.WAITING_BEFORE, SP.WAITING_AFTER) or stage.failed:
+        reason = r.CLUSTER_FAILED if stage.failed else r.WAITING
+        return _with(status, st.RolloutPhase.WAITING, (cs.FALSE, reason), unknown, stage, now)
+    return _with(status, st.RolloutPhase.PROGRESSING, (cs.TRUE, r.PROGRESSING), unknown, stage, now)
+
+
+def _with(
+    status: st.RolloutStatus,
+    phase: st.RolloutPhase,
+    progressing: tuple[st.ConditionStatus, st.Reason],
+    succeeded: tuple[st.ConditionStatus, st.Reason],
+    stage: st.StageStatus | None,
+    now: datetime,
+) -> st.RolloutStatus:
+    message = f"stage {stage.name}: {stage.message}" if stage is not None else status.message
+    conds = st.set_condition(status.conditions, "Progressing", *progressing, message, now)
+    conds = st.set_condition(conds, "Succeeded", *succeeded, message, now)
+    return replace(status, phase=phase, conditions=conds, message=message)
+
+
+def _decide(ctx: _Ctx, status: st.RolloutStatus, acc: _Acc) -> fx.Decision:
+    wake = min(acc.wakes) if acc.wakes else None
+    requeue = wake
+    if acc.facts:
+        poll = ctx.now + ctx.spec.poll_interval
+        requeue = poll if requeue is None else min(requeue, poll)
+    after = None if requeue is None else max(requeue - ctx.now, timedelta(0))
+    return fx.Decision(status, tuple(acc.effects), requeue, after, wake, acc.facts)

@@ -1,0 +1,206 @@
+"""Normalized, API-agnostic input model of the decision engine: spec, fleet and observed facts.
+
+Both API families (Sveltos ClusterPromotion/ClusterProfile, KubeFleet staged update runs) are
+translated into these types by a thin translation layer; the engine never sees the CRDs.
+may import: stdlib (dataclasses, datetime, enum, collections.abc), fleetwave.core.status
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from enum import StrEnum
+
+from fleetwave.core import status as st
+
+
+class Operator(StrEnum):
+    IN = "In"
+    NOT_IN = "NotIn"
+    EXISTS = "Exists"
+    DOES_NOT_EXIST = "DoesNotExist"
+
+
+@dataclass(frozen=True, slots=True)
+class Requirement:
+    key: str
+    operator: Operator
+    values: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Selector:
+    """A Kubernetes label selector. An empty Selector matches every cluster.
+
+    "Matches nothing" is expressed as `StageSpec.selector = None` (KubeFleet nil, Sveltos empty).
+    """
+
+    match_labels: tuple[tuple[str, str], ...] = ()
+    match_expressions: tuple[Requirement, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class MaxInFlight:
+    """maxUpdate / maxConcurrency: a count or a percentage of the stage; 0 means unlimited."""
+
+    value: int = 0
+    percent: bool = False
+
+    @classmethod
+    def parse(cls, raw: int | str | None) -> MaxInFlight:
+        if raw is None:
+            return cls()
+        if isinstance(raw, int):
+            return cls(max(raw, 0))
+        text = raw.strip()
+        if text.endswith("%"):
+            return cls(max(int(text[:-1]), 0), percent=True)
+        return cls(max(int(text), 0))
+
+
+# --- the gate algebra -------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Delay:
+    """Soak time, measured from the moment the gate list was entered (stage success for after-gates).
+
+    KubeFleet's TimedWait is the same gate.
+    """
+
+    duration: timedelta
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """Promotion window: open from each `from_cron` fire until the next `to_cron` fire."""
+
+    from_cron: str
+    to_cron: str
+    tz: str = "UTC"
+
+
+@dataclass(frozen=True, slots=True)
+class Approval:
+    """A human approval, identified by `id`; `auto_reset` consumes it when the stage promotes."""
+
+    id: str
+    auto_reset: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class HealthChecks:
+    """Named checks whose verdicts (evaluated by the shell) must all currently pass."""
+
+    names: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class PreHealthDeployment:
+    """Deploy a validation payload (e.g. a Job) to the stage's clusters before the health checks."""
+
+    name: str
+
+
+Gate = Delay | Window | Approval | HealthChecks | PreHealthDeployment
+
+
+@dataclass(frozen=True, slots=True)
+class StageSpec:
+    name: str
+    selector: Selector | None
+    sorting_key: str | None = None
+    max_in_flight: MaxInFlight = MaxInFlight()
+    before: tuple[Gate, ...] = ()
+    after: tuple[Gate, ...] = ()
+    # KubeFleet skips the tasks of a stage that has no clusters; Sveltos still evaluates them.
+    skip_gates_when_empty: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Revision:
+    """Hashes computed by the translation layer; a change of either restarts the rollout."""
+
+    content_hash: str
+    stages_hash: str
+
+
+@dataclass(frozen=True, slots=True)
+class RolloutSpec:
+    name: str
+    revision: Revision
+    stages: tuple[StageSpec, ...]
+    progress_deadline: timedelta | None = None
+    poll_interval: timedelta = timedelta(seconds=30)
+    withdraw_dropped: bool = True
+
+
+# --- the fleet ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Cluster:
+    name: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+    ready: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Fleet:
+    """The fleet inventory, indexed by name; listing order never matters."""
+
+    by_name: Mapping[str, Cluster]
+    names: frozenset[str]
+
+    @classmethod
+    def of(cls, clusters: Iterable[Cluster]) -> Fleet:
+        by_name = {c.name: c for c in sorted(clusters, key=lambda c: c.name)}
+        return cls(by_name=by_name, names=frozenset(by_name))
+
+
+# --- observed facts -----------------------------------------------------------------------
+
+
+class DeliveryPhase(StrEnum):
+    PENDING = "Pending"
+    APPLYING = "Applying"
+    APPLIED = "Applied"
+    FAILED = "Failed"
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """Delivery of the current revision to one cluster, as observed by the shell."""
+
+    phase: DeliveryPhase
+    ready: bool = False
+    message: str = ""
+
+    @property
+    def done(self) -> bool:
+        return self.phase is DeliveryPhase.APPLIED and self.ready
+
+
+PENDING = Delivery(DeliveryPhase.PENDING)
+
+
+@dataclass(frozen=True, slots=True)
+class HealthVerdict:
+    """Verdict of one named check over one stage; `cluster` names the first failing cluster."""
+
+    ok: bool
+    cluster: str = ""
+    message: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Observed:
+    """Everything the shell observed; a missing delivery entry means Pending."""
+
+    delivery: Mapping[str, Delivery] = field(default_factory=dict)
+    # (stage name, check name) -> verdict
+    health: Mapping[tuple[str, str], HealthVerdict] = field(default_factory=dict)
+    # approval id -> time it was granted (timezone-aware UTC)
+    approvals: Mapping[str, st.Instant] = field(default_factory=dict)
+    previous: st.RolloutStatus | None = None

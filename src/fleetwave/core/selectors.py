@@ -1,0 +1,33 @@
+"""Label-selector matching (matchLabels + matchExpressions In/NotIn/Exists/DoesNotExist).
+
+Kubernetes semantics: every term must hold; NotIn and DoesNotExist also match an absent label.
+may import: stdlib (collections.abc), fleetwave.core.model
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from fleetwave.core import model as m
+
+
+def requirement_matches(req: m.Requirement, labels: Mapping[str, str]) -> bool:
+    value = labels.get(req.key)
+    match req.operator:
+        case m.Operator.IN:
+            return value is not None and value in req.values
+        case m.Operator.NOT_IN:
+            return value is None or value not in req.values
+        case m.Operator.EXISTS:
+            return value is not None
+        case m.Operator.DOES_NOT_EXIST:
+            return value is None
+
+
+def matches(selector: m.Selector | None, labels: Mapping[str, str]) -> bool:
+    """None matches nothing; an empty selector matches everything."""
+    if selector is None:
+        return False
+    if any(labels.get(k) != v for k, v in selector.match_labels):
+        return False
+    return all(requirement_matches(r, labels) for r in selector.match_expressions)
