@@ -1,0 +1,100 @@
+"""Manifest codec: YAML/dicts (native, upstream or docs forms) <-> native models.
+
+Public contract (other packages code against it): `parse_object`, `load_manifests`, `to_manifest`,
+`ManifestError`, `Resource`.
+
+may import: stdlib, pydantic, pyyaml, fleetwave.api.meta, fleetwave.api.models, fleetwave.api.upstream
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from fleetwave.api.meta import API_VERSION, Resource
+from fleetwave.api.models import KINDS
+from fleetwave.api.upstream import ConversionError, to_native
+
+__all__ = ["ManifestError", "Resource", "load_manifests", "parse_object", "to_manifest"]
+
+_NATIVE_KINDS = frozenset(KINDS)
+# A validator may prefix its message with a relative field path ("stages[1].name: ...");
+# it is folded into the reported location so every error names the exact field.
+_REL_PATH = re.compile(r"^([A-Za-z_][\w]*(?:\[\d+\])?(?:\.[A-Za-z_][\w]*(?:\[\d+\])?)*): (.*)$", re.S)
+_FRIENDLY = {
+    "extra_forbidden": "unknown field",
+    "missing": "required field is missing",
+}
+
+
+class ManifestError(ValueError):
+    """An unusable manifest. `str()` is `Kind/name: path: problem` (several problems joined by `; `)."""
+
+    def __init__(self, kind: str, name: str, problems: list[tuple[str, str]]) -> None:
+        self.kind = kind
+        self.name = name
+        self.problems = problems
+        text = "; ".join(f"{path}: {msg}" if path else msg for path, msg in problems)
+        super().__init__(f"{kind}/{name}: {text}")
+
+
+def _format_loc(loc: tuple[str | int, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else part
+    return out
+
+
+def _problems(err: ValidationError) -> list[tuple[str, str]]:
+    problems = []
+    for e in err.errors(include_url=False):
+        path = _format_loc(tuple(e["loc"]))
+        msg = _FRIENDLY.get(e["type"], e["msg"])
+        if e["type"] in ("value_error", "assertion_error"):
+            msg = msg.removeprefix("Value error, ").removeprefix("Assertion failed, ")
+            m = _REL_PATH.match(msg)
+            if m:
+                path = f"{path}.{m.group(1)}" if path else m.group(1)
+                msg = m.group(2)
+        problems.append((path, msg))
+    return problems
+
+
+def parse_object(doc: dict[str, Any]) -> Resource:
+    """Parse one manifest (native, upstream apiVersion or docs spelling) into its native model."""
+    if not isinstance(doc, dict):
+        raise ManifestError("?", "?", [("", f"expected a mapping, got {type(doc).__name__}")])
+    kind = str(doc.get("kind") or "?")
+    meta = doc.get("metadata")
+    name = str(meta.get("name") or "?") if isinstance(meta, dict) else "?"
+    try:
+        native = to_native(doc, _NATIVE_KINDS)
+    except ConversionError as e:
+        raise ManifestError(kind, name, [(e.path, e.message)]) from None
+    try:
+        return KINDS[native["kind"]].model_validate(native)
+    except ValidationError as e:
+        raise ManifestError(kind, name, _problems(e)) from None
+
+
+def load_manifests(text: str) -> list[Resource]:
+    """Parse multi-document YAML; empty documents are skipped."""
+    try:
+        docs = list(yaml.safe_load_all(text))
+    except yaml.YAMLError as e:
+        raise ManifestError("?", "?", [("", f"invalid YAML: {e}")]) from None
+    return [parse_object(d) for d in docs if d is not None]
+
+
+def to_manifest(obj: Resource) -> dict[str, Any]:
+    """Native manifest: apiVersion fleetwave.io/v1alpha1, camelCase keys, unset and None fields dropped."""
+    body = obj.model_dump(mode="json", by_alias=True, exclude_unset=True, exclude_none=True)
+    body.pop("apiVersion", None)
+    body.pop("kind", None)
+    return {"apiVersion": API_VERSION, "kind": obj.kind_name, **body}

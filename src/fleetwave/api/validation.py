@@ -1,0 +1,114 @@
+"""Format checks shared by the Python validators and the CRD schemas (one place for each rule).
+
+Every rule exists twice: as a Python check (so `fleetwave plan` catches it offline) and as a CRD
+pattern or CEL expression (so the apiserver rejects it at admission). Both live here, side by side,
+so they cannot drift apart silently.
+
+may import: stdlib, croniter
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from croniter import croniter
+
+# DNS-1123 label: stage names end up inside generated object names (`<promotion>-<stage>`,
+# `<run>-after-<stage>`), so anything else would fail later, at apply time.
+DNS1123_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+DNS1123_LABEL_MAX = 63
+
+# Go time.ParseDuration / metav1.Duration, without a sign (negative waits make no sense here).
+DURATION_PATTERN = r"^(0|([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+)$"
+DURATION_MAX = 64
+_DURATION_UNIT_RE = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ns|us|µs|ms|s|m|h)")
+_UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+# robfig/cron ParseStandard: five fields, or a descriptor. The regex is only an approximation
+# (it accepts e.g. minute 99); croniter does the real check in Python.
+_CRON_ATOM = r"(\*|\?|[0-9A-Za-z]+(-[0-9A-Za-z]+)?)(/[0-9]+)?"
+_CRON_FIELD = rf"{_CRON_ATOM}(,{_CRON_ATOM})*"
+CRON_PATTERN = (
+    rf"^(@(yearly|annually|monthly|weekly|daily|midnight|hourly)|@every [0-9a-zµ.]+|{_CRON_FIELD}( {_CRON_FIELD}){{4}})$"
+)
+CRON_MAX = 128
+CRON_DESCRIPTORS = frozenset({"@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly"})
+
+# maxUpdate: a non-negative int, or "N%" with N in 0..100 (upstream also accepts a bare digit string).
+MAX_UPDATE_PCT_PATTERN = r"^((100|[0-9]{1,2})%|[0-9]+)$"
+MAX_UPDATE_CEL = "type(self) == int ? self >= 0 : self.matches('" + MAX_UPDATE_PCT_PATTERN + "')"
+# maxConcurrency: an int >= 1, or "N%" with N in 1..100 (a bare "50" is rejected, as upstream).
+MAX_CONCURRENCY_PCT_PATTERN = r"^(100|[1-9][0-9]?)%$"
+MAX_CONCURRENCY_CEL = "type(self) == int ? self >= 1 : self.matches('" + MAX_CONCURRENCY_PCT_PATTERN + "')"
+# maxUnavailable / maxSurge: a non-negative int or "N%" with N in 0..100.
+PERCENT_OR_INT_PATTERN = r"^(100|[0-9]{1,2})%$"
+PERCENT_OR_INT_CEL = "type(self) == int ? self >= 0 : self.matches('" + PERCENT_OR_INT_PATTERN + "')"
+
+
+def check_dns1123_label(value: str) -> str:
+    if len(value) > DNS1123_LABEL_MAX or not re.match(DNS1123_LABEL_PATTERN, value):
+        raise ValueError(
+            f"{value!r} is not a DNS-1123 label (lower-case alphanumerics and '-', "
+            f"starting and ending alphanumeric, at most {DNS1123_LABEL_MAX} characters)"
+        )
+    return value
+
+
+def duration_seconds(value: str) -> float:
+    """Seconds in a Go duration string (`5m`, `1h30m`, `1.5h`, `0`); ValueError if unparsable."""
+    if value == "0":
+        return 0.0
+    pos = 0
+    total = 0.0
+    for m in _DURATION_UNIT_RE.finditer(value):
+        if m.start() != pos:
+            break
+        total += float(m.group(1)) * _UNIT_SECONDS[m.group(2)]
+        pos = m.end()
+    if pos != len(value) or not value:
+        raise ValueError(f"{value!r} is not a duration (use Go form such as 30s, 5m, 1h30m)")
+    return total
+
+
+def check_duration(value: str) -> str:
+    if len(value) > DURATION_MAX:
+        raise ValueError(f"duration longer than {DURATION_MAX} characters")
+    duration_seconds(value)
+    return value
+
+
+def check_cron(value: str) -> str:
+    """A robfig `ParseStandard` expression: 5 fields (no seconds, no TZ prefix) or a descriptor."""
+    text = value.strip()
+    if text in CRON_DESCRIPTORS:
+        return value
+    if text.startswith("@every "):
+        check_duration(text.removeprefix("@every ").strip())
+        return value
+    fields = text.split()
+    if len(fields) != 5 or len(value) > CRON_MAX or not croniter.is_valid(text):
+        raise ValueError(f"{value!r} is not a 5-field cron expression or @descriptor")
+    return value
+
+
+def check_int_or_percent(value: Any, *, minimum: int, pattern: str, what: str) -> int | str:
+    """Validate an int-or-string field; strings must match `pattern` (upstream forms)."""
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise ValueError(f"{what} must be an integer or a percentage string such as '10%'")
+    if isinstance(value, int):
+        if value < minimum:
+            raise ValueError(f"{what} must be >= {minimum}")
+        return value
+    if not re.match(pattern, value):
+        raise ValueError(f"{what} {value!r} must be an integer or 'N%' with N in {minimum}..100")
+    return value
+
+
+def check_unique_names(names: list[str], what: str) -> None:
+    """Raise with a `<what>[i].name: ...` path prefix, which the codec folds into the error location."""
+    seen: set[str] = set()
+    for i, name in enumerate(names):
+        if name in seen:
+            raise ValueError(f"{what}[{i}].name: duplicate stage name {name!r}")
+        seen.add(name)
