@@ -1,0 +1,210 @@
+"""Pure timeline simulator: drive `engine.step` with synthetic facts on virtual time.
+
+`fleetwave plan` and the controller share one brain: the simulator only invents the facts the
+shell would observe (delivery takes `delivery_time`, approvals arrive at given times or never,
+health checks pass unless listed as failing) and jumps virtual time to the next instant at
+which either a fact changes or the engine's own `wake_at` falls due.
+may import: stdlib (dataclasses, datetime, heapq, collections.abc),
+    fleetwave.core.{model,status,effects,engine}
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from fleetwave.core import effects as fx
+from fleetwave.core import engine
+from fleetwave.core import model as m
+from fleetwave.core import status as st
+
+_APPLIED = m.Delivery(m.DeliveryPhase.APPLIED, ready=True)
+_APPLYING = m.Delivery(m.DeliveryPhase.APPLYING)
+
+
+@dataclass(frozen=True, slots=True)
+class Assumptions:
+    delivery_time: timedelta = timedelta(minutes=2)
+    approvals: Mapping[str, datetime] = field(default_factory=dict)  # id -> grant time
+    approve_on_request: bool = False  # ids not listed above: granted when requested, else pending
+    failing_checks: frozenset[str] = frozenset()
+    failing_clusters: frozenset[str] = frozenset()
+    max_steps: int = 100_000
+
+
+@dataclass(frozen=True, slots=True)
+class BatchTimeline:
+    index: int
+    clusters: tuple[str, ...]
+    start: datetime
+    end: datetime | None  # None: never finishes under these assumptions
+
+
+@dataclass(frozen=True, slots=True)
+class WaitSpan:
+    description: str
+    since: datetime
+    until: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class StageTimeline:
+    name: str
+    clusters: int
+    batches: tuple[BatchTimeline, ...]
+    waits: tuple[WaitSpan, ...]
+    entered_at: datetime | None
+    started_at: datetime | None
+    delivered_at: datetime | None
+    succeeded_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class Timeline:
+    start: datetime
+    outcome: st.RolloutPhase | str  # Succeeded, Failed, or "Blocked"
+    finished_at: datetime | None
+    message: str
+    stages: tuple[StageTimeline, ...]
+    steps: int
+
+
+@dataclass(slots=True)
+class _World:
+    """The simulator's synthetic facts (mutable, local to one `simulate` call)."""
+
+    assumptions: Assumptions
+    delivery: dict[str, m.Delivery] = field(default_factory=dict)
+    started: dict[str, datetime] = field(default_factory=dict)
+    finished: dict[str, datetime] = field(default_factory=dict)
+    pending: list[tuple[datetime, str]] = field(default_factory=list)
+    granted: dict[str, datetime] = field(default_factory=dict)
+    waits: dict[str, list[WaitSpan]] = field(default_factory=dict)
+
+    def next_fact(self, now: datetime) -> datetime | None:
+        times = [t for t in self.granted.values() if t > now]
+        if self.pending:
+            times.append(self.pending[0][0])
+        return min(times) if times else None
+
+    def settle(self, now: datetime) -> None:
+        while self.pending and self.pending[0][0] <= now:
+            at, name = heapq.heappop(self.pending)
+            self.delivery[name] = _APPLIED
+            self.finished[name] = at
+
+    def apply(self, effects: tuple[fx.Effect, ...], now: datetime) -> bool:
+        """Carry out effects in the synthetic world; True if a fact changed at `now`."""
+        changed = False
+        for effect in effects:
+            if isinstance(effect, fx.Deliver) and effect.cluster not in self.started:
+                changed = self._deliver(effect.cluster, now) or changed
+            elif (
+                isinstance(effect, fx.RequestApproval)
+                and effect.approval_id not in self.granted
+                and self.assumptions.approve_on_request
+            ):
+                self.granted[effect.approval_id] = now
+                changed = True
+        return changed
+
+    def _deliver(self, name: str, now: datetime) -> bool:
+        self.started[name] = now
+        if name in self.assumptions.failing_clusters:
+            self.delivery[name] = m.Delivery(m.DeliveryPhase.FAILED, message="fails under these assumptions")
+            return True
+        self.delivery[name] = _APPLYING
+        heapq.heappush(self.pending, (now + self.assumptions.delivery_time, name))
+        return self.assumptions.delivery_time <= timedelta(0)
+
+    def observed(self, spec: m.RolloutSpec, previous: st.RolloutStatus | None, now: datetime) -> m.Observed:
+        approvals = {k: t for k, t in self.granted.items() if t <= now}
+        health = {
+            (s.name, name): m.HealthVerdict(ok=name not in self.assumptions.failing_checks, message="assumed")
+            for s in spec.stages
+            for name in _check_names(s)
+        }
+        return m.Observed(delivery=self.delivery, health=health, approvals=approvals, previous=previous)
+
+    def note_waits(self, status: st.RolloutStatus, now: datetime) -> None:
+        stage = status.current_stage
+        waiting = (st.StagePhase.WAITING_BEFORE, st.StagePhase.WAITING_AFTER)
+        for spans in self.waits.values():  # close any open span that is no longer current
+            if (
+                spans
+                and spans[-1].until is None
+                and (stage is None or spans[-1].description != stage.message)
+            ):
+                spans[-1] = WaitSpan(spans[-1].description, spans[-1].since, now)
+        if stage is None or (stage.phase not in waiting and not stage.failed):
+            return
+        spans = self.waits.setdefault(stage.name, [])
+        if not spans or spans[-1].until is not None:
+            spans.append(WaitSpan(stage.message, now, None))
+
+
+def _check_names(stage: m.StageSpec) -> tuple[str, ...]:
+    gates = (*stage.before, *stage.after)
+    return tuple(n for g in gates if isinstance(g, m.HealthChecks) for n in g.names)
+
+
+def simulate(spec: m.RolloutSpec, fleet: m.Fleet, start: datetime, assumptions: Assumptions) -> Timeline:
+    world = _World(assumptions, granted=dict(assumptions.approvals))
+    now, status, steps = start, None, 0
+    while steps < assumptions.max_steps:
+        world.settle(now)
+        decision = engine.step(spec, fleet, world.observed(spec, status, now), now)
+        steps += 1
+        status = decision.status
+        changed = world.apply(decision.effects, now)
+        world.note_waits(status, now)
+        if status.phase in (st.RolloutPhase.SUCCEEDED, st.RolloutPhase.FAILED) and not changed:
+            return _timeline(start, status, world, status.phase, steps, now)
+        if changed:
+            continue
+        candidates = [t for t in (decision.wake_at, world.next_fact(now)) if t is not None and t > now]
+        if not candidates:
+            return _timeline(start, status, world, "Blocked", steps, None)
+        now = min(candidates)
+    assert status is not None
+    return _timeline(start, status, world, "Blocked", steps, None)
+
+
+def _batches(stage: st.StageStatus, world: _World) -> tuple[BatchTimeline, ...]:
+    """Group members by the instant their delivery started: the waves a user would see."""
+    groups: dict[datetime, list[str]] = {}
+    for name in stage.started:
+        if name in world.started:
+            groups.setdefault(world.started[name], []).append(name)
+    out = []
+    for i, (at, names) in enumerate(sorted(groups.items())):
+        ends = [world.finished.get(n) for n in names]
+        end = None if any(e is None for e in ends) else max(e for e in ends if e is not None)
+        out.append(BatchTimeline(i, tuple(names), at, end))
+    return tuple(out)
+
+
+def _timeline(
+    start: datetime,
+    status: st.RolloutStatus,
+    world: _World,
+    outcome: st.RolloutPhase | str,
+    steps: int,
+    finished_at: datetime | None,
+) -> Timeline:
+    stages = tuple(
+        StageTimeline(
+            name=s.name,
+            clusters=len(s.clusters),
+            batches=_batches(s, world),
+            waits=tuple(world.waits.get(s.name, ())),
+            entered_at=s.entered_at,
+            started_at=s.started_at,
+            delivered_at=s.delivered_at,
+            succeeded_at=s.succeeded_at,
+        )
+        for s in status.stages
+    )
+    return Timeline(start, outcome, finished_at, status.message, stages, steps)
