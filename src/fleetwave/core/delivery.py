@@ -70,11 +70,14 @@ def advance(stage: st.StageStatus, fleet: m.Fleet, delivery: Mapping[str, m.Deli
     slots = 0 if failed else stage.max_in_flight - in_flight
     admitted, not_ready = _admit(stage, fleet, slots)
     started = stage.started + tuple(admitted)
+    # Newly admitted clusters always get a Deliver, so no member counts as done in this revision
+    # without having been asked; earlier ones are re-asked while the shell still reports Pending.
     effects: list[fx.Effect] = [
         fx.Deliver(name, stage.name)
-        for name in started
+        for name in stage.started
         if name in fleet.names and delivery.get(name, m.PENDING).phase is m.DeliveryPhase.PENDING
     ]
+    effects.extend(fx.Deliver(name, stage.name) for name in admitted)
     present = sum(1 for name in stage.clusters if name in fleet.names)
     complete = done == present  # done only counts started members still in the fleet
     message = _message(done, present, in_flight + len(admitted), failed, not_ready)
