@@ -199,12 +199,12 @@ class PlacementStatus(StatusModel):
 
 def _placement_columns(prefix: str) -> tuple[dict[str, Any], ...]:
     return (
-        column("Gen", ".metadata.generation"),
+        column("Gen", ".metadata.generation", "integer"),
         column("Type", ".spec.strategy.type", priority=1),
         condition_column("Scheduled", f"{prefix}Scheduled"),
-        condition_column("Scheduled-Gen", f"{prefix}Scheduled", "observedGeneration"),
+        condition_column("Scheduled-Gen", f"{prefix}Scheduled", "observedGeneration", "integer"),
         condition_column("Available", f"{prefix}Available"),
-        condition_column("Available-Gen", f"{prefix}Available", "observedGeneration"),
+        condition_column("Available-Gen", f"{prefix}Available", "observedGeneration", "integer"),
         AGE,
     )
 
@@ -244,7 +244,7 @@ class ResourceSnapshotStatus(StatusModel):
     conditions: list[Condition] | None = None
 
 
-_SNAPSHOT_COLUMNS = (column("Gen", ".metadata.generation"), AGE)
+_SNAPSHOT_COLUMNS = (column("Gen", ".metadata.generation", "integer"), AGE)
 
 
 class ClusterResourceSnapshot(Resource):

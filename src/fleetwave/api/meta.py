@@ -78,11 +78,14 @@ DNSLabel = Annotated[
 ]
 
 
-def _int_or_string_schema(rule: str, message: str) -> WithJsonSchema:
+def _int_or_string_schema(pattern: str, rule: str, message: str) -> WithJsonSchema:
+    # The string form is checked by `pattern` (applies to strings only, as upstream Sveltos does); the
+    # CEL rule only bounds the integer form, so it stays cheap for the apiserver's cost estimator.
     return WithJsonSchema(
         {
             "anyOf": [{"type": "integer"}, {"type": "string"}],
             "x-kubernetes-int-or-string": True,
+            "pattern": pattern,
             "x-kubernetes-validations": [cel(rule, message)],
         }
     )
@@ -93,7 +96,9 @@ MaxUpdate = Annotated[
     PlainValidator(
         lambda x: v.check_int_or_percent(x, minimum=0, pattern=v.MAX_UPDATE_PCT_PATTERN, what="maxUpdate")
     ),
-    _int_or_string_schema(v.MAX_UPDATE_CEL, "must be a non-negative integer or 'N%' with N in 0..100"),
+    _int_or_string_schema(
+        v.MAX_UPDATE_PCT_PATTERN, v.INT_MIN_CEL.format(0), "must be a non-negative integer or 'N%' with N in 0..100"
+    ),
 ]
 MaxConcurrency = Annotated[
     int | str,
@@ -102,14 +107,18 @@ MaxConcurrency = Annotated[
             x, minimum=1, pattern=v.MAX_CONCURRENCY_PCT_PATTERN, what="maxConcurrency"
         )
     ),
-    _int_or_string_schema(v.MAX_CONCURRENCY_CEL, "must be an integer >= 1 or 'N%' with N in 1..100"),
+    _int_or_string_schema(
+        v.MAX_CONCURRENCY_PCT_PATTERN, v.INT_MIN_CEL.format(1), "must be an integer >= 1 or 'N%' with N in 1..100"
+    ),
 ]
 IntOrPercent = Annotated[
     int | str,
     PlainValidator(
         lambda x: v.check_int_or_percent(x, minimum=0, pattern=v.PERCENT_OR_INT_PATTERN, what="value")
     ),
-    _int_or_string_schema(v.PERCENT_OR_INT_CEL, "must be a non-negative integer or 'N%' with N in 0..100"),
+    _int_or_string_schema(
+        v.PERCENT_OR_INT_PATTERN, v.INT_MIN_CEL.format(0), "must be a non-negative integer or 'N%' with N in 0..100"
+    ),
 ]
 
 
@@ -245,8 +254,8 @@ def column(name: str, json_path: str, type_: str = "string", priority: int = 0) 
     return col
 
 
-def condition_column(name: str, cond_type: str, field: str = "status") -> dict[str, Any]:
-    return column(name, f'.status.conditions[?(@.type=="{cond_type}")].{field}')
+def condition_column(name: str, cond_type: str, field: str = "status", type_: str = "string") -> dict[str, Any]:
+    return column(name, f'.status.conditions[?(@.type=="{cond_type}")].{field}', type_)
 
 
 AGE = column("Age", ".metadata.creationTimestamp", "date")

@@ -35,6 +35,8 @@ from fleetwave.api.meta import (
 FeatureID = Literal["Resources", "Helm", "Kustomize"]
 SourceKind = Literal["ConfigMap", "Secret", "GitRepository", "OCIRepository", "Bucket"]
 MAX_STAGES = 64
+# Lists whose items carry CEL rules need a bound, or the apiserver's cost estimate assumes ~1M items.
+MAX_LIST = 128
 
 
 class SecretRef(Model):
@@ -216,18 +218,18 @@ class ProfileSpec(Model):
     max_update: MaxUpdate | None = None
     stop_matching_behavior: Literal["WithdrawPolicies", "LeavePolicies"] = "WithdrawPolicies"
     reloader: bool = False
-    template_resource_refs: list[TemplateResourceRef] | None = None
+    template_resource_refs: list[TemplateResourceRef] | None = Field(None, max_length=MAX_LIST)
     depends_on: list[str] | None = None
-    policy_refs: list[PolicyRef] | None = None
-    helm_charts: list[HelmChart] | None = None
-    kustomization_refs: list[KustomizationRef] | None = None
-    pre_deploy_checks: list[ValidateHealth] | None = None
-    validate_healths: list[ValidateHealth] | None = None
-    pre_delete_checks: list[ValidateHealth] | None = None
-    post_delete_checks: list[ValidateHealth] | None = None
-    patches: list[Patch] | None = None
+    policy_refs: list[PolicyRef] | None = Field(None, max_length=MAX_LIST)
+    helm_charts: list[HelmChart] | None = Field(None, max_length=MAX_LIST)
+    kustomization_refs: list[KustomizationRef] | None = Field(None, max_length=MAX_LIST)
+    pre_deploy_checks: list[ValidateHealth] | None = Field(None, max_length=MAX_LIST)
+    validate_healths: list[ValidateHealth] | None = Field(None, max_length=MAX_LIST)
+    pre_delete_checks: list[ValidateHealth] | None = Field(None, max_length=MAX_LIST)
+    post_delete_checks: list[ValidateHealth] | None = Field(None, max_length=MAX_LIST)
+    patches: list[Patch] | None = Field(None, max_length=MAX_LIST)
     patches_from: list[ValueFrom] | None = None
-    drift_exclusions: list[DriftExclusion] | None = None
+    drift_exclusions: list[DriftExclusion] | None = Field(None, max_length=MAX_LIST)
     max_consecutive_failures: int | None = Field(None, ge=0)
 
 
@@ -283,8 +285,8 @@ class ClusterProfile(Resource):
 
 class _TriggerCommon(Model):
     delay: Duration | None = None
-    pre_health_check_deployment: list[PolicyRef] | None = None
-    post_delay_health_checks: list[ValidateHealth] | None = None
+    pre_health_check_deployment: list[PolicyRef] | None = Field(None, max_length=MAX_LIST)
+    post_delay_health_checks: list[ValidateHealth] | None = Field(None, max_length=MAX_LIST)
 
 
 class TimeWindow(Model):

@@ -27,7 +27,8 @@ _UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m":
 
 # robfig/cron ParseStandard: five fields, or a descriptor. The regex is only an approximation
 # (it accepts e.g. minute 99); croniter does the real check in Python.
-_CRON_ATOM = r"(\*|\?|[0-9A-Za-z]+(-[0-9A-Za-z]+)?)(/[0-9]+)?"
+# No backslashes: the pattern is embedded in a CEL string literal, where `\*` is not a valid escape.
+_CRON_ATOM = r"([*]|[?]|[0-9A-Za-z]+(-[0-9A-Za-z]+)?)(/[0-9]+)?"
 _CRON_FIELD = rf"{_CRON_ATOM}(,{_CRON_ATOM})*"
 CRON_PATTERN = (
     rf"^(@(yearly|annually|monthly|weekly|daily|midnight|hourly)|@every [0-9a-zµ.]+|{_CRON_FIELD}( {_CRON_FIELD}){{4}})$"
@@ -37,17 +38,16 @@ CRON_DESCRIPTORS = frozenset({"@yearly", "@annually", "@monthly", "@weekly", "@d
 
 # maxUpdate: a non-negative int, or "N%" with N in 0..100 (upstream also accepts a bare digit string).
 MAX_UPDATE_PCT_PATTERN = r"^((100|[0-9]{1,2})%|[0-9]+)$"
-MAX_UPDATE_CEL = "type(self) == int ? self >= 0 : self.matches('" + MAX_UPDATE_PCT_PATTERN + "')"
 # maxConcurrency: an int >= 1, or "N%" with N in 1..100 (a bare "50" is rejected, as upstream).
 MAX_CONCURRENCY_PCT_PATTERN = r"^(100|[1-9][0-9]?)%$"
-MAX_CONCURRENCY_CEL = "type(self) == int ? self >= 1 : self.matches('" + MAX_CONCURRENCY_PCT_PATTERN + "')"
 # maxUnavailable / maxSurge: a non-negative int or "N%" with N in 0..100.
-PERCENT_OR_INT_PATTERN = r"^(100|[0-9]{1,2})%$"
-PERCENT_OR_INT_CEL = "type(self) == int ? self >= 0 : self.matches('" + PERCENT_OR_INT_PATTERN + "')"
+PERCENT_OR_INT_PATTERN = r"^((100|[0-9]{1,2})%|[0-9]+)$"
+# CEL half of an int-or-percent check: `type(self) == int` values must be >= the bound.
+INT_MIN_CEL = "type(self) != int || self >= {0}"
 
 
 def check_dns1123_label(value: str) -> str:
-    if len(value) > DNS1123_LABEL_MAX or not re.match(DNS1123_LABEL_PATTERN, value):
+    if len(value) > DNS1123_LABEL_MAX or not re.fullmatch(DNS1123_LABEL_PATTERN, value):
         raise ValueError(
             f"{value!r} is not a DNS-1123 label (lower-case alphanumerics and '-', "
             f"starting and ending alphanumeric, at most {DNS1123_LABEL_MAX} characters)"
@@ -100,7 +100,7 @@ def check_int_or_percent(value: Any, *, minimum: int, pattern: str, what: str) -
         if value < minimum:
             raise ValueError(f"{what} must be >= {minimum}")
         return value
-    if not re.match(pattern, value):
+    if not re.fullmatch(pattern, value):
         raise ValueError(f"{what} {value!r} must be an integer or 'N%' with N in {minimum}..100")
     return value
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import typer
 
 from fleetwave import __version__
-from fleetwave.cli import local
+from fleetwave.cli import crds, local
 
 app = typer.Typer(
     name="fleetwave",
@@ -17,6 +17,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.add_typer(local.app, name="local")
+app.command(name="crds")(crds.crds)
 
 
 @app.command()

@@ -1,0 +1,143 @@
+"""CustomResourceDefinitions generated from the pydantic models (the models are the single source of truth).
+
+pydantic's JSON schema is not a structural schema; `structural()` rewrites it: `$ref` inlined, titles
+dropped, Optional reduced to "not required", `additionalProperties: true` turned into
+`x-kubernetes-preserve-unknown-fields`, `const` into `enum`. See docs/adr/0010-api-models-and-crds.md.
+
+may import: stdlib, pydantic, pyyaml, fleetwave.api.meta, fleetwave.api.models
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
+from pydantic_core import core_schema
+
+from fleetwave.api.meta import GROUP, VERSION, Resource
+from fleetwave.api.models import ALL_KINDS
+
+
+class _CRDSchema(GenerateJsonSchema):
+    def field_title_should_be_set(self, schema: Any) -> bool:
+        return False
+
+    def nullable_schema(self, schema: core_schema.NullableSchema) -> JsonSchemaValue:
+        # Optional means "may be omitted": to_manifest never writes null, so no `nullable`.
+        return self.generate_inner(schema["schema"])
+
+    def default_schema(self, schema: core_schema.WithDefaultSchema) -> JsonSchemaValue:
+        out = super().default_schema(schema)
+        if out.get("default") is None or out.get("default") in ([], {}):
+            out.pop("default", None)
+        return out
+
+
+def structural(node: Any, defs: dict[str, Any]) -> Any:
+    """Rewrite one pydantic JSON-schema node into apiextensions/v1 structural form."""
+    if not isinstance(node, dict):
+        return node
+    if "$ref" in node:
+        target = defs[node["$ref"].split("/")[-1]]
+        merged = {**target, **{k: v for k, v in node.items() if k != "$ref"}}
+        return structural(merged, defs)
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key in ("title", "$defs"):
+            continue
+        if key == "properties":
+            out[key] = {name: structural(sub, defs) for name, sub in value.items()}
+        elif key in ("items",):
+            out[key] = structural(value, defs)
+        elif key == "anyOf":
+            out[key] = [structural(sub, defs) for sub in value]
+        elif key == "additionalProperties":
+            if value is True:
+                out["x-kubernetes-preserve-unknown-fields"] = True
+            elif isinstance(value, dict):
+                out[key] = structural(value, defs)
+            # False (extra="forbid") is what structural pruning does anyway
+        elif key == "const":
+            out["enum"] = [value]
+        else:
+            out[key] = value
+    if "anyOf" in out and not out.get("x-kubernetes-int-or-string"):
+        raise ValueError(f"non-structural anyOf in schema: {out}")
+    if "x-kubernetes-preserve-unknown-fields" in out and "properties" not in out:
+        out.setdefault("type", "object")
+    if "enum" in out and "type" not in out:
+        out["type"] = "string"
+    return out
+
+
+def openapi_schema(kind: type[Resource]) -> dict[str, Any]:
+    raw = kind.model_json_schema(by_alias=True, mode="validation", schema_generator=_CRDSchema)
+    schema = structural(raw, raw.get("$defs", {}))
+    props = schema["properties"]
+    props["apiVersion"] = {"type": "string"}
+    props["kind"] = {"type": "string"}
+    props["metadata"] = {"type": "object"}
+    schema.pop("description", None)
+    schema["required"] = [r for r in schema.get("required", []) if r not in ("metadata", "kind", "apiVersion")]
+    if not schema["required"]:
+        del schema["required"]
+    if kind.root_validations:
+        schema["x-kubernetes-validations"] = list(kind.root_validations)
+    return schema
+
+
+def crd_for(kind: type[Resource]) -> dict[str, Any]:
+    """The CustomResourceDefinition for one native kind."""
+    names: dict[str, Any] = {
+        "kind": kind.kind_name,
+        "listKind": f"{kind.kind_name}List",
+        "plural": kind.plural,
+        "singular": kind.kind_name.lower(),
+    }
+    if kind.short_names:
+        names["shortNames"] = list(kind.short_names)
+    names["categories"] = list(kind.categories)
+    version: dict[str, Any] = {"name": VERSION, "served": True, "storage": True}
+    if "status" in kind.model_fields:
+        version["subresources"] = {"status": {}}
+    if kind.printer_columns:
+        version["additionalPrinterColumns"] = [dict(c) for c in kind.printer_columns]
+    version["schema"] = {"openAPIV3Schema": openapi_schema(kind)}
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{kind.plural}.{GROUP}"},
+        "spec": {
+            "group": GROUP,
+            "names": names,
+            "scope": "Namespaced" if kind.namespaced else "Cluster",
+            "versions": [version],
+        },
+    }
+
+
+def all_crds() -> list[dict[str, Any]]:
+    return [crd_for(k) for k in ALL_KINDS]
+
+
+def file_name(crd: dict[str, Any]) -> str:
+    return f"{crd['metadata']['name']}.yaml"
+
+
+class _NoAliasDumper(yaml.SafeDumper):
+    """Shared sub-schemas must be written out in full: anchors/aliases would only obscure the CRD."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def render(crd: dict[str, Any]) -> str:
+    """Stable YAML text for a CRD (what `fleetwave crds` writes and the drift test compares)."""
+    header = "# Generated by `fleetwave crds` from fleetwave.api models. Do not edit.\n"
+    return header + yaml.dump(crd, Dumper=_NoAliasDumper, sort_keys=False, width=100, allow_unicode=True)
+
+
+def render_files() -> dict[str, str]:
+    """File name -> content, for every native kind."""
+    return {file_name(c): render(c) for c in all_crds()}
