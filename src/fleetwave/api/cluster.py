@@ -1,4 +1,6 @@
-"""MemberCluster: the native cluster-registration kind (Sveltos SveltosCluster and KubeFleet MemberCluster map to it).
+"""MemberCluster: the native cluster-registration kind.
+
+Sveltos SveltosCluster and KubeFleet MemberCluster map to it.
 
 Selection labels live in metadata.labels; spec says how to reach the cluster.
 

@@ -73,13 +73,15 @@ def structural(node: Any, defs: dict[str, Any]) -> Any:
 
 def openapi_schema(kind: type[Resource]) -> dict[str, Any]:
     raw = kind.model_json_schema(by_alias=True, mode="validation", schema_generator=_CRDSchema)
-    schema = structural(raw, raw.get("$defs", {}))
+    schema: dict[str, Any] = structural(raw, raw.get("$defs", {}))
     props = schema["properties"]
     props["apiVersion"] = {"type": "string"}
     props["kind"] = {"type": "string"}
     props["metadata"] = {"type": "object"}
     schema.pop("description", None)
-    schema["required"] = [r for r in schema.get("required", []) if r not in ("metadata", "kind", "apiVersion")]
+    schema["required"] = [
+        r for r in schema.get("required", []) if r not in ("metadata", "kind", "apiVersion")
+    ]
     if not schema["required"]:
         del schema["required"]
     if kind.root_validations:

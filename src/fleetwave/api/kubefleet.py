@@ -1,7 +1,8 @@
 """KubeFleet-family kinds in the native group: placements, resource snapshots, staged update
 strategies and runs, approval requests (cluster-scoped and namespaced twins share spec types).
 
-Field names and defaults follow placement.kubernetes-fleet.io v1beta1 (shared/spec/kubefleet-staged-updates.md).
+Field names and defaults follow placement.kubernetes-fleet.io v1beta1
+(shared/spec/kubefleet-staged-updates.md).
 Deliberate deviations are recorded in docs/adr/0012-*.md.
 
 may import: stdlib, pydantic, fleetwave.api.meta, fleetwave.api.validation
@@ -45,9 +46,9 @@ class ResourceSelector(Model):
     kind: str
     name: str | None = None
     label_selector: LabelSelector | None = None
-    selection_scope: Literal["NamespaceOnly", "NamespaceWithResources", "NamespaceWithResourceSelectors"] | None = (
-        None
-    )
+    selection_scope: (
+        Literal["NamespaceOnly", "NamespaceWithResources", "NamespaceWithResourceSelectors"] | None
+    ) = None
 
     @model_validator(mode="after")
     def _name_or_selector(self) -> ResourceSelector:
@@ -105,7 +106,8 @@ class PlacementPolicy(Model):
             "clusterNames is only allowed with PickFixed",
         ),
         cel(
-            "self.placementType != 'PickFixed' || (!has(self.affinity) && !has(self.topologySpreadConstraints)"
+            "self.placementType != 'PickFixed' ||"
+            " (!has(self.affinity) && !has(self.topologySpreadConstraints)"
             " && !has(self.tolerations))",
             "PickFixed cannot have affinity, topologySpreadConstraints or tolerations",
         ),
@@ -166,7 +168,10 @@ class RolloutStrategy(Model):
             "!has(oldSelf.type) || oldSelf.type != 'External' || self.type == 'External'",
             "strategy type cannot change once it is External",
         ),
-        cel("self.type != 'External' || !has(self.rollingUpdate)", "rollingUpdate is not allowed with External"),
+        cel(
+            "self.type != 'External' || !has(self.rollingUpdate)",
+            "rollingUpdate is not allowed with External",
+        ),
     )
 
     type: Literal["RollingUpdate", "External"] = "RollingUpdate"
@@ -387,7 +392,8 @@ class UpdateRunSpec(Model):
     model_config = validations(
         cel(
             "has(self.resourceSnapshotIndex) == has(oldSelf.resourceSnapshotIndex) &&"
-            " (!has(self.resourceSnapshotIndex) || self.resourceSnapshotIndex == oldSelf.resourceSnapshotIndex)",
+            " (!has(self.resourceSnapshotIndex) ||"
+            " self.resourceSnapshotIndex == oldSelf.resourceSnapshotIndex)",
             "resourceSnapshotIndex is immutable",
         ),
     )

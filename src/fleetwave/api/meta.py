@@ -45,7 +45,9 @@ class StatusModel(BaseModel):
 
 
 # Free-form content (helm values maps, raw manifests, ...): kept verbatim.
-FreeForm = Annotated[dict[str, Any], WithJsonSchema({"type": "object", "x-kubernetes-preserve-unknown-fields": True})]
+FreeForm = Annotated[
+    dict[str, Any], WithJsonSchema({"type": "object", "x-kubernetes-preserve-unknown-fields": True})
+]
 
 Duration = Annotated[
     str,
@@ -97,7 +99,9 @@ MaxUpdate = Annotated[
         lambda x: v.check_int_or_percent(x, minimum=0, pattern=v.MAX_UPDATE_PCT_PATTERN, what="maxUpdate")
     ),
     _int_or_string_schema(
-        v.MAX_UPDATE_PCT_PATTERN, v.INT_MIN_CEL.format(0), "must be a non-negative integer or 'N%' with N in 0..100"
+        v.MAX_UPDATE_PCT_PATTERN,
+        v.INT_MIN_CEL.format(0),
+        "must be a non-negative integer or 'N%' with N in 0..100",
     ),
 ]
 MaxConcurrency = Annotated[
@@ -108,7 +112,9 @@ MaxConcurrency = Annotated[
         )
     ),
     _int_or_string_schema(
-        v.MAX_CONCURRENCY_PCT_PATTERN, v.INT_MIN_CEL.format(1), "must be an integer >= 1 or 'N%' with N in 1..100"
+        v.MAX_CONCURRENCY_PCT_PATTERN,
+        v.INT_MIN_CEL.format(1),
+        "must be an integer >= 1 or 'N%' with N in 1..100",
     ),
 ]
 IntOrPercent = Annotated[
@@ -117,7 +123,9 @@ IntOrPercent = Annotated[
         lambda x: v.check_int_or_percent(x, minimum=0, pattern=v.PERCENT_OR_INT_PATTERN, what="value")
     ),
     _int_or_string_schema(
-        v.PERCENT_OR_INT_PATTERN, v.INT_MIN_CEL.format(0), "must be a non-negative integer or 'N%' with N in 0..100"
+        v.PERCENT_OR_INT_PATTERN,
+        v.INT_MIN_CEL.format(0),
+        "must be a non-negative integer or 'N%' with N in 0..100",
     ),
 ]
 
@@ -254,7 +262,9 @@ def column(name: str, json_path: str, type_: str = "string", priority: int = 0) 
     return col
 
 
-def condition_column(name: str, cond_type: str, field: str = "status", type_: str = "string") -> dict[str, Any]:
+def condition_column(
+    name: str, cond_type: str, field: str = "status", type_: str = "string"
+) -> dict[str, Any]:
     return column(name, f'.status.conditions[?(@.type=="{cond_type}")].{field}', type_)
 
 

@@ -12,7 +12,6 @@ from typing import ClassVar, Literal
 
 from pydantic import Field, model_validator
 
-from fleetwave.api.validation import check_unique_names
 from fleetwave.api.meta import (
     AGE,
     Condition,
@@ -27,10 +26,11 @@ from fleetwave.api.meta import (
     Resource,
     StatusModel,
     cel,
-    validations,
     column,
     condition_column,
+    validations,
 )
+from fleetwave.api.validation import check_unique_names
 
 FeatureID = Literal["Resources", "Helm", "Kustomize"]
 SourceKind = Literal["ConfigMap", "Secret", "GitRepository", "OCIRepository", "Bucket"]
@@ -154,9 +154,9 @@ class ValidateHealth(Model):
 
     model_config = validations(
         cel(
-                    "!has(self.jobCheck) || (!has(self.script) && !has(self.evaluateCEL))",
-                    "jobCheck cannot be combined with script or evaluateCEL",
-                )
+            "!has(self.jobCheck) || (!has(self.script) && !has(self.evaluateCEL))",
+            "jobCheck cannot be combined with script or evaluateCEL",
+        )
     )
 
     name: str
@@ -306,9 +306,7 @@ class ManualTrigger(_TriggerCommon):
 
 
 class Trigger(Model):
-    model_config = validations(
-        cel("has(self.auto) != has(self.manual)", "set exactly one of auto or manual")
-    )
+    model_config = validations(cel("has(self.auto) != has(self.manual)", "set exactly one of auto or manual"))
 
     auto: AutoTrigger | None = None
     manual: ManualTrigger | None = None
@@ -332,9 +330,7 @@ UNIQUE_STAGES_CEL = cel(
 
 
 class ClusterPromotionSpec(Model):
-    model_config = validations(
-        UNIQUE_STAGES_CEL
-    )
+    model_config = validations(UNIQUE_STAGES_CEL)
 
     profile_spec: ProfileSpec = Field(default_factory=ProfileSpec)
     stages: list[Stage] = Field(
@@ -438,7 +434,7 @@ class ClusterSummary(Resource):
     short_names: ClassVar[tuple[str, ...]] = ("csum",)
     printer_columns: ClassVar[tuple[dict[str, object], ...]] = (
         column("Cluster", ".spec.clusterName"),
-        column("Profile", '.metadata.labels.projectsveltos\\.io/cluster-profile-name'),
+        column("Profile", ".metadata.labels.projectsveltos\\.io/cluster-profile-name"),
         condition_column("Ready", "Ready"),
         AGE,
     )

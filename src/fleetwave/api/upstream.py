@@ -158,13 +158,15 @@ def _health_check(check: dict[str, Any], path: str) -> dict[str, Any]:
     rules = out.get("evaluateCEL")
     if isinstance(rules, list):
         fixed = []
-        for j, r in enumerate(rules):
-            if isinstance(r, dict) and "expression" in r:
-                r = dict(r)
+        for j, raw in enumerate(rules):
+            r = raw
+            if isinstance(raw, dict) and "expression" in raw:
+                r = dict(raw)
                 expr = r.pop("expression")
                 if "rule" in r:
                     raise ConversionError(
-                        f"{path}.evaluateCEL[{j}].expression", "set rule or expression (docs spelling), not both"
+                        f"{path}.evaluateCEL[{j}].expression",
+                        "set rule or expression (docs spelling), not both",
                     )
                 r["rule"] = expr.strip() if isinstance(expr, str) else expr
             fixed.append(r)

@@ -30,11 +30,12 @@ _UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m":
 # No backslashes: the pattern is embedded in a CEL string literal, where `\*` is not a valid escape.
 _CRON_ATOM = r"([*]|[?]|[0-9A-Za-z]+(-[0-9A-Za-z]+)?)(/[0-9]+)?"
 _CRON_FIELD = rf"{_CRON_ATOM}(,{_CRON_ATOM})*"
-CRON_PATTERN = (
-    rf"^(@(yearly|annually|monthly|weekly|daily|midnight|hourly)|@every [0-9a-zµ.]+|{_CRON_FIELD}( {_CRON_FIELD}){{4}})$"
-)
+_CRON_DESCRIPTOR = r"@(yearly|annually|monthly|weekly|daily|midnight|hourly)|@every [0-9a-zµ.]+"
+CRON_PATTERN = rf"^({_CRON_DESCRIPTOR}|{_CRON_FIELD}( {_CRON_FIELD}){{4}})$"
 CRON_MAX = 128
-CRON_DESCRIPTORS = frozenset({"@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly"})
+CRON_DESCRIPTORS = frozenset(
+    {"@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly"}
+)
 
 # maxUpdate: a non-negative int, or "N%" with N in 0..100 (upstream also accepts a bare digit string).
 MAX_UPDATE_PCT_PATTERN = r"^((100|[0-9]{1,2})%|[0-9]+)$"

@@ -14,11 +14,13 @@ import typer
 def crds(
     out: Annotated[
         Path | None,
-        typer.Option("--out", help="Write one <plural>.<group>.yaml per CRD into DIR instead of stdout.", metavar="DIR"),
+        typer.Option(
+            "--out", help="Write one <plural>.<group>.yaml per CRD into DIR instead of stdout.", metavar="DIR"
+        ),
     ] = None,
 ) -> None:
     """Generate the fleetwave CRDs (deploy/crds) from the API types."""
-    from fleetwave.api.crds import render_files
+    from fleetwave.api.crds import render_files  # noqa: PLC0415 - keep CLI start-up light
 
     files = render_files()
     if out is None:

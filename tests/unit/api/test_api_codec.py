@@ -66,11 +66,16 @@ def test_round_trip_and_defaults() -> None:
     assert isinstance(obj, ClusterPromotion)
     assert obj.spec.profile_spec.sync_mode == "Continuous"
     manual = obj.spec.stages[1].trigger.manual if obj.spec.stages[1].trigger else None
-    assert manual is not None and manual.automatic_reset is True and manual.approved is False
+    assert manual is not None
+    assert manual.automatic_reset is True
+    assert manual.approved is False
     out = to_manifest(obj)
     assert out["apiVersion"] == "fleetwave.io/v1alpha1"
     assert "syncMode" not in out["spec"]["profileSpec"]  # unset: left to the CRD default
-    assert out["spec"]["stages"][0]["trigger"]["auto"]["promotionWindow"] == {"from": "0 10 * * *", "to": "0 11 * * *"}
+    assert out["spec"]["stages"][0]["trigger"]["auto"]["promotionWindow"] == {
+        "from": "0 10 * * *",
+        "to": "0 11 * * *",
+    }
     assert parse_object(out) == obj
 
 
@@ -82,15 +87,30 @@ def test_load_manifests_skips_empty_documents() -> None:
 @pytest.mark.parametrize(
     ("mutate", "expected"),
     [
-        (lambda d: d["spec"]["stages"][1].update(trigger={}), "spec.stages[1].trigger: set exactly one of auto or manual"),
+        (
+            lambda d: d["spec"]["stages"][1].update(trigger={}),
+            "spec.stages[1].trigger: set exactly one of auto or manual",
+        ),
         (
             lambda d: d["spec"]["stages"][0]["trigger"].update(manual={}),
             "spec.stages[0].trigger: set exactly one of auto or manual",
         ),
-        (lambda d: d["spec"]["stages"][1].update(name="staging"), "spec.stages[1].name: duplicate stage name 'staging'"),
-        (lambda d: d["spec"]["stages"][0].update(name="Staging_1"), "spec.stages[0].name: 'Staging_1' is not a DNS-1123"),
-        (lambda d: d["spec"]["profileSpec"].update(maxUpdate="101%"), "spec.profileSpec.maxUpdate: maxUpdate '101%'"),
-        (lambda d: d["spec"]["profileSpec"].update(maxUpdate=-1), "spec.profileSpec.maxUpdate: maxUpdate must be >= 0"),
+        (
+            lambda d: d["spec"]["stages"][1].update(name="staging"),
+            "spec.stages[1].name: duplicate stage name 'staging'",
+        ),
+        (
+            lambda d: d["spec"]["stages"][0].update(name="Staging_1"),
+            "spec.stages[0].name: 'Staging_1' is not a DNS-1123",
+        ),
+        (
+            lambda d: d["spec"]["profileSpec"].update(maxUpdate="101%"),
+            "spec.profileSpec.maxUpdate: maxUpdate '101%'",
+        ),
+        (
+            lambda d: d["spec"]["profileSpec"].update(maxUpdate=-1),
+            "spec.profileSpec.maxUpdate: maxUpdate must be >= 0",
+        ),
         (lambda d: d["spec"]["profileSpec"].update(maxUpdate="ten"), "spec.profileSpec.maxUpdate"),
         (
             lambda d: d["spec"]["stages"][0]["trigger"]["auto"].update(delay="5 minutes"),
@@ -101,12 +121,20 @@ def test_load_manifests_skips_empty_documents() -> None:
             "spec.stages[0].trigger.auto.promotionWindow.to: '61 * * * *' is not a 5-field cron",
         ),
         (
-            lambda d: d["spec"]["stages"][0]["trigger"]["auto"]["promotionWindow"].update({"from": "0 0 10 * * *"}),
+            lambda d: d["spec"]["stages"][0]["trigger"]["auto"]["promotionWindow"].update(
+                {"from": "0 0 10 * * *"}
+            ),
             "spec.stages[0].trigger.auto.promotionWindow.from",
         ),
-        (lambda d: d["spec"]["stages"][0]["trigger"]["auto"].update(dealy="5m"), "trigger.auto.dealy: unknown field"),
+        (
+            lambda d: d["spec"]["stages"][0]["trigger"]["auto"].update(dealy="5m"),
+            "trigger.auto.dealy: unknown field",
+        ),
         (lambda d: d["spec"].update(stages=[]), "spec.stages"),
-        (lambda d: d["spec"]["profileSpec"]["helmCharts"][0].pop("releaseName"), "helmCharts[0].releaseName: required"),
+        (
+            lambda d: d["spec"]["profileSpec"]["helmCharts"][0].pop("releaseName"),
+            "helmCharts[0].releaseName: required",
+        ),
     ],
 )
 def test_promotion_rejections_name_the_field(mutate: Any, expected: str) -> None:
@@ -121,12 +149,30 @@ def test_promotion_rejections_name_the_field(mutate: Any, expected: str) -> None
     [
         (lambda s: s.update(maxConcurrency="50"), "spec.stages[0].maxConcurrency"),
         (lambda s: s.update(maxConcurrency=0), "spec.stages[0].maxConcurrency: maxConcurrency must be >= 1"),
-        (lambda s: s.update(beforeStageTasks=[{"type": "TimedWait", "waitTime": "1m"}]), "beforeStageTasks[0].type"),
-        (lambda s: s.update(afterStageTasks=[{"type": "Approval"}, {"type": "Approval"}]), "afterStageTasks[1].type"),
-        (lambda s: s.update(afterStageTasks=[{"type": "TimedWait"}]), "afterStageTasks[0].waitTime: TimedWait requires"),
-        (lambda s: s.update(afterStageTasks=[{"type": "TimedWait", "waitTime": "1d"}]), "afterStageTasks[0].waitTime"),
-        (lambda s: s.update(afterStageTasks=[{"type": "TimedWait", "waitTime": "0s"}]), "must be greater than 0"),
-        (lambda s: s.update(afterStageTasks=[{"type": "Approval", "waitTime": "1m"}]), "Approval must not set"),
+        (
+            lambda s: s.update(beforeStageTasks=[{"type": "TimedWait", "waitTime": "1m"}]),
+            "beforeStageTasks[0].type",
+        ),
+        (
+            lambda s: s.update(afterStageTasks=[{"type": "Approval"}, {"type": "Approval"}]),
+            "afterStageTasks[1].type",
+        ),
+        (
+            lambda s: s.update(afterStageTasks=[{"type": "TimedWait"}]),
+            "afterStageTasks[0].waitTime: TimedWait requires",
+        ),
+        (
+            lambda s: s.update(afterStageTasks=[{"type": "TimedWait", "waitTime": "1d"}]),
+            "afterStageTasks[0].waitTime",
+        ),
+        (
+            lambda s: s.update(afterStageTasks=[{"type": "TimedWait", "waitTime": "0s"}]),
+            "must be greater than 0",
+        ),
+        (
+            lambda s: s.update(afterStageTasks=[{"type": "Approval", "waitTime": "1m"}]),
+            "Approval must not set",
+        ),
     ],
 )
 def test_strategy_rejections_name_the_field(mutate: Any, expected: str) -> None:
@@ -142,7 +188,10 @@ def test_strategy_duplicate_stage_names() -> None:
 
 
 def test_unknown_kind_and_api_version() -> None:
-    _reject({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}}, "ConfigMap/x: apiVersion: unsupported")
+    _reject(
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}},
+        "ConfigMap/x: apiVersion: unsupported",
+    )
     _reject(
         {"apiVersion": "config.projectsveltos.io/v1beta1", "kind": "Profile", "metadata": {"name": "x"}},
         "Profile/x: kind: unknown kind 'Profile'",
@@ -174,7 +223,8 @@ def test_run_defaults_to_run_state_and_validates_index() -> None:
         "spec": {"placementName": "p", "stagedRolloutStrategyName": "s"},
     }
     run = parse_object(doc)
-    assert isinstance(run, StagedUpdateRun) and run.spec.state == "Run"
+    assert isinstance(run, StagedUpdateRun)
+    assert run.spec.state == "Run"
     doc["spec"]["resourceSnapshotIndex"] = "007"
     _reject(doc, "spec.resourceSnapshotIndex")
 
@@ -189,7 +239,8 @@ def test_sveltos_cluster_maps_to_member_cluster() -> None:
     mc = parse_object(doc)
     assert isinstance(mc, MemberCluster)
     ref = mc.spec.kubeconfig_secret_ref
-    assert ref is not None and (ref.name, ref.key) == ("dev-sveltos-kubeconfig", "value")
+    assert ref is not None
+    assert (ref.name, ref.key) == ("dev-sveltos-kubeconfig", "value")
     assert mc.metadata.labels == {"env": "dev"}
     assert parse_object(to_manifest(mc)) == mc
 
@@ -199,11 +250,14 @@ def test_kubefleet_member_cluster() -> None:
         "apiVersion": "cluster.kubernetes-fleet.io/v1beta1",
         "kind": "MemberCluster",
         "metadata": {"name": "member1", "labels": {"environment": "canary", "order": "2"}},
-        "spec": {"identity": {"kind": "ServiceAccount", "name": "fleet-member-agent", "namespace": "fleet-system"},
-                 "heartbeatPeriodSeconds": 60},
+        "spec": {
+            "identity": {"kind": "ServiceAccount", "name": "fleet-member-agent", "namespace": "fleet-system"},
+            "heartbeatPeriodSeconds": 60,
+        },
     }
     mc = parse_object(doc)
-    assert isinstance(mc, MemberCluster) and mc.spec.heartbeat_period_seconds == 60
+    assert isinstance(mc, MemberCluster)
+    assert mc.spec.heartbeat_period_seconds == 60
     assert to_manifest(mc)["spec"]["identity"]["name"] == "fleet-member-agent"
 
 
@@ -212,7 +266,9 @@ def test_health_check_docs_conflicts_are_errors() -> None:
     doc["spec"]["stages"][0]["trigger"]["auto"]["postDelayHealthChecks"] = [
         {"name": "c", "evaluateCEL": [{"name": "x", "rule": "true", "expression": "false"}]}
     ]
-    _reject(doc, "spec.stages[0].trigger.auto.postDelayHealthChecks[0].evaluateCEL[0].expression: set rule or")
+    _reject(
+        doc, "spec.stages[0].trigger.auto.postDelayHealthChecks[0].evaluateCEL[0].expression: set rule or"
+    )
 
 
 def test_parse_duration_and_percent() -> None:

@@ -1,7 +1,8 @@
-"""Committed CRDs match the models; schemas are structural; CEL rules compile and reject what Python rejects."""
+"""Committed CRDs match the models; schemas are structural; CEL rules agree with the Python checks."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -10,6 +11,7 @@ import celpy
 import pytest
 import yaml
 
+from fleetwave.api import validation as v
 from fleetwave.api.crds import all_crds, render_files
 
 CRD_DIR = Path(__file__).resolve().parents[3] / "deploy" / "crds"
@@ -20,7 +22,9 @@ def test_committed_crds_match_the_models() -> None:
     on_disk = {p.name: p.read_text(encoding="utf-8") for p in CRD_DIR.glob("*.yaml")}
     assert sorted(on_disk) == sorted(expected), "run `fleetwave crds --out deploy/crds`"
     for name, text in expected.items():
-        assert on_disk[name] == text, f"{name} drifted from the models: run `fleetwave crds --out deploy/crds`"
+        assert on_disk[name] == text, (
+            f"{name} drifted from the models: run `fleetwave crds --out deploy/crds`"
+        )
 
 
 def _nodes(schema: dict[str, Any], path: str = "") -> Iterator[tuple[str, dict[str, Any]]]:
@@ -65,12 +69,22 @@ def test_short_names_and_columns() -> None:
     assert short["ApprovalRequest"] == ["areq"]
     csur = CRDS["clusterstagedupdateruns.fleetwave.io"]["spec"]["versions"][0]
     cols = [c["name"] for c in csur["additionalPrinterColumns"] if not c.get("priority")]
-    assert cols == ["Placement", "Resource-Snapshot-Index", "Policy-Snapshot-Index", "Initialized",
-                    "Progressing", "Succeeded", "Age"]
+    assert cols == [
+        "Placement",
+        "Resource-Snapshot-Index",
+        "Policy-Snapshot-Index",
+        "Initialized",
+        "Progressing",
+        "Succeeded",
+        "Age",
+    ]
     assert csur["subresources"] == {"status": {}}
     promo = CRDS["clusterpromotions.fleetwave.io"]["spec"]["versions"][0]
     assert [c["name"] for c in promo["additionalPrinterColumns"] if not c.get("priority")] == [
-        "Current-Stage", "Ready", "Age"]
+        "Current-Stage",
+        "Ready",
+        "Age",
+    ]
 
 
 def _rules(node: Any, path: str = "") -> Iterator[tuple[str, dict[str, Any]]]:
@@ -118,24 +132,28 @@ def test_cel_rules_agree_with_python() -> None:
     assert _eval(unique, {"stages": [{"name": "a"}, {"name": "b"}]})
     assert not _eval(unique, {"stages": [{"name": "a"}, {"name": "a"}]})
     cron = _rule_at(promo, "/promotionWindow/properties/from")
-    assert _eval(cron, "0 10 * * 1-5") and _eval(cron, "@daily") and _eval(cron, "*/15 * * * *")
-    assert not _eval(cron, "tomorrow") and not _eval(cron, "0 10 * *")
+    assert _eval(cron, "0 10 * * 1-5")
+    assert _eval(cron, "@daily")
+    assert _eval(cron, "*/15 * * * *")
+    assert not _eval(cron, "tomorrow")
+    assert not _eval(cron, "0 10 * *")
     csus = "clusterstagedupdatestrategies.fleetwave.io"
     task = _rule_at(csus, "/afterStageTasks/items")
-    assert _eval(task, {"type": "TimedWait", "waitTime": "1m"}) and not _eval(task, {"type": "TimedWait"})
+    assert _eval(task, {"type": "TimedWait", "waitTime": "1m"})
+    assert not _eval(task, {"type": "TimedWait"})
     assert not _eval(task, {"type": "Approval", "waitTime": "1m"})
     conc = _rule_at(csus, "/maxConcurrency")
-    assert _eval(conc, 1) and _eval(conc, "50%") and not _eval(conc, 0)
+    assert _eval(conc, 1)
+    assert _eval(conc, "50%")
+    assert not _eval(conc, 0)
     state = _rule_at("stagedupdateruns.fleetwave.io", "/properties/state")
-    assert _eval(state, "Run", "Initialize") and _eval(state, "Stop", "Run")
-    assert not _eval(state, "Stop", "Initialize") and not _eval(state, "Initialize", "Run")
+    assert _eval(state, "Run", "Initialize")
+    assert _eval(state, "Stop", "Run")
+    assert not _eval(state, "Stop", "Initialize")
+    assert not _eval(state, "Initialize", "Run")
 
 
 def test_patterns_match_python_checks() -> None:
-    import re
-
-    from fleetwave.api import validation as v
-
     for good in ("10%", "0%", "100%", "5", 5):
         assert v.check_int_or_percent(good, minimum=0, pattern=v.MAX_UPDATE_PCT_PATTERN, what="x") == good
         assert isinstance(good, int) or re.fullmatch(v.MAX_UPDATE_PCT_PATTERN, good)

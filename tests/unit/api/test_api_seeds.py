@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import api_seedtext as seedtext
 import pytest
 import yaml
 
@@ -20,7 +21,6 @@ from fleetwave.api.models import (
     Resource,
     StagedUpdateStrategy,
 )
-import api_seedtext as seedtext
 
 FIXTURE_004 = Path(__file__).with_name("seed004_objects.yaml")
 UPSTREAM_KINDS = set(KINDS) | {"SveltosCluster"}
@@ -50,7 +50,7 @@ def _objects_000_to_003(prefix: str) -> list[dict[str, Any]]:
 
 
 def _fixture_004_texts() -> list[str]:
-    return [d for d in re.split(r"^---$", FIXTURE_004.read_text(encoding="utf-8"), flags=re.M)]
+    return list(re.split(r"^---$", FIXTURE_004.read_text(encoding="utf-8"), flags=re.M))
 
 
 def seed_objects() -> dict[str, list[dict[str, Any]]]:
@@ -96,7 +96,8 @@ def test_docs_form_health_check_is_normalised() -> None:
     promo = parse_object(doc)
     assert isinstance(promo, ClusterPromotion)
     trigger = promo.spec.stages[0].trigger
-    assert trigger is not None and trigger.auto is not None
+    assert trigger is not None
+    assert trigger.auto is not None
     (pre,) = trigger.auto.pre_health_check_deployment or []
     assert (pre.kind, pre.name, pre.namespace) == ("ConfigMap", "validation-job-staging", "projectsveltos")
     (check,) = trigger.auto.post_delay_health_checks or []
@@ -113,7 +114,8 @@ def test_seed_004_status_and_v1_snapshot() -> None:
     assert isinstance(snap, ClusterResourceSnapshot)
     assert [r["kind"] for r in snap.spec.selected_resources] == ["Namespace", "ConfigMap"]
     run = parse_object(docs[4])
-    assert isinstance(run, ClusterStagedUpdateRun) and run.status is not None
+    assert isinstance(run, ClusterStagedUpdateRun)
+    assert run.status is not None
     stages = run.status.stages_status or []
     assert [s.stage_name for s in stages] == ["staging", "canary"]
     assert [c.cluster_name for c in stages[1].clusters or []] == ["member3", "member1"]
