@@ -10,7 +10,7 @@ from croniter import croniter
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as hs
 
-from fleetwave.core import batching, engine
+from fleetwave.core import batching, engine, windows
 from fleetwave.core import effects as fx
 from fleetwave.core import model as m
 from fleetwave.core import status as st
@@ -133,19 +133,22 @@ def _check_gates_of_succeeded(
             not stage.clusters and world.spec.stages[i].skip_gates_when_empty
         ):
             continue
-        assert stage.succeeded_at is not None and stage.delivered_at is not None
+        assert stage.succeeded_at is not None
+        assert stage.delivered_at is not None
         for gate in world.spec.stages[i].after:
             if isinstance(gate, m.Delay):
                 assert stage.succeeded_at >= stage.delivered_at + gate.duration  # never cut short
             elif isinstance(gate, m.Approval):
                 granted = world.approvals.get(gate.id)
-                assert granted is not None and granted <= stage.succeeded_at  # never without approval
+                assert granted is not None
+                assert granted <= stage.succeeded_at
                 assert not gate.auto_reset or granted >= world.status.started_at
             elif isinstance(gate, m.Window):
                 assert window_open_brute_force(gate, stage.succeeded_at)
             elif isinstance(gate, m.HealthChecks):
                 verdict = health_at[stage.name].get((stage.name, "smoke"))
-                assert verdict is not None and verdict.ok
+                assert verdict is not None
+                assert verdict.ok
 
 
 def _check_determinism(world: World, observed: m.Observed, decision: fx.Decision) -> None:
@@ -242,9 +245,9 @@ def test_max_in_flight_is_at_least_one_and_never_above_the_stage(
 @settings(max_examples=60, deadline=None)
 @given(minute=hs.integers(0, 14 * 24 * 60), window=hs.sampled_from(WINDOWS))
 def test_window_state_agrees_with_a_minute_by_minute_reference(minute: int, window: m.Window) -> None:
-    from fleetwave.core import windows
 
     now = datetime(2026, 3, 20, tzinfo=UTC) + timedelta(minutes=minute)
     state = windows.window_state(window, now)
     assert state.open == window_open_brute_force(window, now)
-    assert state.changes_at is not None and state.changes_at > now
+    assert state.changes_at is not None
+    assert state.changes_at > now
