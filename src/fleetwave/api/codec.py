@@ -8,6 +8,7 @@ may import: stdlib, pydantic, pyyaml, fleetwave.api.meta, fleetwave.api.models, 
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from typing import Any
 
@@ -66,6 +67,20 @@ def _problems(err: ValidationError) -> list[tuple[str, str]]:
     return problems
 
 
+def _times_to_text(node: Any) -> Any:
+    """YAML turns unquoted timestamps into datetimes; the API keeps RFC3339 text (ADR 0010)."""
+    if isinstance(node, dict):
+        return {k: _times_to_text(v) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_times_to_text(v) for v in node]
+    if isinstance(node, dt.datetime):
+        aware = node if node.tzinfo else node.replace(tzinfo=dt.UTC)
+        return aware.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    if isinstance(node, dt.date):
+        return node.isoformat()
+    return node
+
+
 def parse_object(doc: dict[str, Any]) -> Resource:
     """Parse one manifest (native, upstream apiVersion or docs spelling) into its native model."""
     if not isinstance(doc, dict):
@@ -74,7 +89,7 @@ def parse_object(doc: dict[str, Any]) -> Resource:
     meta = doc.get("metadata")
     name = str(meta.get("name") or "?") if isinstance(meta, dict) else "?"
     try:
-        native = to_native(doc, _NATIVE_KINDS)
+        native = to_native(_times_to_text(doc), _NATIVE_KINDS)
     except ConversionError as e:
         raise ManifestError(kind, name, [(e.path, e.message)]) from None
     try:

@@ -283,3 +283,19 @@ def test_parse_duration_and_percent() -> None:
     assert resolve_int_or_percent("10%", 25, round_up=False, default=0) == 2
     assert resolve_int_or_percent(None, 25, round_up=True, default=25) == 25
     assert resolve_int_or_percent("7", 25, round_up=True, default=0) == 7
+
+
+def test_unquoted_yaml_timestamps_become_rfc3339_text() -> None:
+    text = """
+apiVersion: fleetwave.io/v1alpha1
+kind: ClusterPromotion
+metadata: {name: p, creationTimestamp: 2025-11-09T16:56:55Z}
+spec: {stages: [{name: a}]}
+status:
+  lastPromotionTime: 2025-11-09T17:02:25Z
+"""
+    (obj,) = load_manifests(text)
+    assert isinstance(obj, ClusterPromotion)
+    assert obj.status is not None
+    assert obj.status.last_promotion_time == "2025-11-09T17:02:25Z"
+    assert obj.metadata.creation_timestamp == "2025-11-09T16:56:55Z"
