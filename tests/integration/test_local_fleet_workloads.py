@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from lightkube import ApiError, Client
+from lightkube import ApiError, Client, codecs
 from lightkube.generic_resource import create_namespaced_resource
 from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
 from lightkube.resources.apps_v1 import Deployment
@@ -28,15 +28,13 @@ def test_server_side_apply_reaches_every_member_under_fleetwaves_field_manager(
     members: dict[str, Client], namespace: str
 ) -> None:
     for name, client in members.items():
-        client.apply(
-            {
-                "apiVersion": "v1",
-                "kind": "ConfigMap",
-                "metadata": {"name": "greeting", "namespace": namespace},
-                "data": {"cluster": name},
-            },
-            force=True,
-        )
+        configmap = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "greeting", "namespace": namespace},
+            "data": {"cluster": name},
+        }
+        client.apply(codecs.from_dict(configmap), force=True)
     for name, client in members.items():
         cm = client.get(ConfigMap, "greeting", namespace=namespace)
         assert cm.data == {"cluster": name}

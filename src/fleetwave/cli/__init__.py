@@ -8,7 +8,7 @@ from __future__ import annotations
 import typer
 
 from fleetwave import __version__
-from fleetwave.cli import crds, local
+from fleetwave.cli import crds, demo, local
 
 app = typer.Typer(
     name="fleetwave",
@@ -18,6 +18,7 @@ app = typer.Typer(
 )
 app.add_typer(local.app, name="local")
 app.command(name="crds")(crds.crds)
+app.command(name="demo")(demo.demo)
 
 
 @app.command()

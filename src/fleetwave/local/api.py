@@ -27,7 +27,10 @@ def is_ready(server: str, ca_cert: Path, *, timeout: float) -> bool:
     try:
         with urllib.request.urlopen(f"{server}/readyz", timeout=timeout, context=_context(ca_cert)) as r:
             return bool(r.status == 200)
-    except (OSError, urllib.error.URLError, ssl.SSLError):
+    except urllib.error.HTTPError as e:
+        e.close()  # an HTTPError owns the open socket
+        return False
+    except (OSError, ssl.SSLError):
         return False
 
 
@@ -77,6 +80,7 @@ def create_fake_node(server: str, ca_cert: Path, token: str, *, name: str) -> No
     try:
         request(server, ca_cert, token, "POST", "/api/v1/nodes", node)
     except urllib.error.HTTPError as e:
+        e.close()
         if e.code != 409:
             raise
 

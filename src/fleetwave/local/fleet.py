@@ -20,6 +20,7 @@ import shutil
 import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
+from importlib import resources
 from pathlib import Path
 
 from fleetwave.local import api, binaries, pki, processes
@@ -138,9 +139,13 @@ def down(state_dir: Path) -> list[str]:
     state = load(state_dir)
     killed: list[str] = []
     if state is not None:
-        # Controllers first, then apiservers, etcd last, so nothing logs a storm of connection errors.
-        order = sorted(state.processes, key=lambda p: (p.name == "etcd", p.name.endswith("/apiserver")))
-        killed = processes.stop(order)
+        # Controllers first, then apiservers, etcd last: an apiserver whose etcd is already gone
+        # hangs in shutdown until it is killed.
+        def phase(p: ProcessRecord) -> int:
+            return 2 if p.name == "etcd" else 1 if p.name.endswith("/apiserver") else 0
+
+        for n in range(3):
+            killed += processes.stop([p for p in state.processes if phase(p) == n])
     shutil.rmtree(state_dir, ignore_errors=True)
     return killed
 
@@ -207,6 +212,12 @@ def _start(
             api.create_fake_node(c.server, keys.ca_cert, c.token, name="kwok-node-0")
     _save(state)
     return state
+
+
+def _kwok_config(cdir: Path) -> Path:
+    path = cdir / "kwok.yaml"
+    path.write_bytes(resources.files("fleetwave.local").joinpath("kwok-stages.yaml").read_bytes())
+    return path
 
 
 def _wait_ready(state: FleetState) -> None:
@@ -335,6 +346,7 @@ def _start_controllers(
                 f"--server-address=127.0.0.1:{processes.free_port()}",
                 "--node-ip=127.0.0.1",
                 "--node-lease-duration-seconds=40",
+                f"--config={_kwok_config(cdir)}",
             ],
             log=cdir / "kwok.log",
             marker=marker,
