@@ -1,0 +1,134 @@
+"""The engine's RolloutStatus <-> the JSON kept in a rollout object's `status.rollout`.
+
+The engine's status is its only memory between steps, so it lives in the API object itself: a
+restarted controller reads it back and resumes exactly where it was. Derivable fields (each
+cluster's stage, the member set) are not stored.
+
+may import: stdlib, fleetwave.core
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from fleetwave.core import status as st
+
+
+def _t(value: datetime | None) -> str | None:
+    return None if value is None else value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def _parse_t(value: Any) -> datetime | None:
+    if not value:
+        return None
+    return datetime.fromisoformat(str(value).replace("Z", "+00:00")).astimezone(UTC)
+
+
+def _req_t(value: Any) -> datetime:
+    parsed = _parse_t(value)
+    if parsed is None:
+        raise ValueError("missing timestamp in status.rollout")
+    return parsed
+
+
+def dump(status: st.RolloutStatus) -> dict[str, Any]:
+    return {
+        "contentHash": status.content_hash,
+        "stagesHash": status.stages_hash,
+        "startedAt": _t(status.started_at),
+        "phase": status.phase.value,
+        "current": status.current,
+        "lateJoiners": [[c, i] for c, i in status.late_joiners],
+        "lateStarted": list(status.late_started),
+        "departed": list(status.departed),
+        "unmatched": status.unmatched,
+        "message": status.message,
+        "conditions": [_dump_condition(c) for c in status.conditions],
+        "stages": [_dump_stage(s) for s in status.stages],
+    }
+
+
+def _dump_condition(c: st.Condition) -> dict[str, Any]:
+    return {
+        "type": c.type,
+        "status": c.status.value,
+        "reason": c.reason.value,
+        "message": c.message,
+        "lastTransitionTime": _t(c.last_transition),
+    }
+
+
+def _dump_stage(s: st.StageStatus) -> dict[str, Any]:
+    return {
+        "name": s.name,
+        "clusters": list(s.clusters),
+        "maxInFlight": s.max_in_flight,
+        "phase": s.phase.value,
+        "enteredAt": _t(s.entered_at),
+        "startedAt": _t(s.started_at),
+        "deliveredAt": _t(s.delivered_at),
+        "succeededAt": _t(s.succeeded_at),
+        "started": list(s.started),
+        "completed": s.completed,
+        "lastProgressAt": _t(s.last_progress_at),
+        "gates": [
+            {"kind": g.kind, "state": g.state.value, "message": g.message, "until": _t(g.until)} for g in s.gates
+        ],
+        "failed": [{"cluster": c, "message": m} for c, m in s.failed],
+        "message": s.message,
+    }
+
+
+def load(raw: dict[str, Any]) -> st.RolloutStatus:
+    """Inverse of `dump`; raises ValueError (or KeyError/TypeError) on a damaged record."""
+    stages = tuple(_load_stage(s) for s in raw["stages"])
+    stage_of = {c: i for i, s in enumerate(stages) for c in s.clusters}
+    return st.RolloutStatus(
+        content_hash=str(raw["contentHash"]),
+        stages_hash=str(raw["stagesHash"]),
+        started_at=_req_t(raw["startedAt"]),
+        stages=stages,
+        stage_of=stage_of,
+        members=frozenset(stage_of),
+        phase=st.RolloutPhase(raw.get("phase", "Progressing")),
+        current=int(raw.get("current", 0)),
+        late_joiners=tuple((str(c), int(i)) for c, i in raw.get("lateJoiners", [])),
+        late_started=tuple(raw.get("lateStarted", [])),
+        departed=tuple(raw.get("departed", [])),
+        unmatched=int(raw.get("unmatched", 0)),
+        conditions=tuple(_load_condition(c) for c in raw.get("conditions", [])),
+        message=str(raw.get("message", "")),
+    )
+
+
+def _load_condition(c: dict[str, Any]) -> st.Condition:
+    return st.Condition(
+        type=c["type"],
+        status=st.ConditionStatus(c["status"]),
+        reason=st.Reason(c["reason"]),
+        message=c.get("message", ""),
+        last_transition=_req_t(c["lastTransitionTime"]),
+    )
+
+
+def _load_stage(s: dict[str, Any]) -> st.StageStatus:
+    return st.StageStatus(
+        name=s["name"],
+        clusters=tuple(s.get("clusters", [])),
+        max_in_flight=int(s.get("maxInFlight", 1)),
+        phase=st.StagePhase(s.get("phase", "Pending")),
+        entered_at=_parse_t(s.get("enteredAt")),
+        started_at=_parse_t(s.get("startedAt")),
+        delivered_at=_parse_t(s.get("deliveredAt")),
+        succeeded_at=_parse_t(s.get("succeededAt")),
+        started=tuple(s.get("started", [])),
+        completed=int(s.get("completed", 0)),
+        last_progress_at=_parse_t(s.get("lastProgressAt")),
+        gates=tuple(
+            st.GateStatus(g["kind"], st.GateState(g["state"]), g.get("message", ""), _parse_t(g.get("until")))
+            for g in s.get("gates", [])
+        ),
+        failed=tuple((f["cluster"], f.get("message", "")) for f in s.get("failed", [])),
+        message=s.get("message", ""),
+    )
