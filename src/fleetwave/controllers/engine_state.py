@@ -72,12 +72,14 @@ def _dump_stage(s: st.StageStatus) -> dict[str, Any]:
         "started": list(s.started),
         "completed": s.completed,
         "lastProgressAt": _t(s.last_progress_at),
-        "gates": [
-            {"kind": g.kind, "state": g.state.value, "message": g.message, "until": _t(g.until)} for g in s.gates
-        ],
+        "gates": [_dump_gate(g) for g in s.gates],
         "failed": [{"cluster": c, "message": m} for c, m in s.failed],
         "message": s.message,
     }
+
+
+def _dump_gate(g: st.GateStatus) -> dict[str, Any]:
+    return {"kind": g.kind, "state": g.state.value, "message": g.message, "until": _t(g.until)}
 
 
 def load(raw: dict[str, Any]) -> st.RolloutStatus:

@@ -31,7 +31,8 @@ def test_a_mid_rollout_status_round_trips_through_json() -> None:
     spec = _spec()
     first = engine.step(spec, fleet, m.Observed(), T0)
     done = {"a": m.Delivery(m.DeliveryPhase.APPLIED, ready=True)}
-    second = engine.step(spec, fleet, m.Observed(delivery=done, previous=first.status), T0 + timedelta(seconds=5))
+    observed = m.Observed(delivery=done, previous=first.status)
+    second = engine.step(spec, fleet, observed, T0 + timedelta(seconds=5))
     status = second.status
     assert status.stages[0].gates, "the delay gate should be recorded as waiting"
 
