@@ -1,0 +1,61 @@
+"""Shared pieces of both translators: label selectors, canonical hashing, durations.
+
+may import: stdlib (hashlib, json, datetime, collections.abc), fleetwave.api.meta, fleetwave.core.model
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import timedelta
+
+from fleetwave.api.meta import LabelSelector, parse_duration
+from fleetwave.core import model as m
+
+# Set on every cluster by the fleet builders so a ClusterProfile's clusterRefs (cluster names) can be
+# expressed as an ordinary selector; the engine only knows label selectors.
+NAME_LABEL = "fleetwave.io/cluster-name"
+
+
+def canonical_json(value: object) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def digest(value: object) -> str:
+    return hashlib.sha256(canonical_json(value).encode()).hexdigest()
+
+
+def selector(sel: LabelSelector) -> m.Selector:
+    labels = tuple(sorted((sel.match_labels or {}).items()))
+    exprs = tuple(
+        m.Requirement(r.key, m.Operator(r.operator), tuple(r.values or ()))
+        for r in sel.match_expressions or []
+    )
+    return m.Selector(match_labels=labels, match_expressions=exprs)
+
+
+def is_empty(sel: LabelSelector | None) -> bool:
+    return sel is None or (not sel.match_labels and not sel.match_expressions)
+
+
+def names_selector(names: tuple[str, ...]) -> m.Selector:
+    return m.Selector(match_expressions=(m.Requirement(NAME_LABEL, m.Operator.IN, tuple(sorted(names))),))
+
+
+def duration(raw: str | None) -> timedelta | None:
+    """A Go duration; None or zero means "no wait", so no gate is emitted for it."""
+    if raw is None:
+        return None
+    value = parse_duration(raw)
+    return value if value > timedelta(0) else None
+
+
+def describe_selector(sel: m.Selector | None) -> str:
+    """Short human form for messages: `env=prod, tier In (a,b)`."""
+    if sel is None:
+        return "<empty>"
+    parts = [f"{k}={v}" for k, v in sel.match_labels]
+    for r in sel.match_expressions:
+        values = f" ({','.join(r.values)})" if r.values else ""
+        parts.append(f"{r.key} {r.operator}{values}")
+    return ", ".join(parts) or "<all clusters>"

@@ -1,0 +1,164 @@
+"""Sveltos kinds -> engine model: ClusterPromotion (stages behind triggers) and ClusterProfile (one stage).
+
+Gate order follows the Sveltos controller (spec §2.6): delay, pre-health-check deployment, post-delay
+health checks, then the promotion window (auto) or the approval (manual). See ADR 0050.
+may import: stdlib, fleetwave.api.{models,meta}, fleetwave.core.{model,batching},
+    fleetwave.translate.{common,errors}
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fleetwave.api.models import (
+    AutoTrigger,
+    ClusterProfile,
+    ClusterPromotion,
+    ManualTrigger,
+    ProfileSpec,
+    Stage,
+)
+from fleetwave.core import batching
+from fleetwave.core import model as m
+from fleetwave.translate import common
+from fleetwave.translate.errors import fail
+
+# Sveltos hashes these lists sorted, so reordering them never restarts a rollout (spec §2.3).
+_UNORDERED = (
+    "helmCharts",
+    "policyRefs",
+    "kustomizationRefs",
+    "dependsOn",
+    "templateResourceRefs",
+    "validateHealths",
+    "patches",
+    "driftExclusions",
+)
+# Selection and pace are not content: they never restart a rollout (ADR 0023, ADR 0030).
+_NOT_CONTENT = ("maxUpdate", "clusterSelector", "clusterRefs", "setRefs", "extraLabels", "extraAnnotations")
+
+
+def profile_content_hash(spec: ProfileSpec) -> str:
+    """SHA-256 of the profile spec's canonical JSON, minus selection/pace, order-insensitive lists."""
+    body: dict[str, Any] = spec.model_dump(mode="json", by_alias=True, exclude_none=True)
+    for key in _NOT_CONTENT:
+        body.pop(key, None)
+    for key in _UNORDERED:
+        if isinstance(body.get(key), list):
+            body[key] = sorted(body[key], key=common.canonical_json)
+    return common.digest(body)
+
+
+def stage_selector(stage: Stage) -> m.Selector | None:
+    """Sveltos: an empty or absent clusterSelector matches no cluster (libsveltos GetMatchingClusters)."""
+    sel = stage.cluster_selector
+    return None if sel is None or common.is_empty(sel) else common.selector(sel)
+
+
+def pre_verification_name(promotion: str, stage: str) -> str:
+    """Name Sveltos gives the per-stage profile carrying preHealthCheckDeployment (spec §2.4)."""
+    return f"preverification-{promotion}-{stage}"
+
+
+def _checks_then(trigger: AutoTrigger | ManualTrigger, promotion: str, stage: str) -> list[m.Gate]:
+    gates: list[m.Gate] = []
+    delay = common.duration(trigger.delay)
+    if delay is not None:
+        gates.append(m.Delay(delay))
+    if trigger.pre_health_check_deployment:
+        gates.append(m.PreHealthDeployment(pre_verification_name(promotion, stage)))
+    if trigger.post_delay_health_checks:
+        gates.append(m.HealthChecks(tuple(c.name for c in trigger.post_delay_health_checks)))
+    return gates
+
+
+def trigger_gates(stage: Stage, promotion: str) -> tuple[m.Gate, ...]:
+    """The after-gates of one stage. The last stage's trigger is honoured too, as Sveltos does."""
+    trigger = stage.trigger
+    if trigger is None:
+        return ()
+    if trigger.auto is not None:
+        gates = _checks_then(trigger.auto, promotion, stage.name)
+        window = trigger.auto.promotion_window
+        if window is not None:
+            gates.append(m.Window(window.from_, window.to))
+        return tuple(gates)
+    assert trigger.manual is not None  # the API model enforces exactly one of auto/manual
+    gates = _checks_then(trigger.manual, promotion, stage.name)
+    # Same list as the health checks: an approval promotes only while they pass (ADR 0027).
+    gates.append(m.Approval(id=stage.name, auto_reset=trigger.manual.automatic_reset))
+    return tuple(gates)
+
+
+def from_promotion(promotion: ClusterPromotion, *, content_hash: str | None = None) -> m.RolloutSpec:
+    """One StageSpec per stage; profileSpec.maxUpdate paces every stage."""
+    spec = promotion.spec
+    name = promotion.metadata.name
+    limit = m.MaxInFlight.parse(spec.profile_spec.max_update)
+    stages = tuple(
+        m.StageSpec(
+            name=s.name,
+            selector=stage_selector(s),
+            max_in_flight=limit,
+            after=trigger_gates(s, name),
+        )
+        for s in spec.stages
+    )
+    revision = m.Revision(
+        content_hash=content_hash or profile_content_hash(spec.profile_spec),
+        stages_hash=batching.compute_stages_hash(stages),
+    )
+    return m.RolloutSpec(name=name, revision=revision, stages=stages)
+
+
+def promotion_selector_paths(promotion: ClusterPromotion) -> tuple[str, ...]:
+    return tuple(f"spec.stages[{i}].clusterSelector" for i in range(len(promotion.spec.stages)))
+
+
+def pre_approved(promotion: ClusterPromotion) -> tuple[str, ...]:
+    """Approval ids already granted in the manifest (`trigger.manual.approved: true`)."""
+    return tuple(
+        s.name
+        for s in promotion.spec.stages
+        if s.trigger is not None and s.trigger.manual is not None and s.trigger.manual.approved
+    )
+
+
+def _profile_selector(profile: ClusterProfile) -> m.Selector | None:
+    spec = profile.spec
+    refs = tuple(r.name for r in spec.cluster_refs or [] if r.name)
+    has_selector = not common.is_empty(spec.cluster_selector)
+    if refs and has_selector:
+        # The engine's selector is a conjunction; "selector OR these names" is not expressible yet.
+        raise fail("spec.clusterRefs", "cannot be combined with spec.clusterSelector (not supported yet)")
+    if spec.set_refs:
+        raise fail("spec.setRefs", "cluster sets are not supported yet; use clusterSelector or clusterRefs")
+    if refs:
+        return common.names_selector(refs)
+    if has_selector:
+        assert spec.cluster_selector is not None
+        return common.selector(spec.cluster_selector)
+    return None
+
+
+def from_profile(profile: ClusterProfile, *, content_hash: str | None = None) -> m.RolloutSpec:
+    """A single-stage rolling update paced by maxUpdate.
+
+    validateHealths are per-cluster: the shell folds them into each cluster's `Delivery.ready`, so a
+    cluster only frees its slot once healthy (ADR 0020) — no stage-level gate is emitted for them.
+    """
+    name = profile.metadata.name
+    stage = m.StageSpec(
+        name=name,
+        selector=_profile_selector(profile),
+        max_in_flight=m.MaxInFlight.parse(profile.spec.max_update),
+    )
+    revision = m.Revision(
+        content_hash=content_hash or profile_content_hash(profile.spec),
+        stages_hash=batching.compute_stages_hash((stage,)),
+    )
+    return m.RolloutSpec(name=name, revision=revision, stages=(stage,))
+
+
+def profile_selector_paths(profile: ClusterProfile) -> tuple[str, ...]:
+    return ("spec.clusterRefs" if profile.spec.cluster_refs else "spec.clusterSelector",)
