@@ -40,14 +40,14 @@ def cm(name: str, i: int) -> dict:
 
 
 async def lightkube_run() -> tuple[list[float], list[float]]:
-    from lightkube import AsyncClient, KubeConfig
+    from lightkube import AsyncClient, KubeConfig, codecs
     from lightkube.resources.core_v1 import ConfigMap
 
     client = AsyncClient(config=KubeConfig.from_file(KUBECONFIG), field_manager="cmp")
     apply_lat, watch_lat = [], []
     for i in range(N):
         t = time.perf_counter()
-        await client.apply(cm("lk-apply", i), force=True)
+        await client.apply(codecs.from_dict(cm("lk-apply", i)), force=True)
         apply_lat.append(time.perf_counter() - t)
     seen: asyncio.Queue[float] = asyncio.Queue()
 
@@ -59,7 +59,7 @@ async def lightkube_run() -> tuple[list[float], list[float]]:
     await asyncio.sleep(0.5)
     for i in range(N):
         t = time.perf_counter()
-        await client.apply(cm("lk-watch", i), force=True)
+        await client.apply(codecs.from_dict(cm("lk-watch", i)), force=True)
         while (got := await seen.get()) < t:
             pass
         watch_lat.append(got - t)

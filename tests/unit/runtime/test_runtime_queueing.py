@@ -1,0 +1,245 @@
+"""WorkQueue: de-duplication, delayed adds on a fake clock, backoff, exclusivity and shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+from collections.abc import Callable
+
+import pytest
+
+from fleetwave.runtime import queueing
+
+
+class FakeClock:
+    """Virtual time: callbacks fire only when the test advances the clock."""
+
+    def __init__(self) -> None:
+        self.t = 1000.0
+        self._heap: list[tuple[float, int, _Handle]] = []
+        self._seq = itertools.count()
+
+    def now(self) -> float:
+        return self.t
+
+    def call_at(self, when: float, callback: Callable[[], None]) -> _Handle:
+        handle = _Handle(callback)
+        heapq.heappush(self._heap, (when, next(self._seq), handle))
+        return handle
+
+    def advance(self, seconds: float) -> None:
+        target = self.t + seconds
+        while self._heap and self._heap[0][0] <= target:
+            when, _, handle = heapq.heappop(self._heap)
+            self.t = when
+            if not handle.cancelled:
+                handle.callback()
+        self.t = target
+
+    @property
+    def live_timers(self) -> int:
+        return sum(1 for _, _, h in self._heap if not h.cancelled)
+
+
+class _Handle:
+    def __init__(self, callback: Callable[[], None]) -> None:
+        self.callback = callback
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
+def make(base: float = 0.005, cap: float = 300.0) -> tuple[queueing.WorkQueue[str], FakeClock]:
+    clock = FakeClock()
+    return queueing.WorkQueue(clock=clock, backoff=queueing.Backoff(base=base, cap=cap)), clock
+
+
+async def test_repeated_adds_of_a_waiting_key_collapse_into_one() -> None:
+    q, _ = make()
+    for key in ["a", "b", "a", "a", "b"]:
+        q.add(key)
+    assert len(q) == 2
+    assert [await q.get(), await q.get()] == ["a", "b"]
+    assert len(q) == 0
+
+
+async def test_a_key_readded_while_processing_waits_for_done_and_then_runs_again() -> None:
+    q, _ = make()
+    q.add("a")
+    assert await q.get() == "a"
+    q.add("a")
+    q.add("a")
+    assert len(q) == 0, "must not be handed to a second worker while the first holds it"
+    q.done("a")
+    assert len(q) == 1
+    assert await q.get() == "a"
+    q.done("a")
+    assert len(q) == 0
+
+
+async def test_add_after_is_not_ready_before_its_time_and_ready_at_it() -> None:
+    q, clock = make()
+    q.add_after("a", 5.0)
+    clock.advance(4.999)
+    assert len(q) == 0
+    clock.advance(0.001)
+    assert len(q) == 1
+    assert await q.get() == "a"
+
+
+async def test_delayed_keys_come_out_in_deadline_order_not_insertion_order() -> None:
+    q, clock = make()
+    q.add_after("late", 3.0)
+    q.add_after("early", 1.0)
+    q.add_after("middle", 2.0)
+    clock.advance(10.0)
+    assert [await q.get() for _ in range(3)] == ["early", "middle", "late"]
+
+
+async def test_an_earlier_add_after_replaces_a_later_one_for_the_same_key() -> None:
+    q, clock = make()
+    q.add_after("a", 10.0)
+    q.add_after("a", 2.0)
+    assert q.pending_timer("a") == pytest.approx(clock.now() + 2.0)
+    assert clock.live_timers == 1
+    clock.advance(2.0)
+    assert len(q) == 1
+
+
+async def test_a_later_add_after_does_not_postpone_an_earlier_one() -> None:
+    q, clock = make()
+    q.add_after("a", 2.0)
+    q.add_after("a", 10.0)
+    clock.advance(2.0)
+    assert len(q) == 1
+    assert await q.get() == "a"
+    q.done("a")
+    clock.advance(20.0)
+    assert len(q) == 0, "the later timer was dropped, not kept as a second wake-up"
+
+
+async def test_a_non_positive_delay_adds_immediately() -> None:
+    q, _ = make()
+    q.add_after("a", 0)
+    q.add_after("b", -1)
+    assert len(q) == 2
+
+
+async def test_rate_limited_delays_double_per_failure_up_to_the_cap() -> None:
+    q, clock = make(base=0.01, cap=0.05)
+    expected = [0.01, 0.02, 0.04, 0.05, 0.05]
+    for delay in expected:
+        q.add_rate_limited("a")
+        assert q.pending_timer("a") == pytest.approx(clock.now() + delay)
+        clock.advance(delay)
+        assert await q.get() == "a"
+        q.done("a")
+    assert q.num_requeues("a") == len(expected)
+
+
+async def test_forget_resets_the_backoff_to_the_base_delay() -> None:
+    q, clock = make(base=0.01)
+    for _ in range(4):
+        q.add_rate_limited("a")
+        clock.advance(1.0)
+        await q.get()
+        q.done("a")
+    q.forget("a")
+    assert q.num_requeues("a") == 0
+    q.add_rate_limited("a")
+    assert q.pending_timer("a") == pytest.approx(clock.now() + 0.01)
+
+
+async def test_backoff_is_per_key() -> None:
+    q, clock = make(base=1.0)
+    for _ in range(3):
+        q.add_rate_limited("a")
+        clock.advance(10.0)
+        await q.get()
+        q.done("a")
+    q.add_rate_limited("b")
+    assert q.pending_timer("b") == pytest.approx(clock.now() + 1.0)
+
+
+async def test_waited_reports_time_spent_ready_before_get() -> None:
+    q, clock = make()
+    q.add("a")
+    clock.advance(0.25)
+    assert await q.get() == "a"
+    assert q.waited("a") == pytest.approx(0.25)
+
+
+async def test_get_blocks_until_a_key_is_added() -> None:
+    q, _ = make()
+    getter = asyncio.create_task(q.get())
+    done, _ = await asyncio.wait({getter}, timeout=0)
+    assert not done
+    q.add("a")
+    assert await getter == "a"
+
+
+async def test_shutdown_wakes_every_waiting_getter_and_cancels_timers() -> None:
+    q, clock = make()
+    getters = [asyncio.create_task(q.get()) for _ in range(3)]
+    await asyncio.wait(getters, timeout=0)
+    q.add_after("later", 1.0)
+    q.shutdown()
+    for getter in getters:
+        with pytest.raises(queueing.ShutDown):
+            await getter
+    assert clock.live_timers == 0
+    q.add("x")
+    assert len(q) == 0
+    with pytest.raises(queueing.ShutDown):
+        await q.get()
+
+
+async def test_a_cancelled_getter_does_not_swallow_a_key() -> None:
+    q, _ = make()
+    first = asyncio.create_task(q.get())
+    second = asyncio.create_task(q.get())
+    await asyncio.wait({first, second}, timeout=0)
+    q.add("a")  # wakes `first`...
+    first.cancel()  # ...which is cancelled before it runs
+    assert await second == "a"
+
+
+async def test_workers_never_process_one_key_concurrently_and_see_every_last_add() -> None:
+    """Four workers, keys re-added while in flight: at most one holder per key at any time, and
+    every key is processed at least once after its final add."""
+    q: queueing.WorkQueue[int] = queueing.WorkQueue()
+    holders: dict[int, int] = {}
+    max_holders = 0
+    last_add: dict[int, int] = {}
+    last_start: dict[int, int] = {}
+    tick = itertools.count()
+
+    async def worker() -> None:
+        nonlocal max_holders
+        while True:
+            try:
+                key = await q.get()
+            except queueing.ShutDown:
+                return
+            holders[key] = holders.get(key, 0) + 1
+            max_holders = max(max_holders, holders[key])
+            last_start[key] = next(tick)
+            for _ in range(3):
+                await asyncio.sleep(0)  # yield so other workers and adders interleave
+            holders[key] -= 1
+            q.done(key)
+
+    workers = [asyncio.create_task(worker()) for _ in range(4)]
+    for i in range(200):
+        key = i % 5
+        last_add[key] = next(tick)
+        q.add(key)
+        await asyncio.sleep(0)
+    while len(q) or any(holders.values()):
+        await asyncio.sleep(0)
+    q.shutdown()
+    await asyncio.gather(*workers)
+    assert max_holders == 1
+    assert all(last_start[k] > last_add[k] for k in last_add)
