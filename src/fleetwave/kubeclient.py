@@ -14,6 +14,7 @@ from typing import Any
 import httpx2
 import yaml
 from lightkube import AsyncClient, Client, KubeConfig
+from lightkube.config import client_adapter
 
 FIELD_MANAGER = "fleetwave"
 _TIMEOUT = httpx2.Timeout(30.0, connect=10.0)
@@ -38,3 +39,13 @@ def async_client(config: KubeConfig, *, namespace: str | None = None) -> AsyncCl
     return AsyncClient(
         config=config, namespace=namespace, field_manager=FIELD_MANAGER, timeout=_TIMEOUT, trust_env=False
     )
+
+
+def http(config: KubeConfig, *, timeout: float = 5.0) -> httpx2.Client:
+    """A plain HTTP client with the kubeconfig's server, TLS and credentials, for non-resource paths
+    such as /readyz and /version."""
+    params = client_adapter.ConnectionParams(timeout=httpx2.Timeout(timeout), trust_env=False)
+    single = config.get()
+    if single is None:
+        raise ValueError("kubeconfig has no current context")
+    return client_adapter.Client(single, params)

@@ -1,0 +1,48 @@
+"""Shared CLI plumbing: which management cluster a command talks to, and how errors are shown."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated, NoReturn
+
+import typer
+from lightkube import Client
+from rich.console import Console
+
+from fleetwave import kubeclient
+from fleetwave.local import fleet
+
+err = Console(stderr=True)
+
+KubeconfigOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--kubeconfig",
+        help="Management cluster kubeconfig (default: $KUBECONFIG, else the running local fleet, "
+        "else ~/.kube/config).",
+    ),
+]
+
+
+def resolve_kubeconfig(explicit: Path | None) -> Path:
+    if explicit:
+        return explicit
+    if os.environ.get("KUBECONFIG"):
+        return Path(os.environ["KUBECONFIG"].split(os.pathsep)[0])
+    state = fleet.load(fleet.default_state_dir())
+    if state is not None:
+        return Path(state.cluster(fleet.MANAGEMENT).kubeconfig)
+    return Path.home() / ".kube" / "config"
+
+
+def management_client(explicit: Path | None) -> Client:
+    path = resolve_kubeconfig(explicit)
+    if not path.is_file():
+        fail(f"no kubeconfig at {path}: pass --kubeconfig, set KUBECONFIG, or start a local fleet")
+    return kubeclient.client(kubeclient.config_from_file(path))
+
+
+def fail(message: str) -> NoReturn:
+    err.print(f"[red]error:[/red] {message}")
+    raise typer.Exit(1)

@@ -1,0 +1,115 @@
+"""`fleetwave install`, `fleetwave apply` and `fleetwave cluster ...`: set up the management cluster."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from lightkube import ApiError
+from rich.console import Console
+from rich.table import Table
+
+from fleetwave import kinds
+from fleetwave.api.codec import ManifestError
+from fleetwave.cli.common import KubeconfigOption, fail, management_client
+from fleetwave.mgmt import install as installing
+from fleetwave.mgmt import manifests, registration
+
+console = Console()
+cluster_app = typer.Typer(help="Register and list member clusters.", no_args_is_help=True)
+
+
+def install(kubeconfig: KubeconfigOption = None) -> None:
+    """Install fleetwave's CRDs and least-privilege RBAC into the management cluster."""
+    with management_client(kubeconfig) as client:
+        try:
+            names = installing.install(client)
+        except (ApiError, TimeoutError) as e:
+            fail(f"install failed: {e}")
+    console.print(f"installed {len(names)} CRDs and RBAC (namespace {installing.NAMESPACE})")
+
+
+def apply(
+    file: Annotated[Path, typer.Option("--filename", "-f", help="YAML file with one or more manifests.")],
+    kubeconfig: KubeconfigOption = None,
+    namespace: Annotated[str | None, typer.Option("--namespace", "-n", help="Default namespace.")] = None,
+) -> None:
+    """Apply manifests; Sveltos and KubeFleet apiVersions are mapped to fleetwave's own."""
+    try:
+        docs = manifests.documents(file.read_text())
+        with management_client(kubeconfig) as client:
+            applied = manifests.apply(client, docs, default_namespace=namespace)
+    except OSError as e:
+        fail(f"cannot read {file}: {e}")
+    except ManifestError as e:
+        fail(f"{file}: {e} (nothing was applied)")
+    except ApiError as e:
+        fail(f"the API server rejected a manifest: {e.status.message}")
+    for a in applied:
+        where = f" -n {a.namespace}" if a.namespace else ""
+        mapped = f" (from {a.converted_from})" if a.converted_from else ""
+        console.print(f"{a.kind.lower()}/{a.name}{where} applied{mapped}")
+
+
+@cluster_app.command("register")
+def register(
+    name: Annotated[str, typer.Argument(help="Name of the member cluster.")],
+    member_kubeconfig: Annotated[
+        Path,
+        typer.Option("--cluster-kubeconfig", "--member-kubeconfig", help="Kubeconfig of the member cluster."),
+    ],
+    labels: Annotated[
+        str, typer.Option("--labels", "-l", help="Selection labels, e.g. env=prod,region=eu")
+    ] = "",
+    namespace: Annotated[str, typer.Option("--namespace", "-n")] = installing.NAMESPACE,
+    kubeconfig: KubeconfigOption = None,
+) -> None:
+    """Register a member cluster: kubeconfig into a Secret, a MemberCluster with labels, a probe."""
+    parsed = _labels(labels)
+    try:
+        data = member_kubeconfig.read_bytes()
+    except OSError as e:
+        fail(f"cannot read {member_kubeconfig}: {e}")
+    with management_client(kubeconfig) as client:
+        try:
+            probe = registration.register(
+                client, name=name, namespace=namespace, kubeconfig=data, labels=parsed
+            )
+        except ApiError as e:
+            fail(f"registration failed: {e.status.message}")
+    state = f"ready, Kubernetes {probe.version}" if probe.ready else f"NOT ready: {probe.message}"
+    console.print(f"membercluster/{name} -n {namespace} registered ({state})")
+
+
+@cluster_app.command("list")
+def list_clusters(
+    namespace: Annotated[str | None, typer.Option("--namespace", "-n")] = None,
+    kubeconfig: KubeconfigOption = None,
+) -> None:
+    """List registered member clusters with labels, readiness and version."""
+    table = Table("namespace", "name", "labels", "ready", "version", "message")
+    with management_client(kubeconfig) as client:
+        for mc in client.list(kinds.resource("MemberCluster"), namespace=namespace or "*"):
+            status = mc.status or {}
+            labels = ",".join(f"{k}={v}" for k, v in (mc.metadata.labels or {}).items())
+            ready = "[green]yes[/green]" if status.get("ready") else "[red]no[/red]"
+            table.add_row(
+                mc.metadata.namespace,
+                mc.metadata.name,
+                labels,
+                ready,
+                status.get("version") or "-",
+                status.get("failureMessage") or "",
+            )
+    console.print(table)
+
+
+def _labels(text: str) -> dict[str, str]:
+    result = {}
+    for pair in filter(None, (p.strip() for p in text.split(","))):
+        key, eq, value = pair.partition("=")
+        if not eq or not key:
+            raise typer.BadParameter(f"{pair!r} is not key=value", param_hint="--labels")
+        result[key] = value
+    return result

@@ -1,0 +1,97 @@
+"""Register member clusters: kubeconfig into a Secret, a MemberCluster with selection labels, and a
+probe of readiness and Kubernetes version written to its status.
+
+The kubeconfig is only ever written to the Secret: it is never logged or echoed.
+
+may import: stdlib, lightkube, fleetwave.kubeclient, fleetwave.kinds
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import httpx2
+from lightkube import Client, codecs
+from lightkube.types import PatchType
+
+from fleetwave import kinds, kubeclient
+
+KUBECONFIG_KEY = "kubeconfig"
+
+
+@dataclass(frozen=True, slots=True)
+class Probe:
+    ready: bool
+    version: str | None
+    message: str
+
+
+def secret_name(cluster: str) -> str:
+    return f"{cluster}-kubeconfig"
+
+
+def probe(kubeconfig: bytes, *, timeout: float = 5.0) -> Probe:
+    """Is the member's API server reachable, ready, and which version is it?"""
+    try:
+        with kubeclient.http(kubeclient.config_from_bytes(kubeconfig), timeout=timeout) as http:
+            ready = http.get("/readyz")
+            if ready.status_code != 200:
+                return Probe(False, None, f"API server not ready: /readyz answered {ready.status_code}")
+            version = http.get("/version").json().get("gitVersion")
+            return Probe(True, version, "API server ready")
+    except (httpx2.HTTPError, OSError, ValueError) as e:
+        return Probe(False, None, f"API server unreachable: {type(e).__name__}: {e}")
+
+
+def register(
+    client: Client, *, name: str, namespace: str, kubeconfig: bytes, labels: dict[str, str]
+) -> Probe:
+    kinds.register_all()
+    client.apply(
+        codecs.from_dict({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}),
+        force=True,
+    )
+    client.apply(
+        codecs.from_dict(
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {
+                    "name": secret_name(name),
+                    "namespace": namespace,
+                    "labels": {"fleetwave.io/member-cluster": name},
+                },
+                "type": "Opaque",
+                "stringData": {KUBECONFIG_KEY: kubeconfig.decode()},
+            }
+        ),
+        force=True,
+    )
+    member = {
+        "apiVersion": f"{kinds.GROUP}/{kinds.VERSION}",
+        "kind": "MemberCluster",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels},
+        "spec": {"kubeconfigSecretRef": {"name": secret_name(name), "key": KUBECONFIG_KEY}},
+    }
+    client.apply(codecs.from_dict(member), force=True)
+    result = probe(kubeconfig)
+    write_status(client, name=name, namespace=namespace, result=result)
+    return result
+
+
+def write_status(client: Client, *, name: str, namespace: str, result: Probe) -> None:
+    status: dict[str, Any] = {
+        "ready": result.ready,
+        "connectionStatus": "Healthy" if result.ready else "Down",
+        "failureMessage": None if result.ready else result.message,
+    }
+    if result.version:
+        status["version"] = result.version
+    client.patch(
+        kinds.resource("MemberCluster").Status,
+        name,
+        {"status": status},
+        namespace=namespace,
+        patch_type=PatchType.MERGE,
+    )

@@ -1,0 +1,146 @@
+"""fleetwave install / apply / cluster register against the real management cluster."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from lightkube import ApiError, Client, codecs
+from lightkube.resources.core_v1 import Secret
+from typer.testing import CliRunner
+
+from fleetwave import kinds
+from fleetwave.api import crds
+from fleetwave.cli import app
+from fleetwave.local import fleet
+from fleetwave.mgmt import install, manifests, registration
+
+UPSTREAM_PROMOTION = """
+apiVersion: config.projectsveltos.io/v1beta1
+kind: ClusterPromotion
+metadata:
+  name: {name}
+spec:
+  profileSpec:
+    syncMode: Continuous
+    helmCharts:
+    - repositoryURL: https://kyverno.github.io/kyverno/
+      repositoryName: kyverno
+      chartName: kyverno/kyverno
+      chartVersion: 3.5.2
+      releaseName: kyverno-latest
+      releaseNamespace: kyverno
+      helmChartAction: Install
+  stages:
+  - name: dev
+    clusterSelector:
+      matchLabels:
+        env: dev
+    trigger:
+      auto:
+        delay: 5m
+  - name: production
+    clusterSelector:
+      matchLabels:
+        env: prod
+"""
+
+
+@pytest.fixture(scope="module")
+def installed(management: Client) -> list[str]:
+    return install.install(management)
+
+
+def test_install_establishes_every_crd_the_types_generate(installed: list[str]) -> None:
+    assert sorted(installed) == sorted(c["metadata"]["name"] for c in crds.all_crds())
+    assert "clusterpromotions.fleetwave.io" in installed
+
+
+def test_apply_maps_an_upstream_sveltos_promotion_to_the_native_kind(
+    installed: list[str], management: Client
+) -> None:
+    docs = manifests.documents(UPSTREAM_PROMOTION.format(name="upstream-kyverno"))
+    applied = manifests.apply(management, docs)
+    assert applied[0].converted_from == "config.projectsveltos.io/v1beta1"
+    stored = management.get(kinds.resource("ClusterPromotion"), "upstream-kyverno")
+    assert stored.spec["stages"][0]["trigger"]["auto"]["delay"] == "5m"
+    assert stored.spec["profileSpec"]["helmCharts"][0]["chartVersion"] == "3.5.2"
+    # Defaults come from the CRD schema, applied by the API server itself.
+    assert stored.spec["profileSpec"]["stopMatchingBehavior"] == "WithdrawPolicies"
+
+
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        (
+            lambda d: d["spec"]["stages"][0]["trigger"].update(manual={"approved": False}),
+            "exactly one of auto or manual",
+        ),
+        (lambda d: d["spec"]["stages"][1].update(name="dev"), "unique"),
+        (lambda d: d["spec"]["profileSpec"].update(maxUpdate="150%"), "maxUpdate"),
+        (lambda d: d["spec"]["stages"][0]["trigger"]["auto"].update(delay="5 minutes"), "delay"),
+    ],
+)
+def test_the_api_server_rejects_invalid_promotions_at_admission(
+    installed: list[str], management: Client, mutate: object, message: str
+) -> None:
+    doc = manifests.documents(UPSTREAM_PROMOTION.format(name="bad-promotion"))[0]
+    native = manifests.to_native(doc)
+    assert callable(mutate)
+    mutate(native)
+    with pytest.raises(ApiError) as err:
+        management.create(codecs.from_dict(native))
+    assert err.value.status.code == 422
+    assert message.lower() in (err.value.status.message or "").lower()
+
+
+def test_register_stores_the_kubeconfig_in_a_secret_and_probes_the_member(
+    installed: list[str], management: Client, local_fleet: fleet.FleetState
+) -> None:
+    member = local_fleet.members[0]
+    runner = CliRunner()
+    result = runner.invoke(
+        app,
+        [
+            "cluster",
+            "register",
+            member.name,
+            "--cluster-kubeconfig",
+            member.kubeconfig,
+            "--labels",
+            "env=dev,tier=web",
+            "--namespace",
+            "fleet-members",
+            "--kubeconfig",
+            local_fleet.cluster(fleet.MANAGEMENT).kubeconfig,
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    assert "Kubernetes v1.35" in result.output
+    assert member.token not in result.output  # the kubeconfig is never echoed
+    mc = management.get(kinds.resource("MemberCluster"), member.name, namespace="fleet-members")
+    assert mc.metadata.labels == {"env": "dev", "tier": "web"}
+    assert mc.status["ready"] is True
+    assert mc.status["version"].startswith("v1.35")
+    stored = management.get(Secret, registration.secret_name(member.name), namespace="fleet-members")
+    assert stored.data is not None
+    assert registration.KUBECONFIG_KEY in stored.data
+
+
+def test_a_member_that_is_down_is_registered_as_not_ready(
+    installed: list[str], management: Client, tmp_path: Path
+) -> None:
+    dead = tmp_path / "dead.kubeconfig"
+    dead.write_text(
+        "apiVersion: v1\nkind: Config\nclusters: [{name: x, cluster: {server: 'https://127.0.0.1:9'}}]\n"
+        "users: [{name: x, user: {token: t}}]\ncontexts: [{name: x, context: {cluster: x, user: x}}]\n"
+        "current-context: x\n"
+    )
+    probe = registration.register(
+        management, name="gone", namespace="fleet-members", kubeconfig=dead.read_bytes(), labels={"env": "x"}
+    )
+    assert not probe.ready
+    assert "unreachable" in probe.message
+    mc = management.get(kinds.resource("MemberCluster"), "gone", namespace="fleet-members")
+    assert mc.status["ready"] is False
+    assert "unreachable" in mc.status["failureMessage"]
