@@ -1,0 +1,255 @@
+"""Raw manifests on a member: server-side apply, prune, withdraw and drift detection by inventory.
+
+Objects are applied with field manager "fleetwave" and force, in dependency order, each labelled
+with the inventory key so later prunes find them by label (no discovery scans: callers pass the
+kinds of the last ApplyReport). Per-object API failures are reported; only an unreachable member
+raises (`MemberUnreachable`).
+
+may import: stdlib, lightkube, fleetwave.kubeclient, fleetwave.delivery.{content,kinds,target}
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from lightkube import ApiError, AsyncClient
+
+from fleetwave.delivery import content as ct
+from fleetwave.delivery import kinds as kd
+from fleetwave.delivery.target import MemberTarget
+from fleetwave.kubeclient import FIELD_MANAGER
+
+Action = Literal["created", "configured", "unchanged", "failed"]
+_DEFAULT_NAMESPACE = "default"
+_CRD_ESTABLISH_TIMEOUT = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class AppliedObject:
+    ref: ct.ObjectRef
+    hash: str
+    action: Action
+    error: str | None = None
+
+    @property
+    def changed(self) -> bool:
+        return self.action in ("created", "configured")
+
+
+@dataclass(frozen=True, slots=True)
+class ApplyReport:
+    inventory: str
+    dry_run: bool
+    objects: tuple[AppliedObject, ...]
+    content_hash: str
+
+    @property
+    def ok(self) -> bool:
+        return all(o.error is None for o in self.objects)
+
+    @property
+    def changed(self) -> bool:
+        return any(o.changed for o in self.objects)
+
+    @property
+    def errors(self) -> list[str]:
+        return [f"{o.ref}: {o.error}" for o in self.objects if o.error is not None]
+
+    @property
+    def refs(self) -> set[ct.ObjectRef]:
+        return {o.ref for o in self.objects}
+
+    @property
+    def kinds(self) -> set[ct.GVK]:
+        """What a later `prune`/`withdraw` must search."""
+        return {o.ref.gvk for o in self.objects}
+
+
+@dataclass(frozen=True, slots=True)
+class Drift:
+    ref: ct.ObjectRef
+    reason: Literal["missing", "conflict", "modified"]
+    message: str
+
+
+def _api_message(err: ApiError) -> str:
+    return str(err.status.message or err)
+
+
+def _placed(obj: Mapping[str, Any], info: kd.KindInfo) -> dict[str, Any]:
+    """`obj` with its namespace defaulted (namespaced kinds) or dropped (cluster-scoped kinds)."""
+    out = dict(obj)
+    meta = dict(out.get("metadata") or {})
+    if info.namespaced:
+        meta["namespace"] = meta.get("namespace") or _DEFAULT_NAMESPACE
+    else:
+        meta.pop("namespace", None)
+    out["metadata"] = meta
+    return out
+
+
+async def _live(client: AsyncClient, cls: type[Any], ref: ct.ObjectRef) -> dict[str, Any] | None:
+    try:
+        found = await client.get(cls, ref.name, namespace=ref.namespace)
+    except ApiError as err:
+        if err.status.code == 404:
+            return None
+        raise
+    return dict(found)
+
+
+def _resource_version(obj: Mapping[str, Any]) -> str | None:
+    return (obj.get("metadata") or {}).get("resourceVersion")
+
+
+def _action(before: dict[str, Any] | None, after: dict[str, Any], dry_run: bool) -> Action:
+    if before is None:
+        return "created"
+    # A dry run never bumps resourceVersion, so compare content; a real apply bumps it iff it wrote.
+    if dry_run:
+        same = ct.comparable(before) == ct.comparable(after)
+    else:
+        same = _resource_version(before) == _resource_version(after)
+    return "unchanged" if same else "configured"
+
+
+async def _apply_one(
+    client: AsyncClient, resolver: kd.Resolver, obj: Mapping[str, Any], dry_run: bool
+) -> AppliedObject:
+    gvk = ct.GVK(str(obj["apiVersion"]), str(obj["kind"]))
+    info = await resolver.find(gvk)
+    if info is None:
+        return AppliedObject(ct.ref_of(obj), ct.object_hash(obj), "failed", f"{gvk.kind} is not served")
+    body = _placed(obj, info)
+    ref, digest = ct.ref_of(body), ct.object_hash(body)
+    cls = kd.resource_class(info)
+    try:
+        before = await _live(client, cls, ref)
+        after = await client.apply(cls(body), field_manager=FIELD_MANAGER, force=True, dry_run=dry_run)
+    except ApiError as err:
+        if dry_run and err.status.code == 404 and gvk in resolver.from_content:
+            # Its CRD is part of this same content and not installed yet: it would be created.
+            return AppliedObject(ref, digest, "created")
+        return AppliedObject(ref, digest, "failed", _api_message(err))
+    return AppliedObject(ref, digest, _action(before, dict(after), dry_run))
+
+
+async def _await_established(client: AsyncClient, resolver: kd.Resolver, crd: AppliedObject) -> None:
+    """Custom resources of a just-created CRD are rejected until it is Established; on timeout the
+    CRs that follow fail on their own and are reported."""
+    info = await resolver.resolve(crd.ref.gvk)
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(_CRD_ESTABLISH_TIMEOUT):
+            await client.wait(kd.resource_class(info), crd.ref.name, for_conditions=["Established"])
+
+
+async def apply(
+    target: MemberTarget, objects: Sequence[Mapping[str, Any]], *, inventory: str, dry_run: bool = False
+) -> ApplyReport:
+    """Server-side apply `objects` to the member; DryRun (`dry_run=True`) changes nothing but
+    reports what would change. Objects failing on their own are reported; the rest still apply."""
+    key = ct.inventory_key(inventory)
+    desired = [ct.with_inventory(o, key) for o in ct.sort_for_apply(objects)]
+    results: list[AppliedObject] = []
+    async with target.session() as client:
+        resolver = kd.Resolver(client, desired)
+        for obj in desired:
+            result = await _apply_one(client, resolver, obj, dry_run)
+            results.append(result)
+            if result.changed and result.ref.kind == "CustomResourceDefinition" and not dry_run:
+                await _await_established(client, resolver, result)
+    return ApplyReport(key, dry_run, tuple(results), ct.content_hash(desired))
+
+
+async def _labelled(client: AsyncClient, info: kd.KindInfo, key: str) -> list[ct.ObjectRef]:
+    cls = kd.resource_class(info)
+    namespace = "*" if info.namespaced else None
+    found: list[ct.ObjectRef] = []
+    try:
+        async for item in client.list(cls, namespace=namespace, labels={ct.INVENTORY_LABEL: key}):
+            found.append(ct.ref_of(item))
+    except ApiError as err:
+        if err.status.code != 404:  # the kind's CRD is gone, so are its objects
+            raise
+    return found
+
+
+async def _delete(client: AsyncClient, info: kd.KindInfo, ref: ct.ObjectRef) -> bool:
+    try:
+        await client.delete(kd.resource_class(info), ref.name, namespace=ref.namespace)
+    except ApiError as err:
+        if err.status.code == 404:
+            return False
+        raise
+    return True
+
+
+def _removal_order(kinds: Iterable[ct.GVK]) -> list[ct.GVK]:
+    # Reverse apply order: custom resources before their CRDs, namespaces last.
+    return sorted(set(kinds), key=lambda g: (-ct.apply_wave(g.kind), g.kind, g.api_version))
+
+
+async def prune(
+    target: MemberTarget, *, inventory: str, kinds: Iterable[ct.GVK], keep: Iterable[ct.ObjectRef]
+) -> list[ct.ObjectRef]:
+    """Delete objects of `kinds` carrying the inventory label that are not in `keep`; returns them.
+    `kinds` are those recorded by the previous ApplyReport (what may have been left behind)."""
+    key = ct.inventory_key(inventory)
+    kept = {r.identity for r in keep}
+    deleted: list[ct.ObjectRef] = []
+    async with target.session() as client:
+        resolver = kd.Resolver(client)
+        for gvk in _removal_order(kinds):
+            info = await resolver.find(gvk)
+            if info is None:
+                continue
+            for ref in await _labelled(client, info, key):
+                if ref.identity not in kept and await _delete(client, info, ref):
+                    deleted.append(ref)
+    return deleted
+
+
+async def withdraw(target: MemberTarget, *, inventory: str, kinds: Iterable[ct.GVK]) -> list[ct.ObjectRef]:
+    """Delete everything of the inventory (Sveltos WithdrawPolicies); returns what was deleted."""
+    return await prune(target, inventory=inventory, kinds=kinds, keep=())
+
+
+async def _drift_of(client: AsyncClient, resolver: kd.Resolver, obj: Mapping[str, Any]) -> Drift | None:
+    info = await resolver.resolve(ct.GVK(str(obj["apiVersion"]), str(obj["kind"])))
+    body = _placed(obj, info)
+    ref, cls = ct.ref_of(body), kd.resource_class(info)
+    live = await _live(client, cls, ref)
+    if live is None:
+        return Drift(ref, "missing", f"{ref} no longer exists")
+    try:
+        # Without force, the server refuses to take back fields another manager now owns.
+        result = await client.apply(cls(body), field_manager=FIELD_MANAGER, force=False, dry_run=True)
+    except ApiError as err:
+        if err.status.code == 409:
+            return Drift(ref, "conflict", _api_message(err))
+        raise
+    paths = ct.diff_paths(ct.comparable(live), ct.comparable(dict(result)))
+    if paths:
+        return Drift(ref, "modified", f"re-applying would change {', '.join(paths)}")
+    return None
+
+
+async def detect_drift(
+    target: MemberTarget, objects: Sequence[Mapping[str, Any]], *, inventory: str
+) -> list[Drift]:
+    """Objects whose live state no longer matches what fleetwave applied (ContinuousWithDriftDetection):
+    deleted, taken over by another field manager, or changed in a way re-applying would undo."""
+    key = ct.inventory_key(inventory)
+    desired = [ct.with_inventory(o, key) for o in ct.sort_for_apply(objects)]
+    drifts: list[Drift] = []
+    async with target.session() as client:
+        resolver = kd.Resolver(client, desired)
+        for obj in desired:
+            drift = await _drift_of(client, resolver, obj)
+            if drift is not None:
+                drifts.append(drift)
+    return drifts

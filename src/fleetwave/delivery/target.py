@@ -1,0 +1,66 @@
+"""One member cluster to deliver to: its name and kubeconfig, an API session, a private kubeconfig file.
+
+A transport failure talking to the member (connection refused, timeout, DNS) becomes
+`MemberUnreachable`, which the controller maps to "waiting"; everything else is reported, not raised.
+
+may import: stdlib, httpx2, lightkube, fleetwave.kubeclient
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx2
+from lightkube import AsyncClient
+
+from fleetwave import kubeclient
+
+
+class MemberUnreachable(Exception):
+    """The member's API server could not be reached; retry later."""
+
+    def __init__(self, cluster: str, detail: str) -> None:
+        super().__init__(f"member cluster {cluster!r} is unreachable: {detail}")
+        self.cluster = cluster
+        self.detail = detail
+
+
+@dataclass(frozen=True, slots=True)
+class MemberTarget:
+    name: str
+    kubeconfig: bytes = field(repr=False)  # credentials: never in logs or reprs
+
+    @classmethod
+    def from_file(cls, name: str, path: str | Path) -> MemberTarget:
+        return cls(name=name, kubeconfig=Path(path).read_bytes())
+
+    @asynccontextmanager
+    async def session(self) -> AsyncIterator[AsyncClient]:
+        """An async client for this member, closed afterwards; transport errors become MemberUnreachable."""
+        client = kubeclient.async_client(kubeclient.config_from_bytes(self.kubeconfig))
+        try:
+            yield client
+        except httpx2.TransportError as err:
+            raise MemberUnreachable(self.name, f"{type(err).__name__}: {err}") from err
+        finally:
+            await client.close()
+
+    @contextmanager
+    def kubeconfig_file(self) -> Iterator[Path]:
+        """The kubeconfig in a private (0700) directory as a 0600 file, removed afterwards; the
+        directory also serves as helm's cache/config home so concurrent runs never share state."""
+        directory = Path(tempfile.mkdtemp(prefix="fleetwave-member-"))
+        try:
+            path = directory / "kubeconfig"
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "wb") as out:
+                out.write(self.kubeconfig)
+            yield path
+        finally:
+            shutil.rmtree(directory, ignore_errors=True)
