@@ -8,7 +8,7 @@ from __future__ import annotations
 import typer
 
 from fleetwave import __version__
-from fleetwave.cli import crds, demo, local, manage
+from fleetwave.cli import crds, demo, local, manage, plan
 
 app = typer.Typer(
     name="fleetwave",
@@ -19,6 +19,7 @@ app = typer.Typer(
 app.add_typer(local.app, name="local")
 app.command(name="crds")(crds.crds)
 app.command(name="demo")(demo.demo)
+app.command(name="plan")(plan.plan)
 app.command(name="install")(manage.install)
 app.command(name="apply")(manage.apply)
 app.add_typer(manage.cluster_app, name="cluster")
