@@ -102,19 +102,12 @@ async def _live(client: AsyncClient, cls: type[Any], ref: ct.ObjectRef) -> dict[
     return dict(found)
 
 
-def _resource_version(obj: Mapping[str, Any]) -> str | None:
-    return (obj.get("metadata") or {}).get("resourceVersion")
-
-
-def _action(before: dict[str, Any] | None, after: dict[str, Any], dry_run: bool) -> Action:
+def _action(before: dict[str, Any] | None, after: dict[str, Any]) -> Action:
     if before is None:
         return "created"
-    # A dry run never bumps resourceVersion, so compare content; a real apply bumps it iff it wrote.
-    if dry_run:
-        same = ct.comparable(before) == ct.comparable(after)
-    else:
-        same = _resource_version(before) == _resource_version(after)
-    return "unchanged" if same else "configured"
+    # Content, not resourceVersion: controllers bump resourceVersion with status writes at any
+    # time, and a dry run never bumps it at all.
+    return "unchanged" if ct.comparable(before) == ct.comparable(after) else "configured"
 
 
 async def _apply_one(
@@ -135,7 +128,7 @@ async def _apply_one(
             # Its CRD is part of this same content and not installed yet: it would be created.
             return AppliedObject(ref, digest, "created")
         return AppliedObject(ref, digest, "failed", _api_message(err))
-    return AppliedObject(ref, digest, _action(before, dict(after), dry_run))
+    return AppliedObject(ref, digest, _action(before, dict(after)))
 
 
 async def _await_established(client: AsyncClient, resolver: kd.Resolver, crd: AppliedObject) -> None:
@@ -171,7 +164,8 @@ async def _labelled(client: AsyncClient, info: kd.KindInfo, key: str) -> list[ct
     found: list[ct.ObjectRef] = []
     try:
         async for item in client.list(cls, namespace=namespace, labels={ct.INVENTORY_LABEL: key}):
-            found.append(ct.ref_of(item))
+            # List items carry no apiVersion/kind: name them by the kind we listed.
+            found.append(ct.ref_of({**item, "apiVersion": info.gvk.api_version, "kind": info.gvk.kind}))
     except ApiError as err:
         if err.status.code != 404:  # the kind's CRD is gone, so are its objects
             raise
