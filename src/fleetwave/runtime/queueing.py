@@ -53,7 +53,7 @@ class Backoff:
 
     def delay(self, failures: int) -> float:
         # Cap the exponent too: 2**1100 overflows a float long before any sane failure count.
-        return min(self.base * 2 ** min(failures - 1, 64), self.cap)
+        return min(self.base * 2.0 ** min(failures - 1, 64), self.cap)
 
 
 class WorkQueue(Generic[K]):

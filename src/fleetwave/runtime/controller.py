@@ -1,0 +1,113 @@
+"""A level-triggered controller: keys from informers go through a WorkQueue to N workers.
+
+`reconcile(key)` re-reads the world and returns a `Result`; one switch turns it into queue
+actions (controller-runtime's): raise -> rate-limited retry; requeue_after -> forget the backoff
+and add after the delay; requeue (or a requeue_after <= 0) -> rate-limited retry without an error;
+otherwise forget.
+
+may import: stdlib, fleetwave.runtime.{queueing, watching, metrics}
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Hashable, Iterable
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from fleetwave.runtime import metrics, queueing, watching
+
+log = logging.getLogger(__name__)
+
+K = TypeVar("K", bound=Hashable)
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    requeue_after: float | None = None
+    requeue: bool = False
+
+
+class Controller(Generic[K]):
+    def __init__(
+        self,
+        name: str,
+        reconcile: Callable[[K], Awaitable[Result]],
+        *,
+        workers: int = 1,
+        queue: queueing.WorkQueue[K] | None = None,
+        metrics_: metrics.Metrics | None = None,
+    ) -> None:
+        self.name = name
+        self._reconcile = reconcile
+        self._workers = workers
+        self.queue: queueing.WorkQueue[K] = queue if queue is not None else queueing.WorkQueue()
+        self._metrics = metrics_ if metrics_ is not None else metrics.Metrics()
+        self._metrics.queue_depth.labels(name).set_function(lambda: len(self.queue))
+
+    def watch(self, informer: watching.Informer, mapper: Callable[[Any], Iterable[K]]) -> None:
+        """Enqueue `mapper(obj)` on every change the informer sees (e.g. an owner's key)."""
+
+        def enqueue(_event: watching.EventType, obj: Any) -> None:
+            for key in mapper(obj):
+                self.queue.add(key)
+
+        informer.on_change(enqueue)
+
+    def enqueue(self, key: K) -> None:
+        self.queue.add(key)
+
+    async def run(self) -> None:
+        """Run the workers until cancelled; shuts the queue down on the way out."""
+        tasks = [asyncio.create_task(self._worker(), name=f"{self.name}-{i}") for i in range(self._workers)]
+        try:
+            await asyncio.gather(*tasks)
+        finally:
+            self.queue.shutdown()
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _worker(self) -> None:
+        while True:
+            try:
+                key = await self.queue.get()
+            except queueing.ShutDown:
+                return
+            try:
+                await self._process(key)
+            finally:
+                self.queue.done(key)
+
+    async def _process(self, key: K) -> None:
+        m = self._metrics
+        m.event_to_reconcile.labels(self.name).observe(self.queue.waited(key))
+        started = time.perf_counter()
+        try:
+            result = await self._reconcile(key)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("controller %s: reconcile of %r failed", self.name, key)
+            m.reconcile_errors.labels(self.name).inc()
+            m.reconciles.labels(self.name, "error").inc()
+            self.queue.add_rate_limited(key)
+            return
+        finally:
+            m.reconcile_duration.labels(self.name).observe(time.perf_counter() - started)
+        m.reconciles.labels(self.name, _apply(self.queue, key, result)).inc()
+
+
+def _apply(queue: queueing.WorkQueue[K], key: K, result: Result) -> str:
+    """Turn a successful Result into queue actions; returns the metric label."""
+    if result.requeue_after is not None and result.requeue_after > 0:
+        queue.forget(key)
+        queue.add_after(key, result.requeue_after)
+        return "requeue_after"
+    if result.requeue or result.requeue_after is not None:
+        queue.add_rate_limited(key)
+        return "requeue"
+    queue.forget(key)
+    return "success"

@@ -1,0 +1,127 @@
+"""Kubernetes Events (core/v1) about our objects, with repeats folded into one Event's count.
+
+Like client-go's correlator, the same (object, type, reason, message) within the cache's memory
+bumps `count` and `lastTimestamp` instead of creating another Event. Events are best effort: a
+failed write is logged, never raised, so it cannot fail a reconcile.
+
+may import: stdlib, lightkube
+"""
+
+from __future__ import annotations
+
+import collections
+import datetime as dt
+import logging
+import uuid
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from lightkube import AsyncClient
+from lightkube.core.exceptions import ApiError
+from lightkube.models.core_v1 import EventSource, ObjectReference
+from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.resources.core_v1 import Event
+from lightkube.types import PatchType
+
+log = logging.getLogger(__name__)
+
+_NOT_FOUND = 404
+
+
+class EventType(StrEnum):
+    NORMAL = "Normal"
+    WARNING = "Warning"
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectRef:
+    api_version: str
+    kind: str
+    name: str
+    namespace: str | None = None
+    uid: str | None = None
+
+    @classmethod
+    def of(cls, obj: Any) -> ObjectRef:
+        """The reference to a lightkube object (typed or generic)."""
+        meta = obj.metadata
+        return cls(str(obj.apiVersion), str(obj.kind), str(meta.name), meta.namespace, meta.uid)
+
+
+@dataclass(slots=True)
+class _Seen:
+    name: str
+    namespace: str
+    count: int
+
+
+class EventRecorder:
+    def __init__(
+        self,
+        client: AsyncClient,
+        component: str = "fleetwave",
+        *,
+        instance: str | None = None,
+        cache_size: int = 4096,
+    ) -> None:
+        self._client = client
+        self.component = component
+        self.instance = instance or component
+        self._cache_size = cache_size
+        self._seen: collections.OrderedDict[tuple[Any, ...], _Seen] = collections.OrderedDict()
+
+    async def record(self, ref: ObjectRef, type_: EventType, reason: str, message: str) -> None:
+        key = (ref, type_, reason, message)
+        now = dt.datetime.now(dt.UTC)
+        seen = self._seen.get(key)
+        try:
+            if seen is not None and await self._bump(seen, now):
+                self._seen.move_to_end(key)
+                return
+            self._remember(key, await self._create(ref, type_, reason, message, now))
+        except Exception as exc:
+            log.warning("event %s %s on %s/%s not recorded: %s", type_, reason, ref.kind, ref.name, exc)
+
+    async def _bump(self, seen: _Seen, now: dt.datetime) -> bool:
+        """Count one more occurrence; False if the Event has gone (expired by its TTL)."""
+        patch = {"count": seen.count + 1, "lastTimestamp": now.isoformat().replace("+00:00", "Z")}
+        try:
+            await self._client.patch(
+                Event, seen.name, patch, namespace=seen.namespace, patch_type=PatchType.MERGE
+            )
+        except ApiError as exc:
+            if exc.status.code == _NOT_FOUND:
+                return False
+            raise
+        seen.count += 1
+        return True
+
+    async def _create(
+        self, ref: ObjectRef, type_: EventType, reason: str, message: str, now: dt.datetime
+    ) -> _Seen:
+        # Cluster-scoped objects get their Events in "default", as kubectl and client-go expect.
+        namespace = ref.namespace or "default"
+        event = Event(
+            metadata=ObjectMeta(name=f"{ref.name}.{uuid.uuid4().hex[:16]}", namespace=namespace),
+            involvedObject=ObjectReference(
+                apiVersion=ref.api_version, kind=ref.kind, name=ref.name, namespace=ref.namespace, uid=ref.uid
+            ),
+            type=str(type_),
+            reason=reason,
+            message=message,
+            count=1,
+            firstTimestamp=now,
+            lastTimestamp=now,
+            source=EventSource(component=self.component),
+            reportingComponent=self.component,
+            reportingInstance=self.instance,
+        )
+        created = await self._client.create(event)
+        return _Seen(str(created.metadata.name), namespace, 1)
+
+    def _remember(self, key: tuple[Any, ...], seen: _Seen) -> None:
+        self._seen[key] = seen
+        self._seen.move_to_end(key)
+        while len(self._seen) > self._cache_size:
+            self._seen.popitem(last=False)

@@ -1,0 +1,198 @@
+"""Leader election on a coordination.k8s.io/v1 Lease, guarded by resourceVersion.
+
+Like client-go, a candidate judges a lease expired by *its own* monotonic clock: the lease must
+stay unchanged for a full leaseDurationSeconds since this candidate last saw it change. Wall-clock
+renewTime is written for humans only, so clock skew between replicas cannot split the brain.
+The holder gives up once it fails to renew for `renew_deadline` (< lease_duration), before any
+other candidate may take over.
+
+may import: stdlib, lightkube
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+import math
+import socket
+import uuid
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from lightkube import AsyncClient
+from lightkube.core.exceptions import ApiError
+from lightkube.models.coordination_v1 import LeaseSpec
+from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.resources.coordination_v1 import Lease
+
+log = logging.getLogger(__name__)
+
+_NOT_FOUND = 404
+_CONFLICT = 409
+
+
+class Attempt(Enum):
+    HELD = "held"  # we hold the lease (acquired or renewed)
+    OTHER = "other"  # a live lease held by someone else
+    FAILED = "failed"  # conflict or API error: try again later
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    resource_version: str
+    seen_at: float  # our monotonic clock, when this resourceVersion was first seen
+
+
+def may_acquire(
+    *, holder: str | None, identity: str, observed: Observation, duration: float, now: float
+) -> bool:
+    """A candidate may write the lease if it holds it, it is free, or it has not changed for `duration`."""
+    return not holder or holder == identity or now >= observed.seen_at + duration
+
+
+def default_identity() -> str:
+    return f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
+
+
+class LeaderElector:
+    def __init__(
+        self,
+        client: AsyncClient,
+        namespace: str,
+        name: str,
+        identity: str,
+        *,
+        lease_duration: float = 15.0,
+        renew_deadline: float = 10.0,
+        retry_period: float = 2.0,
+    ) -> None:
+        if not retry_period < renew_deadline < lease_duration:
+            raise ValueError("need retry_period < renew_deadline < lease_duration")
+        self._client = client
+        self.namespace = namespace
+        self.name = name
+        self.identity = identity
+        self.lease_duration = lease_duration
+        self.renew_deadline = renew_deadline
+        self.retry_period = retry_period
+        self.leading = asyncio.Event()
+        self._observed: Observation | None = None
+
+    @property
+    def is_leader(self) -> bool:
+        return self.leading.is_set()
+
+    async def run(self) -> None:
+        """Acquire the lease, then renew it; returns once leadership is lost."""
+        loop = asyncio.get_running_loop()
+        try:
+            while await self.try_acquire_or_renew() is not Attempt.HELD:  # noqa: ASYNC110 - polls the API
+                await asyncio.sleep(self.retry_period)
+            log.info("leader election %s/%s: %s is the leader", self.namespace, self.name, self.identity)
+            self.leading.set()
+            last_renew = loop.time()
+            while True:
+                await asyncio.sleep(self.retry_period)
+                remaining = last_renew + self.renew_deadline - loop.time()
+                attempt = await self._bounded_attempt(remaining)
+                if attempt is Attempt.HELD:
+                    last_renew = loop.time()
+                elif attempt is Attempt.OTHER or loop.time() >= last_renew + self.renew_deadline:
+                    log.error(
+                        "leader election %s/%s: %s lost the lease", self.namespace, self.name, self.identity
+                    )
+                    return
+        finally:
+            self.leading.clear()
+
+    async def _bounded_attempt(self, remaining: float) -> Attempt:
+        # A hung request must not let us keep acting past the renew deadline.
+        try:
+            return await asyncio.wait_for(self.try_acquire_or_renew(), timeout=max(remaining, 0.001))
+        except TimeoutError:
+            return Attempt.FAILED
+
+    async def try_acquire_or_renew(self) -> Attempt:
+        now = asyncio.get_running_loop().time()
+        try:
+            lease = await self._client.get(Lease, self.name, namespace=self.namespace)
+        except ApiError as exc:
+            if exc.status.code != _NOT_FOUND:
+                log.warning("leader election: reading the lease failed: %s", exc)
+                return Attempt.FAILED
+            return await self._write(None, now)
+        except Exception as exc:
+            log.warning("leader election: reading the lease failed: %s", exc)
+            return Attempt.FAILED
+        rv = str(lease.metadata.resourceVersion if lease.metadata else "")
+        if self._observed is None or self._observed.resource_version != rv:
+            self._observed = Observation(rv, now)
+        spec = lease.spec or LeaseSpec()
+        duration = float(spec.leaseDurationSeconds or self.lease_duration)
+        holder = spec.holderIdentity
+        observed = self._observed
+        if not may_acquire(
+            holder=holder, identity=self.identity, observed=observed, duration=duration, now=now
+        ):
+            return Attempt.OTHER
+        return await self._write(lease, now)
+
+    async def _write(self, lease: Lease | None, now: float) -> Attempt:
+        wall = dt.datetime.now(dt.UTC)
+        old = lease.spec if lease is not None and lease.spec is not None else LeaseSpec()
+        taking_over = old.holderIdentity != self.identity
+        spec = LeaseSpec(
+            holderIdentity=self.identity,
+            leaseDurationSeconds=math.ceil(self.lease_duration),
+            renewTime=wall,
+            acquireTime=wall if taking_over else old.acquireTime,
+            leaseTransitions=(old.leaseTransitions or 0) + (1 if taking_over and old.holderIdentity else 0),
+        )
+        try:
+            written = await self._put(lease, spec)
+        except ApiError as exc:
+            if exc.status.code != _CONFLICT:
+                log.warning("leader election: writing the lease failed: %s", exc)
+            return Attempt.FAILED
+        except Exception as exc:
+            log.warning("leader election: writing the lease failed: %s", exc)
+            return Attempt.FAILED
+        self._observed = Observation(str(written.metadata.resourceVersion), now)
+        return Attempt.HELD
+
+    async def _put(self, lease: Lease | None, spec: LeaseSpec) -> Any:
+        if lease is None:
+            fresh = Lease(metadata=ObjectMeta(name=self.name, namespace=self.namespace), spec=spec)
+            return await self._client.create(fresh)
+        # replace() sends our resourceVersion: a concurrent writer turns this into a 409.
+        updated = Lease(
+            metadata=ObjectMeta(
+                name=self.name,
+                namespace=self.namespace,
+                resourceVersion=lease.metadata.resourceVersion if lease.metadata else None,
+            ),
+            spec=spec,
+        )
+        return await self._client.replace(updated)
+
+    async def release(self) -> bool:
+        """Give the lease up if we hold it, so a successor need not wait for it to expire."""
+        self.leading.clear()
+        try:
+            lease = await self._client.get(Lease, self.name, namespace=self.namespace)
+            if lease.spec is None or lease.spec.holderIdentity != self.identity:
+                return False
+            wall = dt.datetime.now(dt.UTC)
+            spec = LeaseSpec(
+                leaseDurationSeconds=1,
+                renewTime=wall,
+                acquireTime=wall,
+                leaseTransitions=lease.spec.leaseTransitions,
+            )
+            await self._put(lease, spec)
+        except Exception as exc:  # best effort: the lease then simply expires
+            log.warning("leader election: releasing the lease failed: %s", exc)
+            return False
+        return True

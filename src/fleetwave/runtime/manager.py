@@ -1,0 +1,169 @@
+"""The Manager runs informers, then (once they have synced and, with leader election, once this
+replica leads) the controllers, and serves /metrics, /healthz and /readyz over plain HTTP.
+
+Losing the lease stops every controller and makes `run` raise `LeadershipLost`: the process
+exits non-zero and starts afresh, so no task of the old term can still act. SIGTERM/SIGINT stop
+gracefully and release the lease, so a successor takes over without waiting for it to expire.
+
+may import: stdlib, lightkube, prometheus_client, fleetwave.runtime.*
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from collections.abc import Awaitable, Callable, Coroutine, Hashable, Iterator
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from lightkube import AsyncClient
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from fleetwave.runtime import controller, leader, metrics, watching
+from fleetwave.runtime.probes import Endpoint, ProbeServer
+
+log = logging.getLogger(__name__)
+
+K = TypeVar("K", bound=Hashable)
+
+
+class LeadershipLost(RuntimeError):
+    """This replica stopped leading; exit non-zero and let the supervisor restart it."""
+
+
+@dataclass(frozen=True, slots=True)
+class Election:
+    lease_name: str = "fleetwave-controller"
+    identity: str | None = None
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+
+
+class Manager:
+    def __init__(
+        self,
+        client: AsyncClient,
+        *,
+        namespace: str,
+        leader_election: bool,
+        metrics_port: int = 8080,
+        health_port: int = 8081,
+        host: str = "127.0.0.1",
+        election: Election = Election(),
+        handle_signals: bool = True,
+    ) -> None:
+        self.metrics = metrics.Metrics()
+        self.elector = (
+            leader.LeaderElector(
+                client,
+                namespace,
+                election.lease_name,
+                election.identity or leader.default_identity(),
+                lease_duration=election.lease_duration,
+                renew_deadline=election.renew_deadline,
+                retry_period=election.retry_period,
+            )
+            if leader_election
+            else None
+        )
+        self.probes = ProbeServer(host, metrics_port, health_port, self._endpoints())
+        self.synced = asyncio.Event()
+        self._informers: list[watching.Informer] = []
+        self._controllers: list[controller.Controller[Any]] = []
+        self._handle_signals = handle_signals
+        self._stop = asyncio.Event()
+
+    def add_informer(self, informer: watching.Informer) -> watching.Informer:
+        self._informers.append(informer)
+        return informer
+
+    def add_controller(
+        self, name: str, reconcile: Callable[[K], Awaitable[controller.Result]], *, workers: int = 1
+    ) -> controller.Controller[K]:
+        ctl: controller.Controller[K] = controller.Controller(
+            name, reconcile, workers=workers, metrics_=self.metrics
+        )
+        self._controllers.append(ctl)
+        return ctl
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    async def run(self) -> None:
+        """Run until `stop()` or a signal; raises `LeadershipLost` if the lease is lost."""
+        with self._signals():
+            await self.probes.start()
+            tasks = [asyncio.create_task(i.run(), name=f"informer {i.name}") for i in self._informers]
+            try:
+                await self._run_phases(tasks)
+            finally:
+                await self._shutdown(tasks)
+
+    async def _run_phases(self, tasks: list[asyncio.Task[None]]) -> None:
+        if not await self._until(watching.wait_synced(self._informers), tasks):
+            return
+        self.synced.set()
+        elector_task = None
+        if self.elector is not None:
+            elector_task = asyncio.create_task(self.elector.run(), name="leader election")
+            tasks.append(elector_task)
+            if not await self._until(self.elector.leading.wait(), tasks):
+                return
+            self.metrics.leader.set(1)
+        tasks += [asyncio.create_task(c.run(), name=f"controller {c.name}") for c in self._controllers]
+        await self._until(asyncio.Event().wait(), tasks)
+        if elector_task is not None and elector_task.done() and not self._stop.is_set():
+            raise LeadershipLost(f"{self.elector and self.elector.identity} lost the leader lease")
+
+    async def _until(self, wanted: Coroutine[Any, Any, Any], tasks: list[asyncio.Task[None]]) -> bool:
+        """Wait for `wanted`; False if a stop request or a finished background task came first."""
+        target = asyncio.ensure_future(wanted)
+        stop = asyncio.ensure_future(self._stop.wait())
+        try:
+            await asyncio.wait([target, stop, *tasks], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for fut in (target, stop):
+                fut.cancel()
+        for task in tasks:
+            if task.done() and not task.cancelled() and task.exception() is not None:
+                raise task.exception()  # type: ignore[misc]
+        return target.done() and not target.cancelled() and not self._stop.is_set()
+
+    async def _shutdown(self, tasks: list[asyncio.Task[None]]) -> None:
+        self.metrics.leader.set(0)
+        # Controllers and the elector go first, so nothing acts once the lease is released.
+        for task in reversed(tasks):
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        if self.elector is not None:
+            await self.elector.release()
+        await self.probes.stop()
+
+    def _endpoints(self) -> dict[str, Endpoint]:
+        def metrics_page() -> tuple[int, str, bytes]:
+            return 200, CONTENT_TYPE_LATEST, generate_latest(self.metrics.registry)
+
+        def readyz() -> tuple[int, str, bytes]:
+            ok = self.synced.is_set()
+            return (200 if ok else 503), "text/plain", b"ok" if ok else b"informers not synced"
+
+        return {
+            "/metrics": Endpoint(metrics_page, port="metrics"),
+            "/healthz": Endpoint(lambda: (200, "text/plain", b"ok"), port="health"),
+            "/readyz": Endpoint(readyz, port="health"),
+        }
+
+    @contextlib.contextmanager
+    def _signals(self) -> Iterator[None]:
+        loop = asyncio.get_running_loop()
+        sigs = (signal.SIGTERM, signal.SIGINT) if self._handle_signals else ()
+        for sig in sigs:
+            loop.add_signal_handler(sig, self.stop)
+        try:
+            yield
+        finally:
+            for sig in sigs:
+                loop.remove_signal_handler(sig)

@@ -1,0 +1,163 @@
+"""Informers: list, then watch from the list's resourceVersion, keeping a local store of one kind.
+
+Any watch failure (410 Gone included) leads to a fresh list with backoff; the relist is diffed
+against the store, so handlers also hear about deletions that happened while the watch was down.
+Bookmarks are requested through lightkube's request builder, which has no public parameter for them.
+
+may import: stdlib, lightkube
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import Any, Literal
+
+from lightkube import AsyncClient
+from lightkube.core import resource as lk_resource
+from lightkube.core.selector import build_selector
+from lightkube.types import on_error_raise
+
+from fleetwave.runtime import queueing
+
+log = logging.getLogger(__name__)
+
+EventType = Literal["ADDED", "MODIFIED", "DELETED"]
+Handler = Callable[[EventType, Any], None]
+ALL_NAMESPACES = "*"
+_RELIST_BACKOFF = queueing.Backoff(base=0.2, cap=30.0)
+
+
+def object_key(obj: Any) -> str:
+    """`namespace/name` for namespaced objects, `name` for cluster-scoped ones."""
+    meta = obj.metadata
+    return f"{meta.namespace}/{meta.name}" if meta.namespace else str(meta.name)
+
+
+class Informer:
+    """Keeps `store` (key -> latest lightkube object) in step with the API server.
+
+    `namespace=None` watches every namespace of a namespaced kind. Handlers run synchronously
+    on the event loop and must be quick (typically: map the object to keys and enqueue them).
+    """
+
+    def __init__(
+        self,
+        client: AsyncClient,
+        resource: type[Any],
+        *,
+        namespace: str | None = None,
+        labels: dict[str, str] | None = None,
+        server_timeout: int = 300,
+        backoff: queueing.Backoff = _RELIST_BACKOFF,
+    ) -> None:
+        self.resource = resource
+        self._client = client
+        namespaced = issubclass(resource, lk_resource.NamespacedResource)
+        self._namespace = (namespace or ALL_NAMESPACES) if namespaced else None
+        self._labels: dict[str, Any] | None = dict(labels) if labels else None
+        self._server_timeout = server_timeout
+        self._backoff = backoff
+        self._store: dict[str, Any] = {}
+        self._handlers: list[Handler] = []
+        self.has_synced = asyncio.Event()
+        self.relists = 0
+        self.last_error: BaseException | None = None
+
+    @property
+    def name(self) -> str:
+        return f"{self.resource.__name__}@{self._namespace or 'cluster'}"
+
+    @property
+    def store(self) -> Mapping[str, Any]:
+        return self._store
+
+    def get(self, key: str) -> Any | None:
+        return self._store.get(key)
+
+    def on_change(self, handler: Handler) -> None:
+        self._handlers.append(handler)
+
+    async def run(self) -> None:
+        """List and watch until cancelled."""
+        failures = 0
+        while True:
+            try:
+                resource_version = await self._relist()
+                self.has_synced.set()
+                async for _ in self._watch(resource_version):
+                    failures = 0  # the stream is healthy again; restart backoff from the base
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # any failure means our view may be stale: relist
+                failures += 1
+                self.last_error = exc
+                delay = self._backoff.delay(failures)
+                log.warning("informer %s: %s; relisting in %.2fs", self.name, exc, delay)
+                await asyncio.sleep(delay)
+
+    async def _relist(self) -> str:
+        listing = self._client.list(
+            self.resource, namespace=self._namespace, labels=self._labels, chunk_size=500
+        )
+        fresh = {object_key(obj): obj async for obj in listing}
+        resource_version: str = listing.resourceVersion
+        old, self._store = self._store, fresh
+        self.relists += 1
+        for key, obj in fresh.items():
+            previous = old.get(key)
+            if previous is None:
+                self._dispatch("ADDED", obj)
+            elif previous.metadata.resourceVersion != obj.metadata.resourceVersion:
+                self._dispatch("MODIFIED", obj)
+        for key, obj in old.items():
+            if key not in fresh:
+                self._dispatch("DELETED", obj)
+        return resource_version
+
+    async def _watch(self, resource_version: str) -> AsyncIterator[None]:
+        """Apply watch events to the store; yields after each so `run` can see the stream is alive."""
+        async for event_type, obj in self._open_watch(resource_version):
+            if event_type == "BOOKMARK":
+                yield None
+                continue
+            key = object_key(obj)
+            if event_type == "DELETED":
+                self._store.pop(key, None)
+            else:
+                self._store[key] = obj
+            self._dispatch("DELETED" if event_type == "DELETED" else _upsert(event_type), obj)
+            yield None
+
+    def _open_watch(self, resource_version: str) -> AsyncIterator[tuple[str, Any]]:
+        # lightkube's own watch() cannot ask for bookmarks; its request builder and stream driver
+        # can, and the driver already resumes from the latest resourceVersion (bookmarks included)
+        # when the server ends a watch normally. Errors raise, and `run` relists.
+        generic = self._client._client
+        params = {
+            "resourceVersion": resource_version,
+            "allowWatchBookmarks": "true",
+            "timeoutSeconds": self._server_timeout,
+            "labelSelector": build_selector(self._labels) if self._labels else None,
+        }
+        request = generic.prepare_request(
+            "list", res=self.resource, namespace=self._namespace, watch=True, params=params
+        )
+        stream: AsyncIterator[tuple[str, Any]] = generic.watch(request, on_error=on_error_raise)
+        return stream
+
+    def _dispatch(self, event_type: EventType, obj: Any) -> None:
+        for handler in self._handlers:
+            try:
+                handler(event_type, obj)
+            except Exception:  # one faulty handler must not stop the informer or its siblings
+                log.exception("informer %s: handler failed on %s", self.name, event_type)
+
+
+def _upsert(event_type: str) -> EventType:
+    return "ADDED" if event_type == "ADDED" else "MODIFIED"
+
+
+async def wait_synced(informers: list[Informer]) -> None:
+    await asyncio.gather(*(informer.has_synced.wait() for informer in informers))
