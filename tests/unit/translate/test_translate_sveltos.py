@@ -1,0 +1,202 @@
+"""ClusterPromotion / ClusterProfile -> RolloutSpec: gates in Sveltos order, selectors, hashes."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fleetwave.api.codec import load_manifests, parse_object
+from fleetwave.api.models import ClusterProfile, ClusterPromotion
+from fleetwave.core import model as m
+from fleetwave.translate import NAME_LABEL, TranslateError, from_profile, from_promotion, pre_approved
+
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
+
+
+def promotion(stages: list[dict[str, Any]], **profile: Any) -> ClusterPromotion:
+    doc = {
+        "apiVersion": "config.projectsveltos.io/v1beta1",
+        "kind": "ClusterPromotion",
+        "metadata": {"name": "rollout"},
+        "spec": {"profileSpec": {"helmCharts": [CHART], **profile}, "stages": stages},
+    }
+    obj = parse_object(doc)
+    assert isinstance(obj, ClusterPromotion)
+    return obj
+
+
+CHART = {
+    "repositoryURL": "https://kyverno.github.io/kyverno/",
+    "repositoryName": "kyverno",
+    "chartName": "kyverno/kyverno",
+    "chartVersion": "3.5.2",
+    "releaseName": "kyverno-latest",
+    "releaseNamespace": "kyverno",
+}
+AUTO_FULL = {
+    "auto": {
+        "delay": "5m",
+        "preHealthCheckDeployment": {"configMapRefs": [{"name": "validation-job", "namespace": "ns"}]},
+        "postDelayHealthChecks": [
+            {"name": "job-done", "kind": "Job", "group": "batch", "version": "v1", "script": "return {}"}
+        ],
+        "promotionWindow": {"from": "0 10 * * *", "to": "0 11 * * *"},
+    }
+}
+
+
+def stage(name: str, env: str | None, trigger: dict[str, Any] | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": name}
+    if env is not None:
+        out["clusterSelector"] = {"matchLabels": {"env": env}}
+    if trigger is not None:
+        out["trigger"] = trigger
+    return out
+
+
+def test_example_promotion_translates_to_three_stages_with_sveltos_gates() -> None:
+    (obj,) = load_manifests((EXAMPLES / "promotion-kyverno.yaml").read_text())
+    assert isinstance(obj, ClusterPromotion)
+    spec = from_promotion(obj)
+    assert [s.name for s in spec.stages] == ["dev", "staging", "production"]
+    assert spec.stages[0].selector == m.Selector(match_labels=(("env", "dev"),))
+    assert spec.stages[0].after == (m.Delay(timedelta(minutes=2)),)
+    assert spec.stages[1].after == (m.Delay(timedelta(minutes=2)), m.Approval("staging", auto_reset=True))
+    assert spec.stages[2].after == ()
+    assert all(not s.skip_gates_when_empty and s.before == () for s in spec.stages)
+
+
+def test_auto_trigger_order_is_delay_prehealth_checks_window() -> None:
+    spec = from_promotion(promotion([stage("qa", "qa", AUTO_FULL), stage("prod", "prod", AUTO_FULL)]))
+    expected = (
+        m.Delay(timedelta(minutes=5)),
+        m.PreHealthDeployment("preverification-rollout-qa"),
+        m.HealthChecks(("job-done",)),
+        m.Window("0 10 * * *", "0 11 * * *"),
+    )
+    assert spec.stages[0].after == expected
+    # The last stage's trigger is honoured (Sveltos evaluates it before declaring completion).
+    assert [type(g) for g in spec.stages[1].after] == [type(g) for g in expected]
+
+
+def test_manual_trigger_checks_then_sticky_or_resetting_approval() -> None:
+    manual = {
+        "manual": {
+            "delay": "1m",
+            "automaticReset": False,
+            "postDelayHealthChecks": [
+                {"name": "ok", "kind": "Deployment", "group": "apps", "version": "v1", "script": "return {}"}
+            ],
+        }
+    }
+    spec = from_promotion(promotion([stage("qa", "qa", manual), stage("prod", "prod", {"manual": {}})]))
+    assert spec.stages[0].after == (
+        m.Delay(timedelta(minutes=1)),
+        m.HealthChecks(("ok",)),
+        m.Approval("qa", auto_reset=False),
+    )
+    assert spec.stages[1].after == (m.Approval("prod", auto_reset=True),)
+
+
+def test_approved_true_in_the_manifest_is_a_granted_approval() -> None:
+    obj = promotion(
+        [stage("qa", "qa", {"manual": {"approved": True}}), stage("prod", "prod", {"manual": {}})]
+    )
+    assert pre_approved(obj) == ("qa",)
+
+
+def test_empty_or_absent_selector_matches_nothing_and_maxupdate_paces_every_stage() -> None:
+    obj = promotion(
+        [{"name": "a", "clusterSelector": {}}, stage("b", None), stage("c", "prod")], maxUpdate="50%"
+    )
+    spec = from_promotion(obj)
+    assert [s.selector for s in spec.stages[:2]] == [None, None]
+    assert {s.max_in_flight for s in spec.stages} == {m.MaxInFlight(50, percent=True)}
+
+
+def test_trigger_edit_keeps_both_hashes() -> None:
+    before = from_promotion(promotion([stage("qa", "qa", {"auto": {"delay": "1m"}}), stage("prod", "prod")]))
+    after = from_promotion(
+        promotion([stage("qa", "qa", {"manual": {"approved": True}}), stage("prod", "prod", AUTO_FULL)])
+    )
+    assert after.revision == before.revision
+
+
+def test_selector_edit_changes_stages_hash_only() -> None:
+    before = from_promotion(promotion([stage("qa", "qa"), stage("prod", "prod")]))
+    after = from_promotion(promotion([stage("qa", "qa"), stage("prod", "production")]))
+    assert after.revision.stages_hash != before.revision.stages_hash
+    assert after.revision.content_hash == before.revision.content_hash
+
+
+def test_profile_spec_edit_changes_content_hash_only() -> None:
+    stages = [stage("qa", "qa"), stage("prod", "prod")]
+    before = from_promotion(promotion(stages))
+    obj = promotion(stages)
+    edited = obj.model_copy(
+        update={
+            "spec": obj.spec.model_copy(
+                update={
+                    "profile_spec": obj.spec.profile_spec.model_copy(
+                        update={
+                            "helm_charts": [
+                                obj.spec.profile_spec.helm_charts[0].model_copy(  # type: ignore[index]
+                                    update={"chart_version": "3.6.2"}
+                                )
+                            ]
+                        }
+                    )
+                }
+            )
+        }
+    )
+    after = from_promotion(edited)
+    assert after.revision.content_hash != before.revision.content_hash
+    assert after.revision.stages_hash == before.revision.stages_hash
+
+
+def test_pace_and_list_order_are_not_content_but_the_override_hash_wins() -> None:
+    other = {**CHART, "releaseName": "other"}
+    base = from_promotion(promotion([stage("qa", "qa")], helmCharts=[CHART, other]))
+    reordered = from_promotion(promotion([stage("qa", "qa")], helmCharts=[other, CHART], maxUpdate=1))
+    assert reordered.revision.content_hash == base.revision.content_hash
+    pinned = from_promotion(promotion([stage("qa", "qa")]), content_hash="with-configmaps")
+    assert pinned.revision.content_hash == "with-configmaps"
+
+
+def profile(spec: dict[str, Any]) -> ClusterProfile:
+    obj = parse_object(
+        {
+            "apiVersion": "fleetwave.io/v1alpha1",
+            "kind": "ClusterProfile",
+            "metadata": {"name": "kyverno"},
+            "spec": {"helmCharts": [CHART], **spec},
+        }
+    )
+    assert isinstance(obj, ClusterProfile)
+    return obj
+
+
+def test_profile_is_one_stage_paced_by_max_update() -> None:
+    spec = from_profile(profile({"clusterSelector": {"matchLabels": {"env": "prod"}}, "maxUpdate": "10%"}))
+    (only,) = spec.stages
+    assert only.name == "kyverno"
+    assert only.selector == m.Selector(match_labels=(("env", "prod"),))
+    assert only.max_in_flight == m.MaxInFlight(10, percent=True)
+    assert only.after == ()
+    assert only.before == ()
+
+
+def test_profile_cluster_refs_select_by_name_label() -> None:
+    spec = from_profile(profile({"clusterRefs": [{"name": "b", "kind": "SveltosCluster"}, {"name": "a"}]}))
+    req = m.Requirement(NAME_LABEL, m.Operator.IN, ("a", "b"))
+    assert spec.stages[0].selector == m.Selector(match_expressions=(req,))
+
+
+def test_profile_refs_with_selector_is_rejected_naming_the_field() -> None:
+    obj = profile({"clusterRefs": [{"name": "a"}], "clusterSelector": {"matchLabels": {"env": "x"}}})
+    with pytest.raises(TranslateError, match=r"^spec\.clusterRefs: cannot be combined"):
+        from_profile(obj)
