@@ -151,7 +151,7 @@ def inventory_key(owner: str) -> str:
     """A label value naming the inventory of `owner`: kept verbatim when it already fits a label
     value, otherwise a readable prefix plus a short hash of the full string (so distinct owners
     never collide after truncation)."""
-    if _LABEL_VALUE.match(owner):
+    if _LABEL_VALUE.fullmatch(owner):
         return owner
     digest = hashlib.sha256(owner.encode()).hexdigest()[:_HASH_CHARS]
     prefix = _LABEL_UNSAFE.sub("-", owner).strip("-_.")[: 63 - _HASH_CHARS - 1].rstrip("-_.")
