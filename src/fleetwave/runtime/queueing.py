@@ -75,6 +75,11 @@ class WorkQueue(Generic[K]):
         return len(self._queue)
 
     @property
+    def in_flight(self) -> int:
+        """Keys handed out by `get` and not yet `done`."""
+        return len(self._processing)
+
+    @property
     def shutting_down(self) -> bool:
         return self._shut_down
 
