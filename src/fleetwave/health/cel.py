@@ -1,0 +1,89 @@
+"""CEL health rules (cel-python): compile once per rule text, evaluate against one object.
+
+The object is bound as both `resource` (upstream libsveltos) and `self` (Sveltos docs). Outcomes are
+three-way (ADR 0040): a bool; a *broken rule* (does not compile, or yields a non-bool) which fails the
+check outright; or an *evaluation error* (typically a field that is not there yet), which counts as
+false, as upstream does.
+
+may import: stdlib, celpy
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import celpy
+from celpy import celtypes
+from celpy.adapter import json_to_cel
+from celpy.celparser import CELParseError
+from celpy.evaluation import CELEvalError
+
+_compile_lock = threading.Lock()  # celpy's Lark parser is a process-wide singleton
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    value: bool
+    # Set when the rule is broken: compile error or non-bool result.
+    broken: str = ""
+    # Set when evaluation raised (counts as false).
+    error: str = ""
+
+
+@functools.cache
+def _environment() -> celpy.Environment:
+    return celpy.Environment()
+
+
+@functools.lru_cache(maxsize=1024)
+def compile_rule(text: str) -> celpy.Runner | str:
+    """The runner for `text`, or the compile error message. Cached per rule text."""
+    with _compile_lock:
+        env = _environment()
+        try:
+            return env.program(env.compile(text))
+        except CELParseError as e:
+            return f"does not compile: syntax error at line {e.line}, column {e.column}"
+        except Exception as e:  # celpy raises assorted types for semantic errors
+            return f"does not compile: {_first_line(str(e))}"
+
+
+def activation(obj: dict[str, Any]) -> dict[str, Any]:
+    """Convert once per object; the same activation serves every rule."""
+    value = json_to_cel(obj)
+    return {"resource": value, "self": value}
+
+
+def evaluate_rule(text: str, context: dict[str, Any]) -> Outcome:
+    runner = compile_rule(text)
+    if isinstance(runner, str):
+        return Outcome(False, broken=runner)
+    try:
+        result = runner.evaluate(context)
+    except CELEvalError as e:
+        return Outcome(False, error=_eval_message(e))
+    except Exception as e:  # cel-python lets some Python errors through (e.g. from conversions)
+        return Outcome(False, error=f"{type(e).__name__}: {e}")
+    if isinstance(result, CELEvalError):  # celpy may return errors instead of raising
+        return Outcome(False, error=_eval_message(result))
+    if not isinstance(result, celtypes.BoolType):
+        return Outcome(False, broken=f"returned {_type_name(result)}, not bool")
+    return Outcome(bool(result))
+
+
+def _eval_message(e: CELEvalError) -> str:
+    return str(e.args[0]) if e.args else str(e)
+
+
+def _type_name(value: Any) -> str:
+    name = type(value).__name__
+    return {"StringType": "string", "IntType": "int", "UintType": "uint", "DoubleType": "double"}.get(
+        name, name.removesuffix("Type").lower()
+    )
+
+
+def _first_line(text: str) -> str:
+    return next((line for line in text.splitlines() if line.strip()), text)

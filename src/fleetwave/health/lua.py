@@ -1,0 +1,138 @@
+"""Sandboxed Lua 5.4 (lupa) evaluation of one health script against one object.
+
+PUC Lua, not LuaJIT: the instruction-count hook does not fire inside JIT traces. The sandbox itself
+(whitelisted env, limits, guarded C functions) is `lua_sandbox.lua`; this module owns the runtime,
+the memory budget and the mapping of script results to a `State` (ADR 0040).
+
+may import: stdlib, lupa, fleetwave.health.model
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from importlib import resources
+from typing import Any
+
+from lupa import lua54
+
+from fleetwave.health.model import Limits, State
+
+# (apiVersion, kind, namespace or None, name) -> object or None
+GetResource = Callable[[str, str, str | None, str], dict[str, Any] | None]
+
+_SOURCE = resources.files("fleetwave.health").joinpath("lua_sandbox.lua").read_text()
+_STATUSES = {s.value: s for s in (State.HEALTHY, State.PROGRESSING, State.DEGRADED, State.SUSPENDED)}
+_MAX_MESSAGE = 512
+
+
+def _deny_attributes(obj: object, name: object, is_setting: bool) -> object:
+    raise AttributeError("Python attributes are not reachable from health scripts")
+
+
+class LuaSandbox:
+    """One Lua state for a series of evaluations on one thread (a LuaRuntime is not thread-safe).
+
+    Memory: `limits.lua_memory_bytes` caps what a *script* allocates; objects the host converts into
+    Lua (the resource, getResource results) are added to the cap instead of counted against it, and
+    converting them with the limit lifted avoids lupa's unprotected out-of-memory panic.
+    """
+
+    def __init__(self, limits: Limits) -> None:
+        self._limits = limits
+        self._rt = lua54.LuaRuntime(
+            register_eval=False,
+            register_builtins=False,
+            unpack_returned_tuples=True,
+            attribute_filter=_deny_attributes,
+            max_memory=limits.lua_memory_bytes,
+        )
+        self._rt.set_max_memory(0)
+        self._run = self._rt.execute(_SOURCE, time.monotonic)
+        self._cap = 0
+
+    def evaluate(self, script: str, obj: dict[str, Any], get_resource: GetResource) -> tuple[State, str]:
+        """Run `script`'s evaluate() on `obj`; every failure becomes (State.ERROR, reason)."""
+        try:
+            return self._evaluate(script, obj, get_resource)
+        except lua54.LuaMemoryError:
+            return State.ERROR, "memory limit exceeded"
+        except lua54.LuaError as e:
+            return State.ERROR, _short(f"lua: {e}")
+        finally:
+            self._rt.set_max_memory(0)
+            self._rt.gccollect()
+
+    def _evaluate(self, script: str, obj: dict[str, Any], get_resource: GetResource) -> tuple[State, str]:
+        table = self._rt.table_from(obj, recursive=True)
+        host_get = self._host_get(get_resource)
+        limits = self._limits
+        ticks = max(1, math.ceil(limits.lua_instructions / 1000))
+        deadline = time.monotonic() + limits.lua_seconds
+        self._cap = self._rt.get_memory_used() + limits.lua_memory_bytes
+        self._rt.set_max_memory(self._cap, total=True)
+        kind, value = self._run(script, table, host_get, ticks, deadline, limits.lua_memory_bytes)
+        self._rt.set_max_memory(0)
+        if kind == "ok":
+            return _verdict(value)
+        reason = str(value)
+        if kind == "limit":
+            return State.ERROR, reason
+        if "not enough memory" in reason:
+            return State.ERROR, "memory limit exceeded"
+        return State.ERROR, _short(f"{'syntax error' if kind == 'syntax' else 'lua error'}: {reason}")
+
+    @contextmanager
+    def _feeding(self) -> Iterator[None]:
+        """Host-side conversions: not limited, and their size raises the cap rather than eating it."""
+        before = self._rt.get_memory_used()
+        self._rt.set_max_memory(0)
+        try:
+            yield
+        finally:
+            self._cap += max(0, self._rt.get_memory_used() - before)
+            self._rt.set_max_memory(self._cap, total=True)
+
+    def _host_get(self, get_resource: GetResource) -> Callable[..., tuple[bool, Any]]:
+        def host_get(*args: Any) -> tuple[bool, Any]:
+            # Upstream Sveltos' getResource(tbl, key) is a plain table lookup; keep it working.
+            if args and lua54.lua_type(args[0]) == "table":
+                return True, args[0][args[1]] if len(args) > 1 else None
+            if len(args) != 4 or not all(isinstance(a, str) for a in (args[0], args[1], args[3])):
+                return False, "getResource expects (apiVersion, kind, namespace, name) or (table, key)"
+            api_version, kind, namespace, name = args
+            if namespace is not None and not isinstance(namespace, str):
+                return False, "getResource: namespace must be a string or nil"
+            try:
+                found = get_resource(api_version, kind, namespace or None, name)
+            except Exception as e:  # the reader's failure becomes the script's error, not ours
+                return False, _short(f"getResource({api_version}, {kind}, {namespace}, {name}): {e}")
+            if found is None:
+                return True, None
+            with self._feeding():
+                return True, self._rt.table_from(found, recursive=True)
+
+        return host_get
+
+
+def _verdict(result: Any) -> tuple[State, str]:
+    """Map `{healthy=bool}` (API form) or `{status="Healthy"|...}` (docs form) to a State."""
+    healthy, status, message = result["healthy"], result["status"], result["message"]
+    text = _short(str(message)) if message is not None else ""
+    if healthy is not None:
+        if not isinstance(healthy, bool):
+            return State.ERROR, f"result field 'healthy' must be a boolean, got {healthy!r}"
+        return (State.HEALTHY if healthy else State.DEGRADED), text
+    if status is not None:
+        if not isinstance(status, str) or status not in _STATUSES:
+            allowed = ", ".join(_STATUSES)
+            return State.ERROR, _short(f"result field 'status' must be one of {allowed}, got {status!r}")
+        return _STATUSES[status], text
+    # Upstream treats a missing `healthy` as unhealthy.
+    return State.DEGRADED, text or "the result sets neither 'healthy' nor 'status'"
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= _MAX_MESSAGE else text[: _MAX_MESSAGE - 3] + "..."

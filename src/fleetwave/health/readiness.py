@@ -1,0 +1,151 @@
+"""Default readiness: is one applied object available, without any user-written check?
+
+Judged from status the way `kubectl rollout status` and Helm's `--wait` do: a workload is ready once
+the controller has seen the current generation and every replica is updated and available. Kinds not
+listed here are ready once they exist. Pure: takes the object as a dict.
+
+may import: stdlib
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+Obj = dict[str, Any]
+
+
+def is_ready(obj: Obj) -> tuple[bool, str]:
+    """(ready, reason) for one object; the reason says what is missing when not ready."""
+    group = str(obj.get("apiVersion") or "").rpartition("/")[0]
+    judge = _JUDGES.get((group, str(obj.get("kind") or "")))
+    return judge(obj) if judge else (True, "exists")
+
+
+def _status(obj: Obj) -> dict[str, Any]:
+    status = obj.get("status")
+    return status if isinstance(status, dict) else {}
+
+
+def _spec(obj: Obj) -> dict[str, Any]:
+    spec = obj.get("spec")
+    return spec if isinstance(spec, dict) else {}
+
+
+def _condition(obj: Obj, kind: str) -> dict[str, Any] | None:
+    for c in _status(obj).get("conditions") or ():
+        if isinstance(c, dict) and c.get("type") == kind:
+            return c
+    return None
+
+
+def _is_true(obj: Obj, kind: str) -> bool:
+    c = _condition(obj, kind)
+    return c is not None and c.get("status") == "True"
+
+
+def _generation_seen(obj: Obj) -> str:
+    """Empty when the controller has observed the object's current generation."""
+    generation = (obj.get("metadata") or {}).get("generation")
+    observed = _status(obj).get("observedGeneration")
+    if generation is not None and (observed is None or observed < generation):
+        return f"generation {generation} not yet observed (observed {observed})"
+    return ""
+
+
+def _deployment(obj: Obj) -> tuple[bool, str]:
+    if reason := _generation_seen(obj):
+        return False, reason
+    progressing = _condition(obj, "Progressing")
+    if progressing and progressing.get("reason") == "ProgressDeadlineExceeded":
+        return False, f"progress deadline exceeded: {progressing.get('message', '')}".rstrip(": ")
+    st, want = _status(obj), _spec(obj).get("replicas", 1)
+    updated, total, available = (st.get(k, 0) for k in ("updatedReplicas", "replicas", "availableReplicas"))
+    if updated < want:
+        return False, f"{updated} of {want} replicas updated"
+    if total > updated:
+        return False, f"{total - updated} old replicas pending termination"
+    if available < updated:
+        return False, f"{available} of {updated} updated replicas available"
+    if not _is_true(obj, "Available"):
+        return False, "condition Available is not True"
+    return True, f"{available} of {want} replicas available"
+
+
+def _statefulset(obj: Obj) -> tuple[bool, str]:
+    if reason := _generation_seen(obj):
+        return False, reason
+    st, spec = _status(obj), _spec(obj)
+    want = spec.get("replicas", 1)
+    ready = st.get("readyReplicas", 0)
+    if ready < want:
+        return False, f"{ready} of {want} replicas ready"
+    strategy = spec.get("updateStrategy") or {}
+    if strategy.get("type", "RollingUpdate") == "RollingUpdate":
+        partition = (strategy.get("rollingUpdate") or {}).get("partition", 0)
+        updated = st.get("updatedReplicas", 0)
+        if updated < want - partition:
+            return False, f"{updated} of {want - partition} replicas updated"
+        if partition == 0 and st.get("updateRevision") != st.get("currentRevision"):
+            return False, f"revision {st.get('updateRevision')} not yet current"
+    return True, f"{ready} of {want} replicas ready"
+
+
+def _daemonset(obj: Obj) -> tuple[bool, str]:
+    if reason := _generation_seen(obj):
+        return False, reason
+    st = _status(obj)
+    want = st.get("desiredNumberScheduled", 0)
+    strategy = (_spec(obj).get("updateStrategy") or {}).get("type", "RollingUpdate")
+    updated = st.get("updatedNumberScheduled", 0)
+    if strategy == "RollingUpdate" and updated < want:
+        return False, f"{updated} of {want} pods updated"
+    available = st.get("numberAvailable", 0)
+    if available < want:
+        return False, f"{available} of {want} pods available"
+    return True, f"{available} of {want} pods available"
+
+
+def _job(obj: Obj) -> tuple[bool, str]:
+    failed = _condition(obj, "Failed")
+    if failed and failed.get("status") == "True":
+        return False, f"failed: {failed.get('reason', '')} {failed.get('message', '')}".strip()
+    if _is_true(obj, "Complete"):
+        return True, "complete"
+    return False, f"running ({_status(obj).get('succeeded', 0)} succeeded)"
+
+
+def _pod(obj: Obj) -> tuple[bool, str]:
+    phase = _status(obj).get("phase", "Pending")
+    if phase == "Succeeded":
+        return True, "succeeded"
+    if phase == "Failed":
+        return False, f"failed: {_status(obj).get('reason', '')} {_status(obj).get('message', '')}".strip()
+    if _is_true(obj, "Ready"):
+        return True, "ready"
+    return False, f"phase {phase}, not ready"
+
+
+def _crd(obj: Obj) -> tuple[bool, str]:
+    if _is_true(obj, "Established"):
+        return True, "established"
+    names = _condition(obj, "NamesAccepted")
+    if names and names.get("status") == "False":
+        return False, f"names not accepted: {names.get('message', '')}".rstrip(": ")
+    return False, "not yet established"
+
+
+def _namespace(obj: Obj) -> tuple[bool, str]:
+    phase = _status(obj).get("phase", "Active")
+    return (phase == "Active"), f"phase {phase}"
+
+
+_JUDGES: dict[tuple[str, str], Callable[[Obj], tuple[bool, str]]] = {
+    ("apps", "Deployment"): _deployment,
+    ("apps", "StatefulSet"): _statefulset,
+    ("apps", "DaemonSet"): _daemonset,
+    ("batch", "Job"): _job,
+    ("", "Pod"): _pod,
+    ("apiextensions.k8s.io", "CustomResourceDefinition"): _crd,
+    ("", "Namespace"): _namespace,
+}
