@@ -1,0 +1,99 @@
+"""What every reconcile gets: the management client, read-only caches, the event recorder, the
+ports to member clusters (helm, health), the controller's namespace and the clock.
+
+Reads come from informer caches (never from the API server inside a reconcile), writes go through
+the client. The clock is passed in so that tests and the decision core agree on `now`.
+
+may import: stdlib, lightkube, fleetwave.runtime, fleetwave.delivery, fleetwave.api
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+
+from lightkube import AsyncClient
+
+from fleetwave.api.sveltos import HelmChart, ValidateHealth
+from fleetwave.delivery.target import MemberTarget
+from fleetwave.runtime import events
+from fleetwave.runtime.watching import Informer
+
+
+class Cache:
+    """Informer stores by kind name ("ClusterProfile", "ConfigMap", ...), read as plain dicts."""
+
+    def __init__(self, informers: Mapping[str, Informer]) -> None:
+        self.informers = dict(informers)
+
+    def obj(self, kind: str, namespace: str | None, name: str) -> Any | None:
+        key = f"{namespace}/{name}" if namespace else name
+        return self.informers[kind].get(key)
+
+    def get(self, kind: str, namespace: str | None, name: str) -> dict[str, Any] | None:
+        obj = self.obj(kind, namespace, name)
+        return None if obj is None else as_dict(obj)
+
+    def list(self, kind: str) -> list[dict[str, Any]]:
+        return [as_dict(o) for o in self.informers[kind].store.values()]
+
+    def objects(self, kind: str) -> Iterable[Any]:
+        return list(self.informers[kind].store.values())
+
+
+def as_dict(obj: Any) -> dict[str, Any]:
+    result: dict[str, Any] = obj.to_dict() if hasattr(obj, "to_dict") else dict(obj)
+    return result
+
+
+@dataclass(frozen=True, slots=True)
+class HelmOutcome:
+    ok: bool
+    status: str  # Managing | Failed | Uninstalled
+    chart_version: str = ""
+    values_hash: str = ""
+    message: str = ""
+    changed: bool = False
+
+
+class HelmPort(Protocol):
+    async def install_or_upgrade(
+        self, target: MemberTarget, chart: HelmChart, *, values: Mapping[str, Any], dry_run: bool
+    ) -> HelmOutcome: ...
+
+    async def uninstall(self, target: MemberTarget, *, release: str, namespace: str) -> HelmOutcome: ...
+
+
+@dataclass(frozen=True, slots=True)
+class HealthOutcome:
+    ok: bool
+    message: str
+
+
+class HealthPort(Protocol):
+    async def check(
+        self,
+        target: MemberTarget,
+        checks: Iterable[ValidateHealth],
+        *,
+        objects: Iterable[tuple[str, str, str | None, str]],
+    ) -> HealthOutcome:
+        """Readiness of the delivered objects (apiVersion, kind, namespace, name) plus user checks."""
+        ...
+
+
+@dataclass(frozen=True)
+class Context:
+    client: AsyncClient
+    cache: Cache
+    recorder: events.EventRecorder
+    helm: HelmPort
+    health: HealthPort
+    namespace: str
+    clock: Callable[[], datetime]
+
+    async def event(self, obj: Any, warning: bool, reason: str, message: str) -> None:
+        kind = events.EventType.WARNING if warning else events.EventType.NORMAL
+        await self.recorder.record(events.ObjectRef.of(obj), kind, reason, message)

@@ -1,0 +1,98 @@
+"""Pure translations between the objects the controllers watch and the engine's facts.
+
+ClusterSummary status -> engine Delivery; engine status -> the Sveltos-shaped status fields users
+read (matchingClusters, updating/updated/failed clusters, conditions); engine requeue -> seconds.
+
+may import: stdlib, fleetwave.core, fleetwave.controllers.summary_status
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from typing import Any
+
+from fleetwave.controllers import summary_status as ss
+from fleetwave.core import effects as fx
+from fleetwave.core import model as m
+from fleetwave.core import status as st
+
+CLUSTER_API_VERSION = "fleetwave.io/v1alpha1"
+
+
+def delivery_of(summary: Mapping[str, Any] | None, content_hash: str) -> m.Delivery:
+    """The delivery of revision `content_hash` to one cluster, read from its ClusterSummary."""
+    if summary is None:
+        return m.PENDING
+    annotations = (summary.get("metadata") or {}).get("annotations") or {}
+    status = summary.get("status") or {}
+    if (
+        annotations.get(ss.CONTENT_HASH_ANNOTATION) != content_hash
+        or status.get("observedContentHash") != content_hash
+    ):
+        return m.Delivery(m.DeliveryPhase.APPLYING, message="delivering the current revision")
+    ready = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), None)
+    if ready is None:
+        return m.Delivery(m.DeliveryPhase.APPLYING)
+    if ready.get("reason") == "Failed":
+        return m.Delivery(m.DeliveryPhase.FAILED, message=str(ready.get("message", "")))
+    if ready.get("reason") == "ClusterUnreachable":
+        return m.Delivery(m.DeliveryPhase.APPLYING, message=str(ready.get("message", "")))
+    return m.Delivery(
+        m.DeliveryPhase.APPLIED, ready=ready.get("status") == "True", message=str(ready.get("message", ""))
+    )
+
+
+def cluster_ref(key: str) -> dict[str, str]:
+    namespace, _, name = key.partition("/")
+    return {"apiVersion": CLUSTER_API_VERSION, "kind": "MemberCluster", "namespace": namespace, "name": name}
+
+
+def requeue_seconds(decision: fx.Decision, now: datetime) -> float | None:
+    if decision.requeue_at is None:
+        return None
+    return max((decision.requeue_at - now).total_seconds(), 0.0)
+
+
+def conditions(status: st.RolloutStatus, generation: int | None) -> list[dict[str, Any]]:
+    out = [
+        {
+            "type": c.type,
+            "status": c.status.value,
+            "reason": c.reason.value,
+            "message": c.message[:32768],
+            "lastTransitionTime": st.fmt(c.last_transition),
+            "observedGeneration": generation,
+        }
+        for c in status.conditions
+    ]
+    succeeded = status.phase is st.RolloutPhase.SUCCEEDED
+    out.append(
+        {
+            "type": "Ready",
+            "status": "True" if succeeded else "False",
+            "reason": status.phase.value,
+            "message": status.message or status.phase.value,
+            "lastTransitionTime": st.fmt(status.started_at),
+            "observedGeneration": generation,
+        }
+    )
+    return out
+
+
+def profile_status(
+    status: st.RolloutStatus, matching: Iterable[str], deliveries: Mapping[str, m.Delivery], content_hash: str
+) -> dict[str, Any]:
+    started = {c for s in status.stages for c in s.started}
+    done = sorted(c for c in started if deliveries.get(c, m.PENDING).done)
+    failed = sorted(c for c in started if deliveries.get(c, m.PENDING).phase is m.DeliveryPhase.FAILED)
+    updating = sorted(started - set(done) - set(failed))
+    return {
+        "matchingClusters": [cluster_ref(c) for c in sorted(matching)],
+        "updatingClusters": {"hash": content_hash, "clusters": [cluster_ref(c) for c in updating]},
+        "updatedClusters": {"hash": content_hash, "clusters": [cluster_ref(c) for c in done]},
+        "failedClusters": [
+            {"clusterRef": cluster_ref(c), "failureMessage": deliveries[c].message} for c in failed
+        ]
+        or None,
+    }

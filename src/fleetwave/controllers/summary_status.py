@@ -1,0 +1,173 @@
+"""Pure pieces of ClusterSummary reconciliation: names, labels, what the status says.
+
+The status mirrors Sveltos' (featureSummaries, helmReleaseSummaries, deployedGVKs) and adds a
+`Ready` condition plus `observedContentHash`, which is what a profile reads to decide whether a
+cluster has the current revision delivered and healthy.
+
+may import: stdlib, fleetwave.delivery.content
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+PROFILE_LABEL = "fleetwave.io/cluster-profile"
+CLUSTER_LABEL = "fleetwave.io/cluster"
+SVELTOS_PROFILE_LABEL = "projectsveltos.io/cluster-profile-name"
+CONTENT_ANNOTATION = "fleetwave.io/content"
+CONTENT_HASH_ANNOTATION = "fleetwave.io/content-hash"
+LEAVE_POLICIES_ANNOTATION = "fleetwave.io/leave-policies"
+FINALIZER = "fleetwave.io/cleanup"
+
+FEATURE_RESOURCES = "Resources"
+FEATURE_HELM = "Helm"
+
+
+def summary_name(profile: str, cluster: str) -> str:
+    """Sveltos' naming (`<profile>-sveltos-<cluster>`), hashed down when it would exceed 253 chars."""
+    name = f"{profile}-sveltos-{cluster}"
+    if len(name) <= 253:
+        return name
+    digest = hashlib.sha256(name.encode()).hexdigest()[:10]
+    return f"{name[:242]}-{digest}"
+
+
+@dataclass(frozen=True, slots=True)
+class Feature:
+    feature_id: str
+    status: str  # Provisioning | Provisioned | Failed | Removed
+    hash: str
+    message: str = ""
+    deployed: tuple[str, ...] = ()  # Kind.version.group, Sveltos' deployedGroupVersionKind format
+
+
+@dataclass(frozen=True, slots=True)
+class HelmRelease:
+    release_name: str
+    release_namespace: str
+    status: str  # Managing | Failed
+    values_hash: str = ""
+    chart_version: str = ""
+    message: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What one reconcile of a ClusterSummary found out."""
+
+    content_hash: str
+    features: tuple[Feature, ...] = ()
+    releases: tuple[HelmRelease, ...] = ()
+    healthy: bool = False
+    health_message: str = ""
+    unreachable: str = ""  # non-empty: the member could not be reached
+    dry_run: bool = False
+    drift: tuple[str, ...] = ()
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def failed(self) -> str:
+        return "; ".join(f"{f.feature_id}: {f.message}" for f in self.features if f.status == "Failed")
+
+
+def gvk_string(api_version: str, kind: str) -> str:
+    group, _, version = api_version.rpartition("/")
+    return f"{kind}.{version}.{group}"
+
+
+def ready_condition(
+    outcome: Outcome, *, generation: int | None, now: datetime, previous: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    if outcome.unreachable:
+        status, reason, message = "False", "ClusterUnreachable", outcome.unreachable
+    elif outcome.failed:
+        status, reason, message = "False", "Failed", outcome.failed
+    elif outcome.dry_run:
+        status, reason, message = "False", "DryRun", "DryRun: nothing is changed on the cluster"
+    elif not outcome.healthy:
+        status, reason, message = "False", "Unhealthy", outcome.health_message or "waiting for health checks"
+    else:
+        status, reason, message = "True", "Provisioned", outcome.health_message or "deployed and healthy"
+    since = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+    if previous and previous.get("status") == status:
+        since = str(previous.get("lastTransitionTime") or since)
+    return {
+        "type": "Ready",
+        "status": status,
+        "reason": reason,
+        "message": message[:32768],
+        "lastTransitionTime": since,
+        "observedGeneration": generation,
+    }
+
+
+def status_body(
+    outcome: Outcome, *, generation: int | None, now: datetime, previous: Mapping[str, Any]
+) -> dict[str, Any]:
+    stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+    old_features = {f.get("featureID"): f for f in previous.get("featureSummaries") or []}
+    features = []
+    for f in outcome.features:
+        old = old_features.get(f.feature_id) or {}
+        applied = (
+            stamp
+            if old.get("hash") != f.hash or old.get("status") != f.status
+            else old.get("lastAppliedTime")
+        )
+        entry: dict[str, Any] = {
+            "featureID": f.feature_id,
+            "hash": f.hash,
+            "status": f.status,
+            "lastAppliedTime": applied,
+        }
+        if f.message and f.status == "Failed":
+            entry["failureMessage"] = f.message
+        features.append(entry)
+    old_ready = next((c for c in previous.get("conditions") or [] if c.get("type") == "Ready"), None)
+    body: dict[str, Any] = {
+        "dependencies": "no dependencies",
+        "observedContentHash": outcome.content_hash
+        if not outcome.unreachable
+        else previous.get("observedContentHash"),
+        "featureSummaries": features or previous.get("featureSummaries"),
+        "deployedGVKs": [
+            {"featureID": f.feature_id, "deployedGroupVersionKind": list(f.deployed)}
+            for f in outcome.features
+            if f.deployed
+        ]
+        or previous.get("deployedGVKs"),
+        "helmReleaseSummaries": [_release(r) for r in outcome.releases] or None,
+        "conditions": [ready_condition(outcome, generation=generation, now=now, previous=old_ready)],
+        "failureMessage": outcome.unreachable or outcome.failed or None,
+        "drift": list(outcome.drift) or None,
+    }
+    if outcome.unreachable:
+        body["helmReleaseSummaries"] = previous.get("helmReleaseSummaries")
+    return body
+
+
+def _release(r: HelmRelease) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "releaseName": r.release_name,
+        "releaseNamespace": r.release_namespace,
+        "status": r.status,
+    }
+    if r.values_hash:
+        entry["valuesHash"] = r.values_hash
+    if r.message:
+        entry["failureMessage"] = r.message
+    return entry
+
+
+def deployed_kinds(gvks: Iterable[str]) -> list[tuple[str, str]]:
+    """Inverse of `gvk_string`: (apiVersion, kind) pairs recorded in a previous status."""
+    out = []
+    for text in gvks:
+        kind, _, rest = text.partition(".")
+        version, _, group = rest.partition(".")
+        out.append((f"{group}/{version}" if group else version, kind))
+    return out
