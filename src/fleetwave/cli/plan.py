@@ -210,12 +210,11 @@ def plan(
 ) -> None:
     """Print when each stage, batch and gate of a rollout would happen.
 
-    FILE holds a ClusterPromotion, a ClusterProfile, or a (Cluster)StagedUpdateRun with its strategy
-    (native fleetwave.io or upstream apiVersions). The fleet comes from --fleet (YAML `clusters:` list of
-    {name, labels}, or MemberCluster/SveltosCluster objects) or from --kubeconfig (MemberClusters on the
-    management cluster). Delivery is assumed to take --delivery-time per cluster, health checks pass, and
-    approvals are pending unless granted with --approve-at or --auto-approve: a pending approval shows as
-    "waiting for approval (pending)" and the plan stops there (Blocked). JSON keys: docs/plan.md.
+    FILE: a ClusterPromotion, a ClusterProfile, or a (Cluster)StagedUpdateRun with its strategy.
+    Fleet: --fleet FLEETFILE (`clusters: [{name, labels}]` or MemberClusters) or --kubeconfig.
+    Assumed: --delivery-time per cluster, health checks pass, approvals pending unless granted.
+    A pending approval shows "waiting for approval (pending)" and the plan stops there (Blocked).
+    -o json gives the same data; schema in docs/plan.md.
     """
     try:
         if output not in ("table", "json"):
