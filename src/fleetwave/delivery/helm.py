@@ -1,0 +1,242 @@
+"""Helm releases on a member, driven through the real `helm` binary (path passed in).
+
+Each call gets a private kubeconfig file and private helm cache/config homes. `upgrade --install` is
+skipped when the deployed revision already has the desired chart version and values. A failed
+attempt is rolled back to the last good revision, or uninstalled if there is none, so it never
+blocks the next one (ADR 0045). Expected failures come back in the report; only an unreachable
+member raises (`MemberUnreachable`).
+
+may import: stdlib, yaml, fleetwave.api.sveltos, fleetwave.delivery.{content,helmplan,target}
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import os
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from fleetwave.api.sveltos import HelmChart
+from fleetwave.delivery import helmplan as hp
+from fleetwave.delivery.content import ContentError, values_hash
+from fleetwave.delivery.target import MemberTarget, MemberUnreachable
+
+HelmAction = Literal["installed", "upgraded", "unchanged", "failed", "uninstalled", "absent"]
+_COMMAND_TIMEOUT = 600.0  # seconds; helm's own --timeout (default 5m) bounds each wait inside
+
+
+@dataclass(frozen=True, slots=True)
+class HelmReleaseReport:
+    """Outcome of one call. With `dry_run`, installed/upgraded mean "would be"."""
+
+    release_name: str
+    release_namespace: str
+    action: HelmAction
+    dry_run: bool = False
+    chart_name: str = ""
+    chart_version: str = ""
+    values_hash: str = ""
+    revision: int | None = None  # latest revision after the call
+    status: str | None = None  # helm's status of that revision
+    error: str | None = None
+    recovery: str | None = None  # what was done to undo a failed attempt
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    @property
+    def changed(self) -> bool:
+        return self.action in ("installed", "upgraded", "uninstalled")
+
+
+@dataclass(frozen=True, slots=True)
+class _Result:
+    code: int
+    stdout: str
+    stderr: str
+
+
+class _Helm:
+    """One helm session against one member: binary, kubeconfig file and private helm homes."""
+
+    def __init__(self, binary: str, target: MemberTarget, kubeconfig: Path) -> None:
+        self.binary, self.target, self.kubeconfig = binary, target, kubeconfig
+        home = kubeconfig.parent
+        self.env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": str(home),
+            "HELM_CACHE_HOME": str(home / "cache"),
+            "HELM_CONFIG_HOME": str(home / "config"),
+            "HELM_DATA_HOME": str(home / "data"),
+        }
+
+    async def run(self, *args: str) -> _Result:
+        proc = await asyncio.create_subprocess_exec(
+            self.binary,
+            *args,
+            "--kubeconfig",
+            str(self.kubeconfig),
+            env=self.env,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        try:
+            out, err = await asyncio.wait_for(proc.communicate(), _COMMAND_TIMEOUT)
+        except TimeoutError:
+            proc.kill()
+            await proc.wait()
+            return _Result(-1, "", f"helm {args[0]} timed out after {_COMMAND_TIMEOUT:.0f}s")
+        result = _Result(proc.returncode or 0, out.decode(errors="replace"), err.decode(errors="replace"))
+        if result.code != 0 and hp.is_unreachable(result.stderr):
+            raise MemberUnreachable(self.target.name, hp.error_text(result.stderr))
+        return result
+
+    def values_file(self, values: Mapping[str, Any]) -> str:
+        path = self.kubeconfig.parent / "values.yaml"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # values may hold secrets
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            yaml.safe_dump(dict(values), out)
+        return str(path)
+
+
+@contextmanager
+def _session(binary: str, target: MemberTarget) -> Iterator[_Helm]:
+    with target.kubeconfig_file() as kubeconfig:
+        yield _Helm(binary, target, kubeconfig)
+
+
+async def _status(h: _Helm, name: str, namespace: str) -> hp.Release | None:
+    result = await h.run("status", name, "--namespace", namespace, "--output", "json")
+    if result.code != 0:
+        if "not found" in result.stderr:
+            return None
+        raise RuntimeError(f"helm status {namespace}/{name}: {hp.error_text(result.stderr)}")
+    return hp.parse_release(result.stdout)
+
+
+async def status(
+    target: MemberTarget, *, helm: str, release_name: str, release_namespace: str
+) -> hp.Release | None:
+    """The latest revision of a release, or None when it is not installed."""
+    with _session(helm, target) as h:
+        return await _status(h, release_name, release_namespace)
+
+
+async def _chart_identity(h: _Helm, source: hp.ChartSource) -> tuple[str, str]:
+    """(name, version) of the chart helm would install; asks helm only when the spec does not say."""
+    if source.version and not source.local:
+        return source.ref.rsplit("/", 1)[-1], source.version
+    result = await h.run("show", "chart", source.ref, *hp.source_flags(source))
+    if result.code != 0:
+        raise ContentError(f"cannot read chart {source.ref}: {hp.error_text(result.stderr)}")
+    meta = yaml.safe_load(result.stdout) or {}
+    return str(meta.get("name", "")), str(meta.get("version", ""))
+
+
+async def _recover(h: _Helm, chart: HelmChart) -> tuple[str | None, hp.Release | None]:
+    """Undo a failed attempt: back to the last good revision, else uninstall the failed release."""
+    name, namespace = chart.release_name, chart.release_namespace
+    latest = await _status(h, name, namespace)
+    if latest is None or latest.status == "deployed":
+        return None, latest  # helm failed before recording anything: nothing to undo
+    history = await h.run("history", name, "--namespace", namespace, "--output", "json")
+    good = hp.last_good_revision(json.loads(history.stdout or "[]"), below=latest.revision)
+    if good is None:
+        await h.run("uninstall", name, "--namespace", namespace, "--wait")
+        return "uninstalled the failed first install", None
+    await h.run("rollback", name, str(good), "--namespace", namespace, "--wait")
+    return f"rolled back to revision {good}", await _status(h, name, namespace)
+
+
+async def _install(
+    h: _Helm, chart: HelmChart, values: Mapping[str, Any] | None, dry_run: bool
+) -> HelmReleaseReport:
+    source = hp.chart_source(chart)
+    desired = hp.desired_values(chart, values)
+    chart_name, chart_version = await _chart_identity(h, source)
+    report = HelmReleaseReport(
+        chart.release_name,
+        chart.release_namespace,
+        "unchanged",
+        dry_run=dry_run,
+        chart_name=chart_name,
+        chart_version=chart_version,
+        values_hash=values_hash(desired),
+    )
+    current = await _status(h, chart.release_name, chart.release_namespace)
+    if current is not None and hp.is_up_to_date(
+        current, chart_name=chart_name, chart_version=chart_version, values=desired
+    ):
+        return _with(report, "unchanged", current)
+    argv = hp.upgrade_argv(chart, source, h.values_file(desired), dry_run=dry_run)
+    result = await h.run(*argv)
+    if result.code == 0:
+        return _with(report, "installed" if current is None else "upgraded", hp.parse_release(result.stdout))
+    recovery, after = (None, current) if dry_run else await _recover(h, chart)
+    failed = _with(report, "failed", after)
+    return _replace(failed, error=hp.error_text(result.stderr), recovery=recovery)
+
+
+def _with(report: HelmReleaseReport, action: HelmAction, release: hp.Release | None) -> HelmReleaseReport:
+    revision = release.revision if release else None
+    return _replace(report, action=action, revision=revision, status=release.status if release else None)
+
+
+def _replace(report: HelmReleaseReport, **changes: Any) -> HelmReleaseReport:
+    return dataclasses.replace(report, **changes)
+
+
+async def install_or_upgrade(
+    target: MemberTarget,
+    chart: HelmChart,
+    *,
+    helm: str,
+    values: Mapping[str, Any] | None = None,
+    dry_run: bool = False,
+) -> HelmReleaseReport:
+    """Make the release run `chart` with its inline values plus `values` (the caller-resolved
+    valuesFrom, merged over them). `helmChartAction: Uninstall` uninstalls instead."""
+    if chart.helm_chart_action == "Uninstall":
+        return await uninstall(
+            target, helm=helm, release_name=chart.release_name, release_namespace=chart.release_namespace
+        )
+    with _session(helm, target) as h:
+        try:
+            return await _install(h, chart, values, dry_run)
+        except ContentError as err:
+            return HelmReleaseReport(
+                chart.release_name, chart.release_namespace, "failed", dry_run, error=str(err)
+            )
+
+
+async def uninstall(
+    target: MemberTarget, *, helm: str, release_name: str, release_namespace: str
+) -> HelmReleaseReport:
+    """Remove the release and wait for its objects to go; "absent" when it was not installed."""
+    with _session(helm, target) as h:
+        current = await _status(h, release_name, release_namespace)
+        if current is None:
+            return HelmReleaseReport(release_name, release_namespace, "absent")
+        result = await h.run("uninstall", release_name, "--namespace", release_namespace, "--wait")
+        if result.code != 0:
+            error = hp.error_text(result.stderr)
+            return HelmReleaseReport(
+                release_name, release_namespace, "failed", error=error, status=current.status
+            )
+        return HelmReleaseReport(
+            release_name,
+            release_namespace,
+            "uninstalled",
+            chart_name=current.chart_name,
+            chart_version=current.chart_version,
+            revision=current.revision,
+        )
