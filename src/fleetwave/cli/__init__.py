@@ -8,7 +8,7 @@ from __future__ import annotations
 import typer
 
 from fleetwave import __version__
-from fleetwave.cli import crds, demo, local, manage, plan
+from fleetwave.cli import controller, crds, demo, local, manage, plan
 
 app = typer.Typer(
     name="fleetwave",
@@ -23,6 +23,7 @@ app.command(name="plan")(plan.plan)
 app.command(name="install")(manage.install)
 app.command(name="apply")(manage.apply)
 app.add_typer(manage.cluster_app, name="cluster")
+app.add_typer(controller.app, name="controller")
 
 
 @app.command()

@@ -31,6 +31,8 @@ from fleetwave.runtime.status import StatusWrite, write_status
 
 log = logging.getLogger(__name__)
 _CONFLICT = 409
+PINNED_ANNOTATION = "fleetwave.io/pinned-content"
+PINNED_HASH_ANNOTATION = "fleetwave.io/pinned-content-hash"
 
 
 def summaries_of(ctx: Context, profile: str) -> dict[str, dict[str, Any]]:
@@ -53,7 +55,7 @@ async def reconcile(ctx: Context, key: str) -> Result:
             {**raw, "apiVersion": f"{kinds.GROUP}/{kinds.VERSION}", "kind": "ClusterProfile"}
         )
         assert isinstance(profile, ClusterProfile)
-        resolved = content.resolve(profile.spec, _Lookup(ctx), default_namespace=ctx.namespace, path="spec")
+        resolved = _content(ctx, raw, profile)
         spec = translate.from_profile(profile, content_hash=resolved.hash)
     except (codec.ManifestError, content.ContentError, translate.TranslateError) as e:
         return await _invalid(ctx, obj, raw, str(e))
@@ -87,6 +89,22 @@ def _previous(raw: Mapping[str, Any]) -> Any:
             "ClusterProfile %s: unreadable status.rollout; starting a fresh plan", raw["metadata"]["name"]
         )
         return None
+
+
+def _content(ctx: Context, raw: Mapping[str, Any], profile: ClusterProfile) -> content.Resolved:
+    """A promotion's stage profile delivers the snapshot its promotion pinned; others resolve live refs."""
+    annotations = raw["metadata"].get("annotations") or {}
+    pinned = annotations.get(PINNED_ANNOTATION)
+    if pinned:
+        snapshot = ctx.cache.get("ConfigMap", ctx.namespace, pinned)
+        if snapshot is None:
+            raise content.ContentError(
+                f"metadata.annotations[{PINNED_ANNOTATION}]: snapshot {pinned} not found"
+            )
+        return content.Resolved(
+            hash=str(annotations.get(PINNED_HASH_ANNOTATION)), body=content.load_snapshot(snapshot)
+        )
+    return content.resolve(profile.spec, _Lookup(ctx), default_namespace=ctx.namespace, path="spec")
 
 
 class _Lookup:

@@ -1,0 +1,67 @@
+"""`fleetwave controller run`: the controller against a management cluster."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import shutil
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from fleetwave import kubeclient
+from fleetwave.cli.common import KubeconfigOption, fail, resolve_kubeconfig
+from fleetwave.controllers import app as controllers
+from fleetwave.local import binaries
+from fleetwave.runtime.manager import LeadershipLost
+
+app = typer.Typer(help="Run the fleetwave controller.", no_args_is_help=True)
+
+
+def _helm(explicit: str | None) -> str:
+    if explicit:
+        return explicit
+    found = shutil.which("helm")
+    if found:
+        return found
+    try:
+        return binaries.ensure().path("helm")
+    except binaries.BinariesError as e:
+        fail(f"no helm binary: pass --helm or put helm on PATH ({e})")
+
+
+@app.command("run")
+def run(
+    kubeconfig: KubeconfigOption = None,
+    namespace: Annotated[str, typer.Option(help="The controller's own namespace.")] = "fleetwave-system",
+    helm: Annotated[str | None, typer.Option(help="Path of the helm binary.")] = None,
+    leader_elect: Annotated[bool, typer.Option(help="Take a Lease before acting.")] = True,
+    metrics_port: Annotated[int, typer.Option(help="Port of /metrics (127.0.0.1).")] = 8080,
+    health_port: Annotated[int, typer.Option(help="Port of /healthz and /readyz (127.0.0.1).")] = 8081,
+    identity: Annotated[str | None, typer.Option(help="Leader-election identity.")] = None,
+    log_level: Annotated[str, typer.Option(help="DEBUG, INFO, WARNING.")] = "INFO",
+) -> None:
+    """Reconcile ClusterPromotions, ClusterProfiles and ClusterSummaries until stopped."""
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    path: Path = resolve_kubeconfig(kubeconfig)
+    settings = controllers.Settings(
+        namespace=namespace,
+        helm_binary=_helm(helm),
+        leader_election=leader_elect,
+        metrics_port=metrics_port,
+        health_port=health_port,
+        identity=identity,
+    )
+
+    async def main() -> None:
+        client = kubeclient.async_client(kubeclient.config_from_file(path))
+        try:
+            await controllers.build(client, settings).run()
+        finally:
+            await client.close()
+
+    try:
+        asyncio.run(main())
+    except LeadershipLost as e:
+        fail(f"leadership lost: {e}; exiting so that a fresh process re-contends")

@@ -1,0 +1,162 @@
+"""The composition root: informers, controllers and the watches between them.
+
+Every reconcile is keyed by the object it owns; changes to related objects are mapped to those keys
+(a summary wakes its profile, a stage profile wakes its promotion, a member or a referenced
+ConfigMap wakes everything that may select or use it).
+
+may import: stdlib, lightkube, fleetwave.runtime, fleetwave.controllers, fleetwave.kinds
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from lightkube import AsyncClient
+from lightkube.resources.core_v1 import ConfigMap, Secret
+
+from fleetwave import kinds
+from fleetwave.controllers import profile, promotion, summary
+from fleetwave.controllers import summary_status as ss
+from fleetwave.controllers.context import Cache, Context
+from fleetwave.controllers.ports import HealthAdapter, HelmAdapter
+from fleetwave.runtime import events
+from fleetwave.runtime.controller import Controller
+from fleetwave.runtime.manager import Election, Manager
+from fleetwave.runtime.watching import Informer, object_key
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    namespace: str = "fleetwave-system"
+    helm_binary: str = "helm"
+    leader_election: bool = True
+    metrics_port: int = 8080
+    health_port: int = 8081
+    identity: str | None = None
+    summary_workers: int = 4
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+def build(client: AsyncClient, settings: Settings, *, handle_signals: bool = True) -> Manager:
+    manager = Manager(
+        client,
+        namespace=settings.namespace,
+        leader_election=settings.leader_election,
+        metrics_port=settings.metrics_port,
+        health_port=settings.health_port,
+        election=Election(identity=settings.identity),
+        handle_signals=handle_signals,
+    )
+    informers = {
+        name: manager.add_informer(Informer(client, kinds.resource(name)))
+        for name in ("ClusterPromotion", "ClusterProfile", "ClusterSummary", "MemberCluster")
+    }
+    informers["ConfigMap"] = manager.add_informer(Informer(client, ConfigMap))
+    informers["Secret"] = manager.add_informer(Informer(client, Secret))
+    cache = Cache(informers)
+    ctx = Context(
+        client=client,
+        cache=cache,
+        recorder=events.EventRecorder(client, "fleetwave"),
+        helm=HelmAdapter(settings.helm_binary),
+        health=HealthAdapter(),
+        namespace=settings.namespace,
+        clock=_now,
+    )
+    promotions: Controller[str] = manager.add_controller(
+        "clusterpromotion", lambda k: promotion.reconcile(ctx, k), workers=2
+    )
+    profiles: Controller[str] = manager.add_controller(
+        "clusterprofile", lambda k: profile.reconcile(ctx, k), workers=2
+    )
+    summaries: Controller[str] = manager.add_controller(
+        "clustersummary", lambda k: summary.reconcile(ctx, k), workers=settings.summary_workers
+    )
+    _wire(cache, informers, promotions, profiles, summaries)
+    return manager
+
+
+def _labels(obj: Any) -> dict[str, str]:
+    return dict(obj.metadata.labels or {})
+
+
+def _wire(
+    cache: Cache,
+    informers: dict[str, Informer],
+    promotions: Controller[str],
+    profiles: Controller[str],
+    summaries: Controller[str],
+) -> None:
+    def all_of(kind: str) -> Iterable[str]:
+        return [object_key(o) for o in cache.objects(kind)]
+
+    def promotion_of_profile(obj: Any) -> Iterable[str]:
+        owner = _labels(obj).get(promotion.PROMOTION_LABEL)
+        return [owner] if owner else []
+
+    def profile_of_summary(obj: Any) -> Iterable[str]:
+        name = _labels(obj).get(ss.PROFILE_LABEL)
+        return [name] if name else []
+
+    def promotion_of_summary(obj: Any) -> Iterable[str]:
+        keys: list[str] = []
+        for name in profile_of_summary(obj):
+            owner = cache.obj("ClusterProfile", None, name)
+            keys += promotion_of_profile(owner) if owner is not None else []
+        return keys
+
+    def summaries_of_member(obj: Any) -> Iterable[str]:
+        return [
+            object_key(s)
+            for s in cache.objects("ClusterSummary")
+            if (s.spec or {}).get("clusterName") == obj.metadata.name
+            and (s.spec or {}).get("clusterNamespace") == obj.metadata.namespace
+        ]
+
+    def summaries_of_content(obj: Any) -> Iterable[str]:
+        name = obj.metadata.name
+        return [
+            object_key(s)
+            for s in cache.objects("ClusterSummary")
+            if (s.metadata.annotations or {}).get(ss.CONTENT_ANNOTATION) == name
+        ]
+
+    def unless_snapshot(mapper: Any) -> Any:
+        # Content snapshots are written by us and immutable: they only concern the summaries using them.
+        return lambda obj: [] if (obj.metadata.name or "").startswith("fw-content-") else mapper(obj)
+
+    promotions.watch(informers["ClusterPromotion"], lambda o: [object_key(o)])
+    promotions.watch(informers["ClusterProfile"], promotion_of_profile)
+    promotions.watch(informers["ClusterSummary"], promotion_of_summary)
+    promotions.watch(informers["MemberCluster"], lambda _o: all_of("ClusterPromotion"))
+    promotions.watch(informers["ConfigMap"], unless_snapshot(lambda _o: all_of("ClusterPromotion")))
+    promotions.watch(informers["Secret"], lambda _o: all_of("ClusterPromotion"))
+
+    profiles.watch(informers["ClusterProfile"], lambda o: [object_key(o)])
+    profiles.watch(informers["ClusterSummary"], profile_of_summary)
+    profiles.watch(informers["MemberCluster"], lambda _o: all_of("ClusterProfile"))
+    profiles.watch(informers["ConfigMap"], lambda _o: all_of("ClusterProfile"))
+    profiles.watch(informers["Secret"], lambda _o: all_of("ClusterProfile"))
+
+    summaries.watch(informers["ClusterSummary"], lambda o: [object_key(o)])
+    summaries.watch(informers["MemberCluster"], summaries_of_member)
+    summaries.watch(informers["Secret"], lambda o: summaries_of_member_secret(cache, o))
+    summaries.watch(informers["ConfigMap"], summaries_of_content)
+
+
+def summaries_of_member_secret(cache: Cache, secret: Any) -> Iterable[str]:
+    member = (secret.metadata.labels or {}).get("fleetwave.io/member-cluster")
+    if not member:
+        return []
+    return [
+        object_key(s)
+        for s in cache.objects("ClusterSummary")
+        if (s.spec or {}).get("clusterName") == member
+        and (s.spec or {}).get("clusterNamespace") == secret.metadata.namespace
+    ]

@@ -1,0 +1,92 @@
+"""ClusterPromotion status, Sveltos-shaped, from the engine's status (pure).
+
+Per stage a human-readable description of what it waits for (delay until T, window, approval,
+health check X failing on cluster Y: message, all matching clusters deployed), plus Sveltos' hashes,
+currentStageName and lastPromotionTime, conditions, the engine record and first-seen approval times.
+
+may import: stdlib, fleetwave.api, fleetwave.core, fleetwave.controllers.{engine_state,rollout_facts}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from fleetwave.api.models import ClusterPromotion
+from fleetwave.controllers import engine_state
+from fleetwave.controllers import rollout_facts as rf
+from fleetwave.core import status as st
+
+ALL_DEPLOYED = "All matching clusters are successfully deployed."
+
+
+def parse_time(value: Any) -> datetime | None:
+    if not value:
+        return None
+    return datetime.fromisoformat(str(value).replace("Z", "+00:00")).astimezone(UTC)
+
+
+def _t(value: datetime | None) -> str | None:
+    return None if value is None else st.fmt(value)
+
+
+def describe(stage: st.StageStatus) -> str:
+    if stage.failed:
+        return "; ".join(f"cluster {c} failed: {msg}" for c, msg in stage.failed)
+    if stage.phase is st.StagePhase.SUCCEEDED:
+        return ALL_DEPLOYED
+    waiting = [g.message for g in stage.gates if g.state is st.GateState.WAITING]
+    if waiting:
+        return "; ".join(waiting)
+    if stage.phase is st.StagePhase.PROGRESSING:
+        return stage.message or f"deploying: {stage.completed}/{len(stage.clusters)} clusters done"
+    return stage.message or stage.phase.value
+
+
+def _stage(stage: st.StageStatus) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "name": stage.name,
+        "phase": stage.phase.value,
+        "clusters": len(stage.clusters),
+        "completed": stage.completed,
+        "currentStatusDescription": describe(stage),
+        "lastUpdateReconciledTime": _t(stage.started_at),
+        "lastSuccessfulAppliedTime": _t(stage.succeeded_at),
+    }
+    if stage.failed:
+        entry["failureMessage"] = describe(stage)
+    elif stage.phase is st.StagePhase.SUCCEEDED:
+        entry["failureMessage"] = ALL_DEPLOYED  # Sveltos reports success in this field too (seed 001)
+    return {k: v for k, v in entry.items() if v is not None}
+
+
+def _last_promotion(status: st.RolloutStatus) -> datetime | None:
+    times = [s.succeeded_at for s in status.stages if s.succeeded_at is not None]
+    return max(times) if times else None
+
+
+def build(
+    promotion: ClusterPromotion,
+    status: st.RolloutStatus,
+    content_hash: str,
+    stages_hash: str,
+    approvals: Mapping[str, datetime],
+    *,
+    generation: int | None,
+    previous: Mapping[str, Any],
+) -> dict[str, Any]:
+    current = status.current_stage
+    last = _last_promotion(status)
+    return {
+        "profileSpecHash": content_hash,
+        "stagesHash": stages_hash,
+        "currentStageName": current.name if current else (status.stages[-1].name if status.stages else None),
+        "lastPromotionTime": _t(last) if last else previous.get("lastPromotionTime"),
+        "stages": [_stage(s) for s in status.stages],
+        "conditions": rf.conditions(status, generation),
+        "approvals": {k: st.fmt(v) for k, v in approvals.items()} or None,
+        "rollout": engine_state.dump(status),
+        "observedGeneration": generation,
+        "message": status.message,
+    }
