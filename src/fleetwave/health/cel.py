@@ -11,6 +11,7 @@ may import: stdlib, celpy
 from __future__ import annotations
 
 import functools
+import re
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -74,7 +75,14 @@ def evaluate_rule(text: str, context: dict[str, Any]) -> Outcome:
     return Outcome(bool(result))
 
 
+# celpy reports `a && b` over two errors as an overload failure that embeds the inner errors' reprs.
+_INNER = re.compile(r"""CELEvalError\(\*\((?P<q>["'])(?P<msg>.*?)(?P=q),""")
+
+
 def _eval_message(e: CELEvalError) -> str:
+    inner = _INNER.search(" ".join(str(a) for a in e.args[2:] if a))
+    if inner:
+        return inner["msg"].replace("\\'", "'")
     return str(e.args[0]) if e.args else str(e)
 
 
