@@ -20,14 +20,19 @@ key="k8s${KUBERNETES_VERSION}-etcd${ETCD_VERSION}-helm${HELM_VERSION}-kwok${KWOK
 cache_root="${FLEETWAVE_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/fleetwave}"
 bin="$cache_root/bin/$key"
 
+has() { # has "<output of a command>" "<text it must contain>": no pipes, so pipefail/SIGPIPE cannot bite
+  [[ "$1" == *"$2"* ]]
+}
+
 verify() {
   local dir="$1"
-  "$dir/kube-apiserver" --version 2>/dev/null | grep -q "Kubernetes ${KUBERNETES_VERSION}$" &&
-    "$dir/kube-controller-manager" --version 2>/dev/null | grep -q "${KUBERNETES_VERSION}" &&
-    "$dir/kube-scheduler" --version 2>/dev/null | grep -q "${KUBERNETES_VERSION}" &&
-    "$dir/etcd" --version 2>/dev/null | grep -q "etcd Version: ${ETCD_VERSION#v}" &&
-    "$dir/helm" version --template '{{.Version}}' 2>/dev/null | grep -q "^${HELM_VERSION}$" &&
-    "$dir/kwok" --version 2>/dev/null | grep -q "${KWOK_VERSION}"
+  [[ -x "$dir/kube-apiserver" && -x "$dir/etcd" && -x "$dir/helm" && -x "$dir/kwok" ]] || return 1
+  has "$("$dir/kube-apiserver" --version 2>/dev/null)" "Kubernetes ${KUBERNETES_VERSION}" &&
+    has "$("$dir/kube-controller-manager" --version 2>/dev/null)" "${KUBERNETES_VERSION}" &&
+    has "$("$dir/kube-scheduler" --version 2>/dev/null)" "${KUBERNETES_VERSION}" &&
+    has "$("$dir/etcd" --version 2>/dev/null)" "etcd Version: ${ETCD_VERSION#v}" &&
+    has "$("$dir/helm" version --template '{{.Version}}' 2>/dev/null)" "${HELM_VERSION}" &&
+    has "$("$dir/kwok" --version 2>/dev/null)" "${KWOK_VERSION}"
 }
 
 if [[ -n "${FLEETWAVE_BIN_DIR:-}" ]]; then
@@ -35,6 +40,12 @@ if [[ -n "${FLEETWAVE_BIN_DIR:-}" ]]; then
   echo "$FLEETWAVE_BIN_DIR"; exit 0
 fi
 
+if [[ "${1:-}" != "--init" ]] && verify "$bin"; then echo "$bin"; exit 0; fi
+
+# One build at a time per cache: parallel test sessions or a demo started during a build wait here.
+mkdir -p "$cache_root/bin"
+exec 9>"$cache_root/bin/.build.lock"
+flock 9
 if [[ "${1:-}" != "--init" ]] && verify "$bin"; then echo "$bin"; exit 0; fi
 
 command -v go >/dev/null 2>&1 || die "Go is not installed. Install Go >= 1.25 (e.g. 'apt-get install golang-go' or from go.dev) or set FLEETWAVE_BIN_DIR to pre-built binaries."

@@ -81,7 +81,8 @@ def apply(
     for original, obj in objects:
         client.apply(obj, force=True)
         meta = original.get("metadata") or {}
-        upstream = original["apiVersion"] if not str(original["apiVersion"]).startswith(kinds.GROUP) else None
+        mapped = is_fleetwave(original) and not str(original["apiVersion"]).startswith(kinds.GROUP)
+        upstream = original["apiVersion"] if mapped else None
         result.append(Applied(str(obj.kind), str(meta.get("name")), meta.get("namespace"), upstream))
     return result
 
