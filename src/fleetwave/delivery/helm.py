@@ -57,6 +57,10 @@ class HelmReleaseReport:
         return self.action in ("installed", "upgraded", "uninstalled")
 
 
+class HelmError(RuntimeError):
+    """helm failed where it should not have (reading a release); reported, never raised to callers."""
+
+
 @dataclass(frozen=True, slots=True)
 class _Result:
     code: int
@@ -115,12 +119,14 @@ def _session(binary: str, target: MemberTarget) -> Iterator[_Helm]:
 
 
 async def _status(h: _Helm, name: str, namespace: str) -> hp.Release | None:
-    result = await h.run("status", name, "--namespace", namespace, "--output", "json")
-    if result.code != 0:
-        if "not found" in result.stderr:
-            return None
-        raise RuntimeError(f"helm status {namespace}/{name}: {hp.error_text(result.stderr)}")
-    return hp.parse_release(result.stdout)
+    where = ("--namespace", namespace, "--output", "json")
+    result = await h.run("status", name, *where)
+    if result.code != 0 and "not found" in result.stderr:
+        return None
+    metadata = await h.run("get", "metadata", name, *where) if result.code == 0 else result
+    if metadata.code != 0:
+        raise HelmError(f"helm status {namespace}/{name}: {hp.error_text(metadata.stderr)}")
+    return hp.parse_release(result.stdout, metadata.stdout)
 
 
 async def status(
@@ -223,7 +229,10 @@ async def uninstall(
 ) -> HelmReleaseReport:
     """Remove the release and wait for its objects to go; "absent" when it was not installed."""
     with _session(helm, target) as h:
-        current = await _status(h, release_name, release_namespace)
+        try:
+            current = await _status(h, release_name, release_namespace)
+        except HelmError as err:
+            return HelmReleaseReport(release_name, release_namespace, "failed", error=str(err))
         if current is None:
             return HelmReleaseReport(release_name, release_namespace, "absent")
         result = await h.run("uninstall", release_name, "--namespace", release_namespace, "--wait")

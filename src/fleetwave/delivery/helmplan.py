@@ -141,17 +141,21 @@ def upgrade_argv(chart: HelmChart, source: ChartSource, values_file: str, *, dry
     return argv + (["--dry-run=server"] if dry_run else [])
 
 
-def parse_release(text: str) -> Release:
-    """A release from `helm status|upgrade ... -o json`."""
+def parse_release(text: str, metadata: str | None = None) -> Release:
+    """A release from `helm upgrade ... -o json`, or from `helm status -o json` (which omits the
+    chart) together with `helm get metadata -o json`."""
     data = json.loads(text)
-    meta = (data.get("chart") or {}).get("metadata") or {}
+    chart = (data.get("chart") or {}).get("metadata") or {}
+    if metadata is not None:
+        extra = json.loads(metadata)
+        chart = {"name": extra.get("chart", ""), "version": extra.get("version", "")}
     return Release(
         name=str(data["name"]),
         namespace=str(data.get("namespace", "")),
         revision=int(data.get("version", 0)),
         status=str((data.get("info") or {}).get("status", "unknown")),
-        chart_name=str(meta.get("name", "")),
-        chart_version=str(meta.get("version", "")),
+        chart_name=str(chart.get("name", "")),
+        chart_version=str(chart.get("version", "")),
         values=dict(data.get("config") or {}),
     )
 
