@@ -1,0 +1,195 @@
+"""Runtime against the real management apiserver: leader election on a Lease, Events, and the
+Manager (probes, metrics, graceful stop with lease release, stopping when the lease is lost)."""
+
+from __future__ import annotations
+
+import asyncio
+import urllib.request
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from lightkube import AsyncClient, Client
+from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.resources.coordination_v1 import Lease
+from lightkube.resources.core_v1 import ConfigMap, Event
+from lightkube.types import PatchType
+
+from fleetwave import kubeclient
+from fleetwave.local import fleet
+from fleetwave.runtime import controller, events, leader, manager, watching
+
+FAST = {"lease_duration": 3.0, "renew_deadline": 2.0, "retry_period": 0.25}
+
+
+@pytest.fixture
+async def aclient(local_fleet: fleet.FleetState) -> AsyncIterator[AsyncClient]:
+    c = kubeclient.async_client(kubeclient.config_from_file(local_fleet.cluster(fleet.MANAGEMENT).kubeconfig))
+    yield c
+    await c.close()
+
+
+def elector(client: AsyncClient, namespace: str, identity: str) -> leader.LeaderElector:
+    return leader.LeaderElector(client, namespace, "lock", identity, **FAST)
+
+
+async def first_leader(*electors: leader.LeaderElector) -> leader.LeaderElector:
+    waits = {asyncio.ensure_future(e.leading.wait()): e for e in electors}
+    try:
+        done, _ = await asyncio.wait(waits, timeout=20, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for fut in waits:
+            fut.cancel()
+    assert done, "nobody became leader"
+    return waits[done.pop()]
+
+
+async def stop(task: asyncio.Task[Any]) -> None:
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_two_electors_one_leader_and_takeover_after_release_and_after_death(
+    aclient: AsyncClient, namespace: str
+) -> None:
+    loop = asyncio.get_running_loop()
+    a, b = elector(aclient, namespace, "a"), elector(aclient, namespace, "b")
+    tasks = {a: asyncio.create_task(a.run()), b: asyncio.create_task(b.run())}
+    winner = await first_leader(a, b)
+    loser = b if winner is a else a
+    # The loser must stay out for well over a lease duration while the winner keeps renewing.
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(loser.leading.wait(), timeout=FAST["lease_duration"] * 2)
+    assert winner.is_leader
+
+    await stop(tasks[winner])
+    assert await winner.release()
+    assert await first_leader(loser) is loser
+    assert not winner.is_leader
+
+    # Now the leader dies without releasing: a newcomer must wait out a full lease duration.
+    await stop(tasks[loser])
+    newcomer = elector(aclient, namespace, "c")
+    started = loop.time()
+    newcomer_task = asyncio.create_task(newcomer.run())
+    try:
+        await first_leader(newcomer)
+        assert loop.time() >= started + FAST["lease_duration"], "took over a lease that had not expired"
+    finally:
+        await stop(newcomer_task)
+        await newcomer.release()
+
+
+async def test_a_leader_that_sees_another_holder_steps_down(
+    aclient: AsyncClient, management: Client, namespace: str
+) -> None:
+    a = elector(aclient, namespace, "a")
+    task = asyncio.create_task(a.run())
+    await first_leader(a)
+    management.patch(Lease, "lock", {"spec": {"holderIdentity": "intruder"}}, namespace=namespace)
+    async with asyncio.timeout(20):
+        await task  # run() returns once leadership is lost
+    assert not a.is_leader
+
+
+async def test_event_recorder_writes_one_event_and_counts_repeats(
+    aclient: AsyncClient, management: Client, namespace: str
+) -> None:
+    cm = management.create(ConfigMap(metadata=ObjectMeta(name="subject", namespace=namespace)))
+    recorder = events.EventRecorder(aclient, component="fleetwave-test")
+    ref = events.ObjectRef.of(cm)
+    for _ in range(3):
+        await recorder.record(ref, events.EventType.NORMAL, "StageStarted", "stage canary started")
+    await recorder.record(ref, events.EventType.WARNING, "GateFailed", "health check failed")
+    found = list(management.list(Event, namespace=namespace, fields={"involvedObject.name": "subject"}))
+    by_reason = {e.reason: e for e in found}
+    assert len(found) == 2
+    assert by_reason["StageStarted"].count == 3
+    assert by_reason["StageStarted"].type == "Normal"
+    assert by_reason["GateFailed"].type == "Warning"
+    assert by_reason["GateFailed"].involvedObject.uid == cm.metadata.uid
+    assert by_reason["GateFailed"].source.component == "fleetwave-test"
+
+
+def http_get(url: str) -> tuple[int, str]:
+    with urllib.request.urlopen(url, timeout=10) as resp:
+        return resp.status, resp.read().decode()
+
+
+def make_manager(
+    client: AsyncClient, namespace: str, identity: str
+) -> tuple[manager.Manager, asyncio.Queue[str]]:
+    election = manager.Election(lease_name="mgr", identity=identity, **FAST)
+    mgr = manager.Manager(
+        client,
+        namespace=namespace,
+        leader_election=True,
+        metrics_port=0,
+        health_port=0,
+        election=election,
+        handle_signals=False,
+    )
+    reconciled: asyncio.Queue[str] = asyncio.Queue()
+
+    async def reconcile(key: str) -> controller.Result:
+        await reconciled.put(key)
+        return controller.Result()
+
+    informer = mgr.add_informer(watching.Informer(client, ConfigMap, namespace=namespace))
+    ctl = mgr.add_controller("configmaps", reconcile)
+    ctl.watch(informer, lambda obj: [watching.object_key(obj)])
+    return mgr, reconciled
+
+
+async def test_manager_serves_probes_and_metrics_and_releases_the_lease_on_stop(
+    aclient: AsyncClient, management: Client, namespace: str
+) -> None:
+    mgr, reconciled = make_manager(aclient, namespace, "m1")
+    run = asyncio.create_task(mgr.run())
+    try:
+        async with asyncio.timeout(20):
+            await mgr.synced.wait()
+            assert mgr.elector is not None
+            await mgr.elector.leading.wait()
+        management.create(ConfigMap(metadata=ObjectMeta(name="watched", namespace=namespace)))
+        async with asyncio.timeout(20):
+            while await reconciled.get() != f"{namespace}/watched":
+                pass
+        status, body = await asyncio.to_thread(http_get, mgr.probes.url("/healthz"))
+        assert (status, body) == (200, "ok")
+        status, _ = await asyncio.to_thread(http_get, mgr.probes.url("/readyz"))
+        assert status == 200
+        status, text = await asyncio.to_thread(http_get, mgr.probes.url("/metrics"))
+        assert status == 200
+        assert 'fleetwave_reconcile_total{controller="configmaps",result="success"}' in text
+        assert "fleetwave_event_to_reconcile_seconds_bucket" in text
+        assert "fleetwave_leader 1.0" in text
+    finally:
+        mgr.stop()
+        async with asyncio.timeout(20):
+            await run
+    lease = management.get(Lease, "mgr", namespace=namespace)
+    assert not lease.spec.holderIdentity, "a graceful stop hands the lease back"
+
+
+async def test_manager_stops_its_controllers_and_raises_when_the_lease_is_lost(
+    aclient: AsyncClient, management: Client, namespace: str
+) -> None:
+    mgr, reconciled = make_manager(aclient, namespace, "m2")
+    run = asyncio.create_task(mgr.run())
+    async with asyncio.timeout(20):
+        assert mgr.elector is not None
+        await mgr.elector.leading.wait()
+    management.patch(
+        Lease, "mgr", {"spec": {"holderIdentity": "usurper"}}, namespace=namespace, patch_type=PatchType.MERGE
+    )
+    with pytest.raises(manager.LeadershipLost):
+        async with asyncio.timeout(20):
+            await run
+    while not reconciled.empty():
+        reconciled.get_nowait()
+    management.create(ConfigMap(metadata=ObjectMeta(name="after-loss", namespace=namespace)))
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(reconciled.get(), timeout=2)
+    lease = management.get(Lease, "mgr", namespace=namespace)
+    assert lease.spec.holderIdentity == "usurper", "a deposed leader must not release someone else's lease"
