@@ -55,7 +55,9 @@ def test_inventory_key_keeps_a_valid_label_value(owner: str) -> None:
     assert ct.inventory_key(owner) == owner
 
 
-@pytest.mark.parametrize("owner", ["ClusterProfile/x/dev01", "dev01\n", "a" * 64, "-lead", "", "ns:name", "ü" * 10])
+@pytest.mark.parametrize(
+    "owner", ["ClusterProfile/x/dev01", "dev01\n", "a" * 64, "-lead", "", "ns:name", "ü" * 10]
+)
 def test_inventory_key_turns_anything_else_into_a_valid_label_value(owner: str) -> None:
     key = ct.inventory_key(owner)
     assert LABEL_VALUE.fullmatch(key), key
