@@ -213,7 +213,10 @@ async def withdraw(target: MemberTarget, *, inventory: str, kinds: Iterable[ct.G
 
 
 async def _drift_of(client: AsyncClient, resolver: kd.Resolver, obj: Mapping[str, Any]) -> Drift | None:
-    info = await resolver.resolve(ct.GVK(str(obj["apiVersion"]), str(obj["kind"])))
+    gvk = ct.GVK(str(obj["apiVersion"]), str(obj["kind"]))
+    info = await resolver.find(gvk)
+    if info is None:  # its CRD was removed, and with it every object of the kind
+        return Drift(ct.ref_of(obj), "missing", f"{gvk.kind} in {gvk.api_version} is no longer served")
     body = _placed(obj, info)
     ref, cls = ct.ref_of(body), kd.resource_class(info)
     live = await _live(client, cls, ref)
