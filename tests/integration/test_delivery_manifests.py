@@ -217,3 +217,55 @@ async def test_a_member_whose_api_server_is_down_raises_member_unreachable(
     with pytest.raises(MemberUnreachable) as err:
         await manifests.apply(dead_target, [_configmap(namespace, "never")], inventory="x")
     assert err.value.cluster == "dead"
+
+
+def _crd(group: str) -> dict[str, Any]:
+    schema = {
+        "type": "object",
+        "properties": {"spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
+    }
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"widgets.{group}"},
+        "spec": {
+            "group": group,
+            "scope": "Namespaced",
+            "names": {"kind": "Widget", "plural": "widgets", "singular": "widget", "listKind": "WidgetList"},
+            "versions": [
+                {"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": schema}}
+            ],
+        },
+    }
+
+
+async def test_a_crd_and_its_custom_resources_apply_in_order_and_withdraw_in_reverse(
+    target: MemberTarget, namespace: str, inventory: str
+) -> None:
+    group = f"t{uuid.uuid4().hex[:8]}.fleetwave.test"
+    widget = {
+        "apiVersion": f"{group}/v1",
+        "kind": "Widget",
+        "metadata": {"name": "w1", "namespace": namespace},
+        "spec": {"size": 3},
+    }
+    desired = [widget, _crd(group)]  # written in the "wrong" order on purpose
+
+    planned = await manifests.apply(target, desired, inventory=inventory, dry_run=True)
+    assert [(o.ref.kind, o.action) for o in planned.objects] == [
+        ("CustomResourceDefinition", "created"),
+        ("Widget", "created"),
+    ]
+    assert planned.ok, planned.errors
+
+    applied = await manifests.apply(target, desired, inventory=inventory)
+    assert applied.ok, applied.errors
+    assert [(o.ref.kind, o.action) for o in applied.objects] == [
+        ("CustomResourceDefinition", "created"),
+        ("Widget", "created"),
+    ]
+    assert await manifests.detect_drift(target, desired, inventory=inventory) == []
+
+    # A fresh session knows Widget only through discovery of its group/version.
+    deleted = await manifests.withdraw(target, inventory=inventory, kinds=applied.kinds)
+    assert [r.kind for r in deleted] == ["Widget", "CustomResourceDefinition"]

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import httpx2
 from lightkube import ApiError, AsyncClient
 
 from fleetwave.delivery import content as ct
@@ -76,8 +77,19 @@ class Drift:
     message: str
 
 
-def _api_message(err: ApiError) -> str:
-    return str(err.status.message or err)
+# lightkube raises ApiError for JSON error bodies, but a plain HTTPStatusError for the text/plain 404
+# an apiserver returns for a group/version it does not serve; both mean the same to us.
+_HTTPError = httpx2.HTTPStatusError
+
+
+def _code(err: _HTTPError) -> int:
+    return int(err.response.status_code)
+
+
+def _api_message(err: _HTTPError) -> str:
+    if isinstance(err, ApiError):
+        return str(err.status.message or err)
+    return f"{err.response.status_code} {err.response.text.strip()}"
 
 
 def _placed(obj: Mapping[str, Any], info: kd.KindInfo) -> dict[str, Any]:
@@ -95,8 +107,8 @@ def _placed(obj: Mapping[str, Any], info: kd.KindInfo) -> dict[str, Any]:
 async def _live(client: AsyncClient, cls: type[Any], ref: ct.ObjectRef) -> dict[str, Any] | None:
     try:
         found = await client.get(cls, ref.name, namespace=ref.namespace)
-    except ApiError as err:
-        if err.status.code == 404:
+    except _HTTPError as err:
+        if _code(err) == 404:
             return None
         raise
     return dict(found)
@@ -123,8 +135,8 @@ async def _apply_one(
     try:
         before = await _live(client, cls, ref)
         after = await client.apply(cls(body), field_manager=FIELD_MANAGER, force=True, dry_run=dry_run)
-    except ApiError as err:
-        if dry_run and err.status.code == 404 and gvk in resolver.from_content:
+    except _HTTPError as err:
+        if dry_run and _code(err) == 404 and gvk in resolver.from_content:
             # Its CRD is part of this same content and not installed yet: it would be created.
             return AppliedObject(ref, digest, "created")
         return AppliedObject(ref, digest, "failed", _api_message(err))
@@ -166,8 +178,8 @@ async def _labelled(client: AsyncClient, info: kd.KindInfo, key: str) -> list[ct
         async for item in client.list(cls, namespace=namespace, labels={ct.INVENTORY_LABEL: key}):
             # List items carry no apiVersion/kind: name them by the kind we listed.
             found.append(ct.ref_of({**item, "apiVersion": info.gvk.api_version, "kind": info.gvk.kind}))
-    except ApiError as err:
-        if err.status.code != 404:  # the kind's CRD is gone, so are its objects
+    except _HTTPError as err:
+        if _code(err) != 404:  # the kind's CRD is gone, so are its objects
             raise
     return found
 
@@ -175,8 +187,8 @@ async def _labelled(client: AsyncClient, info: kd.KindInfo, key: str) -> list[ct
 async def _delete(client: AsyncClient, info: kd.KindInfo, ref: ct.ObjectRef) -> bool:
     try:
         await client.delete(kd.resource_class(info), ref.name, namespace=ref.namespace)
-    except ApiError as err:
-        if err.status.code == 404:
+    except _HTTPError as err:
+        if _code(err) == 404:
             return False
         raise
     return True
@@ -225,8 +237,8 @@ async def _drift_of(client: AsyncClient, resolver: kd.Resolver, obj: Mapping[str
     try:
         # Without force, the server refuses to take back fields another manager now owns.
         result = await client.apply(cls(body), field_manager=FIELD_MANAGER, force=False, dry_run=True)
-    except ApiError as err:
-        if err.status.code == 409:
+    except _HTTPError as err:
+        if _code(err) == 409:
             return Drift(ref, "conflict", _api_message(err))
         raise
     paths = ct.diff_paths(ct.comparable(live), ct.comparable(dict(result)))
