@@ -12,6 +12,7 @@ may import: stdlib, yaml, fleetwave.api, fleetwave.delivery.content
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -59,7 +60,7 @@ def resolve(spec: ProfileSpec, lookup: Lookup, *, default_namespace: str, path: 
             {"chart": chart.model_dump(mode="json", by_alias=True, exclude_none=True), "values": values}
         )
     body = {"policies": policies, "helmCharts": charts}
-    return Resolved(hash=dc.content_hash([{"kind": "Content", "body": body}]), body=body)
+    return Resolved(hash=hashlib.sha256(dc.canonical_json(body).encode()).hexdigest(), body=body)
 
 
 def _source(ref: PolicyRef, default_namespace: str) -> str:

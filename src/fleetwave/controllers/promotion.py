@@ -82,11 +82,14 @@ async def reconcile(ctx: Context, key: str) -> Result:
         generation=raw["metadata"].get("generation"),
         previous=raw.get("status") or {},
     )
-    if (
-        await write_status(ctx.client, kinds.resource("ClusterPromotion"), obj, status)
-        is StatusWrite.CONFLICT
-    ):
+    written = await write_status(ctx.client, kinds.resource("ClusterPromotion"), obj, status)
+    if written is StatusWrite.CONFLICT:
         return Result(requeue=True)
+    # Consuming an approval edits the spec, an input of this very decision: only once the decision
+    # is recorded in status, or a conflict would replay the step without the approval that made it.
+    for effect in decision.effects:
+        if isinstance(effect, fx.ResetApproval):
+            await _reset_approval(ctx, parsed, effect.stage)
     return Result(requeue_after=rf.requeue_seconds(decision, now))
 
 
@@ -183,8 +186,6 @@ async def _act(
                 await _ensure_profile(ctx, obj, promotion, stage_name, clusters, resolved, policy_refs=refs)
             case fx.RemovePreHealthCheck(stage=stage_name):
                 await _delete_profile(ctx, translate.sveltos.pre_verification_name(name, stage_name))
-            case fx.ResetApproval(stage=stage_name):
-                await _reset_approval(ctx, promotion, stage_name)
             case fx.RequestApproval(stage=stage_name):
                 await ctx.event(
                     obj, False, "ApprovalRequired", f"stage {stage_name} waits for manual approval"

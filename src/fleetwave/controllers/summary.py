@@ -10,6 +10,7 @@ may import: stdlib, lightkube, fleetwave.api, fleetwave.delivery, fleetwave.runt
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Mapping
 from typing import Any
@@ -229,7 +230,7 @@ def _release(name: str, namespace: str, outcome: HelmOutcome) -> ss.HelmRelease:
 
 
 def _helm_feature(releases: list[ss.HelmRelease], body: Mapping[str, Any]) -> ss.Feature:
-    digest = dc.content_hash([{"kind": "Helm", "charts": list(body.get("helmCharts") or [])}])
+    digest = hashlib.sha256(dc.canonical_json(list(body.get("helmCharts") or [])).encode()).hexdigest()
     failed = [
         f"{r.release_namespace}/{r.release_name}: {r.message}" for r in releases if r.status == "Failed"
     ]
