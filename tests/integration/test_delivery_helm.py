@@ -90,6 +90,8 @@ async def test_install_upgrade_noop_bad_values_and_uninstall(
     assert bad.action == "failed"
     assert bad.error is not None
     assert "replicas" in bad.error
+    assert bad.recovery == "rolled back to revision 2"  # the API server refused mid-upgrade
+    assert bad.status == "deployed"
     still = await helm.status(target, helm=helm_bin, release_name="greeter", release_namespace=namespace)
     assert still is not None
     assert (still.status, still.chart_version) == ("deployed", "1.1.0")
@@ -127,6 +129,7 @@ async def test_a_failed_first_install_leaves_nothing_behind(
     assert first.action == "failed"
     assert first.error is not None
     assert "replicas" in first.error
+    assert first.recovery == "uninstalled the failed first install"
     assert (
         await helm.status(target, helm=helm_bin, release_name="greeter", release_namespace=namespace) is None
     )

@@ -157,10 +157,13 @@ async def _recover(h: _Helm, chart: HelmChart) -> tuple[str | None, hp.Release |
     history = await h.run("history", name, "--namespace", namespace, "--output", "json")
     good = hp.last_good_revision(json.loads(history.stdout or "[]"), below=latest.revision)
     if good is None:
-        await h.run("uninstall", name, "--namespace", namespace, "--wait")
-        return "uninstalled the failed first install", None
-    await h.run("rollback", name, str(good), "--namespace", namespace, "--wait")
-    return f"rolled back to revision {good}", await _status(h, name, namespace)
+        undo, done = ["uninstall", name], "uninstalled the failed first install"
+    else:
+        undo, done = ["rollback", name, str(good)], f"rolled back to revision {good}"
+    result = await h.run(*undo, "--namespace", namespace, "--wait")
+    if result.code != 0:
+        done = f"could not undo the failed attempt ({undo[0]}): {hp.error_text(result.stderr)}"
+    return done, await _status(h, name, namespace)
 
 
 async def _install(
