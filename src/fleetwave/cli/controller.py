@@ -44,6 +44,7 @@ def run(
 ) -> None:
     """Reconcile ClusterPromotions, ClusterProfiles and ClusterSummaries until stopped."""
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("httpx2").setLevel(logging.WARNING)  # one line per request drowns everything else
     path: Path = resolve_kubeconfig(kubeconfig)
     settings = controllers.Settings(
         namespace=namespace,
