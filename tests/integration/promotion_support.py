@@ -1,0 +1,140 @@
+"""Support for the ClusterPromotion integration tests: an in-process controller on its own thread,
+waiting helpers, and readers of what actually landed on the members."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+from lightkube import ApiError, Client
+from lightkube.resources.core_v1 import ConfigMap
+
+from fleetwave import kinds, kubeclient
+from fleetwave.controllers import app as controllers
+from fleetwave.local import processes
+
+T = TypeVar("T")
+CHARTS = Path(__file__).resolve().parents[1] / "charts"
+
+
+class ControllerThread:
+    """The real controller (informers, leader election, workers) on a private event loop."""
+
+    def __init__(self, kubeconfig: str, settings: controllers.Settings) -> None:
+        self._kubeconfig = kubeconfig
+        self._settings = settings
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._manager: Any = None
+        self._thread: threading.Thread | None = None
+        self._started = threading.Event()
+        self.error: BaseException | None = None
+
+    def start(self) -> None:
+        self._started.clear()
+        self._thread = threading.Thread(target=self._main, name="fleetwave-controller", daemon=True)
+        self._thread.start()
+        assert self._started.wait(30), "controller did not start"
+
+    def _main(self) -> None:
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+        try:
+            loop.run_until_complete(self._run())
+        except BaseException as e:  # surfaced by the tests through .error
+            self.error = e
+        finally:
+            loop.close()
+
+    async def _run(self) -> None:
+        client = kubeclient.async_client(kubeclient.config_from_file(self._kubeconfig))
+        try:
+            self._manager = controllers.build(client, self._settings, handle_signals=False)
+            self._started.set()
+            await self._manager.run()
+        finally:
+            await client.close()
+
+    def stop(self) -> None:
+        if self._loop is not None and self._manager is not None and self._thread is not None:
+            self._loop.call_soon_threadsafe(self._manager.stop)
+            self._thread.join(60)
+            assert not self._thread.is_alive(), "controller did not stop"
+
+
+def settings(helm: str, identity: str) -> controllers.Settings:
+    return controllers.Settings(
+        helm_binary=helm,
+        metrics_port=processes.free_port(),
+        health_port=processes.free_port(),
+        identity=identity,
+    )
+
+
+def wait_for(probe: Callable[[], T | None], *, timeout: float = 120.0, what: str) -> T:
+    """Poll `probe` until it returns something truthy; fail with `what` and the last value."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        try:
+            last = probe()
+        except ApiError as e:
+            last = e
+            if e.status.code != 404:
+                raise
+        if last:
+            return last  # type: ignore[return-value]
+        time.sleep(0.25)
+    pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}; last seen: {last!r}")
+
+
+def promotion(client: Client, name: str) -> Any:
+    return client.get(kinds.resource("ClusterPromotion"), name)
+
+
+def status(client: Client, name: str) -> dict[str, Any]:
+    return dict(promotion(client, name).status or {})
+
+
+def stage_phases(client: Client, name: str) -> dict[str, str]:
+    return {s["name"]: s.get("phase", "") for s in status(client, name).get("stages") or []}
+
+
+def chart_version(member: Client, namespace: str, release: str) -> str | None:
+    try:
+        cm = member.get(ConfigMap, f"{release}-config", namespace=namespace)
+    except ApiError as e:
+        if e.status.code == 404:
+            return None
+        raise
+    return (cm.data or {}).get("chartVersion")
+
+
+def profiles_of(client: Client, name: str) -> set[str]:
+    return {
+        p.metadata.name
+        for p in client.list(kinds.resource("ClusterProfile"), labels={"fleetwave.io/promotion": name})
+    }
+
+
+@contextmanager
+def deleted_after(client: Client, name: str) -> Iterator[None]:
+    """Delete the promotion afterwards and wait until its summaries withdrew what they deployed."""
+    try:
+        yield
+    finally:
+        client.delete(kinds.resource("ClusterPromotion"), name)
+
+        def gone() -> bool:
+            summaries = client.list(kinds.resource("ClusterSummary"), namespace="*")
+            return not any(
+                (s.metadata.labels or {}).get("fleetwave.io/cluster-profile", "").startswith(name)
+                for s in summaries
+            )
+
+        wait_for(gone, timeout=90, what=f"summaries of {name} withdrawn")

@@ -1,0 +1,229 @@
+"""Seed 002's flows on the real local fleet: a ClusterPromotion through dev, staging and production,
+an upgrade advancing stage by stage, a manual gate that holds and resets, bad values stopping at dev,
+and restarts on content changes (but not on trigger edits)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from lightkube import Client
+from lightkube.resources.core_v1 import ConfigMap
+from lightkube.types import PatchType
+from promotion_support import (
+    CHARTS,
+    ControllerThread,
+    chart_version,
+    deleted_after,
+    profiles_of,
+    settings,
+    stage_phases,
+    status,
+    wait_for,
+)
+
+from fleetwave import kinds
+from fleetwave.local import binaries, chartrepo, fleet
+from fleetwave.mgmt import install, manifests, registration
+
+ENVS = {"member-1": "dev", "member-2": "staging", "member-3": "prod"}
+
+
+@pytest.fixture(scope="module")
+def repo(bins: binaries.Binaries, tmp_path_factory: pytest.TempPathFactory) -> Iterator[chartrepo.ChartRepo]:
+    charts = [(CHARTS / "hello", "1.0.0"), (CHARTS / "hello", "1.1.0")]
+    with chartrepo.serve(bins.path("helm"), tmp_path_factory.mktemp("promo-charts"), charts) as served:
+        yield served
+
+
+@pytest.fixture(scope="module")
+def controller(
+    local_fleet: fleet.FleetState, management: Client, bins: binaries.Binaries
+) -> Iterator[ControllerThread]:
+    install.install(management)
+    for member in local_fleet.members:
+        registration.register(
+            management,
+            name=member.name,
+            namespace="fleetwave-system",
+            kubeconfig=Path(member.kubeconfig).read_bytes(),
+            labels={"env": ENVS[member.name]},
+        )
+    thread = ControllerThread(
+        local_fleet.cluster(fleet.MANAGEMENT).kubeconfig, settings(bins.path("helm"), "promo")
+    )
+    thread.start()
+    yield thread
+    thread.stop()
+    assert thread.error is None, thread.error
+
+
+def promotion_doc(
+    name: str,
+    repo_url: str,
+    *,
+    version: str = "1.0.0",
+    values: str | None = None,
+    staging_manual: bool = False,
+    dev_delay: str = "2s",
+) -> dict[str, Any]:
+    chart: dict[str, Any] = {
+        "repositoryURL": repo_url,
+        "repositoryName": "local",
+        "chartName": "local/hello",
+        "chartVersion": version,
+        "releaseName": name,
+        "releaseNamespace": name,
+        "helmChartAction": "Install",
+    }
+    if values is not None:
+        chart["values"] = values
+    staging_trigger = {"manual": {"approved": False}} if staging_manual else {"auto": {}}
+    return {
+        "apiVersion": "config.projectsveltos.io/v1beta1",
+        "kind": "ClusterPromotion",
+        "metadata": {"name": name},
+        "spec": {
+            "profileSpec": {"syncMode": "Continuous", "helmCharts": [chart]},
+            "stages": [
+                {
+                    "name": "dev",
+                    "clusterSelector": {"matchLabels": {"env": "dev"}},
+                    "trigger": {"auto": {"delay": dev_delay}},
+                },
+                {
+                    "name": "staging",
+                    "clusterSelector": {"matchLabels": {"env": "staging"}},
+                    "trigger": staging_trigger,
+                },
+                {"name": "production", "clusterSelector": {"matchLabels": {"env": "prod"}}},
+            ],
+        },
+    }
+
+
+def apply(client: Client, doc: dict[str, Any]) -> None:
+    manifests.apply(client, manifests.documents(yaml.safe_dump(doc)))
+
+
+def versions(members: dict[str, Client], name: str) -> dict[str, str | None]:
+    return {m: chart_version(c, name, name) for m, c in members.items()}
+
+
+def _t(value: str) -> dt.datetime:
+    return dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def test_an_automatic_rollout_goes_through_three_stages_in_order(
+    controller: ControllerThread, management: Client, members: dict[str, Client], repo: chartrepo.ChartRepo
+) -> None:
+    name = "auto-rollout"
+    apply(management, promotion_doc(name, repo.url, dev_delay="3s"))
+    with deleted_after(management, name):
+        wait_for(
+            lambda: stage_phases(management, name).get("production") == "Succeeded", what="production done"
+        )
+        assert versions(members, name) == {"member-1": "1.0.0", "member-2": "1.0.0", "member-3": "1.0.0"}
+        stages = {s["name"]: s for s in status(management, name)["stages"]}
+        record = {s["name"]: s for s in status(management, name)["rollout"]["stages"]}
+        # The dev delay is measured from the moment every dev cluster was deployed, never cut short.
+        assert _t(record["staging"]["startedAt"]) - _t(record["dev"]["deliveredAt"]) >= dt.timedelta(seconds=3)
+        assert _t(stages["staging"]["lastSuccessfulAppliedTime"]) <= _t(
+            stages["production"]["lastUpdateReconciledTime"]
+        )
+        st = status(management, name)
+        assert st["currentStageName"] == "production"
+        assert any(c["type"] == "Ready" and c["status"] == "True" for c in st["conditions"])
+        assert profiles_of(management, name) == {f"{name}-dev", f"{name}-staging", f"{name}-production"}
+
+
+def test_an_upgrade_advances_stage_by_stage_and_a_manual_gate_holds_until_approved_then_resets(
+    controller: ControllerThread, management: Client, members: dict[str, Client], repo: chartrepo.ChartRepo
+) -> None:
+    name = "upgrade"
+    apply(management, promotion_doc(name, repo.url, staging_manual=True))
+    resource = kinds.resource("ClusterPromotion")
+    approve = [{"op": "replace", "path": "/spec/stages/1/trigger/manual/approved", "value": True}]
+    with deleted_after(management, name):
+        wait_for(lambda: stage_phases(management, name).get("staging") == "WaitingAfter", what="staging gate")
+        assert versions(members, name)["member-3"] is None  # production untouched before the approval
+        management.patch(resource, name, approve, patch_type=PatchType.JSON)  # seed 002's kubectl patch
+        wait_for(lambda: versions(members, name)["member-3"] == "1.0.0", what="1.0.0 in production")
+        # automaticReset: the approval is consumed once it promoted.
+        wait_for(
+            lambda: (
+                management.get(resource, name).spec["stages"][1]["trigger"]["manual"]["approved"] is False
+            ),
+            what="approval reset",
+        )
+
+        upgrade = [{"op": "replace", "path": "/spec/profileSpec/helmCharts/0/chartVersion", "value": "1.1.0"}]
+        management.patch(resource, name, upgrade, patch_type=PatchType.JSON)
+        wait_for(lambda: versions(members, name)["member-2"] == "1.1.0", what="1.1.0 in staging")
+        wait_for(
+            lambda: stage_phases(management, name).get("staging") == "WaitingAfter", what="staging gate again"
+        )
+        assert versions(members, name) == {"member-1": "1.1.0", "member-2": "1.1.0", "member-3": "1.0.0"}
+        description = {s["name"]: s["currentStatusDescription"] for s in status(management, name)["stages"]}
+        assert "approval" in description["staging"]
+        management.patch(resource, name, approve, patch_type=PatchType.JSON)
+        wait_for(lambda: versions(members, name)["member-3"] == "1.1.0", what="1.1.0 in production")
+
+
+def test_bad_helm_values_fail_at_dev_and_never_reach_staging(
+    controller: ControllerThread, management: Client, members: dict[str, Client], repo: chartrepo.ChartRepo
+) -> None:
+    name = "bad-values"
+    apply(management, promotion_doc(name, repo.url, values="replicas: true\n", dev_delay="0s"))
+    with deleted_after(management, name):
+
+        def dev_failed() -> str | None:
+            dev = next((s for s in status(management, name).get("stages") or [] if s["name"] == "dev"), None)
+            return (dev or {}).get("failureMessage")
+
+        message = wait_for(dev_failed, what="dev failure in status")
+        assert "member-1" in message
+        assert "replicas" in message
+        phases = stage_phases(management, name)
+        assert phases["staging"] == "Pending"
+        assert profiles_of(management, name) == {f"{name}-dev"}
+        assert versions(members, name)["member-2"] is None
+
+
+def test_a_profile_spec_change_restarts_from_the_first_stage_but_a_trigger_edit_does_not(
+    controller: ControllerThread, management: Client, members: dict[str, Client], repo: chartrepo.ChartRepo
+) -> None:
+    name = "restarts"
+    apply(management, promotion_doc(name, repo.url, staging_manual=True, dev_delay="1s"))
+    resource = kinds.resource("ClusterPromotion")
+    with deleted_after(management, name):
+        wait_for(lambda: stage_phases(management, name).get("staging") == "WaitingAfter", what="staging gate")
+        started = status(management, name)["rollout"]["startedAt"]
+
+        trigger_edit = [{"op": "replace", "path": "/spec/stages/0/trigger/auto/delay", "value": "2s"}]
+        management.patch(resource, name, trigger_edit, patch_type=PatchType.JSON)
+        wait_for(
+            lambda: (
+                status(management, name).get("observedGeneration")
+                == management.get(resource, name).metadata.generation
+            ),
+            what="trigger edit observed",
+        )
+        assert status(management, name)["rollout"]["startedAt"] == started
+        assert stage_phases(management, name)["staging"] == "WaitingAfter"
+
+        content_edit = [
+            {"op": "add", "path": "/spec/profileSpec/helmCharts/0/values", "value": "message: v2\n"}
+        ]
+        management.patch(resource, name, content_edit, patch_type=PatchType.JSON)
+        wait_for(lambda: status(management, name)["rollout"]["startedAt"] != started, what="a new revision")
+        wait_for(
+            lambda: stage_phases(management, name).get("staging") == "WaitingAfter", what="staging gate again"
+        )
+        for member in ("member-1", "member-2"):
+            cm = members[member].get(ConfigMap, f"{name}-config", namespace=name)
+            assert (cm.data or {})["message"] == "v2"
