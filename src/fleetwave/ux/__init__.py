@@ -1,0 +1,4 @@
+"""User-facing pieces behind `fleetwave status`, `fleetwave approve promotion` and `fleetwave demo`.
+
+may import: (package marker)
+"""

@@ -1,0 +1,147 @@
+"""Follow one ClusterPromotion live: lightkube watches on it and its ClusterSummaries drive redraws.
+
+Every watch event marks the view dirty; a 1 s tick redraws countdowns in between. `follow` returns
+the last view once `stop(view)` holds (by default: the rollout of the latest spec finished).
+
+may import: stdlib, lightkube, httpx2, fleetwave.kinds, fleetwave.ux.view
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+from collections.abc import AsyncIterable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx2
+from lightkube import ALL_NS, ApiError, AsyncClient, Client
+from lightkube.operators import exists
+from lightkube.types import on_error_retry
+
+from fleetwave import kinds
+from fleetwave.ux import view as v
+
+View = dict[str, Any]
+
+
+class PromotionNotFound(LookupError):
+    pass
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+def _dict(obj: Any) -> dict[str, Any]:
+    result: dict[str, Any] = obj.to_dict() if hasattr(obj, "to_dict") else dict(obj)
+    return result
+
+
+def fetch_view(client: Client, name: str, now: dt.datetime | None = None) -> View:
+    """One-shot: get the promotion and list the summaries of its stage profiles."""
+    try:
+        promotion = _dict(client.get(kinds.resource("ClusterPromotion"), name))
+    except ApiError as e:
+        if e.status.code == 404:
+            raise PromotionNotFound(name) from e
+        raise
+    summaries = client.list(
+        kinds.resource("ClusterSummary"), namespace=ALL_NS, labels={v.PROFILE_LABEL: exists()}
+    )
+    return v.promotion_view(promotion, [_dict(s) for s in summaries], now or _now())
+
+
+@dataclass
+class _Seen:
+    promotion: dict[str, Any] | None = None
+    deleted: bool = False
+    summaries: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    dirty: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def on_promotion(self, kind: str, obj: dict[str, Any]) -> None:
+        self.deleted = kind == "DELETED"
+        self.promotion = None if self.deleted else obj
+
+    def on_summary(self, kind: str, obj: dict[str, Any]) -> None:
+        meta = obj.get("metadata") or {}
+        key = (str(meta.get("namespace")), str(meta.get("name")))
+        if kind == "DELETED":
+            self.summaries.pop(key, None)
+        else:
+            self.summaries[key] = obj
+
+
+async def _pump(
+    open_stream: Callable[[], AsyncIterable[tuple[str, Any]]],
+    apply: Callable[[str, dict[str, Any]], None],
+    dirty: asyncio.Event,
+) -> None:
+    """Feed one watch into `apply`; a broken connection is re-opened (the watch replays the state)."""
+    while True:
+        try:
+            async for kind, obj in open_stream():
+                apply(kind, _dict(obj))
+                dirty.set()
+        except (ApiError, httpx2.HTTPError):
+            await asyncio.sleep(1.0)
+
+
+async def follow(
+    client: AsyncClient,
+    name: str,
+    on_view: Callable[[View], None],
+    *,
+    stop: Callable[[View], bool] = v.is_finished,
+    tick: float = 1.0,
+    clock: Callable[[], dt.datetime] = _now,
+) -> View:
+    """Call `on_view` on every change (and every `tick` s) until `stop(view)`; returns that view."""
+    seen = _Seen()
+    promotions, summaries = kinds.resource("ClusterPromotion"), kinds.resource("ClusterSummary")
+    streams = [
+        _pump(
+            lambda: client.watch(promotions, fields={"metadata.name": name}, on_error=on_error_retry),
+            seen.on_promotion,
+            seen.dirty,
+        ),
+        _pump(
+            lambda: client.watch(
+                summaries, namespace=ALL_NS, labels={v.PROFILE_LABEL: exists()}, on_error=on_error_retry
+            ),
+            seen.on_summary,
+            seen.dirty,
+        ),
+    ]
+    tasks = [asyncio.create_task(s) for s in streams]
+    try:
+        return await _redraw(seen, name, on_view, stop, tick, clock)
+    finally:
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+
+async def _redraw(
+    seen: _Seen,
+    name: str,
+    on_view: Callable[[View], None],
+    stop: Callable[[View], bool],
+    tick: float,
+    clock: Callable[[], dt.datetime],
+) -> View:
+    while True:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(seen.dirty.wait(), timeout=tick)
+        seen.dirty.clear()
+        if seen.deleted:
+            raise PromotionNotFound(f"ClusterPromotion {name} was deleted")
+        if seen.promotion is None:
+            continue  # the watch has not delivered it yet
+        view = v.promotion_view(seen.promotion, seen.summaries.values(), clock())
+        on_view(view)
+        if stop(view):
+            return view

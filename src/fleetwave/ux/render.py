@@ -1,0 +1,152 @@
+"""Rich rendering of a promotion view (pure: data in, renderables or text out).
+
+`render` draws the full view (stages, clusters, gates with countdowns, approvals, conditions);
+`summary_line` is the one-line form printed on every change when the output is not a terminal.
+
+may import: stdlib, rich, fleetwave.ux.view
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+PHASE_STYLE = {
+    "Succeeded": "green",
+    "Failed": "red",
+    "Progressing": "yellow",
+    "Waiting": "cyan",
+    "WaitingBefore": "cyan",
+    "WaitingAfter": "cyan",
+}
+CLUSTER_MARK = {
+    "done": ("●", "green"),
+    "delivering": ("◐", "yellow"),
+    "pending": ("○", "dim"),
+    "failed": ("✗", "red"),
+}
+
+
+def _phase(phase: str) -> Text:
+    return Text(phase, style=PHASE_STYLE.get(phase, ""))
+
+
+def _clusters(stage: Mapping[str, Any]) -> Text:
+    text = Text()
+    for i, c in enumerate(stage["clusters"]):
+        mark, style = CLUSTER_MARK.get(c["state"], ("?", ""))
+        text.append(("\n" if i else "") + f"{mark} {c['name']} ", style=style)
+        text.append(c["state"], style=style)
+        if c["state"] == "failed" and c["message"]:
+            text.append(f": {c['message']}", style="red")
+    return text or Text("(no clusters yet)", style="dim")
+
+
+def gate_text(gate: Mapping[str, Any], *, countdown: bool = True) -> str:
+    line = f"{gate['kind']}: {gate['state'].lower()}"
+    if gate["state"] == "Waiting":
+        line += f" - {gate['message']}" if gate["message"] else ""
+        if countdown and gate.get("secondsLeft") is not None:
+            line += f" ({gate['secondsLeft']:.0f}s left)"
+    return line
+
+
+def approval_text(promotion: str, stage: Mapping[str, Any]) -> str | None:
+    approval = stage.get("approval")
+    if approval is None:
+        return None
+    if approval["approved"]:
+        return f"approval: approved{' at ' + approval['approvedAt'] if approval.get('approvedAt') else ''}"
+    if stage["phase"] == "Succeeded":
+        return "approval: consumed" if approval.get("automaticReset", True) else "approval: not required now"
+    return f"approval: not yet - fleetwave approve promotion {promotion} --stage {stage['name']}"
+
+
+def _gates(promotion: str, stage: Mapping[str, Any]) -> Text:
+    text = Text()
+    lines = [gate_text(g) for g in stage["gates"]]
+    approval = approval_text(promotion, stage)
+    lines += [approval] if approval else []
+    for i, line in enumerate(lines):
+        style = "cyan" if "waiting" in line or "not yet" in line else ""
+        text.append(("\n" if i else "") + line, style=style)
+    if stage["description"]:
+        text.append(("\n" if lines else "") + stage["description"], style="dim")
+    return text
+
+
+def _times(stage: Mapping[str, Any]) -> str:
+    parts = [f"started {stage['startedAt']}" if stage.get("startedAt") else ""]
+    parts.append(f"done {stage['succeededAt']}" if stage.get("succeededAt") else "")
+    return "\n".join(p for p in parts if p) or "-"
+
+
+def stages_table(view: Mapping[str, Any]) -> Table:
+    table = Table(expand=False, show_lines=True)
+    for column in ("stage", "phase", "clusters", "gates / waiting for", "times"):
+        table.add_column(column)
+    for stage in view["stages"]:
+        marker = "▶ " if stage["name"] == view.get("currentStage") and view["phase"] != "Succeeded" else ""
+        table.add_row(
+            marker + stage["name"],
+            _phase(stage["phase"]),
+            _clusters(stage),
+            _gates(view["name"], stage),
+            _times(stage),
+        )
+    return table
+
+
+def conditions_table(view: Mapping[str, Any]) -> Table:
+    table = Table(
+        "condition", "status", "reason", "message", "since", title="conditions", title_justify="left"
+    )
+    for c in view["conditions"]:
+        style = "green" if c.get("status") == "True" else ""
+        table.add_row(
+            str(c.get("type")),
+            Text(str(c.get("status")), style=style),
+            str(c.get("reason") or ""),
+            str(c.get("message") or ""),
+            str(c.get("lastTransitionTime") or ""),
+        )
+    return table
+
+
+def header(view: Mapping[str, Any]) -> Text:
+    text = Text.assemble(("ClusterPromotion ", "bold"), (view["name"], "bold"), "  ")
+    text.append_text(_phase(view["phase"]))
+    if view.get("currentStage"):
+        text.append(f"  current stage: {view['currentStage']}")
+    if view.get("startedAt"):
+        text.append(f"  revision started {view['startedAt']}")
+    if view.get("generation") != view.get("observedGeneration"):
+        text.append(f"  (controller has not seen generation {view.get('generation')} yet)", style="dim")
+    if view.get("message"):
+        text.append(f"\n{view['message']}", style="dim")
+    return text
+
+
+def render(view: Mapping[str, Any]) -> RenderableType:
+    parts: list[RenderableType] = [header(view), stages_table(view)]
+    if view["conditions"]:
+        parts.append(conditions_table(view))
+    return Group(*parts)
+
+
+def summary_line(view: Mapping[str, Any]) -> str:
+    """One line: overall phase then each stage's phase, clusters done and what it waits for.
+
+    No countdowns: the line is printed whenever it changes, so it must not change every second.
+    """
+    parts = []
+    for s in view["stages"]:
+        done = sum(c["state"] == "done" for c in s["clusters"])
+        waiting = [gate_text(g, countdown=False) for g in s["gates"] if g["state"] == "Waiting"]
+        entry = f"{s['name']}: {s['phase']} {done}/{len(s['clusters'])}"
+        parts.append(entry + (f" [{'; '.join(waiting)}]" if waiting else ""))
+    return f"{view['name']} {view['phase']} | " + " | ".join(parts)
