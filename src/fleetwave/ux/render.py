@@ -35,11 +35,18 @@ def _phase(phase: str) -> Text:
     return Text(phase, style=PHASE_STYLE.get(phase, ""))
 
 
-def _clusters(stage: Mapping[str, Any]) -> Text:
+def short_names(view: Mapping[str, Any]) -> bool:
+    """Drop the namespace from cluster names when every cluster shares one (they are long)."""
+    spaces = {c["name"].partition("/")[0] for s in view["stages"] for c in s["clusters"]}
+    return len(spaces) <= 1
+
+
+def _clusters(stage: Mapping[str, Any], short: bool) -> Text:
     text = Text()
     for i, c in enumerate(stage["clusters"]):
         mark, style = CLUSTER_MARK.get(c["state"], ("?", ""))
-        text.append(("\n" if i else "") + f"{mark} {c['name']} ", style=style)
+        name = c["name"].partition("/")[2] if short else c["name"]
+        text.append(("\n" if i else "") + f"{mark} {name} ", style=style)
         text.append(c["state"], style=style)
         if c["state"] == "failed" and c["message"]:
             text.append(f": {c['message']}", style="red")
@@ -79,9 +86,14 @@ def _gates(promotion: str, stage: Mapping[str, Any]) -> Text:
     return text
 
 
+def _clock(stamp: str) -> str:
+    """The time of day of an RFC 3339 stamp (the date is in the header and in -o json)."""
+    return stamp.partition("T")[2][:8] + "Z" if "T" in stamp else stamp
+
+
 def _times(stage: Mapping[str, Any]) -> str:
-    parts = [f"started {stage['startedAt']}" if stage.get("startedAt") else ""]
-    parts.append(f"done {stage['succeededAt']}" if stage.get("succeededAt") else "")
+    parts = [f"started {_clock(stage['startedAt'])}" if stage.get("startedAt") else ""]
+    parts.append(f"done {_clock(stage['succeededAt'])}" if stage.get("succeededAt") else "")
     return "\n".join(p for p in parts if p) or "-"
 
 
@@ -89,12 +101,13 @@ def stages_table(view: Mapping[str, Any]) -> Table:
     table = Table(expand=False, show_lines=True)
     for column in ("stage", "phase", "clusters", "gates / waiting for", "times"):
         table.add_column(column)
+    short = short_names(view)
     for stage in view["stages"]:
         marker = "▶ " if stage["name"] == view.get("currentStage") and view["phase"] != "Succeeded" else ""
         table.add_row(
             marker + stage["name"],
             _phase(stage["phase"]),
-            _clusters(stage),
+            _clusters(stage, short),
             _gates(view["name"], stage),
             _times(stage),
         )
@@ -123,7 +136,7 @@ def header(view: Mapping[str, Any]) -> Text:
     if view.get("currentStage"):
         text.append(f"  current stage: {view['currentStage']}")
     if view.get("startedAt"):
-        text.append(f"  revision started {view['startedAt']}")
+        text.append(f"  revision started {view['startedAt'][:19]}Z")
     if view.get("generation") != view.get("observedGeneration"):
         text.append(f"  (controller has not seen generation {view.get('generation')} yet)", style="dim")
     if view.get("message"):

@@ -26,11 +26,12 @@ def test_render_shows_stages_clusters_states_and_a_countdown() -> None:
         "staging",
         "production",
         "WaitingAfter",
-        "ns/member-1 done",
-        "ns/member-5 pending",
+        "member-1 done",
+        "member-5 pending",
     ):
         assert expected in text
-    assert "ns/member-4 failed: helm: bad values" in text
+    assert "member-4 failed: helm: bad values" in text
+    assert "ns/member-1" not in text  # one namespace for all: names are shortened
     assert "Delay: waiting - waiting for delay until 2030-01-01T00:00:30Z (10s left)" in text
 
 
