@@ -9,6 +9,7 @@ import typer
 
 from fleetwave import __version__
 from fleetwave.cli import controller, crds, demo, local, manage, plan
+from fleetwave.cli import approve
 from fleetwave.cli import status as status_cli
 
 app = typer.Typer(
@@ -26,6 +27,7 @@ app.command(name="apply")(manage.apply)
 app.add_typer(manage.cluster_app, name="cluster")
 app.add_typer(controller.app, name="controller")
 app.add_typer(status_cli.app, name="status")
+app.add_typer(approve.app, name="approve")
 
 
 @app.command()
