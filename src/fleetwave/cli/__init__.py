@@ -8,8 +8,7 @@ from __future__ import annotations
 import typer
 
 from fleetwave import __version__
-from fleetwave.cli import controller, crds, demo, local, manage, plan
-from fleetwave.cli import approve
+from fleetwave.cli import approve, controller, crds, demo, local, manage, plan
 from fleetwave.cli import status as status_cli
 
 app = typer.Typer(
