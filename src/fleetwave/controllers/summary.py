@@ -107,26 +107,58 @@ async def _deliver(ctx: Context, raw: Mapping[str, Any]) -> ss.Outcome:
         return ss.Outcome(wanted_hash, health_message="waiting for the content snapshot")
     body = content.load_snapshot(snapshot)
     previous = raw.get("status") or {}
-    if profile.sync_mode == "OneTime" and previous.get("observedContentHash") and _ready(previous):
-        return _unchanged(wanted_hash, previous)
     dry_run = profile.sync_mode == "DryRun"
     try:
+        if profile.sync_mode == "OneTime" and _provisioned(previous):
+            return await _health_only(ctx, target, profile, body, wanted_hash, previous)
         return await _deliver_to(ctx, target, raw, profile, body, wanted_hash, dry_run)
     except MemberUnreachable as e:
         return ss.Outcome(wanted_hash, unreachable=str(e))
 
 
-def _ready(status: Mapping[str, Any]) -> bool:
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
-
-
-def _unchanged(wanted_hash: str, previous: Mapping[str, Any]) -> ss.Outcome:
-    """OneTime: deployed once, never updated again — the previous report stands."""
-    return ss.Outcome(
-        previous.get("observedContentHash") or wanted_hash,
-        healthy=True,
-        health_message="OneTime: deployed once; later changes are not applied",
+def _provisioned(status: Mapping[str, Any]) -> bool:
+    features = status.get("featureSummaries") or []
+    return (
+        bool(status.get("observedContentHash"))
+        and bool(features)
+        and all(f.get("status") == "Provisioned" for f in features)
     )
+
+
+def _objects(body: Mapping[str, Any]) -> list[dict[str, Any]]:
+    return [o for p in body.get("policies") or [] for o in p.get("objects") or []]
+
+
+def _ids(objects: list[dict[str, Any]]) -> list[tuple[str, str, str | None, str]]:
+    return [
+        (o["apiVersion"], o["kind"], (o.get("metadata") or {}).get("namespace"), o["metadata"]["name"])
+        for o in objects
+    ]
+
+
+async def _health_only(
+    ctx: Context,
+    target: MemberTarget,
+    profile: ClusterProfileSpec,
+    body: Mapping[str, Any],
+    wanted_hash: str,
+    previous: Mapping[str, Any],
+) -> ss.Outcome:
+    """OneTime: deployed once and never re-applied (not even while unhealthy); health is still judged.
+
+    A later revision counts as delivered: OneTime promises not to change the cluster again (ADR 0035).
+    """
+    gvks = {
+        g.get("featureID"): tuple(g.get("deployedGroupVersionKind") or [])
+        for g in previous.get("deployedGVKs") or []
+    }
+    features = tuple(
+        ss.Feature(f["featureID"], f["status"], f.get("hash", ""), deployed=gvks.get(f["featureID"], ()))
+        for f in previous.get("featureSummaries") or []
+    )
+    health = await ctx.health.check(target, profile.validate_healths or [], objects=_ids(_objects(body)))
+    message = health.message + "; OneTime: deployed once, later changes are not applied"
+    return ss.Outcome(wanted_hash, features, healthy=health.ok, health_message=message)
 
 
 async def _deliver_to(
@@ -140,7 +172,7 @@ async def _deliver_to(
 ) -> ss.Outcome:
     meta = raw["metadata"]
     inv = inventory(meta["namespace"], meta["name"])
-    objects = [o for p in body.get("policies") or [] for o in p.get("objects") or []]
+    objects = _objects(body)
     drift: list[str] = []
     if profile.sync_mode == "ContinuousWithDriftDetection" and objects:
         drift = [f"{d.ref}: {d.reason}" for d in await manifests.detect_drift(target, objects, inventory=inv)]
@@ -152,11 +184,7 @@ async def _deliver_to(
     outcome = ss.Outcome(wanted_hash, tuple(features), tuple(releases), dry_run=dry_run, drift=tuple(drift))
     if outcome.failed or dry_run:
         return outcome
-    applied = [
-        (o["apiVersion"], o["kind"], (o.get("metadata") or {}).get("namespace"), o["metadata"]["name"])
-        for o in objects
-    ]
-    health = await ctx.health.check(target, profile.validate_healths or [], objects=applied)
+    health = await ctx.health.check(target, profile.validate_healths or [], objects=_ids(objects))
     return ss.Outcome(
         wanted_hash,
         tuple(features),
