@@ -81,7 +81,8 @@ def _gates(promotion: str, stage: Mapping[str, Any]) -> Text:
     for i, line in enumerate(lines):
         style = "cyan" if "waiting" in line or "not yet" in line else ""
         text.append(("\n" if i else "") + line, style=style)
-    if stage["description"]:
+    waiting = {g["message"] for g in stage["gates"] if g["state"] == "Waiting"}
+    if stage["description"] and stage["description"] not in waiting:  # no gate message twice
         text.append(("\n" if lines else "") + stage["description"], style="dim")
     return text
 

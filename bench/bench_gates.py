@@ -1,0 +1,359 @@
+"""Gate reaction latency of the ClusterPromotion controller on the local fleet (issue 4).
+
+    .venv/bin/python bench/bench_gates.py [--trials 25] [--ratio-trials 5] [--state-dir DIR]
+
+The controller runs as a `fleetwave controller run` subprocess; this script only watches. Per trial
+a new content revision goes dev -(delay 1s)-> staging -(approval)-> production, and we measure
+  delay:    the dev Delay gate's `until` (status.rollout) -> the watch event of the staging profile
+            carrying the new revision (the first write for the next stage);
+  approval: just before the approval patch is sent -> the same event for the production profile.
+Receive times of watch events are taken here, so the figures include watch propagation.
+Then: a 3-stage rollout with no gates vs applying the same content directly to the 3 members
+(waiting for the Deployment to be Available in both cases), as a ratio of wall times, same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import datetime as dt
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+from lightkube import AsyncClient, codecs
+from lightkube.resources.apps_v1 import Deployment
+from lightkube.types import PatchType, on_error_retry
+
+from fleetwave import kinds, kubeclient
+from fleetwave.local import binaries, fleet
+from fleetwave.ux import approval
+from fleetwave.ux import demo_setup as setup
+
+NS = "fleetwave-system"
+PINNED_HASH = "fleetwave.io/pinned-content-hash"
+Obj = dict[str, Any]
+
+
+def content(name: str, trial: int) -> list[Obj]:
+    """What each revision delivers: a namespace, a ConfigMap and a small Deployment."""
+    labels = {"app": name}
+    ns = name  # one namespace per promotion: withdrawing one must not delete another's objects
+    return [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}},
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": ns},
+            "data": {"trial": str(trial)},
+        },
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": name, "namespace": ns, "labels": labels},
+            "spec": {
+                "replicas": 1,
+                "selector": {"matchLabels": labels},
+                "template": {
+                    "metadata": {"labels": labels, "annotations": {"trial": str(trial)}},
+                    "spec": {"containers": [{"name": "c", "image": "registry.invalid/x:1"}]},
+                },
+            },
+        },
+    ]
+
+
+def policy_configmap(name: str, trial: int) -> Obj:
+    text = yaml.safe_dump_all(content(name, trial))
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": f"{name}-policy", "namespace": NS},
+        "data": {"content.yaml": text},
+    }
+
+
+def promotion(name: str, *, gated: bool) -> Obj:
+    dev: Obj = {"auto": {"delay": "1s"}} if gated else {"auto": {}}
+    staging: Obj = {"manual": {"approved": False, "automaticReset": True}} if gated else {"auto": {}}
+    stages = [("dev", "dev", dev), ("staging", "staging", staging), ("production", "prod", None)]
+    return {
+        "apiVersion": f"{kinds.GROUP}/{kinds.VERSION}",
+        "kind": "ClusterPromotion",
+        "metadata": {"name": name},
+        "spec": {
+            "profileSpec": {
+                "syncMode": "Continuous",
+                "policyRefs": [{"kind": "ConfigMap", "name": f"{name}-policy", "namespace": NS}],
+            },
+            "stages": [
+                {"name": n, "clusterSelector": {"matchLabels": {"env": e}}, **({"trigger": t} if t else {})}
+                for n, e, t in stages
+            ],
+        },
+    }
+
+
+class Watcher:
+    """Every profile event of one promotion (with its receive time) and its latest object."""
+
+    def __init__(self, client: AsyncClient, name: str) -> None:
+        self.client, self.name = client, name
+        self.events: list[tuple[float, str, str, int]] = []  # (time, profile, pinned hash, clusterRefs)
+        self.promotion: Obj = {}
+        self.changed = asyncio.Event()
+        self.tasks: list[asyncio.Task[None]] = []
+
+    def start(self) -> None:
+        self.tasks = [asyncio.create_task(self._profiles()), asyncio.create_task(self._promotion())]
+
+    async def _profiles(self) -> None:
+        res = kinds.resource("ClusterProfile")
+        async for _, obj in self.client.watch(
+            res, labels={"fleetwave.io/promotion": self.name}, on_error=on_error_retry
+        ):
+            t = time.time()
+            hash_ = (obj.metadata.annotations or {}).get(PINNED_HASH, "")
+            self.events.append((t, obj.metadata.name, hash_, len((obj.spec or {}).get("clusterRefs") or [])))
+            self.changed.set()
+
+    async def _promotion(self) -> None:
+        res = kinds.resource("ClusterPromotion")
+        async for _, obj in self.client.watch(
+            res, fields={"metadata.name": self.name}, on_error=on_error_retry
+        ):
+            self.promotion = obj.to_dict()
+            self.changed.set()
+
+    async def until(self, test: Callable[[], Any], limit: float = 120.0) -> Any:
+        deadline = time.monotonic() + limit
+        while not (found := test()):
+            self.changed.clear()
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"{self.name}: condition not met in {limit}s; status={self.rollout()}")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.changed.wait(), left)
+        return found
+
+    def rollout(self) -> Obj:
+        return (self.promotion.get("status") or {}).get("rollout") or {}
+
+    def stage(self, name: str) -> Obj:
+        return next((s for s in self.rollout().get("stages") or [] if s["name"] == name), {})
+
+    def first_write(self, profile: str, since: int, old_hash: str) -> tuple[float, str] | None:
+        for t, p, h, refs in self.events[since:]:
+            if p == profile and h != old_hash and refs:
+                return t, h
+        return None
+
+    def last_hash(self, profile: str) -> str:
+        return next((h for _, p, h, _ in reversed(self.events) if p == profile), "")
+
+    def stop(self) -> None:
+        for task in self.tasks:
+            task.cancel()
+
+
+def _ts(value: str) -> float:
+    return dt.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+
+
+async def gate_trial(client: AsyncClient, w: Watcher, trial: int) -> tuple[float, float]:
+    name = w.name
+    staging, production = f"{name}-staging", f"{name}-production"
+    mark, old_s, old_p = len(w.events), w.last_hash(staging), w.last_hash(production)
+    await client.apply(codecs.from_dict(policy_configmap(name, trial)), force=True)
+    t_s, new = await w.until(lambda: w.first_write(staging, mark, old_s))
+    await w.until(lambda: w.rollout().get("contentHash") == new and w.stage("dev").get("gates"))
+    until = next(g["until"] for g in w.stage("dev")["gates"] if g["kind"] == "Delay")
+    delay_latency = t_s - _ts(until)
+
+    def approval_waits() -> bool:
+        gates = w.stage("staging").get("gates") or []
+        return any(g["kind"] == "Approval" and g["state"] == "Waiting" for g in gates)
+
+    await w.until(lambda: w.rollout().get("contentHash") == new and approval_waits())
+    patch = approval.approval_patch(w.promotion, "staging")
+    mark = len(w.events)
+    t0 = time.time()
+    await client.patch(kinds.resource("ClusterPromotion"), name, patch, patch_type=PatchType.JSON)
+    t_p, _ = await w.until(lambda: w.first_write(production, mark, old_p))
+    await w.until(lambda: w.rollout().get("contentHash") == new and w.rollout().get("phase") == "Succeeded")
+    return delay_latency, t_p - t0
+
+
+async def warm_up(client: AsyncClient, w: Watcher) -> None:
+    """First revision through every stage, so each trial starts from a quiescent promotion."""
+    await client.apply(codecs.from_dict(policy_configmap(w.name, 0)), force=True)
+    await client.apply(codecs.from_dict(promotion(w.name, gated=True)), force=True)
+    await w.until(lambda: w.rollout().get("phase") == "Waiting" and w.stage("staging").get("started"))
+    await w.until(lambda: w.stage("staging").get("phase") == "WaitingAfter")
+    patch = approval.approval_patch(w.promotion, "staging")
+    await client.patch(kinds.resource("ClusterPromotion"), w.name, patch, patch_type=PatchType.JSON)
+    await w.until(lambda: w.rollout().get("phase") == "Succeeded")
+
+
+async def rollout_time(client: AsyncClient, w: Watcher, trial: int) -> float:
+    old = w.rollout().get("contentHash")
+    t0 = time.monotonic()
+    await client.apply(codecs.from_dict(policy_configmap(w.name, trial)), force=True)
+    await w.until(
+        lambda: w.rollout().get("contentHash") not in (None, old) and w.rollout().get("phase") == "Succeeded"
+    )
+    return time.monotonic() - t0
+
+
+async def direct_time(members: list[AsyncClient], trial: int) -> float:
+    """The same content applied straight to every member (as `kubectl apply` would), until Available."""
+    name = "bench-direct"
+    t0 = time.monotonic()
+    for client in members:
+        for obj in content(name, trial):
+            await client.apply(codecs.from_dict(obj), force=True)
+    for client in members:
+        async for _, d in client.watch(Deployment, namespace=name, fields={"metadata.name": name}):
+            s, meta = d.status, d.metadata
+            if (
+                s
+                and meta
+                and s.observedGeneration == meta.generation
+                and (s.updatedReplicas or 0) == 1
+                and (s.availableReplicas or 0) == 1
+                and not (s.unavailableReplicas or 0)
+            ):
+                break
+    return time.monotonic() - t0
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
+
+
+def start_controller(state: fleet.FleetState, helm: str, log: Path) -> subprocess.Popen[bytes]:
+    mk = state.cluster(fleet.MANAGEMENT).kubeconfig
+    argv = [
+        sys.executable,
+        "-m",
+        "fleetwave",
+        "controller",
+        "run",
+        "--kubeconfig",
+        mk,
+        "--helm",
+        helm,
+        "--metrics-port",
+        str(setup.free_port()),
+        "--health-port",
+        str(setup.free_port()),
+    ]
+    with log.open("wb") as out:
+        return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
+
+
+async def measure(state: fleet.FleetState, trials: int, ratio_trials: int) -> dict[str, Any]:
+    mk = kubeclient.config_from_file(state.cluster(fleet.MANAGEMENT).kubeconfig)
+    client = kubeclient.async_client(mk)
+    members = [kubeclient.async_client(kubeclient.config_from_file(m.kubeconfig)) for m in state.members]
+    try:
+        gated = Watcher(client, "bench-gated")
+        gated.start()
+        await warm_up(client, gated)
+        delays, approvals = [], []
+        for trial in range(1, trials + 1):
+            d, a = await gate_trial(client, gated, trial)
+            delays.append(d)
+            approvals.append(a)
+            print(
+                f"trial {trial:3d}: delay gate -> staging write {d * 1000:7.1f} ms; "
+                f"approval -> production write {a * 1000:7.1f} ms",
+                flush=True,
+            )
+        gated.stop()
+        await client.delete(kinds.resource("ClusterPromotion"), gated.name)
+        free = Watcher(client, "bench-nogates")
+        free.start()
+        await client.apply(codecs.from_dict(policy_configmap(free.name, 0)), force=True)
+        await client.apply(codecs.from_dict(promotion(free.name, gated=False)), force=True)
+        await free.until(lambda: free.rollout().get("phase") == "Succeeded")
+        ratios = []
+        for trial in range(1, ratio_trials + 1):
+            r = await rollout_time(client, free, trial)
+            d = await direct_time(members, trial)
+            ratios.append((r, d))
+            print(
+                f"ratio trial {trial}: 3-stage rollout {r:.2f} s, direct apply {d:.2f} s -> {r / d:.1f}x",
+                flush=True,
+            )
+        free.stop()
+        await client.delete(kinds.resource("ClusterPromotion"), free.name)
+        return {"delay": delays, "approval": approvals, "ratio": ratios}
+    finally:
+        for c in (client, *members):
+            await c.close()
+
+
+def report(results: dict[str, Any]) -> None:
+    for key, label in (
+        ("delay", "delay expires -> next stage's first write"),
+        ("approval", "approval patched -> next stage's first write"),
+    ):
+        values = results[key]
+        print(
+            f"{label}: p50 {pct(values, 0.5) * 1000:.0f} ms, p99 {pct(values, 0.99) * 1000:.0f} ms, "
+            f"max {max(values) * 1000:.0f} ms over {len(values)} trials (goal p99 < 500 ms)"
+        )
+    rollouts = [r for r, _ in results["ratio"]]
+    directs = [d for _, d in results["ratio"]]
+    print(
+        f"3-stage rollout without gates: median {statistics.median(rollouts):.2f} s; "
+        f"direct apply to the 3 members: median {statistics.median(directs):.2f} s; "
+        f"ratio {statistics.median(rollouts) / statistics.median(directs):.1f}x"
+    )
+    print(json.dumps({k: results[k] for k in ("delay", "approval", "ratio")}))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trials", type=int, default=25)
+    parser.add_argument("--ratio-trials", type=int, default=5)
+    parser.add_argument("--state-dir", type=Path, default=None, help="reuse/keep a fleet here")
+    args = parser.parse_args()
+    bins = binaries.ensure()
+    with tempfile.TemporaryDirectory(prefix="fleetwave-bench-gates-") as tmp:
+        state_dir = args.state_dir or Path(tmp) / "fleet"
+        state = fleet.up(
+            state_dir,
+            members=fleet.default_member_labels(3),
+            now=dt.datetime.now(dt.UTC),
+            bin_dir=bins.directory,
+        )
+        controller = None
+        try:
+            mgmt = kubeclient.client(kubeclient.config_from_file(state.cluster(fleet.MANAGEMENT).kubeconfig))
+            setup.install_and_register(mgmt, state, setup.DemoConfig())
+            mgmt.close()
+            controller = start_controller(state, bins.path("helm"), Path(tmp) / "controller.log")
+            report(asyncio.run(measure(state, args.trials, args.ratio_trials)))
+        finally:
+            if controller is not None:
+                controller.terminate()
+                controller.wait(timeout=30)
+            if args.state_dir is None:
+                fleet.down(state_dir)
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    main()
