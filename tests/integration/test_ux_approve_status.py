@@ -23,6 +23,11 @@ async def _cli(*args: str) -> Any:
     return await asyncio.to_thread(CliRunner().invoke, app, list(args))
 
 
+def _flat(result: Any) -> str:
+    """The output with rich's line wrapping undone."""
+    return " ".join(result.output.split())
+
+
 async def _wait(client: AsyncClient, name: str, stop: Any) -> dict[str, Any]:
     return await asyncio.wait_for(live.follow(client, name, lambda _v: None, stop=stop), 120)
 
@@ -68,17 +73,17 @@ async def _exercise(client: AsyncClient, management: Client, name: str, mk: str)
     assert [c["state"] for c in stages["production"]["clusters"]] == ["pending"]
 
     table = await _cli("status", "promotion", name, "--kubeconfig", mk)
-    assert f"fleetwave approve promotion {name} --stage staging" in table.output
+    assert f"to approve: fleetwave approve promotion {name} --stage staging" in _flat(table)
 
     unknown = await _cli("approve", "promotion", name, "--stage", "qa", "--kubeconfig", mk)
     assert unknown.exit_code == 1
-    assert "stages: dev, staging, production" in unknown.output
+    assert "stages: dev, staging, production" in _flat(unknown)
     automatic = await _cli("approve", "promotion", name, "--stage", "dev", "--kubeconfig", mk)
     assert automatic.exit_code == 1
-    assert "no manual trigger" in automatic.output
+    assert "no manual trigger" in _flat(automatic)
     missing = await _cli("approve", "promotion", f"{name}-nope", "--stage", "staging", "--kubeconfig", mk)
     assert missing.exit_code == 1
-    assert "not found" in missing.output
+    assert "not found" in _flat(missing)
     # Nothing was approved by the refused attempts: staging still waits.
     assert view.waiting_for_approval(live.fetch_view(management, name)) == ["staging"]
 
@@ -88,7 +93,7 @@ async def _exercise(client: AsyncClient, management: Client, name: str, mk: str)
     assert watched.exit_code == 0, watched.output
     assert (
         f"{name} Succeeded | dev: Succeeded 1/1 | staging: Succeeded 1/1 | production: Succeeded 1/1"
-        in watched.output
+        in _flat(watched)
     )
 
     final = live.fetch_view(management, name)

@@ -15,6 +15,8 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from fleetwave.ux import view as view_mod
+
 PHASE_STYLE = {
     "Succeeded": "green",
     "Failed": "red",
@@ -149,6 +151,10 @@ def render(view: Mapping[str, Any]) -> RenderableType:
     parts: list[RenderableType] = [header(view), stages_table(view)]
     if view["conditions"]:
         parts.append(conditions_table(view))
+    for stage in view_mod.waiting_for_approval(view):
+        parts.append(
+            Text(f"to approve: fleetwave approve promotion {view['name']} --stage {stage}", style="bold")
+        )
     return Group(*parts)
 
 

@@ -43,6 +43,19 @@ def test_render_tells_how_to_approve_a_stage_that_is_not_approved() -> None:
     assert "--stage staging" not in approved
 
 
+def test_render_ends_with_the_approve_command_while_a_stage_waits_for_approval() -> None:
+    raw = promotion()
+    raw["status"]["rollout"]["stages"][1]["gates"] = [
+        {"kind": "Approval", "state": "Waiting", "message": "waiting for approval staging"}
+    ]
+    assert (
+        _text(v.promotion_view(raw, [], NOW))
+        .rstrip()
+        .endswith("to approve: fleetwave approve promotion hello --stage staging")
+    )
+    assert "to approve:" not in _text(v.promotion_view(promotion(), [], NOW))
+
+
 def test_render_lists_conditions_and_notes_an_unobserved_generation() -> None:
     text = _text(v.promotion_view(promotion(generation=3, observed=2), [], NOW))
     assert "Ready" in text
