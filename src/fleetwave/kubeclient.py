@@ -49,3 +49,12 @@ def http(config: KubeConfig, *, timeout: float = 5.0) -> httpx2.Client:
     if single is None:
         raise ValueError("kubeconfig has no current context")
     return client_adapter.Client(single, params)
+
+
+def async_http(config: KubeConfig, *, timeout: float = 5.0) -> httpx2.AsyncClient:
+    """The async twin of `http`."""
+    params = client_adapter.ConnectionParams(timeout=httpx2.Timeout(timeout), trust_env=False)
+    single = config.get()
+    if single is None:
+        raise ValueError("kubeconfig has no current context")
+    return client_adapter.AsyncClient(single, params)

@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
+import httpx2
 import pytest
 from lightkube import ApiError, Client
 from lightkube.resources.core_v1 import ConfigMap
@@ -85,7 +86,11 @@ def wait_for(probe: Callable[[], T | None], *, timeout: float = 120.0, what: str
             last = probe()
         except ApiError as e:
             last = e
-            if e.status.code != 404:
+            if e.status.code not in (404, 429):  # 429: storage (re)initializing after a CRD change
+                raise
+        except httpx2.HTTPStatusError as e:
+            last = e
+            if e.response.status_code != 429:
                 raise
         if last:
             return last  # type: ignore[return-value]

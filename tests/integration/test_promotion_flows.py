@@ -131,7 +131,9 @@ def test_an_automatic_rollout_goes_through_three_stages_in_order(
         stages = {s["name"]: s for s in status(management, name)["stages"]}
         record = {s["name"]: s for s in status(management, name)["rollout"]["stages"]}
         # The dev delay is measured from the moment every dev cluster was deployed, never cut short.
-        assert _t(record["staging"]["startedAt"]) - _t(record["dev"]["deliveredAt"]) >= dt.timedelta(seconds=3)
+        assert _t(record["staging"]["startedAt"]) - _t(record["dev"]["deliveredAt"]) >= dt.timedelta(
+            seconds=3
+        )
         assert _t(stages["staging"]["lastSuccessfulAppliedTime"]) <= _t(
             stages["production"]["lastUpdateReconciledTime"]
         )

@@ -40,6 +40,9 @@ def run(
     metrics_port: Annotated[int, typer.Option(help="Port of /metrics (127.0.0.1).")] = 8080,
     health_port: Annotated[int, typer.Option(help="Port of /healthz and /readyz (127.0.0.1).")] = 8081,
     identity: Annotated[str | None, typer.Option(help="Leader-election identity.")] = None,
+    lease_duration: Annotated[
+        float, typer.Option(help="Seconds a crashed leader blocks a successor.")
+    ] = 15.0,
     log_level: Annotated[str, typer.Option(help="DEBUG, INFO, WARNING.")] = "INFO",
 ) -> None:
     """Reconcile ClusterPromotions, ClusterProfiles and ClusterSummaries until stopped."""
@@ -53,6 +56,7 @@ def run(
         metrics_port=metrics_port,
         health_port=health_port,
         identity=identity,
+        lease_duration=lease_duration,
     )
 
     async def main() -> None:

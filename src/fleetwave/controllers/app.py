@@ -18,7 +18,7 @@ from lightkube import AsyncClient
 from lightkube.resources.core_v1 import ConfigMap, Secret
 
 from fleetwave import kinds
-from fleetwave.controllers import profile, promotion, summary
+from fleetwave.controllers import kubefleet, profile, promotion, summary
 from fleetwave.controllers import summary_status as ss
 from fleetwave.controllers.context import Cache, Context
 from fleetwave.controllers.ports import HealthAdapter, HelmAdapter
@@ -37,6 +37,7 @@ class Settings:
     health_port: int = 8081
     identity: str | None = None
     summary_workers: int = 4
+    lease_duration: float = 15.0  # how long a crashed leader blocks its successor
 
 
 def _now() -> dt.datetime:
@@ -50,7 +51,12 @@ def build(client: AsyncClient, settings: Settings, *, handle_signals: bool = Tru
         leader_election=settings.leader_election,
         metrics_port=settings.metrics_port,
         health_port=settings.health_port,
-        election=Election(identity=settings.identity),
+        election=Election(
+            identity=settings.identity,
+            lease_duration=settings.lease_duration,
+            renew_deadline=settings.lease_duration * 2 / 3,
+            retry_period=max(settings.lease_duration / 7.5, 0.2),
+        ),
         handle_signals=handle_signals,
     )
     informers = {
@@ -79,6 +85,7 @@ def build(client: AsyncClient, settings: Settings, *, handle_signals: bool = Tru
         "clustersummary", lambda k: summary.reconcile(ctx, k), workers=settings.summary_workers
     )
     _wire(cache, informers, promotions, profiles, summaries)
+    kubefleet.register(manager, ctx)
     return manager
 
 

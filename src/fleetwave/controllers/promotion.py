@@ -65,8 +65,9 @@ async def reconcile(ctx: Context, key: str) -> Result:
     previous = _previous(raw)
     fleet = members.fleet(members.from_object(o) for o in ctx.cache.list("MemberCluster"))
     approvals = _approvals(parsed, raw, now)
+    deliveries = _deliveries(ctx, key, previous, resolved.hash, fleet)
     observed = m.Observed(
-        delivery=_deliveries(ctx, key, previous, resolved.hash, fleet),
+        delivery=deliveries,
         health=await _health(ctx, parsed, previous, fleet),
         approvals=approvals,
         previous=previous,
@@ -79,6 +80,7 @@ async def reconcile(ctx: Context, key: str) -> Result:
         resolved.hash,
         spec.revision.stages_hash,
         approvals,
+        deliveries,
         generation=raw["metadata"].get("generation"),
         previous=raw.get("status") or {},
     )

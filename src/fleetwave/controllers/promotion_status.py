@@ -16,6 +16,7 @@ from typing import Any
 from fleetwave.api.models import ClusterPromotion
 from fleetwave.controllers import engine_state
 from fleetwave.controllers import rollout_facts as rf
+from fleetwave.core import model as m
 from fleetwave.core import status as st
 
 ALL_DEPLOYED = "All matching clusters are successfully deployed."
@@ -31,7 +32,17 @@ def _t(value: datetime | None) -> str | None:
     return None if value is None else st.fmt(value)
 
 
-def describe(stage: st.StageStatus) -> str:
+def _waiting_on(stage: st.StageStatus, deliveries: Mapping[str, m.Delivery]) -> str:
+    """Why in-flight clusters are not done yet (unreachable, unhealthy...), which the engine leaves out."""
+    notes = []
+    for cluster in stage.started:
+        d = deliveries.get(cluster)
+        if d is not None and not d.done and d.message:
+            notes.append(f"cluster {cluster}: {d.message}")
+    return "; ".join(notes[:3])
+
+
+def describe(stage: st.StageStatus, deliveries: Mapping[str, m.Delivery] | None = None) -> str:
     if stage.failed:
         return "; ".join(f"cluster {c} failed: {msg}" for c, msg in stage.failed)
     if stage.phase is st.StagePhase.SUCCEEDED:
@@ -40,17 +51,19 @@ def describe(stage: st.StageStatus) -> str:
     if waiting:
         return "; ".join(waiting)
     if stage.phase is st.StagePhase.PROGRESSING:
-        return stage.message or f"deploying: {stage.completed}/{len(stage.clusters)} clusters done"
+        text = stage.message or f"deploying: {stage.completed}/{len(stage.clusters)} clusters done"
+        why = _waiting_on(stage, deliveries or {})
+        return f"{text}; {why}" if why else text
     return stage.message or stage.phase.value
 
 
-def _stage(stage: st.StageStatus) -> dict[str, Any]:
+def _stage(stage: st.StageStatus, deliveries: Mapping[str, m.Delivery]) -> dict[str, Any]:
     entry: dict[str, Any] = {
         "name": stage.name,
         "phase": stage.phase.value,
         "clusters": len(stage.clusters),
         "completed": stage.completed,
-        "currentStatusDescription": describe(stage),
+        "currentStatusDescription": describe(stage, deliveries),
         "lastUpdateReconciledTime": _t(stage.started_at),
         "lastSuccessfulAppliedTime": _t(stage.succeeded_at),
     }
@@ -72,6 +85,7 @@ def build(
     content_hash: str,
     stages_hash: str,
     approvals: Mapping[str, datetime],
+    deliveries: Mapping[str, m.Delivery],
     *,
     generation: int | None,
     previous: Mapping[str, Any],
@@ -83,7 +97,7 @@ def build(
         "stagesHash": stages_hash,
         "currentStageName": current.name if current else (status.stages[-1].name if status.stages else None),
         "lastPromotionTime": _t(last) if last else previous.get("lastPromotionTime"),
-        "stages": [_stage(s) for s in status.stages],
+        "stages": [_stage(s, deliveries) for s in status.stages],
         "conditions": rf.conditions(status, generation),
         "approvals": {k: st.fmt(v) for k, v in approvals.items()} or None,
         "rollout": engine_state.dump(status),

@@ -26,18 +26,18 @@ def delivery_of(summary: Mapping[str, Any] | None, content_hash: str) -> m.Deliv
         return m.PENDING
     annotations = (summary.get("metadata") or {}).get("annotations") or {}
     status = summary.get("status") or {}
+    ready = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), None)
+    if ready is not None and ready.get("reason") == "ClusterUnreachable":  # whatever revision it last had
+        return m.Delivery(m.DeliveryPhase.APPLYING, message=str(ready.get("message", "")))
     if (
         annotations.get(ss.CONTENT_HASH_ANNOTATION) != content_hash
         or status.get("observedContentHash") != content_hash
     ):
         return m.Delivery(m.DeliveryPhase.APPLYING, message="delivering the current revision")
-    ready = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), None)
     if ready is None:
         return m.Delivery(m.DeliveryPhase.APPLYING)
     if ready.get("reason") == "Failed":
         return m.Delivery(m.DeliveryPhase.FAILED, message=str(ready.get("message", "")))
-    if ready.get("reason") == "ClusterUnreachable":
-        return m.Delivery(m.DeliveryPhase.APPLYING, message=str(ready.get("message", "")))
     return m.Delivery(
         m.DeliveryPhase.APPLIED, ready=ready.get("status") == "True", message=str(ready.get("message", ""))
     )

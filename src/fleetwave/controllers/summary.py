@@ -15,9 +15,10 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+import httpx2
 from lightkube.types import PatchType
 
-from fleetwave import kinds
+from fleetwave import kinds, kubeclient
 from fleetwave.api.sveltos import ClusterProfileSpec, HelmChart
 from fleetwave.controllers import content, members
 from fleetwave.controllers import summary_status as ss
@@ -33,6 +34,7 @@ log = logging.getLogger(__name__)
 NOT_READY_POLL = 2.0  # member clusters are not watched: re-check readiness of a rollout in flight
 DRIFT_POLL = 30.0
 UNREACHABLE_RETRY = 5.0
+PROBE_TIMEOUT = 5.0
 
 
 def inventory(namespace: str, name: str) -> str:
@@ -109,11 +111,27 @@ async def _deliver(ctx: Context, raw: Mapping[str, Any]) -> ss.Outcome:
     previous = raw.get("status") or {}
     dry_run = profile.sync_mode == "DryRun"
     try:
+        await _probe(target)
         if profile.sync_mode == "OneTime" and _provisioned(previous):
             return await _health_only(ctx, target, profile, body, wanted_hash, previous)
         return await _deliver_to(ctx, target, raw, profile, body, wanted_hash, dry_run)
     except MemberUnreachable as e:
         return ss.Outcome(wanted_hash, unreachable=str(e))
+
+
+async def _probe(target: MemberTarget) -> None:
+    """Fail fast on a member that does not answer: helm and watches would otherwise hang for minutes."""
+    try:
+        async with kubeclient.async_http(
+            kubeclient.config_from_bytes(target.kubeconfig), timeout=PROBE_TIMEOUT
+        ) as http:
+            response = await http.get("/readyz")
+    except (httpx2.HTTPError, OSError) as e:
+        raise MemberUnreachable(target.name, f"{type(e).__name__}: {e or 'no answer'}") from e
+    if response.status_code != 200:
+        raise MemberUnreachable(
+            target.name, f"API server not ready (/readyz answered {response.status_code})"
+        )
 
 
 def _provisioned(status: Mapping[str, Any]) -> bool:
