@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 import yaml
-from lightkube import Client
+from lightkube import ApiError, Client
 from lightkube.resources.core_v1 import ConfigMap
 from lightkube.types import PatchType
 from promotion_support import (
@@ -229,3 +229,55 @@ def test_a_profile_spec_change_restarts_from_the_first_stage_but_a_trigger_edit_
         for member in ("member-1", "member-2"):
             cm = members[member].get(ConfigMap, f"{name}-config", namespace=name)
             assert (cm.data or {})["message"] == "v2"
+
+
+def test_editing_a_referenced_configmap_is_a_new_revision_that_walks_the_stages_again(
+    controller: ControllerThread, management: Client, members: dict[str, Client], repo: chartrepo.ChartRepo
+) -> None:
+    name = "pinned"
+
+    def policy(message: str) -> dict[str, Any]:
+        greeting = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": "default"},
+            "data": {"message": message},
+        }
+        return {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": "fleetwave-system"},
+            "data": {"greeting.yaml": yaml.safe_dump(greeting)},
+        }
+
+    def seen() -> dict[str, str | None]:
+        out: dict[str, str | None] = {}
+        for member, client in members.items():
+            try:
+                out[member] = (client.get(ConfigMap, name, namespace="default").data or {}).get("message")
+            except ApiError:
+                out[member] = None
+        return out
+
+    doc = promotion_doc(name, repo.url, staging_manual=True, dev_delay="1s")
+    doc["spec"]["profileSpec"] = {
+        "policyRefs": [{"kind": "ConfigMap", "name": name, "namespace": "fleetwave-system"}]
+    }
+    manifests.apply(management, [policy("v1")])
+    apply(management, doc)
+    approve = [{"op": "replace", "path": "/spec/stages/1/trigger/manual/approved", "value": True}]
+    with deleted_after(management, name):
+        wait_for(lambda: stage_phases(management, name).get("staging") == "WaitingAfter", what="staging gate")
+        management.patch(kinds.resource("ClusterPromotion"), name, approve, patch_type=PatchType.JSON)
+        wait_for(
+            lambda: seen() == {"member-1": "v1", "member-2": "v1", "member-3": "v1"}, what="v1 everywhere"
+        )
+
+        manifests.apply(management, [policy("v2")])  # edit the referenced ConfigMap, not the promotion
+        wait_for(lambda: seen()["member-2"] == "v2", what="v2 in staging")
+        wait_for(
+            lambda: stage_phases(management, name).get("staging") == "WaitingAfter", what="staging gate again"
+        )
+        assert seen() == {"member-1": "v2", "member-2": "v2", "member-3": "v1"}, "v2 reached production early"
+        management.patch(kinds.resource("ClusterPromotion"), name, approve, patch_type=PatchType.JSON)
+        wait_for(lambda: seen()["member-3"] == "v2", what="v2 in production after approval")
