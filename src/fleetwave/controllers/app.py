@@ -18,7 +18,7 @@ from lightkube import AsyncClient
 from lightkube.resources.core_v1 import ConfigMap, Secret
 
 from fleetwave import kinds
-from fleetwave.controllers import kubefleet, profile, promotion, summary
+from fleetwave.controllers import kubefleet, membercluster, profile, promotion, summary
 from fleetwave.controllers import summary_status as ss
 from fleetwave.controllers.context import Cache, Context
 from fleetwave.controllers.ports import HealthAdapter, HelmAdapter
@@ -84,6 +84,11 @@ def build(client: AsyncClient, settings: Settings, *, handle_signals: bool = Tru
     summaries: Controller[str] = manager.add_controller(
         "clustersummary", lambda k: summary.reconcile(ctx, k), workers=settings.summary_workers
     )
+    clusters: Controller[str] = manager.add_controller(
+        "membercluster", lambda k: membercluster.reconcile(ctx, k), workers=2
+    )
+    clusters.watch(informers["MemberCluster"], lambda o: [object_key(o)])
+    clusters.watch(informers["Secret"], _member_of_secret)
     _wire(cache, informers, promotions, profiles, summaries)
     kubefleet.register(manager, ctx)
     return manager
@@ -167,3 +172,8 @@ def summaries_of_member_secret(cache: Cache, secret: Any) -> Iterable[str]:
         if (s.spec or {}).get("clusterName") == member
         and (s.spec or {}).get("clusterNamespace") == secret.metadata.namespace
     ]
+
+
+def _member_of_secret(secret: Any) -> Iterable[str]:
+    member = (secret.metadata.labels or {}).get("fleetwave.io/member-cluster")
+    return [f"{secret.metadata.namespace}/{member}"] if member else []

@@ -1,0 +1,157 @@
+"""KubeFleet-style placements and staged update runs on the shared engine: informers, controllers, watches.
+
+`register(manager, ctx)` adds everything to a Manager built by `fleetwave.controllers.app`: informers
+for the KubeFleet kinds and for every kind a placement may select, a placement controller and a run
+controller per scope, and the watches that map changes to their keys.
+
+may import: stdlib, lightkube, fleetwave.kinds, fleetwave.runtime, fleetwave.controllers
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from lightkube.generic_resource import create_global_resource, create_namespaced_resource
+from lightkube.resources import core_v1
+
+from fleetwave import kinds
+from fleetwave.controllers.context import Context
+from fleetwave.controllers.kubefleet import naming as nm
+from fleetwave.controllers.kubefleet import placement, run
+from fleetwave.runtime.controller import Controller
+from fleetwave.runtime.manager import Manager
+from fleetwave.runtime.watching import Informer, object_key
+
+# Generic (dict) resources outside the core group: typed models reject watch bookmarks, which carry
+# only metadata, for kinds with required spec fields (Deployment.spec.selector, ...).
+_APPS, _BATCH, _RBAC = "apps", "batch", "rbac.authorization.k8s.io"
+SELECTABLE: dict[str, Any] = {
+    "Namespace": core_v1.Namespace,
+    "ConfigMap": core_v1.ConfigMap,
+    "Secret": core_v1.Secret,
+    "ServiceAccount": core_v1.ServiceAccount,
+    "Service": core_v1.Service,
+    "Deployment": create_namespaced_resource(_APPS, "v1", "Deployment", "deployments"),
+    "StatefulSet": create_namespaced_resource(_APPS, "v1", "StatefulSet", "statefulsets"),
+    "DaemonSet": create_namespaced_resource(_APPS, "v1", "DaemonSet", "daemonsets"),
+    "Job": create_namespaced_resource(_BATCH, "v1", "Job", "jobs"),
+    "CronJob": create_namespaced_resource(_BATCH, "v1", "CronJob", "cronjobs"),
+    "Role": create_namespaced_resource(_RBAC, "v1", "Role", "roles"),
+    "RoleBinding": create_namespaced_resource(_RBAC, "v1", "RoleBinding", "rolebindings"),
+    "ClusterRole": create_global_resource(_RBAC, "v1", "ClusterRole", "clusterroles"),
+    "ClusterRoleBinding": create_global_resource(_RBAC, "v1", "ClusterRoleBinding", "clusterrolebindings"),
+}
+
+
+def _informer(manager: Manager, ctx: Context, kind: str, resource: Any) -> Informer:
+    """Reuse an informer the composition root already runs (ConfigMap, Secret, MemberCluster)."""
+    existing = ctx.cache.informers.get(kind)
+    if existing is not None:
+        return existing
+    informer = manager.add_informer(Informer(ctx.client, resource))
+    ctx.cache.informers[kind] = informer
+    return informer
+
+
+def register(manager: Manager, ctx: Context) -> None:
+    for scope in nm.SCOPES:
+        for kind in (scope.placement, scope.snapshot, scope.strategy, scope.run, scope.approval):
+            _informer(manager, ctx, kind, kinds.resource(kind))
+    for kind, resource in SELECTABLE.items():
+        _informer(manager, ctx, kind, resource)
+    _informer(manager, ctx, "MemberCluster", kinds.resource("MemberCluster"))
+    for scope in nm.SCOPES:
+        tag = "rp" if scope.namespaced else "crp"
+        placements: Controller[str] = manager.add_controller(
+            f"{tag}-placement", _bind(placement.reconcile, ctx, scope), workers=2
+        )
+        runs: Controller[str] = manager.add_controller(
+            f"{tag}-stagedupdaterun", _bind(run.reconcile, ctx, scope), workers=2
+        )
+        _wire(ctx, scope, placements, runs)
+
+
+def _bind(fn: Any, ctx: Context, scope: nm.Scope) -> Callable[[str], Any]:
+    return lambda key: fn(ctx, scope, key)
+
+
+def _on_spec_change(informer: Informer, controller: Controller[str]) -> None:
+    """Own-kind events: only creation, spec changes (generation) and deletion; our status writes are not."""
+    seen: dict[str, int | None] = {}
+
+    def handler(event: str, obj: Any) -> None:
+        key = object_key(obj)
+        generation = obj.metadata.generation
+        if event == "DELETED":
+            seen.pop(key, None)
+        elif key in seen and seen[key] == generation:
+            return
+        else:
+            seen[key] = generation
+        controller.enqueue(key)
+
+    informer.on_change(handler)
+
+
+def _watch(informer: Informer, controller: Controller[str], mapper: Callable[[Any], Iterable[str]]) -> None:
+    controller.watch(informer, mapper)
+
+
+def _wire(ctx: Context, scope: nm.Scope, placements: Controller[str], runs: Controller[str]) -> None:
+    inf = ctx.cache.informers
+
+    def open_runs(placement_name: str | None = None, namespace: str | None = None) -> list[str]:
+        out = []
+        for obj in ctx.cache.list(scope.run):
+            meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
+            if placement_name is not None and (
+                spec.get("placementName") != placement_name or meta.get("namespace") != namespace
+            ):
+                continue
+            if not run.terminal(obj.get("status") or {}):
+                out.append(scope.key(meta.get("namespace"), meta["name"]))
+        return out
+
+    def all_placements(namespace: str | None = None) -> list[str]:
+        return [
+            scope.key(o["metadata"].get("namespace"), o["metadata"]["name"])
+            for o in ctx.cache.list(scope.placement)
+            if namespace is None or o["metadata"].get("namespace") == namespace
+        ]
+
+    def parent(obj: Any) -> list[str]:
+        name = (obj.metadata.labels or {}).get(nm.PARENT_LABEL)
+        return [scope.key(obj.metadata.namespace, name)] if name else []
+
+    _on_spec_change(inf[scope.run], runs)
+    _watch(
+        inf[scope.approval],
+        runs,
+        lambda o: [scope.key(o.metadata.namespace, str((o.spec or {}).get("parentStageRollout")))],
+    )
+    _watch(inf["MemberCluster"], runs, lambda _o: open_runs())
+    _watch(inf[scope.snapshot], runs, lambda _o: open_runs())
+    _watch(inf[scope.strategy], runs, lambda _o: open_runs())
+    _watch(inf[scope.placement], runs, lambda o: open_runs(o.metadata.name, o.metadata.namespace))
+
+    _on_spec_change(inf[scope.placement], placements)
+    _watch(inf["MemberCluster"], placements, lambda _o: all_placements())
+    _watch(inf[scope.snapshot], placements, parent)
+    _watch(
+        inf[scope.run],
+        placements,
+        lambda o: [scope.key(o.metadata.namespace, str((o.spec or {}).get("placementName")))],
+    )
+    for kind in SELECTABLE:
+        if scope.namespaced:
+            _watch(
+                inf[kind],
+                placements,
+                lambda o: all_placements(o.metadata.namespace) if o.metadata.namespace else [],
+            )
+        else:
+            _watch(inf[kind], placements, lambda _o: all_placements())
+
+
+__all__ = ["register"]

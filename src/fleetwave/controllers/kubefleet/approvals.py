@@ -1,0 +1,108 @@
+"""(Cluster)ApprovalRequests of a run: create them, read approvals, acknowledge them (ApprovalAccepted).
+
+An approval counts when `Approved` is True for the request's current generation; a condition
+without observedGeneration (as in the seed's namespaced `kubectl patch`) counts too. Once accepted it
+cannot be revoked. Requests are owned by their run, so deleting the run deletes them.
+
+may import: stdlib, lightkube, fleetwave.kinds, fleetwave.runtime, fleetwave.controllers
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from lightkube import ApiError, codecs
+
+from fleetwave import kinds
+from fleetwave.controllers.context import Context
+from fleetwave.controllers.kubefleet import naming as nm
+from fleetwave.core import status as st
+from fleetwave.runtime.status import write_status
+
+Obj = Mapping[str, Any]
+
+
+def _condition(req: Obj, type_: str) -> Obj | None:
+    return next(
+        (c for c in (req.get("status") or {}).get("conditions") or [] if c.get("type") == type_), None
+    )
+
+
+def approved(req: Obj) -> bool:
+    cond = _condition(req, "Approved")
+    if cond is None or cond.get("status") != "True":
+        return False
+    seen, generation = cond.get("observedGeneration"), (req.get("metadata") or {}).get("generation")
+    return seen is None or generation is None or int(seen) == int(generation)
+
+
+def accepted(req: Obj) -> bool:
+    cond = _condition(req, "ApprovalAccepted")
+    return cond is not None and cond.get("status") == "True"
+
+
+def of_run(ctx: Context, scope: nm.Scope, namespace: str | None, run: str) -> dict[str, Obj]:
+    """The run's requests from the cache, by name."""
+    out: dict[str, Obj] = {}
+    for req in ctx.cache.list(scope.approval):
+        meta = req.get("metadata") or {}
+        if meta.get("namespace") == namespace and (req.get("spec") or {}).get("parentStageRollout") == run:
+            out[str(meta["name"])] = req
+    return out
+
+
+async def ensure(ctx: Context, scope: nm.Scope, run: Any, stage: str, name: str) -> None:
+    meta = run.metadata
+    body: dict[str, Any] = {
+        "apiVersion": f"{kinds.GROUP}/{kinds.VERSION}",
+        "kind": scope.approval,
+        "metadata": {
+            "name": name,
+            "labels": {
+                nm.RUN_LABEL: meta.name,
+                nm.STAGE_LABEL: stage,
+                nm.TASK_LABEL: "beforeStage" if name.endswith(f"-before-{stage}") else "afterStage",
+                nm.LATEST_APPROVAL_LABEL: "true",
+            },
+            "ownerReferences": [
+                {
+                    "apiVersion": f"{kinds.GROUP}/{kinds.VERSION}",
+                    "kind": scope.run,
+                    "name": meta.name,
+                    "uid": meta.uid,
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        },
+        "spec": {"parentStageRollout": meta.name, "targetStage": stage},
+    }
+    if scope.namespaced:
+        body["metadata"]["namespace"] = meta.namespace
+    try:
+        await ctx.client.create(codecs.from_dict(body))
+    except ApiError as e:
+        if e.status.code != 409:
+            raise
+
+
+async def accept(ctx: Context, scope: nm.Scope, name: str, namespace: str | None, now: datetime) -> None:
+    """Acknowledge an approval; a conflict is left to the next reconcile (the watch brings it back)."""
+    obj = ctx.cache.obj(scope.approval, namespace, name)
+    if obj is None:
+        return
+    status = dict(getattr(obj, "status", None) or {})
+    conditions = [c for c in status.get("conditions") or [] if c.get("type") != "ApprovalAccepted"]
+    conditions.append(
+        {
+            "type": "ApprovalAccepted",
+            "status": "True",
+            "reason": "ApprovalRequestApprovalAccepted",
+            "message": "the approval request has been approved and cannot be reverted",
+            "lastTransitionTime": st.fmt(now),
+            "observedGeneration": obj.metadata.generation,
+        }
+    )
+    await write_status(ctx.client, kinds.resource(scope.approval), obj, {**status, "conditions": conditions})

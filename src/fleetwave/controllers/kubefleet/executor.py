@@ -1,0 +1,89 @@
+"""Carry a snapshot to one member cluster: server-side apply with an inventory label, prune what left
+the snapshot, check availability of what was applied, and remove it all in the deletion stage.
+
+Every call is idempotent, so a controller killed half-way simply does it again. An unreachable
+member is reported as a message, never raised: the run waits and reports it.
+
+may import: stdlib, fleetwave.delivery, fleetwave.controllers
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from fleetwave.controllers import members
+from fleetwave.controllers.context import Context
+from fleetwave.controllers.kubefleet import selection
+from fleetwave.delivery import content as dc
+from fleetwave.delivery import manifests
+from fleetwave.delivery.target import MemberTarget, MemberUnreachable
+
+# Every kind a snapshot may hold: what a prune or a removal must search for inventory labels.
+KINDS = frozenset(dc.GVK(k.api_version, k.name) for k in selection.KINDS.values())
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    ok: bool
+    message: str
+
+
+def target(ctx: Context, cluster: str) -> MemberTarget | None:
+    namespace, _, name = cluster.partition("/")
+    mc = ctx.cache.get("MemberCluster", namespace, name)
+    if mc is None:
+        return None
+    member = members.from_object(mc)
+    return members.target(member, ctx.cache.get("Secret", member.secret[0], member.secret[1]))
+
+
+def _missing(cluster: str) -> Outcome:
+    return Outcome(False, f"cluster {cluster} is not registered or its kubeconfig Secret is missing")
+
+
+async def apply(
+    ctx: Context, cluster: str, objects: Sequence[Mapping[str, Any]], *, inventory: str
+) -> Outcome:
+    tgt = target(ctx, cluster)
+    if tgt is None:
+        return _missing(cluster)
+    try:
+        report = await manifests.apply(tgt, objects, inventory=inventory)
+        if not report.ok:
+            return Outcome(False, "apply failed: " + "; ".join(report.errors))
+        await manifests.prune(tgt, inventory=inventory, kinds=KINDS, keep=report.refs)
+    except MemberUnreachable as e:
+        return Outcome(False, str(e))
+    return Outcome(True, "applied")
+
+
+async def available(ctx: Context, cluster: str, objects: Sequence[Mapping[str, Any]]) -> Outcome:
+    """Every applied object exists and is ready (Deployments available, Jobs complete, ...)."""
+    tgt = target(ctx, cluster)
+    if tgt is None:
+        return _missing(cluster)
+    refs = [
+        (
+            str(o["apiVersion"]),
+            str(o["kind"]),
+            (o.get("metadata") or {}).get("namespace"),
+            str(o["metadata"]["name"]),
+        )
+        for o in objects
+    ]
+    result = await ctx.health.check(tgt, [], objects=refs)
+    return Outcome(result.ok, result.message)
+
+
+async def remove(ctx: Context, cluster: str, *, inventory: str) -> Outcome:
+    tgt = target(ctx, cluster)
+    if tgt is None:
+        # Upstream leaves content on a cluster that left the fleet; there is no way to reach it.
+        return Outcome(True, f"cluster {cluster} left the fleet; its content could not be removed")
+    try:
+        removed = await manifests.withdraw(tgt, inventory=inventory, kinds=KINDS)
+    except MemberUnreachable as e:
+        return Outcome(False, str(e))
+    return Outcome(True, f"removed {len(removed)} objects")

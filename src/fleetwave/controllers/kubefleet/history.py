@@ -1,0 +1,64 @@
+"""Which clusters hold a placement's content, read from the delivery ledgers in run and placement status.
+
+Every run (and a RollingUpdate placement) keeps a ledger `status.deliveries` (cluster -> snapshot
+index and hash, applied and done times) and `status.deletions` (cluster -> removal times). The newest
+event per cluster across all of them says whether, and at which index, the cluster holds the content:
+this is what the deletion stage and the placement's Available condition are computed from (pure).
+
+may import: stdlib
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+Obj = Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Held:
+    cluster: str
+    index: str | None  # None once removed
+    at: str  # RFC 3339 of the event (sortable as text)
+    done: bool
+
+
+def _events(status: Obj) -> Iterable[Held]:
+    for cluster, entry in (status.get("deliveries") or {}).items():
+        if entry.get("appliedAt"):
+            yield Held(cluster, str(entry.get("index")), str(entry["appliedAt"]), bool(entry.get("doneAt")))
+    for cluster, entry in (status.get("deletions") or {}).items():
+        if entry.get("doneAt"):
+            yield Held(cluster, None, str(entry["doneAt"]), True)
+
+
+def latest(statuses: Iterable[Obj]) -> dict[str, Held]:
+    """The newest event per cluster over every ledger given."""
+    out: dict[str, Held] = {}
+    for status in statuses:
+        for event in _events(status):
+            old = out.get(event.cluster)
+            if old is None or event.at >= old.at:
+                out[event.cluster] = event
+    return out
+
+
+def holding(statuses: Iterable[Obj]) -> set[str]:
+    return {c for c, h in latest(statuses).items() if h.index is not None}
+
+
+def common_index(held: Mapping[str, Held], clusters: Iterable[str]) -> tuple[str | None, bool]:
+    """(index every cluster holds, all of them available) — (None, False) when they disagree."""
+    indexes = set()
+    done = True
+    for cluster in clusters:
+        h = held.get(cluster)
+        if h is None or h.index is None:
+            return None, False
+        indexes.add(h.index)
+        done = done and h.done
+    if len(indexes) != 1:
+        return None, False
+    return indexes.pop(), done

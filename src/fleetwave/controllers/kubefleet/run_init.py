@@ -1,0 +1,176 @@
+"""Initialize a staged update run: resolve placement, strategy, snapshot and clusters, freeze the plan.
+
+Objects that may still appear (a placement or strategy created in the same `kubectl apply`, a
+snapshot being cut) make initialization wait and retry; a definite error (placement not External,
+a snapshot index beyond the history) fails it for good, as upstream's abort does (ADR 0060).
+
+may import: stdlib, fleetwave.api, fleetwave.core, fleetwave.translate, fleetwave.controllers
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from datetime import datetime, timedelta
+from typing import Any
+
+from fleetwave import kinds, translate
+from fleetwave.api import codec
+from fleetwave.api.kubefleet import (
+    ClusterResourcePlacement,
+    ClusterStagedUpdateStrategy,
+    ResourcePlacement,
+    StagedUpdateStrategy,
+    StagedUpdateStrategySpec,
+)
+from fleetwave.api.meta import parse_duration
+from fleetwave.controllers import engine_state, members
+from fleetwave.controllers.context import Context
+from fleetwave.controllers.kubefleet import history, picking, snapshots
+from fleetwave.controllers.kubefleet import naming as nm
+from fleetwave.controllers.kubefleet.run_status import cond
+from fleetwave.core import batching
+from fleetwave.core import model as m
+from fleetwave.core import status as st
+
+Obj = Mapping[str, Any]
+POLL = timedelta(seconds=1)
+STUCK = timedelta(minutes=5)
+DEADLINE = timedelta(minutes=30)
+
+
+class Retry(Exception):
+    """Not ready to initialize yet (the message says what is missing)."""
+
+
+class Abort(Exception):
+    """Initialization failed for good."""
+
+
+def parse(raw: Obj, kind: str) -> Any:
+    return codec.parse_object({**raw, "apiVersion": f"{kinds.GROUP}/{kinds.VERSION}", "kind": kind})
+
+
+def placement_of(ctx: Context, scope: nm.Scope, run: Any) -> ClusterResourcePlacement | ResourcePlacement:
+    raw = ctx.cache.get(scope.placement, run.metadata.namespace, run.spec.placement_name)
+    if raw is None:
+        raise Retry(f"{scope.placement} {run.spec.placement_name} not found")
+    placement = parse(raw, scope.placement)
+    assert isinstance(placement, ClusterResourcePlacement | ResourcePlacement)
+    return placement
+
+
+def fleet_of(
+    ctx: Context, placement: ClusterResourcePlacement | ResourcePlacement
+) -> tuple[m.Fleet, dict[str, str]]:
+    every = [members.from_object(o) for o in ctx.cache.list("MemberCluster")]
+    picked = picking.pick(placement.spec.policy, every)
+    return members.fleet(picked), picking.namer(every)
+
+
+def strategy_of(run: Any, scope: nm.Scope, spec: StagedUpdateStrategySpec) -> Any:
+    """A stand-in strategy object around the frozen spec (the live one may be edited or gone)."""
+    cls = StagedUpdateStrategy if scope.namespaced else ClusterStagedUpdateStrategy
+    meta = {"name": run.spec.staged_rollout_strategy_name, "namespace": run.metadata.namespace}
+    return cls.model_validate({"metadata": meta, "spec": spec.model_dump(mode="json", by_alias=True)})
+
+
+def _duration(run: Any, key: str, default: timedelta) -> timedelta:
+    raw = (run.metadata.annotations or {}).get(key)
+    try:
+        return parse_duration(raw) if raw else default
+    except ValueError:
+        return default
+
+
+def stuck_after(run: Any) -> timedelta:
+    return _duration(run, nm.STUCK_ANNOTATION, STUCK)
+
+
+def rollout_spec(
+    run: Any, scope: nm.Scope, frozen: StagedUpdateStrategySpec, snapshot_hash: str
+) -> m.RolloutSpec:
+    spec = translate.from_staged_run(run, strategy_of(run, scope, frozen), snapshot_hash=snapshot_hash)
+    return replace(
+        spec, poll_interval=POLL, progress_deadline=_duration(run, nm.DEADLINE_ANNOTATION, DEADLINE)
+    )
+
+
+def _snapshot(ctx: Context, scope: nm.Scope, run: Any, placement: Any) -> Obj:
+    ns = run.metadata.namespace
+    mine = snapshots.of_placement(ctx.cache.list(scope.snapshot), placement.metadata.name, ns)
+    wanted = run.spec.resource_snapshot_index
+    if wanted is None:
+        if not mine:
+            raise Retry(f"placement {placement.metadata.name} has no resource snapshot yet")
+        return mine[-1]
+    found = snapshots.find(mine, int(wanted))
+    if found is not None:
+        return found
+    newest = snapshots.index_of(mine[-1]) if mine else None
+    if newest is not None and int(wanted) <= newest:
+        raise Abort(
+            f"resource snapshot index {wanted} of placement {placement.metadata.name} no longer exists"
+            f" (beyond revisionHistoryLimit {placement.spec.revision_history_limit})"
+        )
+    raise Retry(f"resource snapshot index {wanted} of placement {placement.metadata.name} not found yet")
+
+
+def _held_elsewhere(ctx: Context, scope: nm.Scope, run: Any, placement: Any) -> set[str]:
+    ns, name = run.metadata.namespace, placement.metadata.name
+    ledgers = [
+        r.get("status") or {}
+        for r in ctx.cache.list(scope.run)
+        if (r.get("metadata") or {}).get("namespace") == ns
+        and (r.get("spec") or {}).get("placementName") == name
+        and (r.get("metadata") or {}).get("name") != run.metadata.name
+    ]
+    own = ctx.cache.get(scope.placement, ns, name)
+    ledgers.append((own or {}).get("status") or {})
+    return history.holding(ledgers)
+
+
+def initialize(ctx: Context, scope: nm.Scope, run: Any, now: datetime) -> dict[str, Any]:
+    """The status fields a freshly initialized run starts from; raises Retry or Abort."""
+    placement = placement_of(ctx, scope, run)
+    if placement.spec.strategy.type != "External":
+        raise Abort(f"placement {placement.metadata.name} does not use strategy type External")
+    raw_strategy = ctx.cache.get(
+        scope.strategy, run.metadata.namespace, run.spec.staged_rollout_strategy_name
+    )
+    if raw_strategy is None:
+        raise Retry(f"{scope.strategy} {run.spec.staged_rollout_strategy_name} not found")
+    frozen = parse(raw_strategy, scope.strategy).spec
+    snapshot = _snapshot(ctx, scope, run, placement)
+    fleet, _names = fleet_of(ctx, placement)
+    try:
+        spec = rollout_spec(run, scope, frozen, snapshots.hash_of(snapshot))
+    except translate.TranslateError as e:
+        raise Abort(str(e)) from e
+    plan = batching.freeze_plan(spec, fleet, now)
+    deleting = sorted(_held_elsewhere(ctx, scope, run, placement) - fleet.names)
+    apply_strategy = placement.spec.strategy.apply_strategy
+    message = f"{scope.run} initialized successfully"
+    if plan.unmatched:
+        message += f"; {plan.unmatched} picked clusters match no stage and are not updated by this run"
+    return {
+        "policySnapshotIndexUsed": "0",
+        "policyObservedClusterCount": len(fleet.names),
+        "resourceSnapshotIndexUsed": str(snapshots.index_of(snapshot)),
+        "appliedStrategy": apply_strategy.model_dump(mode="json", by_alias=True) if apply_strategy else {},
+        "stagedUpdateStrategySnapshot": frozen.model_dump(mode="json", by_alias=True, exclude_none=True),
+        "rollout": engine_state.dump(plan),
+        "snapshot": {"name": snapshot["metadata"]["name"], "hash": snapshots.hash_of(snapshot)},
+        "deletionClusters": deleting,
+        "conditions": [
+            cond(
+                None,
+                "Initialized",
+                "True",
+                "UpdateRunInitializedSuccessfully",
+                message,
+                run.metadata.generation,
+                st.fmt(now),
+            )
+        ],
+    }

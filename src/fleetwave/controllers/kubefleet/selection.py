@@ -1,0 +1,215 @@
+"""Which management-cluster objects a placement selects, cleaned into applicable manifests (pure).
+
+A ClusterResourcePlacement selects Namespaces (with everything of a supported kind inside them,
+only the namespace, or the namespace plus what its other selectors match) and cluster-scoped objects
+by kind and name or labels; a ResourcePlacement selects namespaced objects in its own namespace.
+Server-populated fields are stripped so a snapshot changes only when the user's content does.
+
+may import: stdlib, fleetwave.api
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from fleetwave.api.kubefleet import PlacementSpec, ResourceSelector
+
+Obj = Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Kind:
+    name: str  # the informer/cache name, which is the kind
+    api_version: str
+    namespaced: bool
+    group: str
+    version: str
+
+
+NAMESPACED_KINDS = (
+    Kind("ConfigMap", "v1", True, "", "v1"),
+    Kind("Secret", "v1", True, "", "v1"),
+    Kind("ServiceAccount", "v1", True, "", "v1"),
+    Kind("Service", "v1", True, "", "v1"),
+    Kind("Deployment", "apps/v1", True, "apps", "v1"),
+    Kind("StatefulSet", "apps/v1", True, "apps", "v1"),
+    Kind("DaemonSet", "apps/v1", True, "apps", "v1"),
+    Kind("Job", "batch/v1", True, "batch", "v1"),
+    Kind("CronJob", "batch/v1", True, "batch", "v1"),
+    Kind("Role", "rbac.authorization.k8s.io/v1", True, "rbac.authorization.k8s.io", "v1"),
+    Kind("RoleBinding", "rbac.authorization.k8s.io/v1", True, "rbac.authorization.k8s.io", "v1"),
+)
+CLUSTER_KINDS = (
+    Kind("Namespace", "v1", False, "", "v1"),
+    Kind("ClusterRole", "rbac.authorization.k8s.io/v1", False, "rbac.authorization.k8s.io", "v1"),
+    Kind("ClusterRoleBinding", "rbac.authorization.k8s.io/v1", False, "rbac.authorization.k8s.io", "v1"),
+)
+KINDS = {k.name: k for k in (*CLUSTER_KINDS, *NAMESPACED_KINDS)}
+_STRIP_ANNOTATIONS = ("kubectl.kubernetes.io/last-applied-configuration", "deployment.kubernetes.io/revision")
+_JOB_LABELS = (
+    "controller-uid",
+    "job-name",
+    "batch.kubernetes.io/controller-uid",
+    "batch.kubernetes.io/job-name",
+)
+
+
+class SelectionError(ValueError):
+    """A selector the placement cannot honour (unsupported kind, wrong scope); names the field."""
+
+
+def reserved(namespace: str) -> bool:
+    return namespace == "default" or namespace.startswith(("kube-", "fleet-", "fleetwave-"))
+
+
+# objects of one kind from the cache, as plain dicts
+Lister = Callable[[str], Iterable[Obj]]
+
+
+def _kind_of(sel: ResourceSelector, path: str) -> Kind:
+    kind = KINDS.get(sel.kind)
+    if kind is None or kind.group != sel.group:
+        supported = ", ".join(sorted(KINDS))
+        raise SelectionError(
+            f"{path}: {sel.group or 'core'}/{sel.kind} is not supported (supported: {supported})"
+        )
+    return kind
+
+
+def _matches(sel: ResourceSelector, obj: Obj) -> bool:
+    meta = obj.get("metadata") or {}
+    if sel.name is not None:
+        return bool(meta.get("name") == sel.name)
+    if sel.label_selector is not None:
+        return sel.label_selector.matches(dict(meta.get("labels") or {}))
+    return True
+
+
+def _generated(kind: Kind, obj: Obj) -> bool:
+    """Objects the API server or a controller made, which follow their owner instead."""
+    meta = obj.get("metadata") or {}
+    if any(r.get("controller") for r in meta.get("ownerReferences") or []):
+        return True
+    name = meta.get("name")
+    if kind.name == "ConfigMap" and name == "kube-root-ca.crt":
+        return True
+    if kind.name == "ServiceAccount" and name == "default":
+        return True
+    return kind.name == "Secret" and obj.get("type") == "kubernetes.io/service-account-token"
+
+
+def select(spec: PlacementSpec, lister: Lister, *, namespace: str | None) -> list[dict[str, Any]]:
+    """The cleaned manifests selected by `spec`; `namespace` is set for a ResourcePlacement."""
+    chosen: dict[tuple[str, str, str], dict[str, Any]] = {}
+
+    def add(kind: Kind, obj: Obj) -> None:
+        if not _generated(kind, obj):
+            body = clean(kind, obj)
+            meta = body["metadata"]
+            chosen[(kind.name, meta.get("namespace") or "", meta["name"])] = body
+
+    typed = [
+        (_kind_of(sel, f"spec.resourceSelectors[{i}]"), sel) for i, sel in enumerate(spec.resource_selectors)
+    ]
+    inner = [(k, sel) for k, sel in typed if k.namespaced]
+    if namespace is not None:
+        for i, (kind, _sel) in enumerate(typed):
+            if not kind.namespaced:
+                raise SelectionError(
+                    f"spec.resourceSelectors[{i}]: a ResourcePlacement selects namespaced kinds only"
+                )
+        _select_in(inner, lister, {namespace}, add)
+        return _ordered(chosen)
+    whole, picked = _cluster_scoped(typed, lister, add)
+    if inner and not picked:
+        raise SelectionError(
+            "spec.resourceSelectors: namespaced kinds need a Namespace selector with"
+            " selectionScope NamespaceWithResourceSelectors"
+        )
+    _select_in([], lister, whole, add)
+    _select_in(inner, lister, picked, add)
+    return _ordered(chosen)
+
+
+def _cluster_scoped(
+    typed: list[tuple[Kind, ResourceSelector]], lister: Lister, add: Callable[[Kind, Obj], None]
+) -> tuple[set[str], set[str]]:
+    """Adds the cluster-scoped objects; returns namespaces taken whole and those filtered by selectors."""
+    whole: set[str] = set()
+    filtered: set[str] = set()
+    for kind, sel in typed:
+        if kind.namespaced:
+            continue
+        for obj in lister(kind.name):
+            name = str((obj.get("metadata") or {}).get("name"))
+            if not _matches(sel, obj) or (kind.name == "Namespace" and reserved(name)):
+                continue
+            add(kind, obj)
+            scope = sel.selection_scope or "NamespaceWithResources"
+            if kind.name == "Namespace" and scope == "NamespaceWithResources":
+                whole.add(name)
+            elif kind.name == "Namespace" and scope == "NamespaceWithResourceSelectors":
+                filtered.add(name)
+    return whole, filtered
+
+
+def _select_in(
+    selectors: list[tuple[Kind, ResourceSelector]],
+    lister: Lister,
+    namespaces: set[str],
+    add: Callable[[Kind, Obj], None],
+) -> None:
+    """Namespaced objects in `namespaces`: every supported one, or those `selectors` match."""
+    if not namespaces:
+        return
+    for kind in NAMESPACED_KINDS:
+        for obj in lister(kind.name):
+            if (obj.get("metadata") or {}).get("namespace") not in namespaces:
+                continue
+            if not selectors or any(k is kind and _matches(sel, obj) for k, sel in selectors):
+                add(kind, obj)
+
+
+def _ordered(chosen: Mapping[tuple[str, str, str], dict[str, Any]]) -> list[dict[str, Any]]:
+    order = {name: i for i, name in enumerate(KINDS)}
+    return [chosen[k] for k in sorted(chosen, key=lambda k: (order[k[0]], k[1], k[2]))]
+
+
+def clean(kind: Kind, obj: Obj) -> dict[str, Any]:
+    """The object as a user would write it: identity, labels, annotations and content only."""
+    meta = obj.get("metadata") or {}
+    out_meta: dict[str, Any] = {"name": meta["name"]}
+    if kind.namespaced:
+        out_meta["namespace"] = meta.get("namespace")
+    labels = dict(meta.get("labels") or {})
+    annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if k not in _STRIP_ANNOTATIONS}
+    if labels:
+        out_meta["labels"] = labels
+    if annotations:
+        out_meta["annotations"] = annotations
+    body = {
+        k: copy.deepcopy(v) for k, v in obj.items() if k not in ("apiVersion", "kind", "metadata", "status")
+    }
+    _strip_generated_spec(kind.name, body)
+    return {"apiVersion": kind.api_version, "kind": kind.name, "metadata": out_meta, **body}
+
+
+def _strip_generated_spec(kind: str, body: dict[str, Any]) -> None:
+    spec = body.get("spec")
+    if not isinstance(spec, dict):
+        return
+    if kind == "Service":
+        # Allocated per cluster from its own service range: never carried across clusters.
+        for key in ("clusterIP", "clusterIPs"):
+            spec.pop(key, None)
+    if kind == "Job":
+        # Generated from the Job's uid on creation; a member generates its own.
+        spec.pop("selector", None)
+        spec.pop("manualSelector", None)
+        labels = ((spec.get("template") or {}).get("metadata") or {}).get("labels")
+        if isinstance(labels, dict):
+            for key in _JOB_LABELS:
+                labels.pop(key, None)
