@@ -18,7 +18,8 @@ from lightkube.resources.core_v1 import ConfigMap
 
 from fleetwave import kinds, kubeclient
 from fleetwave.controllers import app as controllers
-from fleetwave.local import processes
+from fleetwave.local import fleet, processes
+from fleetwave.mgmt import install, registration
 
 T = TypeVar("T")
 CHARTS = Path(__file__).resolve().parents[1] / "charts"
@@ -143,3 +144,30 @@ def deleted_after(client: Client, name: str) -> Iterator[None]:
             )
 
         wait_for(gone, timeout=90, what=f"summaries of {name} withdrawn")
+
+
+ENVS = {"member-1": "dev", "member-2": "staging", "member-3": "prod"}
+
+
+def install_and_register(management: Client, state: fleet.FleetState) -> None:
+    """fleetwave's CRDs and RBAC, and the three members registered as dev, staging and prod."""
+    install.install(management)
+    for member in state.members:
+        registration.register(
+            management,
+            name=member.name,
+            namespace="fleetwave-system",
+            kubeconfig=Path(member.kubeconfig).read_bytes(),
+            labels={"env": ENVS[member.name]},
+        )
+
+
+@contextmanager
+def running_controller(state: fleet.FleetState, helm: str, identity: str) -> Iterator[ControllerThread]:
+    thread = ControllerThread(state.cluster(fleet.MANAGEMENT).kubeconfig, settings(helm, identity))
+    thread.start()
+    try:
+        yield thread
+    finally:
+        thread.stop()
+    assert thread.error is None, thread.error

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,8 +18,9 @@ from promotion_support import (
     ControllerThread,
     chart_version,
     deleted_after,
+    install_and_register,
     profiles_of,
-    settings,
+    running_controller,
     stage_phases,
     status,
     wait_for,
@@ -28,9 +28,7 @@ from promotion_support import (
 
 from fleetwave import kinds
 from fleetwave.local import binaries, chartrepo, fleet
-from fleetwave.mgmt import install, manifests, registration
-
-ENVS = {"member-1": "dev", "member-2": "staging", "member-3": "prod"}
+from fleetwave.mgmt import manifests
 
 
 @pytest.fixture(scope="module")
@@ -44,22 +42,9 @@ def repo(bins: binaries.Binaries, tmp_path_factory: pytest.TempPathFactory) -> I
 def controller(
     local_fleet: fleet.FleetState, management: Client, bins: binaries.Binaries
 ) -> Iterator[ControllerThread]:
-    install.install(management)
-    for member in local_fleet.members:
-        registration.register(
-            management,
-            name=member.name,
-            namespace="fleetwave-system",
-            kubeconfig=Path(member.kubeconfig).read_bytes(),
-            labels={"env": ENVS[member.name]},
-        )
-    thread = ControllerThread(
-        local_fleet.cluster(fleet.MANAGEMENT).kubeconfig, settings(bins.path("helm"), "promo")
-    )
-    thread.start()
-    yield thread
-    thread.stop()
-    assert thread.error is None, thread.error
+    install_and_register(management, local_fleet)
+    with running_controller(local_fleet, bins.path("helm"), "promo") as thread:
+        yield thread
 
 
 def promotion_doc(

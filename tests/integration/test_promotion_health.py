@@ -7,20 +7,24 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 from lightkube import ApiError, Client, codecs
 from lightkube.resources.core_v1 import Namespace
-from promotion_support import ControllerThread, settings, stage_phases, status, wait_for
+from promotion_support import (
+    ControllerThread,
+    install_and_register,
+    running_controller,
+    stage_phases,
+    status,
+    wait_for,
+)
 
 from fleetwave import kinds
 from fleetwave.local import binaries, fleet
-from fleetwave.mgmt import install, manifests, registration
-
-ENVS = {"member-1": "dev", "member-2": "staging", "member-3": "prod"}
+from fleetwave.mgmt import manifests
 
 GATE_LUA = """
 function evaluate()
@@ -53,22 +57,9 @@ end
 def controller(
     local_fleet: fleet.FleetState, management: Client, bins: binaries.Binaries
 ) -> Iterator[ControllerThread]:
-    install.install(management)
-    for member in local_fleet.members:
-        registration.register(
-            management,
-            name=member.name,
-            namespace="fleetwave-system",
-            kubeconfig=Path(member.kubeconfig).read_bytes(),
-            labels={"env": ENVS[member.name]},
-        )
-    thread = ControllerThread(
-        local_fleet.cluster(fleet.MANAGEMENT).kubeconfig, settings(bins.path("helm"), "health")
-    )
-    thread.start()
-    yield thread
-    thread.stop()
-    assert thread.error is None, thread.error
+    install_and_register(management, local_fleet)
+    with running_controller(local_fleet, bins.path("helm"), "health") as thread:
+        yield thread
 
 
 def policy_configmap(name: str, objects: list[dict[str, Any]]) -> dict[str, Any]:

@@ -9,10 +9,14 @@ may import: stdlib, fleetwave.core
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 from fleetwave.core import status as st
+
+log = logging.getLogger(__name__)
 
 
 def _t(value: datetime | None) -> str | None:
@@ -134,3 +138,17 @@ def _load_stage(s: dict[str, Any]) -> st.StageStatus:
         failed=tuple((f["cluster"], f.get("message", "")) for f in s.get("failed", [])),
         message=s.get("message", ""),
     )
+
+
+def previous_of(raw: Mapping[str, Any]) -> st.RolloutStatus | None:
+    """The engine record kept in an object's status; None (a fresh plan) when absent or unreadable."""
+    record = (raw.get("status") or {}).get("rollout")
+    if not record:
+        return None
+    try:
+        return load(record)
+    except (ValueError, KeyError, TypeError):
+        log.warning(
+            "%s: unreadable status.rollout; starting a fresh plan", (raw.get("metadata") or {}).get("name")
+        )
+        return None

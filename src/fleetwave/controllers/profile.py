@@ -58,12 +58,12 @@ async def reconcile(ctx: Context, key: str) -> Result:
         resolved = _content(ctx, raw, profile)
         spec = translate.from_profile(profile, content_hash=resolved.hash)
     except (codec.ManifestError, content.ContentError, translate.TranslateError) as e:
-        return await _invalid(ctx, obj, raw, str(e))
+        return await report_invalid(ctx, obj, raw, str(e))
     await ensure_snapshot(ctx, resolved)
     fleet = members.fleet(members.from_object(o) for o in ctx.cache.list("MemberCluster"))
     existing = summaries_of(ctx, key)
     deliveries = {c: rf.delivery_of(existing.get(c), resolved.hash) for c in fleet.names}
-    previous = _previous(raw)
+    previous = engine_state.previous_of(raw)
     now = ctx.clock()
     decision = engine.step(spec, fleet, m.Observed(delivery=deliveries, previous=previous), now)
     matching = [c for c in fleet.names if selectors.matches(spec.stages[0].selector, fleet.by_name[c].labels)]
@@ -76,19 +76,6 @@ async def reconcile(ctx: Context, key: str) -> Result:
     if await write_status(ctx.client, kinds.resource("ClusterProfile"), obj, status) is StatusWrite.CONFLICT:
         return Result(requeue=True)
     return Result(requeue_after=rf.requeue_seconds(decision, now))
-
-
-def _previous(raw: Mapping[str, Any]) -> Any:
-    record = (raw.get("status") or {}).get("rollout")
-    if not record:
-        return None
-    try:
-        return engine_state.load(record)
-    except (ValueError, KeyError, TypeError):
-        log.warning(
-            "ClusterProfile %s: unreadable status.rollout; starting a fresh plan", raw["metadata"]["name"]
-        )
-        return None
 
 
 def _content(ctx: Context, raw: Mapping[str, Any], profile: ClusterProfile) -> content.Resolved:
@@ -104,15 +91,7 @@ def _content(ctx: Context, raw: Mapping[str, Any], profile: ClusterProfile) -> c
         return content.Resolved(
             hash=str(annotations.get(PINNED_HASH_ANNOTATION)), body=content.load_snapshot(snapshot)
         )
-    return content.resolve(profile.spec, _Lookup(ctx), default_namespace=ctx.namespace, path="spec")
-
-
-class _Lookup:
-    def __init__(self, ctx: Context) -> None:
-        self._ctx = ctx
-
-    def get(self, kind: str, namespace: str, name: str) -> Mapping[str, Any] | None:
-        return self._ctx.cache.get(kind, namespace, name)
+    return content.resolve(profile.spec, ctx.cache, default_namespace=ctx.namespace, path="spec")
 
 
 async def ensure_snapshot(ctx: Context, resolved: content.Resolved) -> None:
@@ -125,7 +104,7 @@ async def ensure_snapshot(ctx: Context, resolved: content.Resolved) -> None:
             raise
 
 
-async def _invalid(ctx: Context, obj: Any, raw: Mapping[str, Any], message: str) -> Result:
+async def report_invalid(ctx: Context, obj: Any, raw: Mapping[str, Any], message: str) -> Result:
     now = ctx.clock()
     condition = {
         "type": "Ready",

@@ -55,14 +55,14 @@ async def reconcile(ctx: Context, key: str) -> Result:
         )
         assert isinstance(parsed, ClusterPromotion)
         resolved = content.resolve(
-            parsed.spec.profile_spec, _Lookup(ctx), default_namespace=ctx.namespace, path="spec.profileSpec"
+            parsed.spec.profile_spec, ctx.cache, default_namespace=ctx.namespace, path="spec.profileSpec"
         )
         spec = translate.from_promotion(parsed, content_hash=resolved.hash)
     except (codec.ManifestError, content.ContentError, translate.TranslateError) as e:
-        return await profile._invalid(ctx, obj, raw, str(e))
+        return await profile.report_invalid(ctx, obj, raw, str(e))
     await profile.ensure_snapshot(ctx, resolved)
     now = ctx.clock()
-    previous = _previous(raw)
+    previous = engine_state.previous_of(raw)
     fleet = members.fleet(members.from_object(o) for o in ctx.cache.list("MemberCluster"))
     approvals = _approvals(parsed, raw, now)
     deliveries = _deliveries(ctx, key, previous, resolved.hash, fleet)
@@ -93,25 +93,6 @@ async def reconcile(ctx: Context, key: str) -> Result:
         if isinstance(effect, fx.ResetApproval):
             await _reset_approval(ctx, parsed, effect.stage)
     return Result(requeue_after=rf.requeue_seconds(decision, now))
-
-
-def _previous(raw: Mapping[str, Any]) -> st.RolloutStatus | None:
-    record = (raw.get("status") or {}).get("rollout")
-    try:
-        return engine_state.load(record) if record else None
-    except (ValueError, KeyError, TypeError):
-        log.warning(
-            "ClusterPromotion %s: unreadable status.rollout; starting a fresh plan", raw["metadata"]["name"]
-        )
-        return None
-
-
-class _Lookup:
-    def __init__(self, ctx: Context) -> None:
-        self._ctx = ctx
-
-    def get(self, kind: str, namespace: str, name: str) -> Mapping[str, Any] | None:
-        return self._ctx.cache.get(kind, namespace, name)
 
 
 def _deliveries(
