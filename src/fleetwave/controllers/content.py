@@ -47,7 +47,16 @@ class Resolved:
         return SNAPSHOT_PREFIX + self.hash[:40]
 
 
+# Fields fleetwave parses (so manifests round-trip) but does not deliver yet: refusing them with a
+# message beats silently deploying something other than what the user asked for.
+_UNSUPPORTED = ("kustomization_refs", "template_resource_refs", "depends_on", "patches", "pre_delete_checks")
+
+
 def resolve(spec: ProfileSpec, lookup: Lookup, *, default_namespace: str, path: str) -> Resolved:
+    for field in _UNSUPPORTED:
+        if getattr(spec, field):
+            alias = ProfileSpec.model_fields[field].alias or field
+            raise ContentError(f"{path}.{alias}: not supported by fleetwave yet")
     policies = []
     for i, ref in enumerate(spec.policy_refs or []):
         objects = _policy(ref, lookup, default_namespace, f"{path}.policyRefs[{i}]")

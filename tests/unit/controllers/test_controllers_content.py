@@ -1,0 +1,112 @@
+"""Content resolution and pinning: what a profile delivers, hashed by value."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+import yaml
+
+from fleetwave.api.sveltos import ProfileSpec
+from fleetwave.controllers import content
+
+
+class Objects:
+    def __init__(self, objects: dict[tuple[str, str, str], dict[str, Any]]) -> None:
+        self.objects = objects
+
+    def get(self, kind: str, namespace: str, name: str) -> Mapping[str, Any] | None:
+        return self.objects.get((kind, namespace, name))
+
+
+def _policy(message: str) -> dict[str, Any]:
+    cm = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "greeting", "namespace": "default"},
+        "data": {"message": message},
+    }
+    return {"data": {"a.yaml": yaml.safe_dump(cm)}}
+
+
+def _spec(**extra: Any) -> ProfileSpec:
+    return ProfileSpec.model_validate(
+        {"policyRefs": [{"kind": "ConfigMap", "name": "greeting", "namespace": "fw"}], **extra}
+    )
+
+
+def test_the_hash_follows_the_referenced_data_not_just_the_spec() -> None:
+    v1 = content.resolve(
+        _spec(),
+        Objects({("ConfigMap", "fw", "greeting"): _policy("v1")}),
+        default_namespace="fw",
+        path="spec",
+    )
+    v2 = content.resolve(
+        _spec(),
+        Objects({("ConfigMap", "fw", "greeting"): _policy("v2")}),
+        default_namespace="fw",
+        path="spec",
+    )
+    assert v1.hash != v2.hash
+    assert v1.body["policies"][0]["objects"][0]["data"] == {"message": "v1"}
+    assert v1.snapshot_name.startswith(content.SNAPSHOT_PREFIX)
+    assert content.load_snapshot(content.snapshot_configmap(v1, "fw")) == v1.body
+
+
+def test_a_missing_reference_names_the_field() -> None:
+    with pytest.raises(content.ContentError, match=r"spec\.policyRefs\[0\]: ConfigMap fw/greeting not found"):
+        content.resolve(_spec(), Objects({}), default_namespace="fw", path="spec")
+
+
+def test_an_optional_missing_reference_is_skipped() -> None:
+    spec = ProfileSpec.model_validate(
+        {"policyRefs": [{"kind": "ConfigMap", "name": "nope", "namespace": "fw", "optional": True}]}
+    )
+    assert content.resolve(spec, Objects({}), default_namespace="fw", path="spec").body["policies"] == []
+
+
+def test_helm_values_merge_inline_then_values_from_in_order() -> None:
+    secret_values = base64.b64encode(yaml.safe_dump({"image": {"tag": "2"}}).encode()).decode()
+    spec = ProfileSpec.model_validate(
+        {
+            "helmCharts": [
+                {
+                    "repositoryURL": "http://127.0.0.1/",
+                    "repositoryName": "r",
+                    "chartName": "r/c",
+                    "chartVersion": "1",
+                    "releaseName": "c",
+                    "releaseNamespace": "c",
+                    "values": "image:\n  repo: x\n  tag: '1'\nreplicas: 2\n",
+                    "valuesFrom": [{"kind": "ConfigMap", "name": "v1"}, {"kind": "Secret", "name": "v2"}],
+                }
+            ]
+        }
+    )
+    objects = Objects(
+        {
+            ("ConfigMap", "fw", "v1"): {"data": {"values": "replicas: 3\n"}},
+            ("Secret", "fw", "v2"): {"data": {"values": secret_values}},
+        }
+    )
+    resolved = content.resolve(spec, objects, default_namespace="fw", path="spec")
+    assert resolved.body["helmCharts"][0]["values"] == {"image": {"repo": "x", "tag": "2"}, "replicas": 3}
+
+
+@pytest.mark.parametrize("field", ["kustomizationRefs", "dependsOn", "patches"])
+def test_fields_not_delivered_yet_are_refused_by_name(field: str) -> None:
+    value: Any = {
+        "kustomizationRefs": [{"kind": "ConfigMap", "name": "k", "namespace": "fw"}],
+        "dependsOn": ["other"],
+        "patches": [{"patch": "x"}],
+    }[field]
+    with pytest.raises(content.ContentError, match=rf"spec\.{field}: not supported"):
+        content.resolve(
+            _spec(**{field: value}),
+            Objects({("ConfigMap", "fw", "greeting"): _policy("v1")}),
+            default_namespace="fw",
+            path="spec",
+        )
