@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -47,8 +48,11 @@ spec:
 
 
 @pytest.fixture(scope="module")
-def installed(management: Client) -> list[str]:
-    return install.install(management)
+def installed(management: Client) -> Iterator[list[str]]:
+    yield install.install(management)
+    # Registrations made here must not join the fleets other test modules roll out to.
+    for mc in management.list(kinds.resource("MemberCluster"), namespace="fleet-members"):
+        management.delete(kinds.resource("MemberCluster"), mc.metadata.name, namespace="fleet-members")
 
 
 def test_install_establishes_every_crd_the_types_generate(installed: list[str]) -> None:
