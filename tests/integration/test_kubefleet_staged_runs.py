@@ -13,11 +13,13 @@ from typing import Any
 import pytest
 from lightkube import ApiError, Client, codecs
 from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.resources.apps_v1 import Deployment
 from lightkube.resources.core_v1 import ConfigMap, Namespace
 from lightkube.types import PatchType
 from promotion_support import ControllerThread, settings, wait_for
+from typer.testing import CliRunner
 
-from fleetwave import kinds
+from fleetwave import cli, kinds
 from fleetwave.local import binaries, fleet
 from fleetwave.mgmt import install, registration
 
@@ -40,20 +42,35 @@ def _register(management: Client, member: fleet.ClusterInfo) -> None:
     )
 
 
+class Controllers:
+    """The running controller; a test may kill it and start a fresh one."""
+
+    def __init__(self, kubeconfig: str, helm: str) -> None:
+        self.kubeconfig, self.helm = kubeconfig, helm
+        self.thread = self._start()
+
+    def _start(self) -> ControllerThread:
+        thread = ControllerThread(self.kubeconfig, settings(self.helm, f"kf-{uuid.uuid4().hex[:4]}"))
+        thread.start()
+        return thread
+
+    def restart(self) -> None:
+        self.thread.stop()
+        assert self.thread.error is None, self.thread.error
+        self.thread = self._start()
+
+
 @pytest.fixture(scope="module")
 def controller(
     local_fleet: fleet.FleetState, management: Client, bins: binaries.Binaries
-) -> Iterator[ControllerThread]:
+) -> Iterator[Controllers]:
     install.install(management)
     for member in local_fleet.members:
         _register(management, member)
-    thread = ControllerThread(
-        local_fleet.cluster(fleet.MANAGEMENT).kubeconfig, settings(bins.path("helm"), "kf")
-    )
-    thread.start()
-    yield thread
-    thread.stop()
-    assert thread.error is None, thread.error
+    running = Controllers(local_fleet.cluster(fleet.MANAGEMENT).kubeconfig, bins.path("helm"))
+    yield running
+    running.thread.stop()
+    assert running.thread.error is None, running.thread.error
 
 
 def apply(client: Client, doc: dict[str, Any]) -> None:
@@ -182,7 +199,7 @@ def two_snapshots(management: Client, crp: str, hub_ns: str) -> None:
 
 
 def test_seed_004_cluster_scoped_rollout_then_rollback(
-    controller: ControllerThread, management: Client, members: dict[str, Client], hub_ns: str
+    controller: Controllers, management: Client, members: dict[str, Client], hub_ns: str
 ) -> None:
     crp = f"example-placement-{hub_ns}"
     two_snapshots(management, crp, hub_ns)
@@ -264,3 +281,247 @@ def test_seed_004_cluster_scoped_rollout_then_rollback(
 
 def cond_of(entry: dict[str, Any], type_: str) -> dict[str, Any]:
     return next((c for c in entry.get("conditions") or [] if c["type"] == type_), {})
+
+
+def succeeded(client: Client, kind: str, name: str, namespace: str | None = None) -> bool:
+    return cond(get(client, kind, name, namespace), "Succeeded").get("status") == "True"
+
+
+def web_app(namespace: str, image: str, min_ready: int = 0) -> list[dict[str, Any]]:
+    labels = {"app": "web-app"}
+    return [
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "web-app", "namespace": namespace, "labels": labels},
+            "spec": {
+                "replicas": 1,
+                "minReadySeconds": min_ready,
+                "selector": {"matchLabels": labels},
+                "template": {
+                    "metadata": {"labels": labels},
+                    "spec": {
+                        "containers": [{"name": "web-app", "image": image, "ports": [{"containerPort": 80}]}]
+                    },
+                },
+            },
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": "web-app", "namespace": namespace},
+            "spec": {"selector": labels, "ports": [{"port": 80, "targetPort": 80}]},
+        },
+    ]
+
+
+def image_on(member: Client, namespace: str) -> str | None:
+    try:
+        dep = member.get(Deployment, "web-app", namespace=namespace)
+    except ApiError as e:
+        if e.status.code == 404:
+            return None
+        raise
+    assert dep.spec is not None
+    return dep.spec.template.spec.containers[0].image  # type: ignore[union-attr]
+
+
+def available_on(member: Client, namespace: str) -> bool:
+    dep = member.get(Deployment, "web-app", namespace=namespace)
+    return bool(dep.status and dep.status.availableReplicas == 1)
+
+
+def rp_doc(namespace: str) -> dict[str, Any]:
+    return {
+        "apiVersion": API,
+        "kind": "ResourcePlacement",
+        "metadata": {"name": "web-app-placement", "namespace": namespace},
+        "spec": {
+            "resourceSelectors": [
+                {"group": "apps", "kind": "Deployment", "name": "web-app", "version": "v1"},
+                {"group": "", "kind": "Service", "name": "web-app", "version": "v1"},
+            ],
+            "policy": {"placementType": "PickAll"},
+            "strategy": {"type": "External"},
+        },
+    }
+
+
+def namespaced_snapshots(management: Client, namespace: str, min_ready: int = 0) -> None:
+    for doc in web_app(namespace, "nginx:1.20", min_ready):
+        apply(management, doc)
+    apply(management, rp_doc(namespace))
+    wait_for(
+        lambda: found(management, "ResourceSnapshot", "web-app-placement-0-snapshot", namespace), what="rs 0"
+    )
+    apply(management, web_app(namespace, "nginx:1.21", min_ready)[0])  # kubectl set image ... nginx:1.21
+    wait_for(
+        lambda: found(management, "ResourceSnapshot", "web-app-placement-1-snapshot", namespace), what="rs 1"
+    )
+
+
+def test_namespaced_run_rolls_a_deployment_that_becomes_available_and_rolls_back(
+    controller: Controllers,
+    management: Client,
+    members: dict[str, Client],
+    namespace: str,
+    local_fleet: fleet.FleetState,
+) -> None:
+    namespaced_snapshots(management, namespace)
+    labels = snapshot_labels(management, "ResourceSnapshot", "web-app-placement-1-snapshot", namespace)
+    assert labels["kubernetes-fleet.io/is-latest-snapshot"] == "true"
+    strategy = seed_strategy("app-rollout-strategy", namespace=namespace)
+    for stage, name in zip(strategy["spec"]["stages"], ("devclusters", "prodclusters"), strict=True):
+        stage["name"] = name
+    apply(management, strategy)
+    run = "web-app-rollout-v1-21"
+    apply(management, run_doc(run, "web-app-placement", "1", "app-rollout-strategy", namespace))
+    wait_for(
+        lambda: found(management, "ApprovalRequest", f"{run}-prodclusters", namespace),
+        what="approval request",
+    )
+    # Clusters only count as succeeded once their Deployment is available.
+    assert all(
+        image_on(m, namespace) == "nginx:1.21" and available_on(m, namespace) for m in members.values()
+    )
+    seed_approve(management, "ApprovalRequest", f"{run}-prodclusters", namespace)  # no observedGeneration
+    wait_for(
+        lambda: succeeded(management, "StagedUpdateRun", run, namespace), what="namespaced run succeeded"
+    )
+
+    rollback = "web-app-rollback-v1-20"
+    apply(management, run_doc(rollback, "web-app-placement", "0", "app-rollout-strategy", namespace))
+    wait_for(
+        lambda: found(management, "ApprovalRequest", f"{rollback}-prodclusters", namespace), what="approval"
+    )
+    kubeconfig = local_fleet.cluster(fleet.MANAGEMENT).kubeconfig
+    args = [
+        "approve",
+        "run",
+        rollback,
+        "--stage",
+        "prodclusters",
+        "-n",
+        namespace,
+        "--kubeconfig",
+        kubeconfig,
+    ]
+    result = CliRunner().invoke(cli.app, args)
+    assert result.exit_code == 0, result.output
+    wait_for(lambda: succeeded(management, "StagedUpdateRun", rollback, namespace), what="rollback succeeded")
+    assert all(image_on(m, namespace) == "nginx:1.20" for m in members.values())
+    accepted = cond(
+        get(management, "ApprovalRequest", f"{rollback}-prodclusters", namespace), "ApprovalAccepted"
+    )
+    assert accepted["reason"] == "ApprovalRequestApprovalAccepted"
+
+
+def one_stage(name: str, namespace: str, *, approval: bool = False) -> dict[str, Any]:
+    stage: dict[str, Any] = {"name": "all", "labelSelector": {}, "maxConcurrency": 1}
+    if approval:
+        stage["afterStageTasks"] = [{"type": "Approval"}]
+    return {
+        "apiVersion": API,
+        "kind": "StagedUpdateStrategy",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"stages": [stage]},
+    }
+
+
+def started(client: Client, run: str, namespace: str) -> list[str]:
+    stages = (get(client, "StagedUpdateRun", run, namespace).status or {}).get("stagesStatus") or []
+    return [c["clusterName"] for s in stages for c in s.get("clusters") or []]
+
+
+def test_stop_mid_stage_lets_clusters_in_flight_finish_and_run_resumes(
+    controller: Controllers, management: Client, members: dict[str, Client], namespace: str
+) -> None:
+    # minReadySeconds keeps each cluster in flight for a while, so the Stop lands mid-stage.
+    namespaced_snapshots(management, namespace, min_ready=6)
+    apply(management, one_stage("one-by-one", namespace))
+    run = "stop-and-go"
+    apply(management, run_doc(run, "web-app-placement", "1", "one-by-one", namespace))
+    wait_for(lambda: started(management, run, namespace), what="the first cluster started")
+    management.patch(
+        kinds.resource("StagedUpdateRun"),
+        run,
+        {"spec": {"state": "Stop"}},
+        namespace=namespace,
+        patch_type=PatchType.MERGE,
+    )
+    stopped = wait_for(
+        lambda: (
+            cond(get(management, "StagedUpdateRun", run, namespace), "Progressing").get("reason")
+            == "UpdateRunStopped"
+        ),
+        what="run stopped",
+    )
+    assert stopped
+    at_stop = started(management, run, namespace)
+    assert 1 <= len(at_stop) < 3
+    untouched = [name for name in members if name not in at_stop]
+    assert all(image_on(members[name], namespace) is None for name in untouched)  # nothing new started
+    assert all(available_on(members[name], namespace) for name in at_stop)  # in-flight ones finished
+    management.patch(
+        kinds.resource("StagedUpdateRun"),
+        run,
+        {"spec": {"state": "Run"}},
+        namespace=namespace,
+        patch_type=PatchType.MERGE,
+    )
+    wait_for(lambda: succeeded(management, "StagedUpdateRun", run, namespace), what="resumed run succeeded")
+    assert all(image_on(m, namespace) == "nginx:1.21" for m in members.values())
+
+
+def test_a_member_joining_mid_run_is_reported_and_updated_without_aborting_the_run(
+    controller: Controllers,
+    management: Client,
+    members: dict[str, Client],
+    namespace: str,
+    local_fleet: fleet.FleetState,
+) -> None:
+    management.delete(kinds.resource("MemberCluster"), "member-3", namespace=MEMBER_NS)
+    try:
+        namespaced_snapshots(management, namespace)
+        apply(management, one_stage("gated", namespace, approval=True))
+        run = "with-a-joiner"
+        apply(management, run_doc(run, "web-app-placement", "1", "gated", namespace))
+        wait_for(
+            lambda: found(management, "ApprovalRequest", f"{run}-all", namespace), what="approval request"
+        )
+        assert sorted(started(management, run, namespace)) == ["member-1", "member-2"]
+        assert image_on(members["member-3"], namespace) is None
+    finally:
+        _register(management, local_fleet.cluster("member-3"))
+    wait_for(
+        lambda: (
+            "member-3"
+            in str(get(management, "StagedUpdateRun", run, namespace).status["rollout"]["lateJoiners"])
+        ),
+        what="the joiner reported",
+    )
+    seed_approve(management, "ApprovalRequest", f"{run}-all", namespace)
+    wait_for(lambda: succeeded(management, "StagedUpdateRun", run, namespace), what="run succeeded")
+    wait_for(lambda: image_on(members["member-3"], namespace) == "nginx:1.21", what="the joiner updated")
+
+
+def test_a_controller_killed_mid_run_resumes_where_it_was(
+    controller: Controllers, management: Client, members: dict[str, Client], hub_ns: str
+) -> None:
+    crp = f"restart-{hub_ns}"
+    two_snapshots(management, crp, hub_ns)
+    apply(management, seed_strategy(f"restart-{hub_ns}"))
+    run = f"restart-run-{hub_ns}"
+    apply(management, run_doc(run, crp, "1", f"restart-{hub_ns}"))
+    wait_for(lambda: found(management, "ClusterApprovalRequest", f"{run}-canary"), what="approval request")
+    before = get(management, "ClusterStagedUpdateRun", run).status
+    controller.restart()
+    seed_approve(management, "ClusterApprovalRequest", f"{run}-canary")
+    wait_for(lambda: succeeded(management, "ClusterStagedUpdateRun", run), what="run succeeded after restart")
+    after = get(management, "ClusterStagedUpdateRun", run).status
+    # Resumed, not restarted: same frozen plan, and no cluster was delivered to again.
+    assert after["rollout"]["startedAt"] == before["rollout"]["startedAt"]
+    assert {c: e["appliedAt"] for c, e in after["deliveries"].items()} == {
+        c: e["appliedAt"] for c, e in before["deliveries"].items()
+    }
+    assert all(cm_value(m, hub_ns) == "value2" for m in members.values())

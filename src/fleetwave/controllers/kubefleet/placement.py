@@ -63,7 +63,7 @@ async def reconcile(ctx: Context, scope: nm.Scope, key: str) -> Result:
         return Result()
     latest = await _snapshot(ctx, scope, placement, selected)
     if latest is None:
-        return Result(requeue=True)  # a concurrent writer, or the cache lags our own create
+        return Result(requeue_after=1.0)
     fleet, names = run_init.fleet_of(ctx, placement)
     status: dict[str, Any] = {
         "selectedResources": [_identity(o) for o in selected],
@@ -109,8 +109,8 @@ async def _snapshot(
         try:
             await ctx.client.create(codecs.from_dict(plan.create))
         except ApiError as e:
-            if e.status.code == 409:
-                return None
+            if e.status.code in (403, 404, 409):
+                return None  # a concurrent writer, or the placement's namespace is being deleted
             raise
     for old in plan.unmark:
         patch = {"metadata": {"labels": {nm.LATEST_LABEL: "false"}}}
