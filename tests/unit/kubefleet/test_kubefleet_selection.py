@@ -1,0 +1,142 @@
+"""What a placement selects, and how objects are cleaned into applicable manifests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from fleetwave.api.kubefleet import PlacementSpec
+from fleetwave.controllers.kubefleet import selection
+
+
+def obj(kind: str, name: str, namespace: str | None = None, **extra: Any) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "uid": "u", "resourceVersion": "7", "managedFields": [{}]}
+    if namespace:
+        meta["namespace"] = namespace
+    meta.update(extra.pop("meta", {}))
+    return {"metadata": meta, "status": {"x": 1}, **extra}
+
+
+HUB = {
+    "Namespace": [obj("Namespace", "app"), obj("Namespace", "kube-system"), obj("Namespace", "other")],
+    "ConfigMap": [
+        obj("ConfigMap", "cm", "app", data={"k": "v"}),
+        obj("ConfigMap", "kube-root-ca.crt", "app", data={}),
+        obj("ConfigMap", "elsewhere", "other", data={}),
+    ],
+    "Secret": [obj("Secret", "tok", "app", type="kubernetes.io/service-account-token")],
+    "ServiceAccount": [obj("ServiceAccount", "default", "app"), obj("ServiceAccount", "sa", "app")],
+    "Service": [
+        obj("Service", "svc", "app", spec={"clusterIP": "10.0.0.1", "clusterIPs": ["10.0.0.1"], "ports": []})
+    ],
+    "Job": [
+        obj(
+            "Job",
+            "job",
+            "app",
+            spec={
+                "selector": {"matchLabels": {"controller-uid": "x"}},
+                "template": {"metadata": {"labels": {"controller-uid": "x", "a": "b"}}},
+            },
+        )
+    ],
+    "ReplicaSet": [],
+}
+
+
+def lister(kind: str) -> list[dict[str, Any]]:
+    return HUB.get(kind, [])
+
+
+def spec(*selectors: dict[str, Any]) -> PlacementSpec:
+    return PlacementSpec.model_validate({"resourceSelectors": list(selectors)})
+
+
+def names(selected: list[dict[str, Any]]) -> list[str]:
+    return [f"{o['kind']}/{o['metadata']['name']}" for o in selected]
+
+
+def test_a_namespace_selector_takes_the_namespace_and_everything_user_made_inside_it() -> None:
+    picked = selection.select(
+        spec({"group": "", "version": "v1", "kind": "Namespace", "name": "app"}), lister, namespace=None
+    )
+    assert names(picked) == ["Namespace/app", "ConfigMap/cm", "ServiceAccount/sa", "Service/svc", "Job/job"]
+
+
+def test_cleaning_strips_server_fields_and_per_cluster_allocations() -> None:
+    picked = {
+        o["kind"]: o
+        for o in selection.select(
+            spec({"group": "", "version": "v1", "kind": "Namespace", "name": "app"}), lister, namespace=None
+        )
+    }
+    assert picked["ConfigMap"] == {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "cm", "namespace": "app"},
+        "data": {"k": "v"},
+    }
+    assert "clusterIP" not in picked["Service"]["spec"]
+    assert "clusterIPs" not in picked["Service"]["spec"]
+    assert "selector" not in picked["Job"]["spec"]
+    assert picked["Job"]["spec"]["template"]["metadata"]["labels"] == {"a": "b"}
+
+
+def test_namespace_only_and_reserved_namespaces() -> None:
+    only = spec(
+        {
+            "group": "",
+            "version": "v1",
+            "kind": "Namespace",
+            "labelSelector": {},
+            "selectionScope": "NamespaceOnly",
+        }
+    )
+    assert names(selection.select(only, lister, namespace=None)) == ["Namespace/app", "Namespace/other"]
+
+
+def test_namespace_with_resource_selectors_takes_only_what_the_other_selectors_match() -> None:
+    picked = selection.select(
+        spec(
+            {
+                "group": "",
+                "version": "v1",
+                "kind": "Namespace",
+                "name": "app",
+                "selectionScope": "NamespaceWithResourceSelectors",
+            },
+            {"group": "", "version": "v1", "kind": "ServiceAccount", "name": "sa"},
+        ),
+        lister,
+        namespace=None,
+    )
+    assert names(picked) == ["Namespace/app", "ServiceAccount/sa"]
+
+
+def test_a_resource_placement_selects_in_its_own_namespace_only() -> None:
+    picked = selection.select(
+        spec({"group": "", "version": "v1", "kind": "ConfigMap", "labelSelector": {}}),
+        lister,
+        namespace="other",
+    )
+    assert names(picked) == ["ConfigMap/elsewhere"]
+
+
+@pytest.mark.parametrize(
+    ("selector", "namespace", "message"),
+    [
+        ({"group": "apps", "version": "v1", "kind": "ReplicaSet", "name": "x"}, None, "not supported"),
+        ({"group": "", "version": "v1", "kind": "Namespace", "name": "x"}, "app", "namespaced kinds only"),
+        (
+            {"group": "", "version": "v1", "kind": "ConfigMap", "name": "x"},
+            None,
+            "NamespaceWithResourceSelectors",
+        ),
+    ],
+)
+def test_selectors_a_placement_cannot_honour_are_reported(
+    selector: dict[str, Any], namespace: str | None, message: str
+) -> None:
+    with pytest.raises(selection.SelectionError, match=message):
+        selection.select(spec(selector), lister, namespace=namespace)
