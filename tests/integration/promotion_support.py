@@ -149,8 +149,10 @@ def deleted_after(client: Client, name: str) -> Iterator[None]:
 ENVS = {"member-1": "dev", "member-2": "staging", "member-3": "prod"}
 
 
-def install_and_register(management: Client, state: fleet.FleetState) -> None:
-    """fleetwave's CRDs and RBAC, and the three members registered as dev, staging and prod."""
+@contextmanager
+def registered(management: Client, state: fleet.FleetState) -> Iterator[None]:
+    """fleetwave's CRDs and RBAC, and the three members registered as dev, staging and prod for the
+    duration of a module (other modules roll out to "every cluster" and must not see them)."""
     install.install(management)
     for member in state.members:
         registration.register(
@@ -160,6 +162,9 @@ def install_and_register(management: Client, state: fleet.FleetState) -> None:
             kubeconfig=Path(member.kubeconfig).read_bytes(),
             labels={"env": ENVS[member.name]},
         )
+    yield
+    for member in state.members:
+        management.delete(kinds.resource("MemberCluster"), member.name, namespace="fleetwave-system")
 
 
 @contextmanager

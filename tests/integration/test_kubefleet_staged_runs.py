@@ -71,6 +71,9 @@ def controller(
     yield running
     running.thread.stop()
     assert running.thread.error is None, running.thread.error
+    # Other modules roll out to "every cluster" too: leave the fleet as this module found it.
+    for mc in management.list(kinds.resource("MemberCluster"), namespace=MEMBER_NS):
+        management.delete(kinds.resource("MemberCluster"), mc.metadata.name, namespace=MEMBER_NS)
 
 
 def apply(client: Client, doc: dict[str, Any]) -> None:

@@ -24,7 +24,7 @@ from lightkube.types import PatchType
 from promotion_support import (
     chart_version,
     deleted_after,
-    install_and_register,
+    registered,
     stage_phases,
     status,
     wait_for,
@@ -84,8 +84,9 @@ class ControllerProcess:
 
 
 @pytest.fixture(scope="module")
-def setup(local_fleet: fleet.FleetState, management: Client) -> None:
-    install_and_register(management, local_fleet)
+def setup(local_fleet: fleet.FleetState, management: Client) -> Iterator[None]:
+    with registered(management, local_fleet):
+        yield
 
 
 @pytest.fixture

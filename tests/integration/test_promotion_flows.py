@@ -18,8 +18,8 @@ from promotion_support import (
     ControllerThread,
     chart_version,
     deleted_after,
-    install_and_register,
     profiles_of,
+    registered,
     running_controller,
     stage_phases,
     status,
@@ -42,8 +42,10 @@ def repo(bins: binaries.Binaries, tmp_path_factory: pytest.TempPathFactory) -> I
 def controller(
     local_fleet: fleet.FleetState, management: Client, bins: binaries.Binaries
 ) -> Iterator[ControllerThread]:
-    install_and_register(management, local_fleet)
-    with running_controller(local_fleet, bins.path("helm"), "promo") as thread:
+    with (
+        registered(management, local_fleet),
+        running_controller(local_fleet, bins.path("helm"), "promo") as thread,
+    ):
         yield thread
 
 

@@ -15,7 +15,7 @@ from lightkube import ApiError, Client, codecs
 from lightkube.resources.core_v1 import Namespace
 from promotion_support import (
     ControllerThread,
-    install_and_register,
+    registered,
     running_controller,
     stage_phases,
     status,
@@ -57,8 +57,10 @@ end
 def controller(
     local_fleet: fleet.FleetState, management: Client, bins: binaries.Binaries
 ) -> Iterator[ControllerThread]:
-    install_and_register(management, local_fleet)
-    with running_controller(local_fleet, bins.path("helm"), "health") as thread:
+    with (
+        registered(management, local_fleet),
+        running_controller(local_fleet, bins.path("helm"), "health") as thread,
+    ):
         yield thread
 
 

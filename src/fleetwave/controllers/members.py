@@ -11,7 +11,7 @@ from __future__ import annotations
 import base64
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from fleetwave.core import model as m
 from fleetwave.delivery.target import MemberTarget
@@ -75,3 +75,17 @@ def target(member: Member, secret: Obj | None) -> MemberTarget | None:
         return None
     raw = kubeconfig_from_secret(secret, member.secret[2])
     return None if raw is None else MemberTarget(name=member.key, kubeconfig=raw)
+
+
+class Lookup(Protocol):
+    def get(self, kind: str, namespace: str, name: str) -> Mapping[str, Any] | None: ...
+
+
+def target_for(cache: Lookup, cluster: str) -> MemberTarget | None:
+    """The delivery target of a registered member (`namespace/name`); None if it or its Secret is gone."""
+    namespace, _, name = cluster.partition("/")
+    mc = cache.get("MemberCluster", namespace, name)
+    if mc is None:
+        return None
+    member = from_object(mc)
+    return target(member, cache.get("Secret", member.secret[0], member.secret[1]))

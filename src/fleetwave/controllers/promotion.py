@@ -132,7 +132,7 @@ async def _health(
     for check in checks:
         verdicts[(stage.name, check.name)] = m.HealthVerdict(ok=True)
         for cluster in current.clusters:
-            target = _target(ctx, cluster) if cluster in fleet.names else None
+            target = members.target_for(ctx.cache, cluster) if cluster in fleet.names else None
             if target is None:
                 verdicts[(stage.name, check.name)] = m.HealthVerdict(
                     False, cluster, "cluster is not reachable"
@@ -143,15 +143,6 @@ async def _health(
                 verdicts[(stage.name, check.name)] = m.HealthVerdict(False, cluster, result.message)
                 break
     return verdicts
-
-
-def _target(ctx: Context, cluster: str) -> Any:
-    namespace, _, name = cluster.partition("/")
-    mc = ctx.cache.get("MemberCluster", namespace, name)
-    if mc is None:
-        return None
-    member = members.from_object(mc)
-    return members.target(member, ctx.cache.get("Secret", member.secret[0], member.secret[1]))
 
 
 async def _act(

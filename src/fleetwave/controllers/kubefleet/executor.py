@@ -31,12 +31,7 @@ class Outcome:
 
 
 def target(ctx: Context, cluster: str) -> MemberTarget | None:
-    namespace, _, name = cluster.partition("/")
-    mc = ctx.cache.get("MemberCluster", namespace, name)
-    if mc is None:
-        return None
-    member = members.from_object(mc)
-    return members.target(member, ctx.cache.get("Secret", member.secret[0], member.secret[1]))
+    return members.target_for(ctx.cache, cluster)
 
 
 def _missing(cluster: str) -> Outcome:
