@@ -147,9 +147,20 @@ async def _await_established(client: AsyncClient, resolver: kd.Resolver, crd: Ap
     """Custom resources of a just-created CRD are rejected until it is Established; on timeout the
     CRs that follow fail on their own and are reported."""
     info = await resolver.resolve(crd.ref.gvk)
+    cls = kd.resource_class(info)
+    # Our own loop, not lightkube's `wait`: that one crashes on a status whose conditions are still
+    # null, which is exactly what a just-created CRD has for a moment.
     with contextlib.suppress(TimeoutError):
         async with asyncio.timeout(_CRD_ESTABLISH_TIMEOUT):
-            await client.wait(kd.resource_class(info), crd.ref.name, for_conditions=["Established"])
+            while True:
+                if _established(dict(await client.get(cls, crd.ref.name))):
+                    return
+                await asyncio.sleep(0.1)
+
+
+def _established(crd: Mapping[str, Any]) -> bool:
+    conditions = (crd.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)
 
 
 async def apply(
