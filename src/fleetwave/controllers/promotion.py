@@ -12,9 +12,10 @@ may import: stdlib, lightkube, fleetwave.api, fleetwave.core, fleetwave.translat
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from lightkube import ApiError, codecs
@@ -38,6 +39,7 @@ log = logging.getLogger(__name__)
 
 PROMOTION_LABEL = "fleetwave.io/promotion"
 STAGE_LABEL = "fleetwave.io/stage"
+HEALTH_POLL = timedelta(seconds=2)
 
 
 def stage_profile_name(promotion: str, stage: str) -> str:
@@ -57,7 +59,11 @@ async def reconcile(ctx: Context, key: str) -> Result:
         resolved = content.resolve(
             parsed.spec.profile_spec, ctx.cache, default_namespace=ctx.namespace, path="spec.profileSpec"
         )
-        spec = translate.from_promotion(parsed, content_hash=resolved.hash)
+        # Deliveries and approvals wake us through watches; post-delay health checks run on member
+        # clusters we do not watch, so while waiting on facts the engine re-checks every 2 s.
+        spec = dataclasses.replace(
+            translate.from_promotion(parsed, content_hash=resolved.hash), poll_interval=HEALTH_POLL
+        )
     except (codec.ManifestError, content.ContentError, translate.TranslateError) as e:
         return await profile.report_invalid(ctx, obj, raw, str(e))
     await profile.ensure_snapshot(ctx, resolved)
