@@ -81,24 +81,49 @@ def _is_zombie(pid: int) -> bool:
 def stop(records: Sequence[ProcessRecord], *, grace: float = 10.0) -> list[str]:
     """SIGTERM every live process group we own, then SIGKILL what is left after `grace` seconds.
 
-    Returns the names of processes that had to be killed.
+    A group counts as gone only when its last member is: a child a process spawned (helm, a shell)
+    must not outlive `down`. Returns the names of processes that had to be killed.
     """
     live = [r for r in records if is_ours(r)]
     for record in live:
         _signal_group(record.pid, signal.SIGTERM)
     deadline = time.monotonic() + grace
-    while time.monotonic() < deadline and any(is_ours(r) for r in live):
+    while time.monotonic() < deadline and any(_running(r) for r in live):
         _reap(live)
         time.sleep(0.1)
-    killed = [r for r in live if is_ours(r)]
+    killed = [r for r in live if _running(r)]
     for record in killed:
         _signal_group(record.pid, signal.SIGKILL)
     for _ in range(50):
         _reap(killed)
-        if not any(is_ours(r) for r in killed):
+        if not any(_running(r) for r in killed):
             break
         time.sleep(0.1)
     return [r.name for r in killed]
+
+
+def _running(record: ProcessRecord) -> bool:
+    """The recorded process, or any other member of its process group, is still there."""
+    if is_ours(record):
+        return True
+    try:
+        os.killpg(record.pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return not _only_zombies(record.pid)
+
+
+def _only_zombies(pgid: int) -> bool:
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            return False
+    return True
 
 
 def _signal_group(pid: int, sig: signal.Signals) -> None:
