@@ -71,7 +71,9 @@ def _requeue(raw: Mapping[str, Any], outcome: ss.Outcome) -> Result:
     if outcome.unreachable:
         return Result(requeue_after=UNREACHABLE_RETRY)
     if outcome.failed:
-        return Result(requeue_after=UNREACHABLE_RETRY * 2)  # retried: content may start working (CRDs)
+        # Retried with per-key exponential backoff (up to 5 min): content may start working (a CRD
+        # arrives), but a chart with bad values must not churn helm revisions every few seconds.
+        return Result(requeue=True)
     if not outcome.healthy and not outcome.dry_run:
         return Result(requeue_after=NOT_READY_POLL)
     if (raw.get("spec") or {}).get("clusterProfileSpec", {}).get(
