@@ -18,7 +18,8 @@ from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import Namespace
 
 from fleetwave import kubeclient
-from fleetwave.local import binaries, fleet
+from fleetwave.delivery.target import MemberTarget
+from fleetwave.local import binaries, fleet, processes
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -62,3 +63,14 @@ def namespace(members: dict[str, Client], management: Client) -> Iterator[str]:
     yield name
     for c in clients:
         c.delete(Namespace, name)
+
+
+@pytest.fixture
+def dead_target(local_fleet: fleet.FleetState) -> MemberTarget:
+    """The first member's kubeconfig, pointed at a loopback port nothing listens on."""
+    member = local_fleet.members[0]
+    text = Path(member.kubeconfig).read_text(encoding="utf-8")
+    assert member.server in text
+    return MemberTarget(
+        "dead", text.replace(member.server, f"https://127.0.0.1:{processes.free_port()}").encode()
+    )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -157,19 +156,6 @@ async def test_dry_run_and_a_local_chart_directory(
     done = await helm.install_or_upgrade(target, local, helm=helm_bin)
     assert (done.action, done.chart_name, done.chart_version) == ("installed", "hello", "1.0.0")
     assert (await helm.install_or_upgrade(target, local, helm=helm_bin)).action == "unchanged"
-
-
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@pytest.fixture
-def dead_target(local_fleet: fleet.FleetState) -> MemberTarget:
-    member = local_fleet.members[1]
-    text = Path(member.kubeconfig).read_text(encoding="utf-8")
-    return MemberTarget("dead", text.replace(member.server, f"https://127.0.0.1:{_closed_port()}").encode())
 
 
 async def test_helm_against_a_member_that_is_down_raises_member_unreachable(

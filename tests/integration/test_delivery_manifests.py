@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import socket
 import uuid
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -194,21 +192,6 @@ async def test_an_invalid_object_is_reported_and_the_rest_still_apply(
     assert failed[0].error
     assert "replicas" in failed[0].error
     assert member.get(ConfigMap, "fine", namespace=namespace).metadata is not None
-
-
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@pytest.fixture
-def dead_target(local_fleet: fleet.FleetState) -> MemberTarget:
-    """The first member's kubeconfig, pointed at a loopback port nothing listens on."""
-    member = local_fleet.members[0]
-    text = Path(member.kubeconfig).read_text(encoding="utf-8")
-    assert member.server in text
-    return MemberTarget("dead", text.replace(member.server, f"https://127.0.0.1:{_closed_port()}").encode())
 
 
 async def test_a_member_whose_api_server_is_down_raises_member_unreachable(
