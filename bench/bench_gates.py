@@ -34,7 +34,8 @@ from lightkube import AsyncClient, codecs
 from lightkube.resources.apps_v1 import Deployment
 from lightkube.types import PatchType, on_error_retry
 
-from fleetwave import kinds, kubeclient
+from fleetwave.kube import client as kubeclient
+from fleetwave.kube import kinds
 from fleetwave.local import binaries, fleet
 from fleetwave.ux import approval
 from fleetwave.ux import demo_setup as setup

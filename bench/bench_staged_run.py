@@ -25,11 +25,12 @@ from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import ConfigMap, Namespace
 from lightkube.types import PatchType
 
-from fleetwave import kinds, kubeclient
 from fleetwave.controllers import app
 from fleetwave.controllers.kubefleet import snapshots
 from fleetwave.delivery import manifests
 from fleetwave.delivery.target import MemberTarget
+from fleetwave.kube import client as kubeclient
+from fleetwave.kube import kinds
 from fleetwave.local import binaries, fleet, processes
 from fleetwave.mgmt import install, registration
 

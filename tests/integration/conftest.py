@@ -17,8 +17,8 @@ from lightkube import Client
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import Namespace
 
-from fleetwave import kubeclient
 from fleetwave.delivery.target import MemberTarget
+from fleetwave.kube import client as kubeclient
 from fleetwave.local import binaries, fleet, processes
 
 REPO = Path(__file__).resolve().parents[2]

@@ -16,8 +16,9 @@ import pytest
 from lightkube import ApiError, Client
 from lightkube.resources.core_v1 import ConfigMap
 
-from fleetwave import kinds, kubeclient
 from fleetwave.controllers import app as controllers
+from fleetwave.kube import client as kubeclient
+from fleetwave.kube import kinds
 from fleetwave.local import fleet, processes
 from fleetwave.mgmt import install, registration
 

@@ -12,6 +12,7 @@ from lightkube.resources.core_v1 import ConfigMap
 
 from fleetwave.delivery import content, manifests
 from fleetwave.delivery.target import MemberTarget, MemberUnreachable
+from fleetwave.kube.kinds import GVK
 from fleetwave.local import fleet
 
 
@@ -89,7 +90,7 @@ async def test_apply_labels_objects_and_a_second_apply_changes_nothing(
     assert not second.changed
     assert {o.action for o in second.objects} == {"unchanged"}
     assert second.content_hash == first.content_hash
-    assert second.kinds == {content.GVK("v1", "ConfigMap"), content.GVK("apps/v1", "Deployment")}
+    assert second.kinds == {GVK("v1", "ConfigMap"), GVK("apps/v1", "Deployment")}
 
 
 async def test_dry_run_reports_what_would_change_and_changes_nothing(

@@ -19,7 +19,8 @@ from lightkube.types import PatchType
 from promotion_support import ControllerThread, settings, wait_for
 from typer.testing import CliRunner
 
-from fleetwave import cli, kinds
+from fleetwave import cli
+from fleetwave.kube import kinds
 from fleetwave.local import binaries, fleet
 from fleetwave.mgmt import install, registration
 

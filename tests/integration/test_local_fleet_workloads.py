@@ -12,7 +12,7 @@ from lightkube.resources.apps_v1 import Deployment
 from lightkube.resources.batch_v1 import Job
 from lightkube.resources.core_v1 import ConfigMap
 
-from fleetwave import kubeclient
+from fleetwave.kube import client as kubeclient
 
 
 def _wait(predicate: object, *, timeout: float = 90.0, what: str) -> None:

@@ -10,9 +10,9 @@ from lightkube import ApiError, Client, codecs
 from lightkube.resources.core_v1 import Secret
 from typer.testing import CliRunner
 
-from fleetwave import kinds
 from fleetwave.api import crds
 from fleetwave.cli import app
+from fleetwave.kube import kinds
 from fleetwave.local import fleet
 from fleetwave.mgmt import install, manifests, registration
 

@@ -30,7 +30,8 @@ from promotion_support import (
     wait_for,
 )
 
-from fleetwave import kinds, kubeclient
+from fleetwave.kube import client as kubeclient
+from fleetwave.kube import kinds
 from fleetwave.local import binaries, chartrepo, fleet, processes
 from fleetwave.mgmt import manifests
 

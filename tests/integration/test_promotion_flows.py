@@ -26,7 +26,7 @@ from promotion_support import (
     wait_for,
 )
 
-from fleetwave import kinds
+from fleetwave.kube import kinds
 from fleetwave.local import binaries, chartrepo, fleet
 from fleetwave.mgmt import manifests
 

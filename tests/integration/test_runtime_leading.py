@@ -15,7 +15,7 @@ from lightkube.resources.coordination_v1 import Lease
 from lightkube.resources.core_v1 import ConfigMap, Event
 from lightkube.types import PatchType
 
-from fleetwave import kubeclient
+from fleetwave.kube import client as kubeclient
 from fleetwave.local import fleet
 from fleetwave.runtime import controller, events, leader, manager, watching
 

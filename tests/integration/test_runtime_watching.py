@@ -18,7 +18,7 @@ from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
 from lightkube.resources.core_v1 import ConfigMap, Secret
 from lightkube.types import PatchType
 
-from fleetwave import kubeclient
+from fleetwave.kube import client as kubeclient
 from fleetwave.local import fleet
 from fleetwave.runtime import controller, status, watching
 

@@ -11,8 +11,9 @@ from typing import Any
 from lightkube import AsyncClient, Client
 from typer.testing import CliRunner
 
-from fleetwave import kinds, kubeclient
 from fleetwave.cli import app
+from fleetwave.kube import client as kubeclient
+from fleetwave.kube import kinds
 from fleetwave.local import binaries, chartrepo, fleet
 from fleetwave.ux import demo_flow, live, view
 from fleetwave.ux import demo_setup as setup

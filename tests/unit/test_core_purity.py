@@ -59,11 +59,3 @@ def test_core_module_never_reads_the_clock(path: Path) -> None:
     calls = [ast.get_source_segment(source, n) or "" for n in ast.walk(tree) if isinstance(n, ast.Call)]
     offending = [c for c in calls if any(f in c for f in FORBIDDEN_CALLS)]
     assert not offending, f"{path.name} reads the clock: {offending}"
-
-
-def test_core_module_docstrings_state_what_they_may_import() -> None:
-    for path in _modules():
-        if path.name == "__init__.py":
-            continue
-        doc = ast.get_docstring(ast.parse(path.read_text())) or ""
-        assert "may import:" in doc, f"{path.name} lacks a 'may import:' line"

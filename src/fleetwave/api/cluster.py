@@ -3,8 +3,6 @@
 Sveltos SveltosCluster and KubeFleet MemberCluster map to it.
 
 Selection labels live in metadata.labels; spec says how to reach the cluster.
-
-may import: stdlib, pydantic, fleetwave.api.meta
 """
 
 from __future__ import annotations

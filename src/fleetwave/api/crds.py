@@ -3,8 +3,6 @@
 pydantic's JSON schema is not a structural schema; `structural()` rewrites it: `$ref` inlined, titles
 dropped, Optional reduced to "not required", `additionalProperties: true` turned into
 `x-kubernetes-preserve-unknown-fields`, `const` into `enum`. See docs/adr/0010-api-models-and-crds.md.
-
-may import: stdlib, pydantic, pyyaml, fleetwave.api.meta, fleetwave.api.models
 """
 
 from __future__ import annotations

@@ -4,8 +4,6 @@ strategies and runs, approval requests (cluster-scoped and namespaced twins shar
 Field names and defaults follow placement.kubernetes-fleet.io v1beta1
 (shared/spec/kubefleet-staged-updates.md).
 Deliberate deviations are recorded in docs/adr/0012-spec-gap-decisions.md.
-
-may import: stdlib, pydantic, fleetwave.api.meta, fleetwave.api.validation
 """
 
 from __future__ import annotations

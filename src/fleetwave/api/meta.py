@@ -1,7 +1,4 @@
-"""Shared API building blocks: model bases, ObjectMeta, Condition, LabelSelector, durations, int-or-percent.
-
-may import: stdlib, pydantic, fleetwave.api.validation
-"""
+"""Shared API building blocks: model bases, ObjectMeta, Condition, LabelSelector, durations, percents."""
 
 from __future__ import annotations
 
@@ -13,6 +10,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainValidato
 from pydantic.alias_generators import to_camel
 
 from fleetwave.api import validation as v
+from fleetwave.core import timestamps
 
 GROUP = "fleetwave.io"
 VERSION = "v1alpha1"
@@ -159,14 +157,8 @@ def resolve_int_or_percent(value: int | str | None, total: int, *, round_up: boo
     return int(value)
 
 
-def parse_time(value: str) -> _dt.datetime:
-    """Parse an RFC3339 timestamp as written in status (`2025-11-09T16:56:55Z`)."""
-    return _dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-
-
-def format_time(value: _dt.datetime) -> str:
-    """RFC3339 in UTC with second precision, the metav1.Time wire form."""
-    return value.astimezone(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+parse_time = timestamps.parse
+format_time = timestamps.fmt
 
 
 class ObjectMeta(Model):

@@ -1,7 +1,4 @@
-"""Every native kind (class name = kind name) plus the `Resource` base and the kind registry.
-
-may import: fleetwave.api.meta, fleetwave.api.sveltos, fleetwave.api.kubefleet, fleetwave.api.cluster
-"""
+"""Every native kind (class name = kind name) plus the `Resource` base and the kind registry."""
 
 from __future__ import annotations
 

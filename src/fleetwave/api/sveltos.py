@@ -2,8 +2,6 @@
 
 Field names and defaults follow addon-controller/libsveltos v1beta1 (see shared/spec/sveltos-promotion.md).
 Deliberate deviations are recorded in docs/adr/0012-spec-gap-decisions.md.
-
-may import: stdlib, pydantic, fleetwave.api.meta, fleetwave.api.validation
 """
 
 from __future__ import annotations

@@ -2,8 +2,6 @@
 
 Works on plain dicts *before* model validation, so the models only know the canonical form and
 `to_manifest` always emits it. What is canonical and why: docs/adr/0011-upstream-and-doc-forms.md.
-
-may import: stdlib, fleetwave.api.meta
 """
 
 from __future__ import annotations
@@ -47,8 +45,11 @@ def _same_kind(kind: str) -> tuple[str, Callable[[dict[str, Any]], dict[str, Any
 def _sveltos_cluster(doc: dict[str, Any]) -> dict[str, Any]:
     """lib.projectsveltos.io SveltosCluster: kubeconfigName/kubeconfigKeyName become kubeconfigSecretRef
     (Sveltos' default Secret name `<name>-sveltos-kubeconfig` made explicit)."""
-    spec = dict(doc.get("spec") or {})
-    name = (doc.get("metadata") or {}).get("name", "")
+    raw_spec, meta = doc.get("spec") or {}, doc.get("metadata") or {}
+    if not isinstance(raw_spec, dict):
+        raise ConversionError("spec", f"expected an object, got {type(raw_spec).__name__}")
+    spec = dict(raw_spec)
+    name = meta.get("name", "") if isinstance(meta, dict) else ""
     ref: dict[str, Any] = {"name": spec.pop("kubeconfigName", None) or f"{name}-sveltos-kubeconfig"}
     if "kubeconfigKeyName" in spec:
         ref["key"] = spec.pop("kubeconfigKeyName")
@@ -115,7 +116,8 @@ def _normalise_doc_forms(doc: dict[str, Any]) -> None:
     elif kind == "ClusterPromotion":
         if isinstance(spec.get("profileSpec"), dict):
             _normalise_profile(spec["profileSpec"], "spec.profileSpec")
-        for i, stage in enumerate(spec.get("stages") or []):
+        stages = spec.get("stages")
+        for i, stage in enumerate(stages if isinstance(stages, list) else []):
             trigger = stage.get("trigger") if isinstance(stage, dict) else None
             if not isinstance(trigger, dict):
                 continue
@@ -180,7 +182,10 @@ def _policy_refs(value: Any, path: str) -> Any:
         return value
     refs: list[Any] = []
     for key, kind in (("configMapRefs", "ConfigMap"), ("secretRefs", "Secret")):
-        for j, ref in enumerate(value.get(key) or []):
+        listed = value.get(key) or []
+        if not isinstance(listed, list):
+            raise ConversionError(f"{path}.{key}", "expected a list of objects with name and namespace")
+        for j, ref in enumerate(listed):
             if not isinstance(ref, dict):
                 raise ConversionError(f"{path}.{key}[{j}]", "expected an object with name and namespace")
             refs.append({"kind": kind, **ref})

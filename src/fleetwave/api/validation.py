@@ -3,8 +3,6 @@
 Every rule exists twice: as a Python check (so `fleetwave plan` catches it offline) and as a CRD
 pattern or CEL expression (so the apiserver rejects it at admission). Both live here, side by side,
 so they cannot drift apart silently.
-
-may import: stdlib, croniter
 """
 
 from __future__ import annotations

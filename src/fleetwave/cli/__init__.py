@@ -1,7 +1,4 @@
-"""The `fleetwave` command: one typer app with a sub-app per area, each in its own module.
-
-may import: fleetwave.cli.* (which import the rest of fleetwave lazily per command)
-"""
+"""The `fleetwave` command: one typer app with a sub-app per area, each in its own module."""
 
 from __future__ import annotations
 

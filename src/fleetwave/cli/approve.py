@@ -10,8 +10,8 @@ from lightkube import ApiError, Client
 from lightkube.types import PatchType
 from rich.console import Console
 
-from fleetwave import kinds
 from fleetwave.cli.common import KubeconfigOption, fail, management_client
+from fleetwave.kube import kinds
 from fleetwave.ux import approval
 
 console = Console()

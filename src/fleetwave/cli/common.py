@@ -10,7 +10,7 @@ import typer
 from lightkube import Client
 from rich.console import Console
 
-from fleetwave import kubeclient
+from fleetwave.kube import client as kubeclient
 from fleetwave.local import fleet
 
 err = Console(stderr=True)

@@ -10,9 +10,9 @@ from typing import Annotated
 
 import typer
 
-from fleetwave import kubeclient
 from fleetwave.cli.common import KubeconfigOption, fail, resolve_kubeconfig
 from fleetwave.controllers import app as controllers
+from fleetwave.kube import client as kubeclient
 from fleetwave.local import binaries
 from fleetwave.runtime.manager import LeadershipLost
 

@@ -1,7 +1,4 @@
-"""`fleetwave crds`: print or write the CustomResourceDefinitions generated from fleetwave.api models.
-
-may import: typer, fleetwave.api.crds (lazily)
-"""
+"""`fleetwave crds`: print or write the CustomResourceDefinitions generated from fleetwave.api models."""
 
 from __future__ import annotations
 

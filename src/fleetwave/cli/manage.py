@@ -10,9 +10,9 @@ from lightkube import ApiError
 from rich.console import Console
 from rich.table import Table
 
-from fleetwave import kinds
 from fleetwave.api.codec import ManifestError
 from fleetwave.cli.common import KubeconfigOption, fail, management_client
+from fleetwave.kube import kinds
 from fleetwave.mgmt import install as installing
 from fleetwave.mgmt import manifests, registration
 

@@ -3,7 +3,6 @@
 Reads the manifests and the fleet (a fleet file, or MemberClusters on a management cluster), runs the
 engine's own simulator and prints stages -> batches -> gates with earliest times (`-o json`: same data,
 schema in docs/plan.md).
-may import: stdlib, typer, rich, yaml, lightkube (lazily), fleetwave.{api,core,translate,kubeclient}
 """
 
 from __future__ import annotations
@@ -95,7 +94,7 @@ def _fleet_from_cluster(kubeconfig: Path) -> m.Fleet:
     from lightkube.core.exceptions import ApiError, ConfigError  # noqa: PLC0415
     from lightkube.generic_resource import create_namespaced_resource  # noqa: PLC0415
 
-    from fleetwave import kubeclient  # noqa: PLC0415
+    from fleetwave.kube import client as kubeclient  # noqa: PLC0415
 
     res = create_namespaced_resource("fleetwave.io", "v1alpha1", "MemberCluster", "memberclusters")
     try:

@@ -12,8 +12,8 @@ import typer
 from lightkube import ApiError
 from rich.console import Console
 
-from fleetwave import kubeclient
 from fleetwave.cli.common import KubeconfigOption, fail, management_client, resolve_kubeconfig
+from fleetwave.kube import client as kubeclient
 from fleetwave.ux import live, render
 from fleetwave.ux.present import Presenter
 

@@ -3,8 +3,6 @@
 Every reconcile is keyed by the object it owns; changes to related objects are mapped to those keys
 (a summary wakes its profile, a stage profile wakes its promotion, a member or a referenced
 ConfigMap wakes everything that may select or use it).
-
-may import: stdlib, lightkube, fleetwave.runtime, fleetwave.controllers, fleetwave.kinds
 """
 
 from __future__ import annotations
@@ -17,11 +15,11 @@ from typing import Any
 from lightkube import AsyncClient
 from lightkube.resources.core_v1 import ConfigMap, Secret
 
-from fleetwave import kinds
 from fleetwave.controllers import kubefleet, membercluster, profile, promotion, summary
 from fleetwave.controllers import summary_status as ss
 from fleetwave.controllers.context import Cache, Context
 from fleetwave.controllers.ports import HealthAdapter, HelmAdapter
+from fleetwave.kube import kinds
 from fleetwave.runtime import events
 from fleetwave.runtime.controller import Controller
 from fleetwave.runtime.manager import Election, Manager

@@ -5,8 +5,6 @@ controller resolves every reference once, hashes the result, and stores it in an
 content-addressed ConfigMap. ClusterSummaries point at that snapshot, never at the live ConfigMap, so
 editing a referenced ConfigMap yields a *new* revision that walks through the stages again instead
 of reaching every cluster at once.
-
-may import: stdlib, yaml, fleetwave.api, fleetwave.delivery.content
 """
 
 from __future__ import annotations

@@ -3,8 +3,6 @@ ports to member clusters (helm, health), the controller's namespace and the cloc
 
 Reads come from informer caches (never from the API server inside a reconcile), writes go through
 the client. The clock is passed in so that tests and the decision core agree on `now`.
-
-may import: stdlib, lightkube, fleetwave.runtime, fleetwave.delivery, fleetwave.api
 """
 
 from __future__ import annotations

@@ -3,8 +3,6 @@
 The engine's status is its only memory between steps, so it lives in the API object itself: a
 restarted controller reads it back and resumes exactly where it was. Derivable fields (each
 cluster's stage, the member set) are not stored.
-
-may import: stdlib, fleetwave.core
 """
 
 from __future__ import annotations

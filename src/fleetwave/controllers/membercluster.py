@@ -2,20 +2,18 @@
 
 The engine treats a not-ready member as one it must not start delivering to, so readiness has to
 follow reality: a probe (`/readyz`, `/version`) on every change and every PROBE_INTERVAL seconds.
-
-may import: stdlib, fleetwave.mgmt.registration, fleetwave.runtime, fleetwave.controllers
 """
 
 from __future__ import annotations
 
 import asyncio
 
-from fleetwave import kinds
 from fleetwave.controllers import members
 from fleetwave.controllers.context import Context, as_dict
+from fleetwave.kube import kinds
+from fleetwave.kube.status import StatusWrite, write_status
 from fleetwave.mgmt import registration
 from fleetwave.runtime.controller import Result
-from fleetwave.runtime.status import StatusWrite, write_status
 
 PROBE_INTERVAL = 30.0
 

@@ -2,8 +2,6 @@
 
 A member is identified as `namespace/name` everywhere (engine plans, ClusterSummary specs, status
 messages), so two clusters with one name in different namespaces never collide.
-
-may import: stdlib, fleetwave.core, fleetwave.delivery.target, fleetwave.translate
 """
 
 from __future__ import annotations

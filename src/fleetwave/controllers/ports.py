@@ -2,9 +2,6 @@
 
 Health evaluation is synchronous (Lua's getResource reads the cluster from inside the script), so it
 runs in a worker thread with its own sync client, keeping the event loop free.
-
-may import: stdlib, lightkube, fleetwave.delivery, fleetwave.health, fleetwave.kubeclient,
-    fleetwave.controllers
 """
 
 from __future__ import annotations
@@ -15,13 +12,13 @@ from typing import Any
 
 import httpx2
 
-from fleetwave import kubeclient
 from fleetwave.api.sveltos import HelmChart, ValidateHealth
 from fleetwave.controllers.context import HealthOutcome, HelmOutcome
 from fleetwave.delivery import helm
 from fleetwave.delivery.target import MemberTarget
 from fleetwave.health import checks, readiness
 from fleetwave.health.reader import KindNotServed, KubeResourceReader
+from fleetwave.kube import client as kubeclient
 
 ObjectId = tuple[str, str, str | None, str]
 

@@ -3,9 +3,6 @@
 Observe (cache) -> pin content -> engine step (pure) -> effects: one ClusterSummary per admitted
 cluster, created or moved to the new revision; withdraw clusters that no longer match -> one status
 write -> requeue when the engine says time or facts may change the decision.
-
-may import: stdlib, lightkube, fleetwave.api, fleetwave.core, fleetwave.translate, fleetwave.runtime,
-    fleetwave.controllers
 """
 
 from __future__ import annotations
@@ -16,18 +13,19 @@ from typing import Any
 
 from lightkube import ApiError, codecs
 
-from fleetwave import kinds, translate
+from fleetwave import translate
 from fleetwave.api import codec
 from fleetwave.api.models import ClusterProfile
-from fleetwave.controllers import content, engine_state, members
+from fleetwave.controllers import content, engine_state, members, requeue
 from fleetwave.controllers import rollout_facts as rf
 from fleetwave.controllers import summary_status as ss
 from fleetwave.controllers.context import Context, as_dict
 from fleetwave.core import effects as fx
 from fleetwave.core import engine, selectors
 from fleetwave.core import model as m
+from fleetwave.kube import kinds
+from fleetwave.kube.status import StatusWrite, write_status
 from fleetwave.runtime.controller import Result
-from fleetwave.runtime.status import StatusWrite, write_status
 
 log = logging.getLogger(__name__)
 _CONFLICT = 409
@@ -75,7 +73,7 @@ async def reconcile(ctx: Context, key: str) -> Result:
     }
     if await write_status(ctx.client, kinds.resource("ClusterProfile"), obj, status) is StatusWrite.CONFLICT:
         return Result(requeue=True)
-    return Result(requeue_after=rf.requeue_seconds(decision, now))
+    return requeue.after(decision, now)
 
 
 def _content(ctx: Context, raw: Mapping[str, Any], profile: ClusterProfile) -> content.Resolved:

@@ -5,9 +5,6 @@ the clusters the engine has admitted so far and delivers the content snapshot th
 the preHealthCheckDeployment goes out through `preverification-<promotion>-<stage>`. Facts come from
 the ClusterSummaries of the stage profiles, postDelayHealthChecks run against the stage's clusters,
 and approvals are read from `spec.stages[i].trigger.manual.approved`.
-
-may import: stdlib, lightkube, fleetwave.api, fleetwave.core, fleetwave.translate, fleetwave.runtime,
-    fleetwave.controllers
 """
 
 from __future__ import annotations
@@ -21,10 +18,10 @@ from typing import Any
 from lightkube import ApiError, codecs
 from lightkube.types import PatchType
 
-from fleetwave import kinds, translate
+from fleetwave import translate
 from fleetwave.api import codec
 from fleetwave.api.models import ClusterPromotion
-from fleetwave.controllers import content, engine_state, members, profile, promotion_status
+from fleetwave.controllers import content, engine_state, members, profile, promotion_status, requeue
 from fleetwave.controllers import rollout_facts as rf
 from fleetwave.controllers import summary_status as ss
 from fleetwave.controllers.context import Context, as_dict
@@ -32,8 +29,9 @@ from fleetwave.core import effects as fx
 from fleetwave.core import engine
 from fleetwave.core import model as m
 from fleetwave.core import status as st
+from fleetwave.kube import kinds
+from fleetwave.kube.status import StatusWrite, write_status
 from fleetwave.runtime.controller import Result
-from fleetwave.runtime.status import StatusWrite, write_status
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +96,7 @@ async def reconcile(ctx: Context, key: str) -> Result:
     for effect in decision.effects:
         if isinstance(effect, fx.ResetApproval):
             await _reset_approval(ctx, parsed, effect.stage)
-    return Result(requeue_after=rf.requeue_seconds(decision, now))
+    return requeue.after(decision, now)
 
 
 def _deliveries(

@@ -3,8 +3,6 @@
 Per stage a human-readable description of what it waits for (delay until T, window, approval,
 health check X failing on cluster Y: message, all matching clusters deployed), plus Sveltos' hashes,
 currentStageName and lastPromotionTime, conditions, the engine record and first-seen approval times.
-
-may import: stdlib, fleetwave.api, fleetwave.core, fleetwave.controllers.{engine_state,rollout_facts}
 """
 
 from __future__ import annotations

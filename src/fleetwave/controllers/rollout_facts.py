@@ -1,19 +1,15 @@
 """Pure translations between the objects the controllers watch and the engine's facts.
 
 ClusterSummary status -> engine Delivery; engine status -> the Sveltos-shaped status fields users
-read (matchingClusters, updating/updated/failed clusters, conditions); engine requeue -> seconds.
-
-may import: stdlib, fleetwave.core, fleetwave.controllers.summary_status
+read (matchingClusters, updating/updated/failed clusters, conditions).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from datetime import datetime
 from typing import Any
 
 from fleetwave.controllers import summary_status as ss
-from fleetwave.core import effects as fx
 from fleetwave.core import model as m
 from fleetwave.core import status as st
 
@@ -46,12 +42,6 @@ def delivery_of(summary: Mapping[str, Any] | None, content_hash: str) -> m.Deliv
 def cluster_ref(key: str) -> dict[str, str]:
     namespace, _, name = key.partition("/")
     return {"apiVersion": CLUSTER_API_VERSION, "kind": "MemberCluster", "namespace": namespace, "name": name}
-
-
-def requeue_seconds(decision: fx.Decision, now: datetime) -> float | None:
-    if decision.requeue_at is None:
-        return None
-    return max((decision.requeue_at - now).total_seconds(), 0.0)
 
 
 def conditions(status: st.RolloutStatus, generation: int | None) -> list[dict[str, Any]]:

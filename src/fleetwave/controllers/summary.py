@@ -4,8 +4,6 @@ Reads the content snapshot the profile pinned (never the live ConfigMaps), appli
 server-side apply and helm charts with the real helm, prunes what left the content, checks readiness
 and validateHealths, and reports per feature Provisioning / Provisioned / Failed. A finalizer makes
 deleting the summary withdraw what it deployed (unless the profile said LeavePolicies).
-
-may import: stdlib, lightkube, fleetwave.api, fleetwave.delivery, fleetwave.runtime, fleetwave.controllers
 """
 
 from __future__ import annotations
@@ -18,7 +16,6 @@ from typing import Any
 import httpx2
 from lightkube.types import PatchType
 
-from fleetwave import kinds, kubeclient
 from fleetwave.api.sveltos import ClusterProfileSpec, HelmChart
 from fleetwave.controllers import content, members
 from fleetwave.controllers import summary_status as ss
@@ -26,8 +23,10 @@ from fleetwave.controllers.context import Context, HelmOutcome, as_dict
 from fleetwave.delivery import content as dc
 from fleetwave.delivery import manifests
 from fleetwave.delivery.target import MemberTarget, MemberUnreachable
+from fleetwave.kube import client as kubeclient
+from fleetwave.kube import kinds
+from fleetwave.kube.status import StatusWrite, write_status
 from fleetwave.runtime.controller import Result
-from fleetwave.runtime.status import StatusWrite, write_status
 
 log = logging.getLogger(__name__)
 
@@ -228,14 +227,14 @@ async def _resources(
     return ss.Feature(ss.FEATURE_RESOURCES, "Provisioned", report.content_hash, deployed=deployed)
 
 
-def _previous_kinds(previous: Mapping[str, Any]) -> set[dc.GVK]:
+def _previous_kinds(previous: Mapping[str, Any]) -> set[kinds.GVK]:
     gvks = [
         g
         for d in previous.get("deployedGVKs") or []
         if d.get("featureID") == ss.FEATURE_RESOURCES
         for g in d.get("deployedGroupVersionKind") or []
     ]
-    return {dc.GVK(api_version, kind) for api_version, kind in ss.deployed_kinds(gvks)}
+    return {kinds.GVK(api_version, kind) for api_version, kind in ss.deployed_kinds(gvks)}
 
 
 async def _charts(

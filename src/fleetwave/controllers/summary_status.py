@@ -3,8 +3,6 @@
 The status mirrors Sveltos' (featureSummaries, helmReleaseSummaries, deployedGVKs) and adds a
 `Ready` condition plus `observedContentHash`, which is what a profile reads to decide whether a
 cluster has the current revision delivered and healthy.
-
-may import: stdlib, fleetwave.delivery.content
 """
 
 from __future__ import annotations

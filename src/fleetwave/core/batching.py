@@ -1,7 +1,4 @@
-"""Plan freezing and batching: stage membership, deterministic order and in-flight limits.
-
-may import: stdlib (hashlib, json, collections.abc), fleetwave.core.{model,selectors,status}
-"""
+"""Plan freezing and batching: stage membership, deterministic order and in-flight limits."""
 
 from __future__ import annotations
 

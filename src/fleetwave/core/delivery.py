@@ -3,7 +3,6 @@
 A slot frees as soon as its cluster is done (Applied and ready). A failed cluster keeps its slot and
 holds the stage: nothing new starts until it recovers. Members that left the fleet are skipped.
 Cost is O(stage members) per step.
-may import: stdlib (dataclasses, collections.abc), fleetwave.core.{model,status,effects}
 """
 
 from __future__ import annotations

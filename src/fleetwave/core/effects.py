@@ -1,7 +1,6 @@
 """Effects the shell carries out, and the Decision the engine returns.
 
 Effects are idempotent "ensure" requests: re-running one after a crash must be harmless.
-may import: stdlib (dataclasses, datetime), fleetwave.core.status
 """
 
 from __future__ import annotations

@@ -3,8 +3,6 @@
 One step freezes the plan (first step, or restart on a revision change), walks the current stage
 through before-gates -> delivery -> after-gates, moves on as far as the facts allow within the
 same instant, and reports conditions, effects and the next wake time.
-may import: stdlib (dataclasses, datetime),
-    fleetwave.core.{model,status,effects,batching,delivery,gates,membership}
 """
 
 from __future__ import annotations

@@ -4,7 +4,6 @@ Gates are evaluated in order and are stateless: each one is a function of the li
 (`entered_at`), `now` and observed facts, so trigger edits take effect on the next step. A list
 opens only at an instant where every gate passes at once, which is how an approval only promotes
 while the stage's health checks pass again.
-may import: stdlib (dataclasses, collections.abc), fleetwave.core.{model,status,effects,windows}
 """
 
 from __future__ import annotations

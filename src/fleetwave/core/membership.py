@@ -4,7 +4,6 @@ The frozen plan is never reshuffled. A member that leaves is reported and no lon
 cluster that joins is reported and, once the stage it matches has succeeded (so the revision has
 passed that stage's gates), is delivered under the same in-flight limit; it never holds a stage.
 Set differences keep this O(fleet) in C, and O(joiners) in Python.
-may import: stdlib (dataclasses, collections.abc), fleetwave.core.{model,status,effects,batching}
 """
 
 from __future__ import annotations

@@ -2,7 +2,6 @@
 
 Both API families (Sveltos ClusterPromotion/ClusterProfile, KubeFleet staged update runs) are
 translated into these types by a thin translation layer; the engine never sees the CRDs.
-may import: stdlib (dataclasses, datetime, enum, collections.abc), fleetwave.core.status
 """
 
 from __future__ import annotations

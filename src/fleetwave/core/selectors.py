@@ -1,7 +1,6 @@
 """Label-selector matching (matchLabels + matchExpressions In/NotIn/Exists/DoesNotExist).
 
 Kubernetes semantics: every term must hold; NotIn and DoesNotExist also match an absent label.
-may import: stdlib (collections.abc), fleetwave.core.model
 """
 
 from __future__ import annotations

@@ -1,22 +1,21 @@
 """Rollout status: the frozen plan (stages -> ordered clusters -> batches) plus progress and conditions.
 
 The status is the engine's only memory between steps; it is written back by the shell verbatim.
-may import: stdlib (dataclasses, datetime, enum, collections.abc)
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from datetime import datetime
 from enum import StrEnum
+
+from fleetwave.core import timestamps
 
 Instant = datetime  # always timezone-aware UTC
 
 
-def fmt(t: Instant) -> str:
-    """Render an instant the way every status message does: RFC 3339, UTC, second precision."""
-    return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+fmt = timestamps.fmt  # every status message renders instants this way
 
 
 class RolloutPhase(StrEnum):

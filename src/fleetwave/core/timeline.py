@@ -4,8 +4,6 @@
 shell would observe (delivery takes `delivery_time`, approvals arrive at given times or never,
 health checks pass unless listed as failing) and jumps virtual time to the next instant at
 which either a fact changes or the engine's own `wake_at` falls due.
-may import: stdlib (dataclasses, datetime, heapq, collections.abc),
-    fleetwave.core.{model,status,effects,engine}
 """
 
 from __future__ import annotations

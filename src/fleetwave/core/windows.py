@@ -4,7 +4,6 @@ Cron is evaluated in the window's explicit IANA time zone (default UTC) and ever
 made in UTC, because aware datetimes sharing one ZoneInfo compare by wall clock, which is wrong
 across a DST change. In the spring-forward gap croniter fires at the first valid instant after
 the gap; in the fall-back overlap it may fire twice, which only re-opens an already-open window.
-may import: stdlib (dataclasses, datetime, zoneinfo), croniter, fleetwave.core.model
 """
 
 from __future__ import annotations

@@ -2,6 +2,4 @@
 
 `content` is pure; `target`, `kinds`, `manifests` and `helm` are the imperative shell the controller
 calls per member. ADR 0045 records the decisions (SSA, inventory label, helm recovery).
-
-may import: nothing (package marker)
 """

@@ -1,8 +1,6 @@
 """Pure helpers for content sets: identities, stable hashes, inventory keys, apply order, parsing.
 
 Nothing here performs I/O; `manifests` and `helm` build on these to talk to a member cluster.
-
-may import: stdlib, yaml
 """
 
 from __future__ import annotations
@@ -15,9 +13,11 @@ import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 import yaml
+
+from fleetwave.kube.kinds import GVK
 
 INVENTORY_LABEL = "fleetwave.io/inventory"
 _LABEL_VALUE = re.compile(r"^(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)$")
@@ -74,23 +74,6 @@ _VOLATILE_METADATA = (
 
 class ContentError(ValueError):
     """Content that cannot be delivered as written (bad YAML, not a Kubernetes object, bad base64)."""
-
-
-class GVK(NamedTuple):
-    api_version: str
-    kind: str
-
-    @property
-    def group(self) -> str:
-        return self.api_version.rpartition("/")[0]
-
-    @property
-    def version(self) -> str:
-        return self.api_version.rpartition("/")[2]
-
-    def sveltos_form(self) -> str:
-        """`Kind.version.group`, the form ClusterSummary `deployedGVKs` lists (core group empty)."""
-        return f"{self.kind}.{self.version}.{self.group}"
 
 
 @dataclass(frozen=True, slots=True, order=True)

@@ -5,8 +5,6 @@ skipped when the deployed revision already has the desired chart version and val
 attempt is rolled back to the last good revision, or uninstalled if there is none, so it never
 blocks the next one (ADR 0045). Expected failures come back in the report; only an unreachable
 member raises (`MemberUnreachable`).
-
-may import: stdlib, yaml, fleetwave.api.sveltos, fleetwave.delivery.{content,helmplan,target}
 """
 
 from __future__ import annotations

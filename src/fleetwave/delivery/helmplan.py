@@ -2,8 +2,6 @@
 whether the deployed release is already the desired one, and how to recover from a failed attempt.
 
 `helm` runs the binary with what this module decides; nothing here performs I/O.
-
-may import: stdlib, yaml, fleetwave.api.sveltos, fleetwave.delivery.content
 """
 
 from __future__ import annotations

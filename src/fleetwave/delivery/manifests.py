@@ -4,8 +4,6 @@ Objects are applied with field manager "fleetwave" and force, in dependency orde
 with the inventory key so later prunes find them by label (no discovery scans: callers pass the
 kinds of the last ApplyReport). Per-object API failures are reported; only an unreachable member
 raises (`MemberUnreachable`).
-
-may import: stdlib, lightkube, fleetwave.kubeclient, fleetwave.delivery.{content,kinds,target}
 """
 
 from __future__ import annotations
@@ -20,9 +18,9 @@ import httpx2
 from lightkube import ApiError, AsyncClient
 
 from fleetwave.delivery import content as ct
-from fleetwave.delivery import kinds as kd
 from fleetwave.delivery.target import MemberTarget
-from fleetwave.kubeclient import FIELD_MANAGER
+from fleetwave.kube import kinds as kd
+from fleetwave.kube.client import FIELD_MANAGER
 
 Action = Literal["created", "configured", "unchanged", "failed"]
 _DEFAULT_NAMESPACE = "default"
@@ -65,7 +63,7 @@ class ApplyReport:
         return {o.ref for o in self.objects}
 
     @property
-    def kinds(self) -> set[ct.GVK]:
+    def kinds(self) -> set[kd.GVK]:
         """What a later `prune`/`withdraw` must search."""
         return {o.ref.gvk for o in self.objects}
 
@@ -123,9 +121,9 @@ def _action(before: dict[str, Any] | None, after: dict[str, Any]) -> Action:
 
 
 async def _apply_one(
-    client: AsyncClient, resolver: kd.Resolver, obj: Mapping[str, Any], dry_run: bool
+    client: AsyncClient, resolver: kd.AsyncKinds, obj: Mapping[str, Any], dry_run: bool
 ) -> AppliedObject:
-    gvk = ct.GVK(str(obj["apiVersion"]), str(obj["kind"]))
+    gvk = kd.GVK(str(obj["apiVersion"]), str(obj["kind"]))
     info = await resolver.find(gvk)
     if info is None:
         return AppliedObject(ct.ref_of(obj), ct.object_hash(obj), "failed", f"{gvk.kind} is not served")
@@ -143,7 +141,7 @@ async def _apply_one(
     return AppliedObject(ref, digest, _action(before, dict(after)))
 
 
-async def _await_established(client: AsyncClient, resolver: kd.Resolver, crd: AppliedObject) -> None:
+async def _await_established(client: AsyncClient, resolver: kd.AsyncKinds, crd: AppliedObject) -> None:
     """Custom resources of a just-created CRD are rejected until it is Established; on timeout the
     CRs that follow fail on their own and are reported."""
     info = await resolver.resolve(crd.ref.gvk)
@@ -172,7 +170,7 @@ async def apply(
     desired = [ct.with_inventory(o, key) for o in ct.sort_for_apply(objects)]
     results: list[AppliedObject] = []
     async with target.session() as client:
-        resolver = kd.Resolver(client, desired)
+        resolver = kd.AsyncKinds(client, desired)
         for obj in desired:
             result = await _apply_one(client, resolver, obj, dry_run)
             results.append(result)
@@ -205,13 +203,13 @@ async def _delete(client: AsyncClient, info: kd.KindInfo, ref: ct.ObjectRef) -> 
     return True
 
 
-def _removal_order(kinds: Iterable[ct.GVK]) -> list[ct.GVK]:
+def _removal_order(kinds: Iterable[kd.GVK]) -> list[kd.GVK]:
     # Reverse apply order: custom resources before their CRDs, namespaces last.
     return sorted(set(kinds), key=lambda g: (-ct.apply_wave(g.kind), g.kind, g.api_version))
 
 
 async def prune(
-    target: MemberTarget, *, inventory: str, kinds: Iterable[ct.GVK], keep: Iterable[ct.ObjectRef]
+    target: MemberTarget, *, inventory: str, kinds: Iterable[kd.GVK], keep: Iterable[ct.ObjectRef]
 ) -> list[ct.ObjectRef]:
     """Delete objects of `kinds` carrying the inventory label that are not in `keep`; returns them.
     `kinds` are those recorded by the previous ApplyReport (what may have been left behind)."""
@@ -219,7 +217,7 @@ async def prune(
     kept = {r.identity for r in keep}
     deleted: list[ct.ObjectRef] = []
     async with target.session() as client:
-        resolver = kd.Resolver(client)
+        resolver = kd.AsyncKinds(client)
         for gvk in _removal_order(kinds):
             info = await resolver.find(gvk)
             if info is None:
@@ -230,13 +228,13 @@ async def prune(
     return deleted
 
 
-async def withdraw(target: MemberTarget, *, inventory: str, kinds: Iterable[ct.GVK]) -> list[ct.ObjectRef]:
+async def withdraw(target: MemberTarget, *, inventory: str, kinds: Iterable[kd.GVK]) -> list[ct.ObjectRef]:
     """Delete everything of the inventory (Sveltos WithdrawPolicies); returns what was deleted."""
     return await prune(target, inventory=inventory, kinds=kinds, keep=())
 
 
-async def _drift_of(client: AsyncClient, resolver: kd.Resolver, obj: Mapping[str, Any]) -> Drift | None:
-    gvk = ct.GVK(str(obj["apiVersion"]), str(obj["kind"]))
+async def _drift_of(client: AsyncClient, resolver: kd.AsyncKinds, obj: Mapping[str, Any]) -> Drift | None:
+    gvk = kd.GVK(str(obj["apiVersion"]), str(obj["kind"]))
     info = await resolver.find(gvk)
     if info is None:  # its CRD was removed, and with it every object of the kind
         return Drift(ct.ref_of(obj), "missing", f"{gvk.kind} in {gvk.api_version} is no longer served")
@@ -267,7 +265,7 @@ async def detect_drift(
     desired = [ct.with_inventory(o, key) for o in ct.sort_for_apply(objects)]
     drifts: list[Drift] = []
     async with target.session() as client:
-        resolver = kd.Resolver(client, desired)
+        resolver = kd.AsyncKinds(client, desired)
         for obj in desired:
             drift = await _drift_of(client, resolver, obj)
             if drift is not None:

@@ -2,8 +2,6 @@
 
 A transport failure talking to the member (connection refused, timeout, DNS) becomes
 `MemberUnreachable`, which the controller maps to "waiting"; everything else is reported, not raised.
-
-may import: stdlib, httpx2, lightkube, fleetwave.kubeclient
 """
 
 from __future__ import annotations
@@ -19,7 +17,7 @@ from pathlib import Path
 import httpx2
 from lightkube import AsyncClient
 
-from fleetwave import kubeclient
+from fleetwave.kube import client as kubeclient
 
 
 class MemberUnreachable(Exception):

@@ -4,8 +4,6 @@ The object is bound as both `resource` (upstream libsveltos) and `self` (Sveltos
 three-way (ADR 0040): a bool; a *broken rule* (does not compile, or yields a non-bool) which fails the
 check outright; or an *evaluation error* (typically a field that is not there yet), which counts as
 false, as upstream does.
-
-may import: stdlib, celpy
 """
 
 from __future__ import annotations
@@ -23,6 +21,9 @@ from celpy.celparser import CELParseError
 from celpy.evaluation import CELEvalError
 
 _compile_lock = threading.Lock()  # celpy's Lark parser is a process-wide singleton
+# cel-python has no cost model: a rule's length bounds literal sizes and compile time here, and the
+# sandbox worker's wall-time limit (ADR 0041) bounds what evaluation over large objects can cost.
+MAX_RULE_CHARS = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +43,8 @@ def _environment() -> celpy.Environment:
 @functools.lru_cache(maxsize=1024)
 def compile_rule(text: str) -> celpy.Runner | str:
     """The runner for `text`, or the compile error message. Cached per rule text."""
+    if len(text) > MAX_RULE_CHARS:
+        return f"does not compile: longer than {MAX_RULE_CHARS} characters"
     with _compile_lock:
         env = _environment()
         try:

@@ -4,8 +4,6 @@ Selection: group/version/kind, namespace, labelFilters and the fleetwave `resour
 Per resource the Lua script (if any) must pass AND at least one CEL rule (if any) must hold. Every
 problem (no match, unknown kind, script error, limit, broken rule, reader failure) is a failed
 `HealthResult` naming the check, the resource and the reason; nothing raises (ADR 0040).
-
-may import: stdlib, fleetwave.api, fleetwave.health.{model,reader,selectors,lua,cel}
 """
 
 from __future__ import annotations

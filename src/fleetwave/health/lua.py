@@ -3,16 +3,17 @@
 PUC Lua, not LuaJIT: the instruction-count hook does not fire inside JIT traces. The sandbox itself
 (whitelisted env, limits, guarded C functions) is `lua_sandbox.lua`; this module owns the runtime,
 the memory budget and the mapping of script results to a `State` (ADR 0040).
-
-may import: stdlib, lupa, fleetwave.health.model
 """
 
 from __future__ import annotations
 
+import json
 import math
+import re
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
@@ -26,6 +27,29 @@ GetResource = Callable[[str, str, str | None, str], dict[str, Any] | None]
 _SOURCE = resources.files("fleetwave.health").joinpath("lua_sandbox.lua").read_text()
 _STATUSES = {s.value: s for s in (State.HEALTHY, State.PROGRESSING, State.DEGRADED, State.SUSPENDED)}
 _MAX_MESSAGE = 512
+# What getResource accepts: a resource's own path, never a subresource or a crafted URL.
+_API_VERSION = re.compile(r"^(?:[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?v[0-9]+(?:(?:alpha|beta)[0-9]+)?$")
+_KIND = re.compile(r"^[A-Z][A-Za-z0-9]{0,62}$")
+_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._:-]{0,251}[A-Za-z0-9])?$")
+
+
+@dataclass(slots=True)
+class _HostBudget:
+    calls: int
+    bytes: int
+
+
+def reference_problem(api_version: str, kind: str, namespace: str | None, name: str) -> str:
+    """Why getResource refuses these arguments ("" when they name one ordinary resource)."""
+    if not _API_VERSION.match(api_version):
+        return "apiVersion is not of the form [group/]version"
+    if not _KIND.match(kind):
+        return "kind is not a Kubernetes kind name"
+    if namespace is not None and not _NAME.match(namespace):
+        return "namespace is not a valid name"
+    if not _NAME.match(name) or ".." in name:
+        return "name is not a valid object name (subresources and paths are not readable)"
+    return ""
 
 
 def _deny_attributes(obj: object, name: object, is_setting: bool) -> object:
@@ -96,6 +120,8 @@ class LuaSandbox:
             self._rt.set_max_memory(self._cap, total=True)
 
     def _host_get(self, get_resource: GetResource) -> Callable[..., tuple[bool, Any]]:
+        budget = _HostBudget(self._limits.lua_host_calls, self._limits.lua_host_bytes)
+
         def host_get(*args: Any) -> tuple[bool, Any]:
             # Upstream Sveltos' getResource(tbl, key) is a plain table lookup; keep it working.
             if args and lua54.lua_type(args[0]) == "table":
@@ -105,16 +131,38 @@ class LuaSandbox:
             api_version, kind, namespace, name = args
             if namespace is not None and not isinstance(namespace, str):
                 return False, "getResource: namespace must be a string or nil"
-            try:
-                found = get_resource(api_version, kind, namespace or None, name)
-            except Exception as e:  # the reader's failure becomes the script's error, not ours
-                return False, _short(f"getResource({api_version}, {kind}, {namespace}, {name}): {e}")
-            if found is None:
-                return True, None
-            with self._feeding():
-                return True, self._rt.table_from(found, recursive=True)
+            return self._read(budget, get_resource, api_version, kind, namespace or None, name)
 
         return host_get
+
+    def _read(
+        self,
+        budget: _HostBudget,
+        get_resource: GetResource,
+        api_version: str,
+        kind: str,
+        ns: str | None,
+        name: str,
+    ) -> tuple[bool, Any]:
+        call = f"getResource({api_version}, {kind}, {ns}, {name})"
+        problem = reference_problem(api_version, kind, ns, name)
+        if problem:
+            return False, _short(f"{call} refused: {problem}")
+        if budget.calls <= 0:
+            return False, f"getResource call limit of {self._limits.lua_host_calls} exceeded"
+        budget.calls -= 1
+        try:
+            found = get_resource(api_version, kind, ns, name)
+        except Exception as e:  # the reader's failure becomes the script's error, not ours
+            return False, _short(f"{call}: {e}")
+        if found is None:
+            return True, None
+        size = len(json.dumps(found, default=str))
+        if size > budget.bytes:  # checked before converting: a huge conversion is what lupa can't survive
+            return False, f"getResource data limit of {self._limits.lua_host_bytes} bytes exceeded"
+        budget.bytes -= size
+        with self._feeding():
+            return True, self._rt.table_from(found, recursive=True)
 
 
 def _verdict(result: Any) -> tuple[State, str]:

@@ -1,7 +1,4 @@
-"""Result and limit types shared by the health evaluators (frozen dataclasses, no behaviour).
-
-may import: stdlib
-"""
+"""Result and limit types shared by the health evaluators (frozen dataclasses, no behaviour)."""
 
 from __future__ import annotations
 
@@ -49,11 +46,15 @@ class HealthResult:
 
 @dataclass(frozen=True, slots=True)
 class Limits:
-    """Per-resource budget of one Lua evaluation (CEL has no cost model in cel-python)."""
+    """Per-resource budget of one Lua evaluation. The worker process around it (ADR 0041) holds the
+    wall-time and memory limits that these in-interpreter checks cannot guarantee."""
 
     lua_instructions: int = 10_000_000
     lua_memory_bytes: int = 32 * 1024 * 1024
     lua_seconds: float = 2.0
+    # getResource: calls per evaluation, and bytes of JSON it may bring into the script in total.
+    lua_host_calls: int = 100
+    lua_host_bytes: int = 16 * 1024 * 1024
 
 
 DEFAULT_LIMITS = Limits()

@@ -1,27 +1,20 @@
 """How health checks read a cluster: the ResourceReader protocol and its two implementations.
 
 `DictResourceReader` serves a fixed list of objects (unit tests, `fleetwave plan`);
-`KubeResourceReader` reads a live cluster through lightkube generic resources, finding plurals and
-scope through the API server's discovery documents. Namespace semantics, shared by both: a namespace
+`KubeResourceReader` reads a live cluster through the access package (`fleetwave.kube`), which finds
+plurals and scope. Namespace semantics, shared by both: a namespace
 filter selects namespaced objects only; cluster-scoped objects ignore it (ADR 0040).
-
-may import: stdlib, lightkube, httpx2, fleetwave.health.selectors
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any, Protocol
 
-import httpx2
-from lightkube import ApiError, Client
-from lightkube.config.client_adapter import Client as _http_client
-from lightkube.config.client_adapter import ConnectionParams
-from lightkube.generic_resource import GenericGlobalResource, GenericNamespacedResource, create_api_info
-
 from fleetwave.health import selectors
+from fleetwave.kube import client as kubeclient
+from fleetwave.kube import kinds, ops
+from fleetwave.kube import selectors as kube_selectors
 
 Obj = dict[str, Any]
 
@@ -69,89 +62,44 @@ class DictResourceReader:
         return None
 
 
-@dataclass(frozen=True, slots=True)
-class _Kind:
-    plural: str
-    namespaced: bool
-    # A lightkube generic class generated at runtime; lightkube's overloads cannot type it.
-    resource: Any
-
-
 class KubeResourceReader:
-    """A live cluster through a lightkube Client. Discovery results are cached per apiVersion;
-    a "not served" answer is not cached, so a CRD installed later is found on the next call."""
+    """A live cluster through a sync client. Kinds are resolved by the access package's resolver
+    (one per reader): answers are remembered, "not served" is not, so a CRD installed later is found."""
 
-    def __init__(self, client: Client) -> None:
+    def __init__(self, client: kubeclient.Client) -> None:
         self._client = client
-        self._kinds: dict[str, dict[str, _Kind]] = {}
-        self._lock = threading.Lock()
+        self._kinds = kinds.SyncKinds(client)
 
     def list(
         self, api_version: str, kind: str, *, namespace: str | None, label_selector: str | None
     ) -> list[Obj]:
-        k = self._kind(api_version, kind)
+        info, resource = self._kind(api_version, kind)
         # A list of pairs (lightkube accepts it) keeps repeated keys such as `a!=x,a!=y`.
-        labels: Any = selectors.to_lightkube(selectors.parse(label_selector)) or None
-        if k.namespaced:
-            items = self._client.list(k.resource, namespace=namespace or "*", labels=labels)
+        labels: Any = kube_selectors.label_pairs(selectors.parse(label_selector)) or None
+        if info.namespaced:
+            items = self._client.list(resource, namespace=namespace or "*", labels=labels)
         else:
-            items = self._client.list(k.resource, labels=labels)
+            items = self._client.list(resource, labels=labels)
         return [_complete(dict(o), api_version, kind) for o in items]
 
     def get(self, api_version: str, kind: str, *, namespace: str | None, name: str) -> Obj | None:
-        k = self._kind(api_version, kind)
-        if k.namespaced and not namespace:
+        info, resource = self._kind(api_version, kind)
+        if info.namespaced and not namespace:
             raise ValueError(f"{kind} is namespaced: a namespace is needed to get {name!r}")
         try:
-            if k.namespaced:
-                obj = self._client.get(k.resource, name, namespace=namespace)
-            else:
-                obj = self._client.get(k.resource, name)
-        except ApiError as e:
-            if e.status.code == 404:
+            obj = self._client.get(resource, name, namespace=namespace if info.namespaced else None)
+        except ops.ApiError as e:
+            if ops.code_of(e) == ops.NOT_FOUND:
                 return None
             raise
         return _complete(dict(obj), api_version, kind)
 
-    def _kind(self, api_version: str, kind: str) -> _Kind:
-        with self._lock:
-            known = self._kinds.get(api_version)
-        if known is None or kind not in known:
-            known = self._discover(api_version)
-            with self._lock:
-                self._kinds[api_version] = known
-        if kind not in known:
-            raise KindNotServed(f"kind {kind} is not served under {api_version} by this cluster")
-        return known[kind]
-
-    def _discover(self, api_version: str) -> dict[str, _Kind]:
-        group, _, version = api_version.rpartition("/")
-        path = f"/apis/{api_version}" if group else f"/api/{version}"
-        # lightkube has no discovery call; a short-lived HTTP client built from the same config
-        # (server, TLS, auth) fetches the document. Results are cached, so this is rare.
-        params = ConnectionParams(timeout=httpx2.Timeout(30.0, connect=10.0), trust_env=False)
-        with _http_client(self._client.config, params) as http:
-            resp = http.get(path)
-        if resp.status_code == 404:
-            return {}
-        resp.raise_for_status()
-        kinds: dict[str, _Kind] = {}
-        for r in resp.json().get("resources", []):
-            if "/" in r["name"]:  # subresources such as deployments/status
-                continue
-            kinds[r["kind"]] = _Kind(r["name"], bool(r["namespaced"]), _resource(group, version, r))
-        return kinds
-
-
-def _resource(
-    group: str, version: str, r: dict[str, Any]
-) -> type[GenericNamespacedResource] | type[GenericGlobalResource]:
-    # Deliberately not registered in lightkube's global registry: registering would change what
-    # `codecs.from_dict` returns for built-in kinds elsewhere in the process.
-    base: type[GenericNamespacedResource] | type[GenericGlobalResource]
-    base = GenericNamespacedResource if r["namespaced"] else GenericGlobalResource
-    info = create_api_info(group, version, r["kind"], r["name"], verbs=["get", "list", "global_list"])
-    return type(r["kind"], (base,), {"_api_info": info})
+    def _kind(self, api_version: str, kind: str) -> tuple[kinds.KindInfo, Any]:
+        try:
+            info = self._kinds.resolve(kinds.GVK(api_version, kind))
+        except kinds.UnknownKind as e:
+            raise KindNotServed(str(e)) from e
+        return info, kinds.resource_class(info)
 
 
 def _complete(obj: Obj, api_version: str, kind: str) -> Obj:

@@ -3,8 +3,6 @@
 Judged from status the way `kubectl rollout status` and Helm's `--wait` do: a workload is ready once
 the controller has seen the current generation and every replica is updated and available. Kinds not
 listed here are ready once they exist. Pure: takes the object as a dict.
-
-may import: stdlib
 """
 
 from __future__ import annotations

@@ -2,8 +2,6 @@
 
 The same parsed form drives in-memory matching (DictResourceReader) and the server-side LIST
 (KubeResourceReader), so both readers select exactly the same objects.
-
-may import: stdlib, lightkube.operators, fleetwave.api
 """
 
 from __future__ import annotations
@@ -11,9 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
-
-from lightkube import operators
+from typing import Literal
 
 from fleetwave.api.sveltos import LabelFilter
 
@@ -90,22 +86,3 @@ def _requirement(m: re.Match[str]) -> Requirement:
 def matches(requirements: Iterable[Requirement], labels: Mapping[str, str] | None) -> bool:
     found = labels or {}
     return all(r.matches(found) for r in requirements)
-
-
-def to_lightkube(requirements: Iterable[Requirement]) -> list[tuple[str, Any]]:
-    """The `labels=` argument of lightkube's Client.list for the same requirements."""
-    out: list[tuple[str, Any]] = []
-    for r in requirements:
-        if r.op == "=":
-            out.append((r.key, r.values[0]))
-        elif r.op == "!=":
-            out.append((r.key, operators.not_equal(r.values[0])))
-        elif r.op == "exists":
-            out.append((r.key, operators.exists()))
-        elif r.op == "!exists":
-            out.append((r.key, operators.not_exists()))
-        elif r.op == "in":
-            out.append((r.key, operators.in_(list(r.values))))
-        else:
-            out.append((r.key, operators.not_in(list(r.values))))
-    return out

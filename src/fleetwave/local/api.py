@@ -2,8 +2,6 @@
 
 Kept on the standard library on purpose: bringing the fleet up must not depend on the Kubernetes
 client the controller uses, so a client bug can never hide behind an infrastructure failure.
-
-may import: stdlib
 """
 
 from __future__ import annotations

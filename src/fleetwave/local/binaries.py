@@ -2,8 +2,6 @@
 
 The build itself is `tools/binaries/build.sh` (wrapper Go modules pinned in the repository, a cache
 outside it keyed by version). `FLEETWAVE_BIN_DIR` points at pre-built binaries instead.
-
-may import: stdlib
 """
 
 from __future__ import annotations

@@ -2,8 +2,6 @@
 
 Charts are packaged with the real `helm` (so the index and archives are exactly what a public
 repository serves) and served by a stdlib HTTP server on a free 127.0.0.1 port.
-
-may import: stdlib
 """
 
 from __future__ import annotations

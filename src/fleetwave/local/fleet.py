@@ -7,8 +7,6 @@ management cluster runs kube-controller-manager too (garbage collection of owned
 deletion). Everything binds to 127.0.0.1 only.
 
 All of it is recorded in `<state>/state.json`, which is what `status`, `kubeconfig` and `down` read.
-
-may import: stdlib, fleetwave.local.*
 """
 
 from __future__ import annotations

@@ -2,8 +2,6 @@
 
 Generated per `fleetwave local up` and never reused across fleets, so nothing long-lived is ever
 trusted. ECDSA P-256 keeps generation in the milliseconds.
-
-may import: stdlib, cryptography
 """
 
 from __future__ import annotations

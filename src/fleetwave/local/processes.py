@@ -4,8 +4,6 @@ Each process gets its own session (and so its own process group) so that it outl
 `fleetwave local up` command that started it, and so that `down` can stop it and everything it
 spawned without touching anything else on the machine. A recorded pid is only signalled while its
 /proc cmdline still names our state directory: a stale pid reused by an unrelated process is left alone.
-
-may import: stdlib
 """
 
 from __future__ import annotations

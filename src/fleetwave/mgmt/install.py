@@ -1,7 +1,4 @@
-"""`fleetwave install`: CRDs and least-privilege RBAC into the management cluster.
-
-may import: stdlib, yaml, lightkube, fleetwave.api, fleetwave.mgmt
-"""
+"""`fleetwave install`: CRDs and least-privilege RBAC into the management cluster."""
 
 from __future__ import annotations
 

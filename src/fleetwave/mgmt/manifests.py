@@ -1,7 +1,5 @@
 """Apply manifests to the management cluster: fleetwave's own kinds (native or upstream apiVersions)
 and plain Kubernetes objects, by server-side apply.
-
-may import: stdlib, yaml, lightkube, fleetwave.api, fleetwave.kinds
 """
 
 from __future__ import annotations
@@ -14,9 +12,9 @@ import yaml
 from lightkube import Client, codecs
 from lightkube.core.exceptions import LoadResourceError
 
-from fleetwave import kinds
 from fleetwave.api import codec, models
 from fleetwave.api.upstream import ConversionError
+from fleetwave.kube import kinds
 
 
 @dataclass(frozen=True, slots=True)

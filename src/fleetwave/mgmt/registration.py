@@ -2,8 +2,6 @@
 probe of readiness and Kubernetes version written to its status.
 
 The kubeconfig is only ever written to the Secret: it is never logged or echoed.
-
-may import: stdlib, lightkube, fleetwave.kubeclient, fleetwave.kinds
 """
 
 from __future__ import annotations
@@ -15,7 +13,8 @@ import httpx2
 from lightkube import Client, codecs
 from lightkube.types import PatchType
 
-from fleetwave import kinds, kubeclient
+from fleetwave.kube import client as kubeclient
+from fleetwave.kube import kinds
 
 KUBECONFIG_KEY = "kubeconfig"
 

@@ -4,8 +4,6 @@
 actions (controller-runtime's): raise -> rate-limited retry; requeue_after -> forget the backoff
 and add after the delay; requeue (or a requeue_after <= 0) -> rate-limited retry without an error;
 otherwise forget.
-
-may import: stdlib, fleetwave.runtime.{queueing, watching, metrics}
 """
 
 from __future__ import annotations

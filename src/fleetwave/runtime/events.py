@@ -3,8 +3,6 @@
 Like client-go's correlator, the same (object, type, reason, message) within the cache's memory
 bumps `count` and `lastTimestamp` instead of creating another Event. Events are best effort: a
 failed write is logged, never raised, so it cannot fail a reconcile.
-
-may import: stdlib, lightkube
 """
 
 from __future__ import annotations

@@ -5,8 +5,6 @@ stay unchanged for a full leaseDurationSeconds since this candidate last saw it 
 renewTime is written for humans only, so clock skew between replicas cannot split the brain.
 The holder gives up once it fails to renew for `renew_deadline` (< lease_duration), before any
 other candidate may take over.
-
-may import: stdlib, lightkube
 """
 
 from __future__ import annotations

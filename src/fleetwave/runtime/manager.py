@@ -4,8 +4,6 @@ replica leads) the controllers, and serves /metrics, /healthz and /readyz over p
 Losing the lease stops every controller and makes `run` raise `LeadershipLost`: the process
 exits non-zero and starts afresh, so no task of the old term can still act. SIGTERM/SIGINT stop
 gracefully and release the lease, so a successor takes over without waiting for it to expire.
-
-may import: stdlib, lightkube, prometheus_client, fleetwave.runtime.*
 """
 
 from __future__ import annotations

@@ -1,7 +1,4 @@
-"""Prometheus metrics of the runtime, created on an explicit registry (no process-global state).
-
-may import: stdlib, prometheus_client
-"""
+"""Prometheus metrics of the runtime, created on an explicit registry (no process-global state)."""
 
 from __future__ import annotations
 

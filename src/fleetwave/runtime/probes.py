@@ -2,8 +2,6 @@
 
 Only GET of a fixed set of paths is needed, so a few lines over asyncio streams replace a web
 framework; it runs on the same loop as the controllers, so a wedged loop also fails /healthz.
-
-may import: stdlib
 """
 
 from __future__ import annotations

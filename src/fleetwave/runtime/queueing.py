@@ -3,8 +3,6 @@
 The queue is the runtime's only timer: gates and retries become `add_after`, so nothing polls.
 Semantics follow client-go's workqueue: a key is never handed to two workers at once, and a key
 re-added while it is being processed is handed out again once `done` is called.
-
-may import: stdlib (asyncio)
 """
 
 from __future__ import annotations

@@ -3,8 +3,6 @@
 Any watch failure (410 Gone included) leads to a fresh list with backoff; the relist is diffed
 against the store, so handlers also hear about deletions that happened while the watch was down.
 Bookmarks are requested through lightkube's request builder, which has no public parameter for them.
-
-may import: stdlib, lightkube
 """
 
 from __future__ import annotations
@@ -14,11 +12,8 @@ import logging
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, Literal
 
-from lightkube import AsyncClient
-from lightkube.core import resource as lk_resource
-from lightkube.core.selector import build_selector
-from lightkube.types import on_error_raise
-
+from fleetwave.kube import internals
+from fleetwave.kube.client import AsyncClient
 from fleetwave.runtime import queueing
 
 log = logging.getLogger(__name__)
@@ -54,7 +49,7 @@ class Informer:
     ) -> None:
         self.resource = resource
         self._client = client
-        namespaced = issubclass(resource, lk_resource.NamespacedResource)
+        namespaced = internals.is_namespaced(resource)
         self._namespace = (namespace or ALL_NAMESPACES) if namespaced else None
         self._labels: dict[str, Any] | None = dict(labels) if labels else None
         self._server_timeout = server_timeout
@@ -131,21 +126,14 @@ class Informer:
             yield None
 
     def _open_watch(self, resource_version: str) -> AsyncIterator[tuple[str, Any]]:
-        # lightkube's own watch() cannot ask for bookmarks; its request builder and stream driver
-        # can, and the driver already resumes from the latest resourceVersion (bookmarks included)
-        # when the server ends a watch normally. Errors raise, and `run` relists.
-        generic = self._client._client
-        params = {
-            "resourceVersion": resource_version,
-            "allowWatchBookmarks": "true",
-            "timeoutSeconds": self._server_timeout,
-            "labelSelector": build_selector(self._labels) if self._labels else None,
-        }
-        request = generic.prepare_request(
-            "list", res=self.resource, namespace=self._namespace, watch=True, params=params
+        return internals.watch_with_bookmarks(
+            self._client,
+            self.resource,
+            namespace=self._namespace,
+            labels=self._labels,
+            resource_version=resource_version,
+            server_timeout=self._server_timeout,
         )
-        stream: AsyncIterator[tuple[str, Any]] = generic.watch(request, on_error=on_error_raise)
-        return stream
 
     def _dispatch(self, event_type: EventType, obj: Any) -> None:
         for handler in self._handlers:

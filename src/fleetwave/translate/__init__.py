@@ -1,7 +1,4 @@
-"""Translation from the API kinds (Sveltos, KubeFleet) to the engine's normalized model. Pure: no I/O.
-
-may import: fleetwave.translate.* (which import fleetwave.api and fleetwave.core)
-"""
+"""Translation from the API kinds (Sveltos, KubeFleet) to the engine's normalized model. Pure: no I/O."""
 
 from __future__ import annotations
 

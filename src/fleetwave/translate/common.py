@@ -1,7 +1,4 @@
-"""Shared pieces of both translators: label selectors, canonical hashing, durations.
-
-may import: stdlib (hashlib, json, datetime, collections.abc), fleetwave.api.meta, fleetwave.core.model
-"""
+"""Shared pieces of both translators: label selectors, canonical hashing, durations."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """Translation problems as values: each names the field it is about (`spec.stages[2].clusterSelector`).
 
 `TranslateError` carries a list of them so a caller can report every problem at once.
-may import: stdlib (dataclasses)
 """
 
 from __future__ import annotations

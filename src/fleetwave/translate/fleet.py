@@ -2,8 +2,6 @@
 
 A fleet file is `clusters: [{name, labels, ready}]` and/or MemberCluster, SveltosCluster or KubeFleet
 MemberCluster objects (several YAML documents may be mixed). Every problem names its field.
-may import: stdlib, pyyaml, fleetwave.api.{codec,models}, fleetwave.core.model,
-    fleetwave.translate.{common,errors}
 """
 
 from __future__ import annotations

@@ -2,8 +2,6 @@
 
 A file holds one ClusterPromotion, or one ClusterProfile, or one (Cluster)StagedUpdateRun with its
 strategy (and optionally its resource snapshot).
-may import: stdlib, fleetwave.api.{codec,models}, fleetwave.core.model,
-    fleetwave.translate.{sveltos,kubefleet,errors}
 """
 
 from __future__ import annotations

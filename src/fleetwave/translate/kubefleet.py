@@ -3,8 +3,6 @@
 Before-stage Approval -> before-gate; after-stage TimedWait then Approval -> one after-gate list, so both
 run together (ADR 0025); empty stages skip their tasks (ADR 0033). Approval ids are the names of the
 approval-request objects a human approves (ADR 0050).
-may import: stdlib, fleetwave.api.{models,meta}, fleetwave.core.{model,batching},
-    fleetwave.translate.{common,errors}
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """The data behind `fleetwave plan`: simulate a translated rollout and lay the timeline out as plain data.
 
 Pure: JSON-ready dicts with stable camelCase keys (schema in docs/plan.md); rendering is the CLI's job.
-may import: stdlib, fleetwave.core.{model,status,batching,timeline}, fleetwave.translate.inputs
 """
 
 from __future__ import annotations

@@ -2,8 +2,6 @@
 
 Gate order follows the Sveltos controller (spec §2.6): delay, pre-health-check deployment, post-delay
 health checks, then the promotion window (auto) or the approval (manual). See ADR 0050.
-may import: stdlib, fleetwave.api.{models,meta}, fleetwave.core.{model,batching},
-    fleetwave.translate.{common,errors}
 """
 
 from __future__ import annotations

@@ -1,7 +1,4 @@
-"""Checks of a translated rollout against a fleet, as values with field paths (used by `plan`).
-
-may import: stdlib (collections.abc), fleetwave.core.{model,selectors}, fleetwave.translate.{common,errors}
-"""
+"""Checks of a translated rollout against a fleet, as values with field paths (used by `plan`)."""
 
 from __future__ import annotations
 

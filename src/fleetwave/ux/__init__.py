@@ -1,4 +1,1 @@
-"""User-facing pieces behind `fleetwave status`, `fleetwave approve promotion` and `fleetwave demo`.
-
-may import: (package marker)
-"""
+"""User-facing pieces behind `fleetwave status`, `fleetwave approve promotion` and `fleetwave demo`."""

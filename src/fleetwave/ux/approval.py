@@ -2,8 +2,6 @@
 
 The patch carries a `test` op on the stage's name, so that a stage list reordered between our read
 and our write is rejected by the API server instead of approving the wrong stage.
-
-may import: stdlib
 """
 
 from __future__ import annotations

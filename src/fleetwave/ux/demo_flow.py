@@ -3,8 +3,6 @@
 Runs the controller in-process, shows the rollout live, approves staging the way a user would
 (printing the command), optionally upgrades the chart and watches it walk the stages again, then
 reads back what each member runs. Returns a result instead of exiting, so tests can assert on it.
-
-may import: stdlib, rich, lightkube, fleetwave.{kubeclient,kinds,local}, fleetwave.ux
 """
 
 from __future__ import annotations
@@ -20,7 +18,8 @@ from lightkube import AsyncClient
 from lightkube.types import PatchType
 from rich.console import Console
 
-from fleetwave import kinds, kubeclient
+from fleetwave.kube import client as kubeclient
+from fleetwave.kube import kinds
 from fleetwave.local import chartrepo, fleet
 from fleetwave.ux import approval, live, view
 from fleetwave.ux import demo_setup as setup

@@ -3,8 +3,6 @@
 Install + register (what `fleetwave install` and `fleetwave cluster register` do), the seed-like
 ClusterPromotion manifest (upstream apiVersion), the controller started in-process, and the chart
 version each member ends up running. Shared by `fleetwave demo`, its tests and bench_gates.
-
-may import: stdlib, yaml, lightkube, fleetwave.{kubeclient,kinds,local,mgmt,controllers.app}
 """
 
 from __future__ import annotations
@@ -19,8 +17,8 @@ import yaml
 from lightkube import ApiError, AsyncClient, Client
 from lightkube.resources.apps_v1 import Deployment
 
-from fleetwave import kubeclient
 from fleetwave.controllers import app as controllers
+from fleetwave.kube import client as kubeclient
 from fleetwave.local import fleet
 from fleetwave.mgmt import install, manifests, registration
 

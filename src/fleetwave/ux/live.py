@@ -2,8 +2,6 @@
 
 Every watch event marks the view dirty; a 1 s tick redraws countdowns in between. `follow` returns
 the last view once `stop(view)` holds (by default: the rollout of the latest spec finished).
-
-may import: stdlib, lightkube, httpx2, fleetwave.kinds, fleetwave.ux.view
 """
 
 from __future__ import annotations
@@ -20,7 +18,7 @@ from lightkube import ALL_NS, ApiError, AsyncClient, Client
 from lightkube.operators import exists
 from lightkube.types import on_error_retry
 
-from fleetwave import kinds
+from fleetwave.kube import kinds
 from fleetwave.ux import view as v
 
 View = dict[str, Any]

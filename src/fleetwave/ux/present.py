@@ -2,8 +2,6 @@
 
 On a terminal a rich Live region is redrawn in place; without one (CI, pipes) rich cannot redraw,
 so a one-line summary is printed each time it changes and the full view once at the end.
-
-may import: stdlib, rich, fleetwave.ux.{render,view}
 """
 
 from __future__ import annotations

@@ -2,8 +2,6 @@
 
 `render` draws the full view (stages, clusters, gates with countdowns, approvals, conditions);
 `summary_line` is the one-line form printed on every change when the output is not a terminal.
-
-may import: stdlib, rich, fleetwave.ux.view
 """
 
 from __future__ import annotations

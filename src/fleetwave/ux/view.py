@@ -3,8 +3,6 @@
 Input: a ClusterPromotion and the ClusterSummaries of its stage profiles (as dicts) and `now`.
 Per stage: phase, description, times, gates (with seconds left for time-based waits), approval and
 each cluster's state (pending / delivering / done / failed) from the engine record + summaries.
-
-may import: stdlib
 """
 
 from __future__ import annotations

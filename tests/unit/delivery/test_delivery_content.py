@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fleetwave.delivery import content as ct
-from fleetwave.delivery import kinds
+from fleetwave.kube import kinds
 
 LABEL_VALUE = re.compile(r"^(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)$")
 
@@ -173,17 +173,19 @@ def test_object_refs_identify_objects_across_api_versions() -> None:
     v1 = ct.ObjectRef("autoscaling/v1", "HorizontalPodAutoscaler", "ns", "h")
     v2 = ct.ObjectRef("autoscaling/v2", "HorizontalPodAutoscaler", "ns", "h")
     assert v1.identity == v2.identity
-    assert ct.GVK("v1", "Secret").sveltos_form() == "Secret.v1."
-    assert ct.GVK("cert-manager.io/v1", "ClusterIssuer").sveltos_form() == "ClusterIssuer.v1.cert-manager.io"
+    assert kinds.GVK("v1", "Secret").sveltos_form() == "Secret.v1."
+    assert (
+        kinds.GVK("cert-manager.io/v1", "ClusterIssuer").sveltos_form() == "ClusterIssuer.v1.cert-manager.io"
+    )
 
 
 def test_kinds_are_known_from_lightkube_and_from_crds_in_the_content() -> None:
-    deployment = kinds.builtin(ct.GVK("apps/v1", "Deployment"))
-    assert deployment == kinds.KindInfo(ct.GVK("apps/v1", "Deployment"), "deployments", True)
-    namespace = kinds.builtin(ct.GVK("v1", "Namespace"))
+    deployment = kinds.builtin(kinds.GVK("apps/v1", "Deployment"))
+    assert deployment == kinds.KindInfo(kinds.GVK("apps/v1", "Deployment"), "deployments", True)
+    namespace = kinds.builtin(kinds.GVK("v1", "Namespace"))
     assert namespace is not None
     assert not namespace.namespaced
-    assert kinds.builtin(ct.GVK("example.com/v1", "Widget")) is None
+    assert kinds.builtin(kinds.GVK("example.com/v1", "Widget")) is None
 
     crd = {
         "apiVersion": "apiextensions.k8s.io/v1",
@@ -197,7 +199,7 @@ def test_kinds_are_known_from_lightkube_and_from_crds_in_the_content() -> None:
         },
     }
     found = kinds.from_crds([crd, _cm("x")])
-    assert set(found) == {ct.GVK("example.com/v1", "Widget"), ct.GVK("example.com/v2", "Widget")}
-    assert found[ct.GVK("example.com/v2", "Widget")] == kinds.KindInfo(
-        ct.GVK("example.com/v2", "Widget"), "widgets", False
+    assert set(found) == {kinds.GVK("example.com/v1", "Widget"), kinds.GVK("example.com/v2", "Widget")}
+    assert found[kinds.GVK("example.com/v2", "Widget")] == kinds.KindInfo(
+        kinds.GVK("example.com/v2", "Widget"), "widgets", False
     )

@@ -6,7 +6,8 @@ import asyncio
 
 import pytest
 
-from fleetwave.runtime import controller, leader, metrics, probes, queueing, status
+from fleetwave.kube import status
+from fleetwave.runtime import controller, leader, metrics, probes, queueing
 
 
 class Recorder:

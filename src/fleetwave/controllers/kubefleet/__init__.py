@@ -3,8 +3,6 @@
 `register(manager, ctx)` adds everything to a Manager built by `fleetwave.controllers.app`: informers
 for the KubeFleet kinds and for every kind a placement may select, a placement controller and a run
 controller per scope, and the watches that map changes to their keys.
-
-may import: stdlib, lightkube, fleetwave.kinds, fleetwave.runtime, fleetwave.controllers
 """
 
 from __future__ import annotations
@@ -15,10 +13,10 @@ from typing import Any
 from lightkube.generic_resource import create_global_resource, create_namespaced_resource
 from lightkube.resources import core_v1
 
-from fleetwave import kinds
 from fleetwave.controllers.context import Context
 from fleetwave.controllers.kubefleet import naming as nm
 from fleetwave.controllers.kubefleet import placement, run
+from fleetwave.kube import kinds
 from fleetwave.runtime.controller import Controller
 from fleetwave.runtime.manager import Manager
 from fleetwave.runtime.watching import Informer, object_key

@@ -3,8 +3,6 @@
 An approval counts when `Approved` is True for the request's current generation; a condition
 without observedGeneration (as in the seed's namespaced `kubectl patch`) counts too. Once accepted it
 cannot be revoked. Requests are owned by their run, so deleting the run deletes them.
-
-may import: stdlib, lightkube, fleetwave.kinds, fleetwave.runtime, fleetwave.controllers
 """
 
 from __future__ import annotations
@@ -15,11 +13,11 @@ from typing import Any
 
 from lightkube import ApiError, codecs
 
-from fleetwave import kinds
 from fleetwave.controllers.context import Context
 from fleetwave.controllers.kubefleet import naming as nm
 from fleetwave.core import status as st
-from fleetwave.runtime.status import write_status
+from fleetwave.kube import kinds
+from fleetwave.kube.status import write_status
 
 Obj = Mapping[str, Any]
 

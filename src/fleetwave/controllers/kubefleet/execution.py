@@ -5,8 +5,6 @@ a few times within one reconcile, so content that is available at once (ConfigMa
 a stage without waiting for a requeue. The ledger (cluster -> index, hash, applied/done times) is
 kept in the object's status with the engine record; a crash between apply and status write only
 makes the next reconcile apply again, which is harmless.
-
-may import: stdlib, fleetwave.core, fleetwave.controllers
 """
 
 from __future__ import annotations

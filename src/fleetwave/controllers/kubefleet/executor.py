@@ -3,8 +3,6 @@ the snapshot, check availability of what was applied, and remove it all in the d
 
 Every call is idempotent, so a controller killed half-way simply does it again. An unreachable
 member is reported as a message, never raised: the run waits and reports it.
-
-may import: stdlib, fleetwave.delivery, fleetwave.controllers
 """
 
 from __future__ import annotations
@@ -16,12 +14,12 @@ from typing import Any
 from fleetwave.controllers import members
 from fleetwave.controllers.context import Context
 from fleetwave.controllers.kubefleet import selection
-from fleetwave.delivery import content as dc
 from fleetwave.delivery import manifests
 from fleetwave.delivery.target import MemberTarget, MemberUnreachable
+from fleetwave.kube import kinds
 
 # Every kind a snapshot may hold: what a prune or a removal must search for inventory labels.
-KINDS = frozenset(dc.GVK(k.api_version, k.name) for k in selection.KINDS.values())
+KINDS = frozenset(kinds.GVK(k.api_version, k.name) for k in selection.KINDS.values())
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,8 +4,6 @@ Every run (and a RollingUpdate placement) keeps a ledger `status.deliveries` (cl
 index and hash, applied and done times) and `status.deletions` (cluster -> removal times). The newest
 event per cluster across all of them says whether, and at which index, the cluster holds the content:
 this is what the deletion stage and the placement's Available condition are computed from (pure).
-
-may import: stdlib
 """
 
 from __future__ import annotations

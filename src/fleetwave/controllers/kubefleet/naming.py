@@ -2,8 +2,6 @@
 
 The label keys and name formats are upstream's, so the seed's `kubectl ... --show-labels` output
 and `kubectl patch` commands work unchanged (ADR 0060).
-
-may import: stdlib
 """
 
 from __future__ import annotations

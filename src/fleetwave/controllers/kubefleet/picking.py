@@ -2,8 +2,6 @@
 
 Clusters are keyed `namespace/name` (as everywhere in fleetwave) but shown by their MemberCluster
 name, as upstream's status does; a name used in two namespaces is shown with its namespace.
-
-may import: stdlib, fleetwave.api, fleetwave.controllers.members
 """
 
 from __future__ import annotations

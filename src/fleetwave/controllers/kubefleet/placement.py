@@ -4,8 +4,6 @@ Every change of the selected content cuts a new indexed snapshot. With strategy 
 carry snapshots to clusters; the default RollingUpdate carries the newest one to every picked
 cluster itself, at most maxUnavailable (rounded up) at a time, through the same engine and ledger.
 Status: selected resources, Scheduled, and Available once every picked cluster holds one index.
-
-may import: stdlib, lightkube, fleetwave, fleetwave.controllers
 """
 
 from __future__ import annotations
@@ -18,7 +16,6 @@ from typing import Any
 from lightkube import ApiError, codecs
 from lightkube.types import PatchType
 
-from fleetwave import kinds
 from fleetwave.api import codec
 from fleetwave.controllers import engine_state
 from fleetwave.controllers.context import Context, as_dict
@@ -28,8 +25,9 @@ from fleetwave.controllers.kubefleet.run_status import cond
 from fleetwave.core import batching
 from fleetwave.core import model as m
 from fleetwave.core import status as st
+from fleetwave.kube import kinds
+from fleetwave.kube.status import StatusWrite, write_status
 from fleetwave.runtime.controller import Result
-from fleetwave.runtime.status import StatusWrite, write_status
 
 Obj = Mapping[str, Any]
 

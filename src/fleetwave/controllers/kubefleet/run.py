@@ -4,8 +4,6 @@ observe (cache, member availability) -> engine step -> effects (apply the snapsh
 requests, events) -> deletion stage -> one status write -> requeue at the engine's precise wake
 time. `spec.state` Initialize prepares only; Stop lets clusters in flight finish and starts nothing
 new; Run (again) resumes from the record in status, so a restarted controller resumes too.
-
-may import: stdlib, fleetwave, fleetwave.controllers
 """
 
 from __future__ import annotations
@@ -17,7 +15,6 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-from fleetwave import kinds
 from fleetwave.api import codec
 from fleetwave.api.kubefleet import StagedUpdateStrategySpec
 from fleetwave.controllers import engine_state
@@ -27,8 +24,9 @@ from fleetwave.controllers.kubefleet import naming as nm
 from fleetwave.core import effects as fx
 from fleetwave.core import model as m
 from fleetwave.core import status as st
+from fleetwave.kube import kinds
+from fleetwave.kube.status import StatusWrite, write_status
 from fleetwave.runtime.controller import Result
-from fleetwave.runtime.status import StatusWrite, write_status
 
 log = logging.getLogger(__name__)
 IN_FLIGHT_POLL = 1.0

@@ -3,8 +3,6 @@
 Objects that may still appear (a placement or strategy created in the same `kubectl apply`, a
 snapshot being cut) make initialization wait and retry; a definite error (placement not External,
 a snapshot index beyond the history) fails it for good, as upstream's abort does (ADR 0060).
-
-may import: stdlib, fleetwave.api, fleetwave.core, fleetwave.translate, fleetwave.controllers
 """
 
 from __future__ import annotations
@@ -14,7 +12,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from fleetwave import kinds, translate
+from fleetwave import translate
 from fleetwave.api import codec
 from fleetwave.api.kubefleet import (
     ClusterResourcePlacement,
@@ -32,6 +30,7 @@ from fleetwave.controllers.kubefleet.run_status import cond
 from fleetwave.core import batching
 from fleetwave.core import model as m
 from fleetwave.core import status as st
+from fleetwave.kube import kinds
 
 Obj = Mapping[str, Any]
 POLL = timedelta(seconds=1)

@@ -3,8 +3,6 @@
 Conditions Initialized / Progressing / Succeeded with upstream's reasons, stagesStatus (per-cluster
 Started / Succeeded, before- and after-stage task status), deletionStageStatus. Transition times
 only move when a condition's status flips.
-
-may import: stdlib, fleetwave.api, fleetwave.core, fleetwave.translate, fleetwave.controllers.kubefleet.naming
 """
 
 from __future__ import annotations

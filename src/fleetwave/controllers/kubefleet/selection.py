@@ -4,8 +4,6 @@ A ClusterResourcePlacement selects Namespaces (with everything of a supported ki
 only the namespace, or the namespace plus what its other selectors match) and cluster-scoped objects
 by kind and name or labels; a ResourcePlacement selects namespaced objects in its own namespace.
 Server-populated fields are stripped so a snapshot changes only when the user's content does.
-
-may import: stdlib, fleetwave.api
 """
 
 from __future__ import annotations

@@ -4,8 +4,6 @@ A new snapshot `<placement>-<index>-snapshot` is cut whenever the hash of the se
 differs from the newest snapshot's; only the newest carries `is-latest-snapshot=true`, and the
 oldest are deleted so that at most revisionHistoryLimit remain. The newest is found by index, not
 by label, so a cache that has not yet seen a label flip never yields two "latest" snapshots.
-
-may import: stdlib, fleetwave.kinds, fleetwave.delivery.content, fleetwave.controllers.kubefleet.naming
 """
 
 from __future__ import annotations
@@ -15,9 +13,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from fleetwave import kinds
 from fleetwave.controllers.kubefleet import naming as nm
 from fleetwave.delivery import content as dc
+from fleetwave.kube import kinds
 
 Obj = Mapping[str, Any]
 

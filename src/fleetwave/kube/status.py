@@ -3,8 +3,6 @@
 The write is a JSON merge patch of the difference (removed keys become null) carrying the
 resourceVersion the status was computed from, so a concurrent writer makes it a 409 `CONFLICT`
 that the caller answers with a requeue rather than overwriting newer state.
-
-may import: stdlib, lightkube
 """
 
 from __future__ import annotations

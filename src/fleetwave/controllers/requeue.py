@@ -1,0 +1,26 @@
+"""The one rule that turns an engine decision into the controller's next wake-up (all rollout kinds).
+
+The engine says when its decision may next change (`requeue_at`: a gate's deadline, or the poll
+interval while it waits on facts). That instant becomes a delayed requeue; an instant already due is
+re-run after a short floor rather than through the error backoff, so a gate that opens "now" never
+waits on a retry schedule meant for failures. No instant means nothing but an event can change it.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from fleetwave.core import effects as fx
+from fleetwave.runtime.controller import Result
+
+FLOOR_SECONDS = 0.05
+
+
+def seconds_until(decision: fx.Decision, now: datetime) -> float | None:
+    if decision.requeue_at is None:
+        return None
+    return max((decision.requeue_at - now).total_seconds(), FLOOR_SECONDS)
+
+
+def after(decision: fx.Decision, now: datetime) -> Result:
+    return Result(requeue_after=seconds_until(decision, now))

@@ -1,0 +1,11 @@
+"""fleetwave's one way to reach a Kubernetes API server (ADR 0013).
+
+- `client`: clients and kubeconfigs (field manager, timeouts, no proxy from the environment);
+- `kinds`: GVK -> plural/scope for our kinds, built-in kinds, CRDs in content and discovery, with one
+  cache policy, sync and async;
+- `ops`: typed helpers (apply, get, create-if-absent, delete-if-exists, JSON/merge patch) and errors;
+- `status`: the status writer (one merge patch guarded by resourceVersion, only when changed);
+- `internals`: the only code that reaches into lightkube's private parts, pinned by a test.
+
+Timestamps (RFC 3339 in and out) come from `fleetwave.core.timestamps`, which the pure core shares.
+"""

@@ -1,0 +1,68 @@
+"""The sandbox worker: a child process that judges clusters for the controller, one job at a time.
+
+It caps its own address space and core dumps before reading any job, then answers frames on
+stdin/stdout until stdin closes. Whatever a job does — a script spinning in a C string function,
+CEL expanding a huge literal, a read returning gigabytes — it can only exhaust this process, which
+the controller kills and replaces; the controller's threads, Lease and probes are untouched.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import resource
+import sys
+from typing import Any
+
+from fleetwave.api.sveltos import ValidateHealth
+from fleetwave.health import cluster_check
+from fleetwave.health.model import Limits
+from fleetwave.sandbox import framing
+
+
+def _cap_memory(limit_bytes: int) -> None:
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    if limit_bytes > 0:
+        resource.setrlimit(resource.RLIMIT_AS, (limit_bytes, limit_bytes))
+
+
+def _job(message: dict[str, Any]) -> dict[str, Any]:
+    checks = [ValidateHealth.model_validate(c) for c in message.get("checks") or []]
+    objects = [(str(a), str(k), n if n is None else str(n), str(m)) for a, k, n, m in message["objects"]]
+    verdict = cluster_check.judge(
+        base64.b64decode(message["kubeconfig"]), checks, objects, limits=Limits(**message["limits"])
+    )
+    return {"ok": verdict.ok, "message": verdict.message}
+
+
+def answer(message: Any) -> dict[str, Any]:
+    """One job's reply; every failure is a reply, so the worker survives whatever it can."""
+    if not isinstance(message, dict):
+        return {"ok": False, "message": "sandbox: malformed job"}
+    try:
+        return _job(message)
+    except MemoryError:
+        return {"ok": False, "message": "memory limit of the health-check sandbox exceeded"}
+    except OSError as e:
+        return {"ok": False, "message": f"cluster unreachable: {type(e).__name__}: {e}"}
+    except Exception as e:  # reported to the controller as a failed check
+        return {"ok": False, "message": f"health check could not run: {type(e).__name__}: {e}"}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--memory-bytes", type=int, default=0)
+    args = parser.parse_args()
+    _cap_memory(args.memory_bytes)
+    stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+    framing.write(stdout, {"ready": True})
+    while True:
+        try:
+            message = framing.read(stdin)
+        except framing.FrameError:
+            return  # the controller closed the pipe: exit quietly
+        framing.write(stdout, answer(message))
+
+
+if __name__ == "__main__":
+    main()

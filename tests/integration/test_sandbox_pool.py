@@ -1,0 +1,127 @@
+"""Health checks run in killable worker processes: hostile scripts fail by a named limit while the
+caller's event loop keeps running, and the pool replaces what it killed (real member API server)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable
+from pathlib import Path
+from typing import TypeVar
+
+from fleetwave.api.sveltos import ValidateHealth
+from fleetwave.local import fleet, processes
+from fleetwave.sandbox.pool import Budget, CheckPool, Verdict
+
+T = TypeVar("T")
+
+# Exponential backtracking inside Lua's C matcher: no instruction hook fires while it runs.
+BACKTRACKING = """
+function evaluate()
+  local subject = string.rep("a", 40)
+  string.find(subject, string.rep("a?", 40) .. string.rep("a", 40))
+  return {healthy = true}
+end
+"""
+HEALTHY = "function evaluate() return {healthy = true} end"
+GREEDY = """
+function evaluate()
+  local t = {}
+  for i = 1, 1e9 do t[i] = string.rep("x", 1000) .. i end
+end
+"""
+
+
+def _check(script: str) -> ValidateHealth:
+    return ValidateHealth.model_validate(
+        {
+            "name": "probe",
+            "featureID": "Resources",
+            "group": "",
+            "version": "v1",
+            "kind": "Namespace",
+            "resourceName": "default",
+            "script": script,
+        }
+    )
+
+
+async def _while_ticking(job: Awaitable[T]) -> tuple[T, int, float]:
+    """Run `job` while a 20 ms ticker runs on the same loop: (result, ticks, longest gap in s)."""
+    gaps: list[float] = []
+
+    async def tick() -> None:
+        while True:
+            start = time.monotonic()
+            await asyncio.sleep(0.02)
+            gaps.append(time.monotonic() - start)
+
+    ticker = asyncio.create_task(tick())
+    try:
+        result = await job
+    finally:
+        ticker.cancel()
+    return result, len(gaps), max(gaps, default=0.0)
+
+
+def _kubeconfig(local_fleet: fleet.FleetState) -> bytes:
+    return Path(local_fleet.members[0].kubeconfig).read_bytes()
+
+
+async def test_a_backtracking_script_is_stopped_by_wall_time_and_the_loop_keeps_running(
+    local_fleet: fleet.FleetState,
+) -> None:
+    pool = CheckPool(Budget(workers=1, wall_seconds=3.0))
+    await pool.start()
+    try:
+        kubeconfig = _kubeconfig(local_fleet)
+        verdict, ticks, longest = await _while_ticking(pool.check(kubeconfig, [_check(BACKTRACKING)], []))
+        assert verdict == Verdict(False, "health checks exceeded the wall-time limit of 3s; stopped")
+        assert pool.killed == 1
+        # ~150 ticks fit in 3 s; in-process, the same script froze the loop for minutes (zero ticks).
+        assert ticks > 30
+        assert longest < 1.0
+        after = await pool.check(kubeconfig, [_check(HEALTHY)], [("v1", "Namespace", None, "default")])
+        assert after == Verdict(True, "ready; health checks passing: probe")
+    finally:
+        await pool.close()
+
+
+async def test_memory_and_instruction_limits_fail_the_check_without_killing_the_worker(
+    local_fleet: fleet.FleetState,
+) -> None:
+    pool = CheckPool(Budget(workers=1, wall_seconds=20.0))
+    await pool.start()
+    try:
+        kubeconfig = _kubeconfig(local_fleet)
+        greedy = await pool.check(kubeconfig, [_check(GREEDY)], [])
+        assert not greedy.ok
+        assert "memory limit exceeded" in greedy.message
+        spin = await pool.check(kubeconfig, [_check("function evaluate() while true do end end")], [])
+        assert "instruction limit exceeded" in spin.message
+        assert pool.killed == 0
+    finally:
+        await pool.close()
+
+
+async def test_an_unreachable_member_is_a_failed_check_not_an_error() -> None:
+    dead = _dead_kubeconfig()
+    pool = CheckPool(Budget(workers=1))
+    await pool.start()
+    try:
+        verdict = await pool.check(dead, [_check(HEALTHY)], [("v1", "Namespace", None, "default")])
+    finally:
+        await pool.close()
+    assert not verdict.ok
+    assert "unreachable" in verdict.message or "ConnectError" in verdict.message
+
+
+def _dead_kubeconfig() -> bytes:
+    """A kubeconfig for a loopback port nothing listens on."""
+    port = processes.free_port()
+    return (
+        "apiVersion: v1\nkind: Config\ncurrent-context: x\n"
+        f"clusters: [{{name: x, cluster: {{server: 'https://127.0.0.1:{port}'}}}}]\n"
+        "users: [{name: x, user: {token: t}}]\n"
+        "contexts: [{name: x, context: {cluster: x, user: x}}]\n"
+    ).encode()
