@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Any
 
@@ -44,6 +45,26 @@ def merge_patch(old: Any, new: Any) -> Any:
     return patch or None
 
 
+@dataclass(frozen=True, slots=True)
+class Versioned:
+    """An object's status as of one resourceVersion: what the next guarded status write starts from.
+
+    A controller that writes several times in one reconcile carries this forward instead of waiting
+    for its informer cache to catch up with its own writes.
+    """
+
+    name: str
+    namespace: str | None
+    resource_version: str | None
+    status: Mapping[str, Any]
+
+    @classmethod
+    def of(cls, obj: Any) -> Versioned:
+        meta = obj.metadata
+        status = normalized(_status_of(obj) or {})
+        return cls(meta.name, meta.namespace, meta.resourceVersion, status)
+
+
 async def write_status(
     client: AsyncClient,
     resource: type[Any],
@@ -53,25 +74,33 @@ async def write_status(
     namespace: str | None = None,
 ) -> StatusWrite:
     """Patch `obj`'s status to `new_status`; `obj` is the version the status was computed from."""
-    old = normalized(_status_of(obj) or {})
-    diff = merge_patch(old, normalized(dict(new_status)))
+    current = Versioned.of(obj)
+    if namespace is not None:
+        current = replace(current, namespace=namespace)
+    written, _ = await write_versioned(client, resource, current, new_status)
+    return written
+
+
+async def write_versioned(
+    client: AsyncClient, resource: type[Any], current: Versioned, new_status: Mapping[str, Any]
+) -> tuple[StatusWrite, Versioned]:
+    """Like `write_status`, and returns the version just written (unchanged when nothing was)."""
+    wanted = normalized(dict(new_status))
+    diff = merge_patch(current.status, wanted)
     if diff is None:
-        return StatusWrite.UNCHANGED
-    meta = obj.metadata
-    body = {"metadata": {"resourceVersion": meta.resourceVersion}, "status": diff}
+        return StatusWrite.UNCHANGED, current
+    body = {"metadata": {"resourceVersion": current.resource_version}, "status": diff}
     try:
-        await client.patch(
-            resource.Status,
-            meta.name,
-            body,
-            namespace=namespace if namespace is not None else meta.namespace,
-            patch_type=PatchType.MERGE,
+        result = await client.patch(
+            resource.Status, current.name, body, namespace=current.namespace, patch_type=PatchType.MERGE
         )
     except ApiError as exc:
         if exc.status.code == _CONFLICT:
-            return StatusWrite.CONFLICT
+            return StatusWrite.CONFLICT, current
         raise
-    return StatusWrite.WRITTEN
+    if getattr(result, "metadata", None) is None:
+        return StatusWrite.WRITTEN, replace(current, resource_version=None, status=wanted)
+    return StatusWrite.WRITTEN, replace(Versioned.of(result), namespace=current.namespace)
 
 
 def _status_of(obj: Any) -> Any:
