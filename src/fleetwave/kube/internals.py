@@ -64,11 +64,19 @@ def is_namespaced(resource: type[Any]) -> bool:
     return issubclass(resource, lk_resource.NamespacedResource)
 
 
+def builtin_class(api_version: str, kind: str) -> type[Any] | None:
+    """lightkube's typed class of a built-in Kubernetes kind (or of a registered one); None if unknown."""
+    try:
+        known: type[Any] = resource_registry.load(api_version, kind)
+    except (LoadResourceError, ImportError):
+        return None
+    return known
+
+
 def builtin_plural(api_version: str, kind: str) -> tuple[str, bool] | None:
     """(plural, namespaced) of a kind in lightkube's table of built-in Kubernetes kinds."""
-    try:
-        known = resource_registry.load(api_version, kind)
-    except (LoadResourceError, ImportError):
+    known = builtin_class(api_version, kind)
+    if known is None:
         return None
     return known._api_info.plural, is_namespaced(known)
 

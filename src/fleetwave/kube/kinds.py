@@ -83,6 +83,15 @@ def builtin(gvk: GVK) -> KindInfo | None:
     return None if found is None else KindInfo(gvk, found[0], found[1])
 
 
+def builtin_resource(api_version: str, kind: str) -> Any:
+    """lightkube's typed class of a built-in kind (e.g. apps/v1 Deployment: attribute access on
+    what it reads); UnknownKind when lightkube does not know it."""
+    found = internals.builtin_class(api_version, kind)
+    if found is None:
+        raise UnknownKind(f"{kind} in {api_version} is not a built-in Kubernetes kind")
+    return found
+
+
 def from_crds(objects: Iterable[Mapping[str, Any]]) -> dict[GVK, KindInfo]:
     """Kinds defined by CustomResourceDefinitions in a content set (pure)."""
     out: dict[GVK, KindInfo] = {}

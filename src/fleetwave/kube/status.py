@@ -10,12 +10,14 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from datetime import datetime
 from enum import Enum
 from typing import Any
 
-from lightkube import AsyncClient
-from lightkube.core.exceptions import ApiError
+from lightkube import ApiError, AsyncClient
 from lightkube.types import PatchType
+
+from fleetwave.core import timestamps
 
 _CONFLICT = 409
 
@@ -110,8 +112,10 @@ def _status_of(obj: Any) -> Any:
 
 
 def _json_default(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return timestamps.fmt(value)
     if hasattr(value, "isoformat"):
-        return value.isoformat().replace("+00:00", "Z")
+        return value.isoformat()
     if hasattr(value, "to_dict"):
         return value.to_dict()
     raise TypeError(f"not JSON serialisable: {type(value).__name__}")
