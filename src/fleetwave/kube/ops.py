@@ -3,22 +3,29 @@
 Bodies are plain dicts; the resource class is found by `kinds` (fleetwave's kinds, built-ins, or a
 generic class for anything else the caller resolved). "Already exists" and "not found" are answers,
 not exceptions, where the caller's intent makes them so (create-if-absent, delete-if-exists, get).
+
+Errors: lightkube raises `ApiError` for a JSON (Status) error body, but a plain `StatusError` (its
+base class) for the text/plain 404 an API server returns for a group/version it does not serve;
+`code_of` and `message_of` read both, and "not found" means either. `TransportError` is a server
+that could not be reached at all. The sync twins of these helpers are in `kube.sync_ops`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterable, Mapping, Sequence
 from typing import Any
 
 import httpx2
-from lightkube import ApiError, AsyncClient, codecs
-from lightkube.types import PatchType
+from lightkube import ApiError, AsyncClient, LoadResourceError, codecs
+from lightkube.types import PatchType, on_error_retry
 
 from fleetwave.kube import kinds
 
 __all__ = [
+    "ALL_NAMESPACES",
     "ApiError",
     "HTTPError",
+    "StatusError",
     "TransportError",
     "apply",
     "code_of",
@@ -27,27 +34,60 @@ __all__ = [
     "get",
     "json_patch",
     "merge_patch",
+    "message_of",
     "to_resource",
+    "watch",
 ]
 
 NOT_FOUND, CONFLICT = 404, 409
+ALL_NAMESPACES = "*"  # the `namespace=` of a list or watch across every namespace
 TransportError = httpx2.TransportError
 HTTPError = httpx2.HTTPError
+StatusError = httpx2.HTTPStatusError  # an error answer; ApiError is the one with a Status body
 
 
-def code_of(error: ApiError) -> int:
-    return int(error.status.code or 0)
+def code_of(error: StatusError) -> int:
+    """The HTTP status of an error answer (the Status body's code for an ApiError)."""
+    if isinstance(error, ApiError):
+        return int(error.status.code or 0)
+    return int(error.response.status_code)
+
+
+def message_of(error: StatusError) -> str:
+    """What the server said: the Status message, else the status code and the body's text."""
+    if isinstance(error, ApiError):
+        return str(error.status.message or error)
+    return f"{error.response.status_code} {error.response.text.strip()}"
+
+
+def is_not_found(error: StatusError) -> bool:
+    return code_of(error) == NOT_FOUND
 
 
 def to_resource(body: Mapping[str, Any]) -> Any:
-    """The lightkube object for a dict body (our kinds and built-ins; registered on first use)."""
+    """The lightkube object for a dict body (our kinds and built-ins; registered on first use);
+    `kinds.UnknownKind` for a kind neither we nor lightkube know (a CRD's kind: resolve it instead)."""
     kinds.register_all()
-    return codecs.from_dict(dict(body))
+    try:
+        return codecs.from_dict(dict(body))
+    except LoadResourceError as e:
+        raise kinds.UnknownKind(f"unknown kind {body.get('apiVersion')}/{body.get('kind')}") from e
 
 
-async def apply(client: AsyncClient, body: Mapping[str, Any], *, force: bool = True) -> Any:
-    """Server-side apply under fleetwave's field manager."""
-    return await client.apply(to_resource(body), force=force)
+async def apply(
+    client: AsyncClient,
+    body: Mapping[str, Any],
+    *,
+    force: bool = True,
+    dry_run: bool = False,
+    resource: type[Any] | None = None,
+    field_manager: str | None = None,
+) -> Any:
+    """Server-side apply under the client's field manager (or `field_manager`). `resource` is the
+    class to send `body` as (e.g. `kinds.resource_class(info)` for a resolved kind); by default the
+    class lightkube's codecs know for its apiVersion/kind."""
+    obj = to_resource(body) if resource is None else resource(dict(body))
+    return await client.apply(obj, force=force, dry_run=dry_run, field_manager=field_manager)
 
 
 async def create_if_absent(client: AsyncClient, body: Mapping[str, Any]) -> bool:
@@ -65,8 +105,8 @@ async def get(client: AsyncClient, resource: type[Any], name: str, *, namespace:
     """The object, or None when it does not exist."""
     try:
         return await client.get(resource, name, namespace=namespace)
-    except ApiError as e:
-        if code_of(e) != NOT_FOUND:
+    except StatusError as e:
+        if not is_not_found(e):
             raise
         return None
 
@@ -74,11 +114,11 @@ async def get(client: AsyncClient, resource: type[Any], name: str, *, namespace:
 async def delete_if_exists(
     client: AsyncClient, resource: type[Any], name: str, *, namespace: str | None = None
 ) -> bool:
-    """Delete; False when it was already gone."""
+    """Delete; False when it was already gone (or its kind is no longer served)."""
     try:
         await client.delete(resource, name, namespace=namespace)
-    except ApiError as e:
-        if code_of(e) != NOT_FOUND:
+    except StatusError as e:
+        if not is_not_found(e):
             raise
         return False
     return True
@@ -110,3 +150,22 @@ async def merge_patch(
     """An RFC 7386 merge patch, of the object or (status=True) of its status subresource."""
     target = resource.Status if status else resource
     return await client.patch(target, name, dict(body), namespace=namespace, patch_type=PatchType.MERGE)
+
+
+def watch(
+    client: AsyncClient,
+    resource: type[Any],
+    *,
+    namespace: str | None = None,
+    labels: Mapping[str, Any] | None = None,
+    fields: Mapping[str, str] | None = None,
+) -> AsyncIterable[tuple[str, Any]]:
+    """(event type, object) pairs of a watch that lightkube re-opens by itself after errors."""
+    stream: AsyncIterable[tuple[str, Any]] = client.watch(
+        resource,
+        namespace=namespace,
+        labels=dict(labels) if labels else None,
+        fields=dict(fields) if fields else None,
+        on_error=on_error_retry,
+    )
+    return stream
