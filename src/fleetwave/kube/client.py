@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx2
 import yaml
-from lightkube import AsyncClient, Client, KubeConfig
+from lightkube import AsyncClient, Client, ConfigError, KubeConfig
 
 from fleetwave.kube import internals
 
@@ -20,6 +20,7 @@ __all__ = [
     "FIELD_MANAGER",
     "AsyncClient",
     "Client",
+    "ConfigError",
     "KubeConfig",
     "async_client",
     "async_http",

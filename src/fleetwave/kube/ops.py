@@ -32,6 +32,7 @@ __all__ = [
     "create_if_absent",
     "delete_if_exists",
     "get",
+    "is_not_found",
     "json_patch",
     "merge_patch",
     "message_of",

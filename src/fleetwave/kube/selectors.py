@@ -34,3 +34,8 @@ def label_pairs(requirements: Iterable[Requirement]) -> list[tuple[str, Any]]:
         else:
             out.append((r.key, operators.not_in(list(r.values))))
     return out
+
+
+def exists(*keys: str) -> dict[str, Any]:
+    """The `labels=` argument selecting objects that carry every one of `keys`, whatever the value."""
+    return {key: operators.exists() for key in keys}

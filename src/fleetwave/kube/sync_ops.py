@@ -1,0 +1,61 @@
+"""The sync twins of `kube.ops`, for the CLI, `fleetwave install`/`apply`/`cluster register` and the
+demo, which talk to the management cluster from plain (non-async) code.
+
+Same answers as `kube.ops`: "not found" is None from `get`, errors are `ops.ApiError` /
+`ops.StatusError` / `ops.TransportError`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from lightkube import Client
+from lightkube.types import PatchType
+
+from fleetwave.kube import ops
+
+__all__ = ["apply", "get", "json_patch", "merge_patch"]
+
+
+def apply(client: Client, body: Mapping[str, Any], *, force: bool = True) -> Any:
+    """Server-side apply under the client's field manager (`kinds.UnknownKind`: see `ops.to_resource`)."""
+    return client.apply(ops.to_resource(body), force=force)
+
+
+def get(client: Client, resource: type[Any], name: str, *, namespace: str | None = None) -> Any:
+    """The object, or None when it does not exist."""
+    try:
+        return client.get(resource, name, namespace=namespace)
+    except ops.StatusError as e:
+        if not ops.is_not_found(e):
+            raise
+        return None
+
+
+def json_patch(
+    client: Client,
+    resource: type[Any],
+    name: str,
+    patch: Sequence[Mapping[str, Any]],
+    *,
+    namespace: str | None = None,
+) -> Any:
+    """An RFC 6902 patch; a failing `test` op makes the API server refuse it (422)."""
+    return client.patch(
+        resource, name, [dict(op) for op in patch], namespace=namespace, patch_type=PatchType.JSON
+    )
+
+
+def merge_patch(
+    client: Client,
+    resource: type[Any],
+    name: str,
+    body: Mapping[str, Any],
+    *,
+    namespace: str | None = None,
+    status: bool = False,
+) -> Any:
+    """An RFC 7386 merge patch, of the object or (status=True) of its status subresource."""
+    target = resource.Status if status else resource
+    return client.patch(target, name, dict(body), namespace=namespace, patch_type=PatchType.MERGE)
