@@ -14,13 +14,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import httpx2
-from lightkube import ApiError, AsyncClient
-
 from fleetwave.delivery import content as ct
 from fleetwave.delivery.target import MemberTarget
 from fleetwave.kube import kinds as kd
-from fleetwave.kube.client import FIELD_MANAGER
+from fleetwave.kube import ops
+from fleetwave.kube.client import FIELD_MANAGER, AsyncClient
 
 Action = Literal["created", "configured", "unchanged", "failed"]
 _DEFAULT_NAMESPACE = "default"
@@ -75,21 +73,6 @@ class Drift:
     message: str
 
 
-# lightkube raises ApiError for JSON error bodies, but a plain HTTPStatusError for the text/plain 404
-# an apiserver returns for a group/version it does not serve; both mean the same to us.
-_HTTPError = httpx2.HTTPStatusError
-
-
-def _code(err: _HTTPError) -> int:
-    return int(err.response.status_code)
-
-
-def _api_message(err: _HTTPError) -> str:
-    if isinstance(err, ApiError):
-        return str(err.status.message or err)
-    return f"{err.response.status_code} {err.response.text.strip()}"
-
-
 def _placed(obj: Mapping[str, Any], info: kd.KindInfo) -> dict[str, Any]:
     """`obj` with its namespace defaulted (namespaced kinds) or dropped (cluster-scoped kinds)."""
     out = dict(obj)
@@ -103,13 +86,8 @@ def _placed(obj: Mapping[str, Any], info: kd.KindInfo) -> dict[str, Any]:
 
 
 async def _live(client: AsyncClient, cls: type[Any], ref: ct.ObjectRef) -> dict[str, Any] | None:
-    try:
-        found = await client.get(cls, ref.name, namespace=ref.namespace)
-    except _HTTPError as err:
-        if _code(err) == 404:
-            return None
-        raise
-    return dict(found)
+    found = await ops.get(client, cls, ref.name, namespace=ref.namespace)
+    return None if found is None else dict(found)
 
 
 def _action(before: dict[str, Any] | None, after: dict[str, Any]) -> Action:
@@ -132,12 +110,14 @@ async def _apply_one(
     cls = kd.resource_class(info)
     try:
         before = await _live(client, cls, ref)
-        after = await client.apply(cls(body), field_manager=FIELD_MANAGER, force=True, dry_run=dry_run)
-    except _HTTPError as err:
-        if dry_run and _code(err) == 404 and gvk in resolver.from_content:
+        after = await ops.apply(
+            client, body, resource=cls, field_manager=FIELD_MANAGER, force=True, dry_run=dry_run
+        )
+    except ops.StatusError as err:
+        if dry_run and ops.is_not_found(err) and gvk in resolver.from_content:
             # Its CRD is part of this same content and not installed yet: it would be created.
             return AppliedObject(ref, digest, "created")
-        return AppliedObject(ref, digest, "failed", _api_message(err))
+        return AppliedObject(ref, digest, "failed", ops.message_of(err))
     return AppliedObject(ref, digest, _action(before, dict(after)))
 
 
@@ -181,26 +161,20 @@ async def apply(
 
 async def _labelled(client: AsyncClient, info: kd.KindInfo, key: str) -> list[ct.ObjectRef]:
     cls = kd.resource_class(info)
-    namespace = "*" if info.namespaced else None
+    namespace = ops.ALL_NAMESPACES if info.namespaced else None
     found: list[ct.ObjectRef] = []
     try:
         async for item in client.list(cls, namespace=namespace, labels={ct.INVENTORY_LABEL: key}):
             # List items carry no apiVersion/kind: name them by the kind we listed.
             found.append(ct.ref_of({**item, "apiVersion": info.gvk.api_version, "kind": info.gvk.kind}))
-    except _HTTPError as err:
-        if _code(err) != 404:  # the kind's CRD is gone, so are its objects
+    except ops.StatusError as err:
+        if not ops.is_not_found(err):  # the kind's CRD is gone, so are its objects
             raise
     return found
 
 
 async def _delete(client: AsyncClient, info: kd.KindInfo, ref: ct.ObjectRef) -> bool:
-    try:
-        await client.delete(kd.resource_class(info), ref.name, namespace=ref.namespace)
-    except _HTTPError as err:
-        if _code(err) == 404:
-            return False
-        raise
-    return True
+    return await ops.delete_if_exists(client, kd.resource_class(info), ref.name, namespace=ref.namespace)
 
 
 def _removal_order(kinds: Iterable[kd.GVK]) -> list[kd.GVK]:
@@ -245,10 +219,12 @@ async def _drift_of(client: AsyncClient, resolver: kd.AsyncKinds, obj: Mapping[s
         return Drift(ref, "missing", f"{ref} no longer exists")
     try:
         # Without force, the server refuses to take back fields another manager now owns.
-        result = await client.apply(cls(body), field_manager=FIELD_MANAGER, force=False, dry_run=True)
-    except _HTTPError as err:
-        if _code(err) == 409:
-            return Drift(ref, "conflict", _api_message(err))
+        result = await ops.apply(
+            client, body, resource=cls, field_manager=FIELD_MANAGER, force=False, dry_run=True
+        )
+    except ops.StatusError as err:
+        if ops.code_of(err) == ops.CONFLICT:
+            return Drift(ref, "conflict", ops.message_of(err))
         raise
     paths = ct.diff_paths(ct.comparable(live), ct.comparable(dict(result)))
     if paths:

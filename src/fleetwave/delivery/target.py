@@ -14,10 +14,8 @@ from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import httpx2
-from lightkube import AsyncClient
-
 from fleetwave.kube import client as kubeclient
+from fleetwave.kube import ops
 
 
 class MemberUnreachable(Exception):
@@ -39,12 +37,12 @@ class MemberTarget:
         return cls(name=name, kubeconfig=Path(path).read_bytes())
 
     @asynccontextmanager
-    async def session(self) -> AsyncIterator[AsyncClient]:
+    async def session(self) -> AsyncIterator[kubeclient.AsyncClient]:
         """An async client for this member, closed afterwards; transport errors become MemberUnreachable."""
         client = kubeclient.async_client(kubeclient.config_from_bytes(self.kubeconfig))
         try:
             yield client
-        except httpx2.TransportError as err:
+        except ops.TransportError as err:
             raise MemberUnreachable(self.name, f"{type(err).__name__}: {err}") from err
         finally:
             await client.close()
