@@ -12,14 +12,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from lightkube import AsyncClient
-from lightkube.resources.core_v1 import ConfigMap, Secret
-
 from fleetwave.controllers import kubefleet, membercluster, profile, promotion, summary
 from fleetwave.controllers import summary_status as ss
 from fleetwave.controllers.context import Cache, Context
 from fleetwave.controllers.ports import HealthAdapter, HelmAdapter
 from fleetwave.kube import kinds
+from fleetwave.kube.client import AsyncClient
+from fleetwave.kube.objects import ConfigMap, Secret
 from fleetwave.runtime import events
 from fleetwave.runtime.controller import Controller
 from fleetwave.runtime.manager import Election, Manager

@@ -12,10 +12,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
-from lightkube import AsyncClient
-
 from fleetwave.api.sveltos import HelmChart, ValidateHealth
 from fleetwave.delivery.target import MemberTarget
+from fleetwave.kube.client import AsyncClient
 from fleetwave.runtime import events
 from fleetwave.runtime.watching import Informer
 

@@ -13,18 +13,18 @@ from datetime import UTC, datetime
 from typing import Any
 
 from fleetwave.core import status as st
+from fleetwave.core import timestamps
 
 log = logging.getLogger(__name__)
 
 
 def _t(value: datetime | None) -> str | None:
+    # Not `timestamps.fmt`: the record keeps sub-second precision so that it round-trips exactly (a
+    # whole-second instant would move gate deadlines and change the engine's next decision).
     return None if value is None else value.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
-def _parse_t(value: Any) -> datetime | None:
-    if not value:
-        return None
-    return datetime.fromisoformat(str(value).replace("Z", "+00:00")).astimezone(UTC)
+_parse_t = timestamps.parse_optional
 
 
 def _req_t(value: Any) -> datetime:

@@ -10,8 +10,6 @@ import asyncio
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-import httpx2
-
 from fleetwave.api.sveltos import HelmChart, ValidateHealth
 from fleetwave.controllers.context import HealthOutcome, HelmOutcome
 from fleetwave.delivery import helm
@@ -19,6 +17,7 @@ from fleetwave.delivery.target import MemberTarget
 from fleetwave.health import checks, readiness
 from fleetwave.health.reader import KindNotServed, KubeResourceReader
 from fleetwave.kube import client as kubeclient
+from fleetwave.kube import ops
 
 ObjectId = tuple[str, str, str | None, str]
 
@@ -61,7 +60,7 @@ class HealthAdapter:
 def _check(target: MemberTarget, user_checks: list[ValidateHealth], objects: list[ObjectId]) -> HealthOutcome:
     try:
         return _check_on(target, user_checks, objects)
-    except (httpx2.HTTPError, OSError) as e:
+    except (ops.HTTPError, OSError) as e:
         return HealthOutcome(False, f"cluster {target.name} unreachable: {type(e).__name__}: {e}")
 
 

@@ -8,7 +8,7 @@ currentStageName and lastPromotionTime, conditions, the engine record and first-
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from fleetwave.api.models import ClusterPromotion
@@ -16,18 +16,9 @@ from fleetwave.controllers import engine_state
 from fleetwave.controllers import rollout_facts as rf
 from fleetwave.core import model as m
 from fleetwave.core import status as st
+from fleetwave.core import timestamps
 
 ALL_DEPLOYED = "All matching clusters are successfully deployed."
-
-
-def parse_time(value: Any) -> datetime | None:
-    if not value:
-        return None
-    return datetime.fromisoformat(str(value).replace("Z", "+00:00")).astimezone(UTC)
-
-
-def _t(value: datetime | None) -> str | None:
-    return None if value is None else st.fmt(value)
 
 
 def _waiting_on(stage: st.StageStatus, deliveries: Mapping[str, m.Delivery]) -> str:
@@ -62,8 +53,8 @@ def _stage(stage: st.StageStatus, deliveries: Mapping[str, m.Delivery]) -> dict[
         "clusters": len(stage.clusters),
         "completed": stage.completed,
         "currentStatusDescription": describe(stage, deliveries),
-        "lastUpdateReconciledTime": _t(stage.started_at),
-        "lastSuccessfulAppliedTime": _t(stage.succeeded_at),
+        "lastUpdateReconciledTime": timestamps.fmt_optional(stage.started_at),
+        "lastSuccessfulAppliedTime": timestamps.fmt_optional(stage.succeeded_at),
     }
     if stage.failed:
         entry["failureMessage"] = describe(stage)
@@ -94,10 +85,10 @@ def build(
         "profileSpecHash": content_hash,
         "stagesHash": stages_hash,
         "currentStageName": current.name if current else (status.stages[-1].name if status.stages else None),
-        "lastPromotionTime": _t(last) if last else previous.get("lastPromotionTime"),
+        "lastPromotionTime": timestamps.fmt(last) if last else previous.get("lastPromotionTime"),
         "stages": [_stage(s, deliveries) for s in status.stages],
         "conditions": rf.conditions(status, generation),
-        "approvals": {k: st.fmt(v) for k, v in approvals.items()} or None,
+        "approvals": {k: timestamps.fmt(v) for k, v in approvals.items()} or None,
         "rollout": engine_state.dump(status),
         "observedGeneration": generation,
         "message": status.message,

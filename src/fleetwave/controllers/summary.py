@@ -13,9 +13,6 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-import httpx2
-from lightkube.types import PatchType
-
 from fleetwave.api.sveltos import ClusterProfileSpec, HelmChart
 from fleetwave.controllers import content, members
 from fleetwave.controllers import summary_status as ss
@@ -24,7 +21,7 @@ from fleetwave.delivery import content as dc
 from fleetwave.delivery import manifests
 from fleetwave.delivery.target import MemberTarget, MemberUnreachable
 from fleetwave.kube import client as kubeclient
-from fleetwave.kube import kinds
+from fleetwave.kube import kinds, ops
 from fleetwave.kube.status import StatusWrite, write_status
 from fleetwave.runtime.controller import Result
 
@@ -127,7 +124,7 @@ async def _probe(target: MemberTarget) -> None:
             kubeclient.config_from_bytes(target.kubeconfig), timeout=PROBE_TIMEOUT
         ) as http:
             response = await http.get("/readyz")
-    except (httpx2.HTTPError, OSError) as e:
+    except (ops.HTTPError, OSError) as e:
         raise MemberUnreachable(target.name, f"{type(e).__name__}: {e or 'no answer'}") from e
     if response.status_code != 200:
         raise MemberUnreachable(
@@ -309,10 +306,6 @@ async def _finalize(ctx: Context, obj: Any, raw: Mapping[str, Any]) -> Result:
 
 
 async def _patch_meta(ctx: Context, namespace: str, name: str, metadata: Mapping[str, Any]) -> None:
-    await ctx.client.patch(
-        kinds.resource("ClusterSummary"),
-        name,
-        {"metadata": dict(metadata)},
-        namespace=namespace,
-        patch_type=PatchType.MERGE,
+    await ops.merge_patch(
+        ctx.client, kinds.resource("ClusterSummary"), name, {"metadata": dict(metadata)}, namespace=namespace
     )

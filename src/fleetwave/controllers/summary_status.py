@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from fleetwave.core import timestamps
+
 PROFILE_LABEL = "fleetwave.io/cluster-profile"
 CLUSTER_LABEL = "fleetwave.io/cluster"
 SVELTOS_PROFILE_LABEL = "projectsveltos.io/cluster-profile-name"
@@ -90,7 +92,7 @@ def ready_condition(
         status, reason, message = "False", "Unhealthy", outcome.health_message or "waiting for health checks"
     else:
         status, reason, message = "True", "Provisioned", outcome.health_message or "deployed and healthy"
-    since = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+    since = timestamps.fmt(now)
     if previous and previous.get("status") == status:
         since = str(previous.get("lastTransitionTime") or since)
     return {
@@ -106,7 +108,7 @@ def ready_condition(
 def status_body(
     outcome: Outcome, *, generation: int | None, now: datetime, previous: Mapping[str, Any]
 ) -> dict[str, Any]:
-    stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+    stamp = timestamps.fmt(now)
     old_features = {f.get("featureID"): f for f in previous.get("featureSummaries") or []}
     features = []
     for f in outcome.features:

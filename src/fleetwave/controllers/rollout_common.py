@@ -1,0 +1,101 @@
+"""Helpers the Sveltos-style rollout controllers share (ClusterPromotion, ClusterProfile).
+
+Neutral ground: the promotion and profile controllers both use these, and neither imports the
+other. Everything that touches Kubernetes goes through `fleetwave.kube`; reads come from the cache.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
+from fleetwave import translate
+from fleetwave.api import codec
+from fleetwave.controllers import content, members
+from fleetwave.controllers import summary_status as ss
+from fleetwave.controllers.context import Cache, Context
+from fleetwave.core import effects as fx
+from fleetwave.core import model as m
+from fleetwave.core import timestamps
+from fleetwave.kube import kinds, ops
+from fleetwave.kube.status import StatusWrite, write_status
+from fleetwave.runtime.controller import Result
+
+NATIVE_API_VERSION = f"{kinds.GROUP}/{kinds.VERSION}"
+# A stage profile delivers the snapshot its promotion pinned, named (and hashed) in these annotations.
+PINNED_ANNOTATION = "fleetwave.io/pinned-content"
+PINNED_HASH_ANNOTATION = "fleetwave.io/pinned-content-hash"
+# Engine events that are worth a Warning rather than a Normal event.
+WARNING_REASONS = frozenset({"ClusterFailed", "ProgressDeadlineExceeded"})
+# What makes a spec invalid (reported in status, not retried: an edit wakes the controller).
+INVALID = (codec.ManifestError, content.ContentError, translate.TranslateError)
+
+T = TypeVar("T")
+
+
+def parse_as(raw: Mapping[str, Any], kind: str, model: type[T]) -> T:
+    """The cached object as its API model; the cache may hold it under another apiVersion spelling."""
+    parsed = codec.parse_object({**raw, "apiVersion": NATIVE_API_VERSION, "kind": kind})
+    assert isinstance(parsed, model)
+    return parsed
+
+
+def fleet_of(cache: Cache) -> m.Fleet:
+    return members.fleet(members.from_object(o) for o in cache.list("MemberCluster"))
+
+
+def summaries_of(cache: Cache, profile: str) -> dict[str, dict[str, Any]]:
+    """The profile's ClusterSummaries by member key."""
+    out = {}
+    for s in cache.list("ClusterSummary"):
+        if ((s.get("metadata") or {}).get("labels") or {}).get(ss.PROFILE_LABEL) == profile:
+            spec = s.get("spec") or {}
+            out[members.member_key(spec["clusterNamespace"], spec["clusterName"])] = s
+    return out
+
+
+def owner_reference(kind: str, owner: Any) -> dict[str, Any]:
+    """The controller reference that lets garbage collection take what a rollout generated."""
+    return {
+        "apiVersion": NATIVE_API_VERSION,
+        "kind": kind,
+        "name": owner.metadata.name,
+        "uid": owner.metadata.uid,
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def annotations_hold(current: Mapping[str, Any], wanted: Mapping[str, str]) -> bool:
+    """Whether `current` already carries every wanted annotation (others may be added by anyone)."""
+    present = (current.get("metadata") or {}).get("annotations") or {}
+    return all(present.get(k) == v for k, v in wanted.items())
+
+
+async def emit(ctx: Context, obj: Any, event: fx.Event) -> None:
+    await ctx.event(obj, event.reason in WARNING_REASONS, event.reason, event.message)
+
+
+async def ensure_snapshot(ctx: Context, resolved: content.Resolved) -> None:
+    """The immutable, content-addressed ConfigMap of `resolved` exists (created on first use)."""
+    if ctx.cache.get("ConfigMap", ctx.namespace, resolved.snapshot_name) is not None:
+        return
+    # Already there is fine: another reconcile made it, or the cache lags behind.
+    await ops.create_if_absent(ctx.client, content.snapshot_configmap(resolved, ctx.namespace))
+
+
+async def report_invalid(ctx: Context, obj: Any, raw: Mapping[str, Any], kind: str, message: str) -> Result:
+    """Say in status (and once in an event) why the spec cannot be rolled out."""
+    condition = {
+        "type": "Ready",
+        "status": "False",
+        "reason": "InvalidSpec",
+        "message": message,
+        "lastTransitionTime": timestamps.fmt(ctx.clock()),
+        "observedGeneration": raw["metadata"].get("generation"),
+    }
+    status = {**(raw.get("status") or {}), "conditions": [condition]}
+    written = await write_status(ctx.client, kinds.resource(kind), obj, status)
+    if written is StatusWrite.WRITTEN:
+        await ctx.event(obj, True, "InvalidSpec", message)
+    return Result()  # nothing to retry: a spec or content edit wakes us

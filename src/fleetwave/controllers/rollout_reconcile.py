@@ -1,0 +1,120 @@
+"""The one reconcile skeleton of the Sveltos-style rollout controllers (ClusterPromotion, ClusterProfile).
+
+One pass: read the object from the cache -> parse and pin its content (an invalid spec is reported
+in status and not retried) -> freeze what the engine decides from (fleet, previous record, now) ->
+observe the kind's facts -> engine step (pure) -> carry out the effects -> one status write guarded
+by resourceVersion -> after-write effects -> the requeue the decision asks for (`requeue.after`).
+
+A kind plugs in through `Rollout`: how it parses, what it observes, how it acts, what its status says.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Generic, Protocol, TypeVar
+
+from fleetwave.controllers import content, engine_state, requeue
+from fleetwave.controllers import rollout_common as common
+from fleetwave.controllers.context import Context, as_dict
+from fleetwave.core import effects as fx
+from fleetwave.core import engine
+from fleetwave.core import model as m
+from fleetwave.core import status as st
+from fleetwave.kube import kinds
+from fleetwave.kube.status import StatusWrite, write_status
+from fleetwave.runtime.controller import Result
+
+P = TypeVar("P")  # the kind's parsed API object
+F = TypeVar("F")  # what the kind's effects and status need besides the engine's facts
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared(Generic[P]):
+    """A valid spec: the parsed object, its pinned content and the engine's view of it."""
+
+    parsed: P
+    resolved: content.Resolved
+    spec: m.RolloutSpec
+
+
+@dataclass(frozen=True, slots=True)
+class Pass(Generic[P]):
+    """Everything one reconcile pass decides from, frozen at its start."""
+
+    key: str
+    obj: Any  # the cached version: its resourceVersion guards the status write
+    raw: Mapping[str, Any]
+    parsed: P
+    resolved: content.Resolved
+    spec: m.RolloutSpec
+    fleet: m.Fleet
+    previous: st.RolloutStatus | None
+    now: datetime
+
+    @property
+    def generation(self) -> int | None:
+        generation: int | None = self.raw["metadata"].get("generation")
+        return generation
+
+
+@dataclass(frozen=True, slots=True)
+class Observation(Generic[F]):
+    engine: m.Observed
+    facts: F
+
+
+class Rollout(Protocol[P, F]):
+    @property
+    def kind(self) -> str: ...
+
+    def prepare(self, ctx: Context, raw: Mapping[str, Any]) -> Prepared[P]:
+        """Parse and resolve; raises one of `rollout_common.INVALID` for a spec that cannot run."""
+        ...
+
+    async def observe(self, ctx: Context, run: Pass[P]) -> Observation[F]: ...
+
+    async def act(self, ctx: Context, run: Pass[P], facts: F, decision: fx.Decision) -> None: ...
+
+    def status(self, run: Pass[P], facts: F, decision: fx.Decision) -> dict[str, Any]: ...
+
+    async def after_status(self, ctx: Context, run: Pass[P], decision: fx.Decision) -> None:
+        """Effects that edit the decision's own inputs: only once the decision is recorded."""
+        ...
+
+
+async def reconcile(ctx: Context, key: str, rollout: Rollout[P, F]) -> Result:
+    obj = ctx.cache.obj(rollout.kind, None, key)
+    if obj is None or obj.metadata.deletionTimestamp:
+        return Result()  # what a rollout generates is owned by it: garbage collection takes it
+    raw = as_dict(obj)
+    try:
+        prepared = rollout.prepare(ctx, raw)
+    except common.INVALID as e:
+        return await common.report_invalid(ctx, obj, raw, rollout.kind, str(e))
+    await common.ensure_snapshot(ctx, prepared.resolved)
+    run = _start(ctx, key, obj, raw, prepared)
+    observation = await rollout.observe(ctx, run)
+    decision = engine.step(run.spec, run.fleet, observation.engine, run.now)
+    await rollout.act(ctx, run, observation.facts, decision)
+    status = rollout.status(run, observation.facts, decision)
+    written = await write_status(ctx.client, kinds.resource(rollout.kind), obj, status)
+    if written is StatusWrite.CONFLICT:
+        return Result(requeue=True)  # someone wrote newer state: decide again from it
+    await rollout.after_status(ctx, run, decision)
+    return requeue.after(decision, run.now)
+
+
+def _start(ctx: Context, key: str, obj: Any, raw: Mapping[str, Any], prepared: Prepared[P]) -> Pass[P]:
+    return Pass(
+        key=key,
+        obj=obj,
+        raw=raw,
+        parsed=prepared.parsed,
+        resolved=prepared.resolved,
+        spec=prepared.spec,
+        fleet=common.fleet_of(ctx.cache),
+        previous=engine_state.previous_of(raw),
+        now=ctx.clock(),
+    )
