@@ -7,12 +7,13 @@ from importlib import resources
 from pathlib import Path
 
 import yaml
-from lightkube import Client, codecs
-from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
 
 from fleetwave.api import crds
+from fleetwave.kube import kinds, sync_ops
+from fleetwave.kube.client import Client
 
 NAMESPACE = "fleetwave-system"
+_CRD = ("apiextensions.k8s.io/v1", "CustomResourceDefinition")
 
 
 def rbac_documents() -> list[dict[str, object]]:
@@ -32,10 +33,10 @@ def install(client: Client, *, timeout: float = 60.0) -> list[str]:
     """Apply every CRD and the RBAC, then wait until the CRDs are Established. Returns CRD names."""
     names = []
     for crd in crds.all_crds():
-        client.apply(CustomResourceDefinition.from_dict(crd), force=True)  # type: ignore[call-overload]
+        sync_ops.apply(client, crd)
         names.append(crd["metadata"]["name"])
     for doc in rbac_documents():
-        client.apply(codecs.from_dict(doc), force=True)
+        sync_ops.apply(client, doc)
     _wait_established(client, names, timeout)
     return names
 
@@ -43,9 +44,10 @@ def install(client: Client, *, timeout: float = 60.0) -> list[str]:
 def _wait_established(client: Client, names: list[str], timeout: float) -> None:
     deadline = time.monotonic() + timeout
     pending = set(names)
+    resource = kinds.builtin_resource(*_CRD)
     while pending:
         for name in sorted(pending):
-            crd = client.get(CustomResourceDefinition, name)
+            crd = client.get(resource, name)
             conditions = crd.status.conditions if crd.status else None
             if any(c.type == "Established" and c.status == "True" for c in conditions or []):
                 pending.discard(name)

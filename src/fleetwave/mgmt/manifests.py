@@ -9,12 +9,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import yaml
-from lightkube import Client, codecs
-from lightkube.core.exceptions import LoadResourceError
 
 from fleetwave.api import codec, models
 from fleetwave.api.upstream import ConversionError
-from fleetwave.kube import kinds
+from fleetwave.kube import kinds, ops, sync_ops
+from fleetwave.kube.client import Client
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,15 +55,13 @@ def apply(
     client: Client, docs: Iterable[dict[str, Any]], *, default_namespace: str | None = None
 ) -> list[Applied]:
     """Validate every document first (nothing is applied if one is invalid), then apply in order."""
-    kinds.register_all()
     prepared = [(doc, to_native(doc)) for doc in docs]
-    objects = []
-    for original, native in prepared:
+    for _, native in prepared:
         if default_namespace and _namespaced(native) and not native["metadata"].get("namespace"):
             native["metadata"]["namespace"] = default_namespace
         try:
-            objects.append((original, codecs.from_dict(native)))
-        except LoadResourceError as e:
+            ops.to_resource(native)  # a kind lightkube cannot send fails here, before anything is applied
+        except kinds.UnknownKind as e:
             raise codec.ManifestError(
                 str(native.get("kind")),
                 _name(native),
@@ -76,12 +73,12 @@ def apply(
                 ],
             ) from e
     result = []
-    for original, obj in objects:
-        client.apply(obj, force=True)
+    for original, native in prepared:
+        sync_ops.apply(client, native)
         meta = original.get("metadata") or {}
         mapped = is_fleetwave(original) and not str(original["apiVersion"]).startswith(kinds.GROUP)
         upstream = original["apiVersion"] if mapped else None
-        result.append(Applied(str(obj.kind), str(meta.get("name")), meta.get("namespace"), upstream))
+        result.append(Applied(str(native["kind"]), str(meta.get("name")), meta.get("namespace"), upstream))
     return result
 
 

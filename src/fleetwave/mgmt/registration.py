@@ -9,12 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import httpx2
-from lightkube import Client, codecs
-from lightkube.types import PatchType
-
 from fleetwave.kube import client as kubeclient
-from fleetwave.kube import kinds
+from fleetwave.kube import kinds, ops, sync_ops
 
 KUBECONFIG_KEY = "kubeconfig"
 
@@ -39,33 +35,27 @@ def probe(kubeconfig: bytes, *, timeout: float = 5.0) -> Probe:
                 return Probe(False, None, f"API server not ready: /readyz answered {ready.status_code}")
             version = http.get("/version").json().get("gitVersion")
             return Probe(True, version, "API server ready")
-    except (httpx2.HTTPError, OSError, ValueError) as e:
+    except (ops.HTTPError, OSError, ValueError) as e:
         return Probe(False, None, f"API server unreachable: {type(e).__name__}: {e}")
 
 
 def register(
-    client: Client, *, name: str, namespace: str, kubeconfig: bytes, labels: dict[str, str]
+    client: kubeclient.Client, *, name: str, namespace: str, kubeconfig: bytes, labels: dict[str, str]
 ) -> Probe:
-    kinds.register_all()
-    client.apply(
-        codecs.from_dict({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}),
-        force=True,
-    )
-    client.apply(
-        codecs.from_dict(
-            {
-                "apiVersion": "v1",
-                "kind": "Secret",
-                "metadata": {
-                    "name": secret_name(name),
-                    "namespace": namespace,
-                    "labels": {"fleetwave.io/member-cluster": name},
-                },
-                "type": "Opaque",
-                "stringData": {KUBECONFIG_KEY: kubeconfig.decode()},
-            }
-        ),
-        force=True,
+    sync_ops.apply(client, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    sync_ops.apply(
+        client,
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {
+                "name": secret_name(name),
+                "namespace": namespace,
+                "labels": {"fleetwave.io/member-cluster": name},
+            },
+            "type": "Opaque",
+            "stringData": {KUBECONFIG_KEY: kubeconfig.decode()},
+        },
     )
     member = {
         "apiVersion": f"{kinds.GROUP}/{kinds.VERSION}",
@@ -73,13 +63,13 @@ def register(
         "metadata": {"name": name, "namespace": namespace, "labels": labels},
         "spec": {"kubeconfigSecretRef": {"name": secret_name(name), "key": KUBECONFIG_KEY}},
     }
-    client.apply(codecs.from_dict(member), force=True)
+    sync_ops.apply(client, member)
     result = probe(kubeconfig)
     write_status(client, name=name, namespace=namespace, result=result)
     return result
 
 
-def write_status(client: Client, *, name: str, namespace: str, result: Probe) -> None:
+def write_status(client: kubeclient.Client, *, name: str, namespace: str, result: Probe) -> None:
     status: dict[str, Any] = {
         "ready": result.ready,
         "connectionStatus": "Healthy" if result.ready else "Down",
@@ -87,10 +77,6 @@ def write_status(client: Client, *, name: str, namespace: str, result: Probe) ->
     }
     if result.version:
         status["version"] = result.version
-    client.patch(
-        kinds.resource("MemberCluster").Status,
-        name,
-        {"status": status},
-        namespace=namespace,
-        patch_type=PatchType.MERGE,
+    sync_ops.merge_patch(
+        client, kinds.resource("MemberCluster"), name, {"status": status}, namespace=namespace, status=True
     )
