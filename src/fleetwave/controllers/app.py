@@ -42,20 +42,7 @@ def _now() -> dt.datetime:
 
 
 def build(client: AsyncClient, settings: Settings, *, handle_signals: bool = True) -> Manager:
-    manager = Manager(
-        client,
-        namespace=settings.namespace,
-        leader_election=settings.leader_election,
-        metrics_port=settings.metrics_port,
-        health_port=settings.health_port,
-        election=Election(
-            identity=settings.identity,
-            lease_duration=settings.lease_duration,
-            renew_deadline=settings.lease_duration * 2 / 3,
-            retry_period=max(settings.lease_duration / 7.5, 0.2),
-        ),
-        handle_signals=handle_signals,
-    )
+    manager = _manager(client, settings, handle_signals=handle_signals)
     informers = {
         name: manager.add_informer(Informer(client, kinds.resource(name)))
         for name in ("ClusterPromotion", "ClusterProfile", "ClusterSummary", "MemberCluster")
@@ -72,6 +59,31 @@ def build(client: AsyncClient, settings: Settings, *, handle_signals: bool = Tru
         namespace=settings.namespace,
         clock=_now,
     )
+    _add_controllers(manager, ctx, informers, settings)
+    kubefleet.register(manager, ctx)
+    return manager
+
+
+def _manager(client: AsyncClient, settings: Settings, *, handle_signals: bool) -> Manager:
+    return Manager(
+        client,
+        namespace=settings.namespace,
+        leader_election=settings.leader_election,
+        metrics_port=settings.metrics_port,
+        health_port=settings.health_port,
+        election=Election(
+            identity=settings.identity,
+            lease_duration=settings.lease_duration,
+            renew_deadline=settings.lease_duration * 2 / 3,
+            retry_period=max(settings.lease_duration / 7.5, 0.2),
+        ),
+        handle_signals=handle_signals,
+    )
+
+
+def _add_controllers(
+    manager: Manager, ctx: Context, informers: dict[str, Informer], settings: Settings
+) -> None:
     promotions: Controller[str] = manager.add_controller(
         "clusterpromotion", lambda k: promotion.reconcile(ctx, k), workers=2
     )
@@ -86,77 +98,84 @@ def build(client: AsyncClient, settings: Settings, *, handle_signals: bool = Tru
     )
     clusters.watch(informers["MemberCluster"], lambda o: [object_key(o)])
     clusters.watch(informers["Secret"], _member_of_secret)
-    _wire(cache, informers, promotions, profiles, summaries)
-    kubefleet.register(manager, ctx)
-    return manager
+    keys = _Keys(ctx.cache)
+    _wire_promotions(promotions, informers, keys)
+    _wire_profiles(profiles, informers, keys)
+    _wire_summaries(summaries, informers, keys)
 
 
 def _labels(obj: Any) -> dict[str, str]:
     return dict(obj.metadata.labels or {})
 
 
-def _wire(
-    cache: Cache,
-    informers: dict[str, Informer],
-    promotions: Controller[str],
-    profiles: Controller[str],
-    summaries: Controller[str],
-) -> None:
-    def all_of(kind: str) -> Iterable[str]:
-        return [object_key(o) for o in cache.objects(kind)]
+class _Keys:
+    """Maps a changed object to the keys of the objects whose reconcile depends on it."""
 
-    def promotion_of_profile(obj: Any) -> Iterable[str]:
+    def __init__(self, cache: Cache) -> None:
+        self.cache = cache
+
+    def all_of(self, kind: str) -> Iterable[str]:
+        return [object_key(o) for o in self.cache.objects(kind)]
+
+    def promotion_of_profile(self, obj: Any) -> Iterable[str]:
         owner = _labels(obj).get(promotion.PROMOTION_LABEL)
         return [owner] if owner else []
 
-    def profile_of_summary(obj: Any) -> Iterable[str]:
+    def profile_of_summary(self, obj: Any) -> Iterable[str]:
         name = _labels(obj).get(ss.PROFILE_LABEL)
         return [name] if name else []
 
-    def promotion_of_summary(obj: Any) -> Iterable[str]:
+    def promotion_of_summary(self, obj: Any) -> Iterable[str]:
         keys: list[str] = []
-        for name in profile_of_summary(obj):
-            owner = cache.obj("ClusterProfile", None, name)
-            keys += promotion_of_profile(owner) if owner is not None else []
+        for name in self.profile_of_summary(obj):
+            owner = self.cache.obj("ClusterProfile", None, name)
+            keys += self.promotion_of_profile(owner) if owner is not None else []
         return keys
 
-    def summaries_of_member(obj: Any) -> Iterable[str]:
+    def summaries_of_member(self, obj: Any) -> Iterable[str]:
         return [
             object_key(s)
-            for s in cache.objects("ClusterSummary")
+            for s in self.cache.objects("ClusterSummary")
             if (s.spec or {}).get("clusterName") == obj.metadata.name
             and (s.spec or {}).get("clusterNamespace") == obj.metadata.namespace
         ]
 
-    def summaries_of_content(obj: Any) -> Iterable[str]:
+    def summaries_of_content(self, obj: Any) -> Iterable[str]:
         name = obj.metadata.name
         return [
             object_key(s)
-            for s in cache.objects("ClusterSummary")
+            for s in self.cache.objects("ClusterSummary")
             if (s.metadata.annotations or {}).get(ss.CONTENT_ANNOTATION) == name
         ]
 
-    def unless_snapshot(mapper: Any) -> Any:
-        # Content snapshots are written by us and immutable: they only concern the summaries using them.
-        return lambda obj: [] if (obj.metadata.name or "").startswith("fw-content-") else mapper(obj)
 
+def _unless_snapshot(mapper: Any) -> Any:
+    # Content snapshots are written by us and immutable: they only concern the summaries using them.
+    return lambda obj: [] if (obj.metadata.name or "").startswith("fw-content-") else mapper(obj)
+
+
+def _wire_promotions(promotions: Controller[str], informers: dict[str, Informer], keys: _Keys) -> None:
     promotions.watch(informers["ClusterPromotion"], lambda o: [object_key(o)])
-    promotions.watch(informers["ClusterProfile"], promotion_of_profile)
-    promotions.watch(informers["ClusterSummary"], promotion_of_summary)
-    promotions.watch(informers["MemberCluster"], lambda _o: all_of("ClusterPromotion"))
-    promotions.watch(informers["ConfigMap"], unless_snapshot(lambda _o: all_of("ClusterPromotion")))
-    promotions.watch(informers["Secret"], lambda _o: all_of("ClusterPromotion"))
+    promotions.watch(informers["ClusterProfile"], keys.promotion_of_profile)
+    promotions.watch(informers["ClusterSummary"], keys.promotion_of_summary)
+    promotions.watch(informers["MemberCluster"], lambda _o: keys.all_of("ClusterPromotion"))
+    promotions.watch(informers["ConfigMap"], _unless_snapshot(lambda _o: keys.all_of("ClusterPromotion")))
+    promotions.watch(informers["Secret"], lambda _o: keys.all_of("ClusterPromotion"))
 
+
+def _wire_profiles(profiles: Controller[str], informers: dict[str, Informer], keys: _Keys) -> None:
     profiles.watch(informers["ClusterProfile"], lambda o: [object_key(o)])
-    profiles.watch(informers["ClusterSummary"], profile_of_summary)
-    profiles.watch(informers["MemberCluster"], lambda _o: all_of("ClusterProfile"))
-    profiles.watch(informers["ConfigMap"], lambda _o: all_of("ClusterProfile"))
-    profiles.watch(informers["Secret"], lambda _o: all_of("ClusterProfile"))
+    profiles.watch(informers["ClusterSummary"], keys.profile_of_summary)
+    profiles.watch(informers["MemberCluster"], lambda _o: keys.all_of("ClusterProfile"))
+    profiles.watch(informers["ConfigMap"], lambda _o: keys.all_of("ClusterProfile"))
+    profiles.watch(informers["Secret"], lambda _o: keys.all_of("ClusterProfile"))
 
+
+def _wire_summaries(summaries: Controller[str], informers: dict[str, Informer], keys: _Keys) -> None:
     summaries.watch(informers["ClusterSummary"], lambda o: [object_key(o)])
-    summaries.watch(informers["MemberCluster"], summaries_of_member)
-    summaries.watch(informers["Secret"], lambda o: summaries_of_member_secret(cache, o))
-    summaries.watch(informers["ConfigMap"], summaries_of_content)
+    summaries.watch(informers["MemberCluster"], keys.summaries_of_member)
+    summaries.watch(informers["Secret"], lambda o: summaries_of_member_secret(keys.cache, o))
+    summaries.watch(informers["ConfigMap"], keys.summaries_of_content)
 
 
 def summaries_of_member_secret(cache: Cache, secret: Any) -> Iterable[str]:

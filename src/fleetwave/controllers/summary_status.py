@@ -108,46 +108,50 @@ def ready_condition(
 def status_body(
     outcome: Outcome, *, generation: int | None, now: datetime, previous: Mapping[str, Any]
 ) -> dict[str, Any]:
+    old_ready = next((c for c in previous.get("conditions") or [] if c.get("type") == "Ready"), None)
+    deployed = [
+        {"featureID": f.feature_id, "deployedGroupVersionKind": list(f.deployed)}
+        for f in outcome.features
+        if f.deployed
+    ]
+    # An unreachable member tells nothing new: keep what the last reachable delivery recorded.
+    releases = (
+        previous.get("helmReleaseSummaries")
+        if outcome.unreachable
+        else [_release(r) for r in outcome.releases] or None
+    )
+    return {
+        "dependencies": "no dependencies",
+        "observedContentHash": previous.get("observedContentHash")
+        if outcome.unreachable
+        else outcome.content_hash,
+        "featureSummaries": _features(outcome, now, previous) or previous.get("featureSummaries"),
+        "deployedGVKs": deployed or previous.get("deployedGVKs"),
+        "helmReleaseSummaries": releases,
+        "conditions": [ready_condition(outcome, generation=generation, now=now, previous=old_ready)],
+        "failureMessage": outcome.unreachable or outcome.failed or None,
+        "drift": list(outcome.drift) or None,
+    }
+
+
+def _features(outcome: Outcome, now: datetime, previous: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """featureSummaries; lastAppliedTime moves only when a feature's hash or status changed."""
     stamp = timestamps.fmt(now)
     old_features = {f.get("featureID"): f for f in previous.get("featureSummaries") or []}
     features = []
     for f in outcome.features:
         old = old_features.get(f.feature_id) or {}
-        applied = (
-            stamp
-            if old.get("hash") != f.hash or old.get("status") != f.status
-            else old.get("lastAppliedTime")
-        )
+        changed = old.get("hash") != f.hash or old.get("status") != f.status
         entry: dict[str, Any] = {
             "featureID": f.feature_id,
             "hash": f.hash,
             "status": f.status,
-            "lastAppliedTime": applied,
+            "lastAppliedTime": stamp if changed else old.get("lastAppliedTime"),
         }
         if f.message and f.status == "Failed":
             entry["failureMessage"] = f.message
         features.append(entry)
-    old_ready = next((c for c in previous.get("conditions") or [] if c.get("type") == "Ready"), None)
-    body: dict[str, Any] = {
-        "dependencies": "no dependencies",
-        "observedContentHash": outcome.content_hash
-        if not outcome.unreachable
-        else previous.get("observedContentHash"),
-        "featureSummaries": features or previous.get("featureSummaries"),
-        "deployedGVKs": [
-            {"featureID": f.feature_id, "deployedGroupVersionKind": list(f.deployed)}
-            for f in outcome.features
-            if f.deployed
-        ]
-        or previous.get("deployedGVKs"),
-        "helmReleaseSummaries": [_release(r) for r in outcome.releases] or None,
-        "conditions": [ready_condition(outcome, generation=generation, now=now, previous=old_ready)],
-        "failureMessage": outcome.unreachable or outcome.failed or None,
-        "drift": list(outcome.drift) or None,
-    }
-    if outcome.unreachable:
-        body["helmReleaseSummaries"] = previous.get("helmReleaseSummaries")
-    return body
+    return features
 
 
 def _release(r: HelmRelease) -> dict[str, Any]:
