@@ -6,12 +6,12 @@ import datetime as dt
 from typing import Annotated, Any
 
 import typer
-from lightkube import ApiError, Client
-from lightkube.types import PatchType
 from rich.console import Console
 
 from fleetwave.cli.common import KubeconfigOption, fail, management_client
-from fleetwave.kube import kinds
+from fleetwave.core import timestamps
+from fleetwave.kube import kinds, ops, sync_ops
+from fleetwave.kube.client import Client
 from fleetwave.ux import approval
 
 console = Console()
@@ -28,18 +28,21 @@ def promotion(
     resource = kinds.resource("ClusterPromotion")
     with management_client(kubeconfig) as client:
         try:
-            current = client.get(resource, name).to_dict()
+            found = sync_ops.get(client, resource, name)
+            if found is None:
+                fail(f"ClusterPromotion {name} not found")
+            current = found.to_dict()
             if approval.is_approved(current, stage):
                 console.print(f"clusterpromotion/{name} stage {stage} is already approved")
                 return
-            client.patch(resource, name, approval.approval_patch(current, stage), patch_type=PatchType.JSON)
+            sync_ops.json_patch(client, resource, name, approval.approval_patch(current, stage))
         except approval.ApprovalError as e:
             fail(str(e))
-        except ApiError as e:
-            if e.status.code == 404:
+        except ops.ApiError as e:
+            if ops.is_not_found(e):
                 fail(f"ClusterPromotion {name} not found")
             # 422 here means the `test` op failed: the stages changed between our read and our write.
-            fail(f"cannot approve stage {stage} of ClusterPromotion {name}: {e.status.message}")
+            fail(f"cannot approve stage {stage} of ClusterPromotion {name}: {ops.message_of(e)}")
     console.print(f"clusterpromotion/{name} stage {stage} approved")
 
 
@@ -65,12 +68,12 @@ def approve_request(client: Client, kind: str, name: str, namespace: str | None,
         "status": "True",
         "reason": reason,
         "message": f"approved with fleetwave approve ({reason})",
-        "lastTransitionTime": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "lastTransitionTime": timestamps.fmt(dt.datetime.now(dt.UTC)),
         "observedGeneration": request.metadata.generation,
     }
     others = [c for c in (request.status or {}).get("conditions") or [] if c.get("type") != "Approved"]
     patch = {"status": {"conditions": [*others, condition]}}
-    client.patch(resource.Status, name, patch, namespace=namespace, patch_type=PatchType.MERGE)
+    sync_ops.merge_patch(client, resource, name, patch, namespace=namespace, status=True)
 
 
 @app.command("run")
@@ -93,6 +96,6 @@ def run(
             if request is None:
                 fail(f"{run_kind} {name} has no pending approval for stage {stage!r}")
             approve_request(client, request_kind, request, namespace, reason=f"{run_kind}Approved")
-        except ApiError as e:
-            fail(f"cannot approve stage {stage} of {run_kind} {name}: {e.status.message}")
+        except ops.ApiError as e:
+            fail(f"cannot approve stage {stage} of {run_kind} {name}: {ops.message_of(e)}")
     console.print(f"{request_kind.lower()}/{request} approved")

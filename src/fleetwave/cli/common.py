@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Annotated, NoReturn
 
 import typer
-from lightkube import Client
 from rich.console import Console
 
 from fleetwave.kube import client as kubeclient
@@ -36,7 +35,7 @@ def resolve_kubeconfig(explicit: Path | None) -> Path:
     return Path.home() / ".kube" / "config"
 
 
-def management_client(explicit: Path | None) -> Client:
+def management_client(explicit: Path | None) -> kubeclient.Client:
     path = resolve_kubeconfig(explicit)
     if not path.is_file():
         fail(f"no kubeconfig at {path}: pass --kubeconfig, set KUBECONFIG, or start a local fleet")

@@ -6,13 +6,12 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from lightkube import ApiError
 from rich.console import Console
 from rich.table import Table
 
 from fleetwave.api.codec import ManifestError
 from fleetwave.cli.common import KubeconfigOption, fail, management_client
-from fleetwave.kube import kinds
+from fleetwave.kube import kinds, ops
 from fleetwave.mgmt import install as installing
 from fleetwave.mgmt import manifests, registration
 
@@ -25,7 +24,7 @@ def install(kubeconfig: KubeconfigOption = None) -> None:
     with management_client(kubeconfig) as client:
         try:
             names = installing.install(client)
-        except (ApiError, TimeoutError) as e:
+        except (ops.ApiError, TimeoutError) as e:
             fail(f"install failed: {e}")
     console.print(f"installed {len(names)} CRDs and RBAC (namespace {installing.NAMESPACE})")
 
@@ -44,8 +43,8 @@ def apply(
         fail(f"cannot read {file}: {e}")
     except ManifestError as e:
         fail(f"{file}: {e} (nothing was applied)")
-    except ApiError as e:
-        fail(f"the API server rejected a manifest: {e.status.message}")
+    except ops.ApiError as e:
+        fail(f"the API server rejected a manifest: {ops.message_of(e)}")
     for a in applied:
         where = f" -n {a.namespace}" if a.namespace else ""
         mapped = f" (from {a.converted_from})" if a.converted_from else ""
@@ -76,8 +75,8 @@ def register(
             probe = registration.register(
                 client, name=name, namespace=namespace, kubeconfig=data, labels=parsed
             )
-        except ApiError as e:
-            fail(f"registration failed: {e.status.message}")
+        except ops.ApiError as e:
+            fail(f"registration failed: {ops.message_of(e)}")
     state = f"ready, Kubernetes {probe.version}" if probe.ready else f"NOT ready: {probe.message}"
     console.print(f"membercluster/{name} -n {namespace} registered ({state})")
 
@@ -90,7 +89,7 @@ def list_clusters(
     """List registered member clusters with labels, readiness and version."""
     table = Table("namespace", "name", "labels", "ready", "version", "message")
     with management_client(kubeconfig) as client:
-        for mc in client.list(kinds.resource("MemberCluster"), namespace=namespace or "*"):
+        for mc in client.list(kinds.resource("MemberCluster"), namespace=namespace or ops.ALL_NAMESPACES):
             status = mc.status or {}
             labels = ",".join(f"{k}={v}" for k, v in (mc.metadata.labels or {}).items())
             ready = "[green]yes[/green]" if status.get("ready") else "[red]no[/red]"

@@ -19,7 +19,7 @@ from rich.table import Table
 from fleetwave.api.codec import ManifestError, load_manifests
 from fleetwave.api.meta import parse_duration
 from fleetwave.core import model as m
-from fleetwave.core import timeline
+from fleetwave.core import timeline, timestamps
 from fleetwave.translate import (
     Rollout,
     TranslateError,
@@ -44,10 +44,9 @@ def _read(path: Path, what: str) -> str:
 
 def _instant(text: str, option: str) -> datetime:
     try:
-        value = datetime.fromisoformat(text)
+        return timestamps.parse(text)
     except ValueError:
         raise InputError(f"{option}: {text!r} is not an ISO-8601 time (e.g. 2026-11-22T10:00:00Z)") from None
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
 def _duration(text: str, option: str) -> timedelta:
@@ -89,27 +88,25 @@ def _approvals(rollout: Rollout, raw: list[str], start: datetime) -> dict[str, d
 
 
 def _fleet_from_cluster(kubeconfig: Path) -> m.Fleet:
-    """List memberclusters.fleetwave.io on the management cluster (sync lightkube)."""
-    import httpx2  # noqa: PLC0415 - only needed for --kubeconfig
-    from lightkube.core.exceptions import ApiError, ConfigError  # noqa: PLC0415
-    from lightkube.generic_resource import create_namespaced_resource  # noqa: PLC0415
-
+    """List memberclusters.fleetwave.io on the management cluster (a sync client)."""
+    # Only --kubeconfig needs the Kubernetes client: `plan --fleet` starts without loading it.
     from fleetwave.kube import client as kubeclient  # noqa: PLC0415
+    from fleetwave.kube import kinds, ops  # noqa: PLC0415
 
-    res = create_namespaced_resource("fleetwave.io", "v1alpha1", "MemberCluster", "memberclusters")
+    res = kinds.resource("MemberCluster")
     try:
         client = kubeclient.client(kubeclient.config_from_file(kubeconfig))
-        docs: list[object] = [obj.to_dict() for obj in client.list(res, namespace="*")]  # type: ignore[no-untyped-call]
-    except ApiError as e:
-        if e.status.code == 404:
+        docs: list[object] = [obj.to_dict() for obj in client.list(res, namespace=ops.ALL_NAMESPACES)]
+    except ops.StatusError as e:  # a plain 404 too: the group is not served without the CRD
+        if ops.is_not_found(e):
             raise InputError(
                 "--kubeconfig: memberclusters.fleetwave.io is not installed on that cluster "
                 "(install the CRDs: `fleetwave crds | kubectl apply -f -`)"
             ) from None
-        raise InputError(f"--kubeconfig: listing MemberClusters failed: {e.status.message}") from None
-    except (ConfigError, OSError, ValueError) as e:
+        raise InputError(f"--kubeconfig: listing MemberClusters failed: {ops.message_of(e)}") from None
+    except (kubeclient.ConfigError, OSError, ValueError) as e:
         raise InputError(f"--kubeconfig {kubeconfig}: {e}") from None
-    except httpx2.TransportError as e:
+    except ops.TransportError as e:
         raise InputError(f"--kubeconfig {kubeconfig}: cannot reach the API server: {e}") from None
     return fleet_from_docs(docs)
 

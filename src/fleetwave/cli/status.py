@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from lightkube import ApiError
 from rich.console import Console
 
 from fleetwave.cli.common import KubeconfigOption, fail, management_client, resolve_kubeconfig
 from fleetwave.kube import client as kubeclient
+from fleetwave.kube import ops
 from fleetwave.ux import live, render
 from fleetwave.ux.present import Presenter
 
@@ -41,8 +41,8 @@ def promotion(
             view = live.fetch_view(client, name)
         except live.PromotionNotFound:
             fail(f"ClusterPromotion {name} not found")
-        except ApiError as e:
-            fail(f"cannot read ClusterPromotion {name}: {e.status.message}")
+        except ops.ApiError as e:
+            fail(f"cannot read ClusterPromotion {name}: {ops.message_of(e)}")
     if not watch:
         if output is Output.JSON:
             typer.echo(json.dumps(view, indent=2, sort_keys=True))
