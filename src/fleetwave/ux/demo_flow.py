@@ -14,12 +14,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lightkube import AsyncClient
-from lightkube.types import PatchType
 from rich.console import Console
 
 from fleetwave.kube import client as kubeclient
-from fleetwave.kube import kinds
+from fleetwave.kube import kinds, ops
+from fleetwave.kube.client import AsyncClient
 from fleetwave.local import chartrepo, fleet
 from fleetwave.ux import approval, live, view
 from fleetwave.ux import demo_setup as setup
@@ -145,4 +144,4 @@ async def _approve_later(
         "or: kubectl patch clusterpromotion ... trigger/manual/approved=true)"
     )
     patch = approval.approval_patch(current, stage)
-    await client.patch(promotions, config.promotion, patch, patch_type=PatchType.JSON)
+    await ops.json_patch(client, promotions, config.promotion, patch)

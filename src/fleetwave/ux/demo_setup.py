@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
-from lightkube import ApiError, AsyncClient, Client
-from lightkube.resources.apps_v1 import Deployment
 
 from fleetwave.controllers import app as controllers
 from fleetwave.kube import client as kubeclient
+from fleetwave.kube import kinds, ops, sync_ops
+from fleetwave.kube.client import AsyncClient, Client
 from fleetwave.local import fleet
 from fleetwave.mgmt import install, manifests, registration
 
@@ -135,14 +135,15 @@ def start_controller(client: AsyncClient, helm: str) -> RunningController:
 def deployed_versions(state: fleet.FleetState, config: DemoConfig) -> dict[str, str]:
     """Per member: the chart version its Deployment runs, read from the member itself."""
     out = {}
+    deployment = kinds.builtin_resource("apps/v1", "Deployment")
     for member in state.members:
         client = kubeclient.client(kubeclient.config_from_file(member.kubeconfig))
         try:
-            d = client.get(Deployment, config.release, namespace=config.release_namespace)
-            labels = (d.metadata.labels if d.metadata else None) or {}
-            out[member.name] = labels.get("app.kubernetes.io/version", "?")
-        except ApiError as e:
-            out[member.name] = "absent" if e.status.code == 404 else f"error: {e.status.message}"
+            d = sync_ops.get(client, deployment, config.release, namespace=config.release_namespace)
+            labels = (d.metadata.labels if d is not None and d.metadata else None) or {}
+            out[member.name] = "absent" if d is None else labels.get("app.kubernetes.io/version", "?")
+        except ops.ApiError as e:
+            out[member.name] = f"error: {ops.message_of(e)}"
         finally:
             client.close()
     return out

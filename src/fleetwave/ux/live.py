@@ -1,4 +1,4 @@
-"""Follow one ClusterPromotion live: lightkube watches on it and its ClusterSummaries drive redraws.
+"""Follow one ClusterPromotion live: watches on it and its ClusterSummaries drive redraws.
 
 Every watch event marks the view dirty; a 1 s tick redraws countdowns in between. `follow` returns
 the last view once `stop(view)` holds (by default: the rollout of the latest spec finished).
@@ -13,12 +13,8 @@ from collections.abc import AsyncIterable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx2
-from lightkube import ALL_NS, ApiError, AsyncClient, Client
-from lightkube.operators import exists
-from lightkube.types import on_error_retry
-
-from fleetwave.kube import kinds
+from fleetwave.kube import kinds, ops, selectors, sync_ops
+from fleetwave.kube.client import AsyncClient, Client
 from fleetwave.ux import view as v
 
 View = dict[str, Any]
@@ -39,14 +35,14 @@ def _dict(obj: Any) -> dict[str, Any]:
 
 def fetch_view(client: Client, name: str, now: dt.datetime | None = None) -> View:
     """One-shot: get the promotion and list the summaries of its stage profiles."""
-    try:
-        promotion = _dict(client.get(kinds.resource("ClusterPromotion"), name))
-    except ApiError as e:
-        if e.status.code == 404:
-            raise PromotionNotFound(name) from e
-        raise
+    found = sync_ops.get(client, kinds.resource("ClusterPromotion"), name)
+    if found is None:
+        raise PromotionNotFound(name)
+    promotion = _dict(found)
     summaries = client.list(
-        kinds.resource("ClusterSummary"), namespace=ALL_NS, labels={v.PROFILE_LABEL: exists()}
+        kinds.resource("ClusterSummary"),
+        namespace=ops.ALL_NAMESPACES,
+        labels=selectors.exists(v.PROFILE_LABEL),
     )
     return v.promotion_view(promotion, [_dict(s) for s in summaries], now or _now())
 
@@ -82,7 +78,7 @@ async def _pump(
             async for kind, obj in open_stream():
                 apply(kind, _dict(obj))
                 dirty.set()
-        except (ApiError, httpx2.HTTPError):
+        except ops.HTTPError:  # ApiError included
             await asyncio.sleep(1.0)
 
 
@@ -100,13 +96,16 @@ async def follow(
     promotions, summaries = kinds.resource("ClusterPromotion"), kinds.resource("ClusterSummary")
     streams = [
         _pump(
-            lambda: client.watch(promotions, fields={"metadata.name": name}, on_error=on_error_retry),
+            lambda: ops.watch(client, promotions, fields={"metadata.name": name}),
             seen.on_promotion,
             seen.dirty,
         ),
         _pump(
-            lambda: client.watch(
-                summaries, namespace=ALL_NS, labels={v.PROFILE_LABEL: exists()}, on_error=on_error_retry
+            lambda: ops.watch(
+                client,
+                summaries,
+                namespace=ops.ALL_NAMESPACES,
+                labels=selectors.exists(v.PROFILE_LABEL),
             ),
             seen.on_summary,
             seen.dirty,

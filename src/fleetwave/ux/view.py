@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
+
+from fleetwave.core import timestamps
 
 # Kept in sync with fleetwave.controllers.{promotion,summary_status}; duplicated rather than
 # imported so the CLI's view does not pull the controller package in.
@@ -19,10 +21,7 @@ CLUSTER_LABEL = "fleetwave.io/cluster"
 TERMINAL = ("Succeeded", "Failed")
 
 
-def parse_time(value: Any) -> datetime | None:
-    if not value:
-        return None
-    return datetime.fromisoformat(str(value).replace("Z", "+00:00")).astimezone(UTC)
+parse_time = timestamps.parse_optional
 
 
 def stage_profile(promotion: str, stage: str) -> str:
@@ -159,7 +158,7 @@ def promotion_view(
             {k: c.get(k) for k in ("type", "status", "reason", "message", "lastTransitionTime")}
             for c in status.get("conditions") or []
         ],
-        "now": now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "now": timestamps.fmt(now),
     }
 
 
