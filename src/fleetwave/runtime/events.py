@@ -15,16 +15,15 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from lightkube import AsyncClient
-from lightkube.core.exceptions import ApiError
 from lightkube.models.core_v1 import EventSource, ObjectReference
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import Event
-from lightkube.types import PatchType
+
+from fleetwave.core import timestamps
+from fleetwave.kube import ops
+from fleetwave.kube.client import AsyncClient
 
 log = logging.getLogger(__name__)
-
-_NOT_FOUND = 404
 
 
 class EventType(StrEnum):
@@ -83,13 +82,11 @@ class EventRecorder:
 
     async def _bump(self, seen: _Seen, now: dt.datetime) -> bool:
         """Count one more occurrence; False if the Event has gone (expired by its TTL)."""
-        patch = {"count": seen.count + 1, "lastTimestamp": now.isoformat().replace("+00:00", "Z")}
+        patch = {"count": seen.count + 1, "lastTimestamp": timestamps.fmt(now)}
         try:
-            await self._client.patch(
-                Event, seen.name, patch, namespace=seen.namespace, patch_type=PatchType.MERGE
-            )
-        except ApiError as exc:
-            if exc.status.code == _NOT_FOUND:
+            await ops.merge_patch(self._client, Event, seen.name, patch, namespace=seen.namespace)
+        except ops.StatusError as exc:
+            if ops.is_not_found(exc):
                 return False
             raise
         seen.count += 1

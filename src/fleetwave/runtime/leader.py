@@ -19,16 +19,14 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from lightkube import AsyncClient
-from lightkube.core.exceptions import ApiError
 from lightkube.models.coordination_v1 import LeaseSpec
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.coordination_v1 import Lease
 
-log = logging.getLogger(__name__)
+from fleetwave.kube import ops
+from fleetwave.kube.client import AsyncClient
 
-_NOT_FOUND = 404
-_CONFLICT = 409
+log = logging.getLogger(__name__)
 
 
 class Attempt(Enum):
@@ -116,8 +114,8 @@ class LeaderElector:
         now = asyncio.get_running_loop().time()
         try:
             lease = await self._client.get(Lease, self.name, namespace=self.namespace)
-        except ApiError as exc:
-            if exc.status.code != _NOT_FOUND:
+        except ops.ApiError as exc:
+            if not ops.is_not_found(exc):
                 log.warning("leader election: reading the lease failed: %s", exc)
                 return Attempt.FAILED
             return await self._write(None, now)
@@ -150,8 +148,8 @@ class LeaderElector:
         )
         try:
             written = await self._put(lease, spec)
-        except ApiError as exc:
-            if exc.status.code != _CONFLICT:
+        except ops.ApiError as exc:
+            if ops.code_of(exc) != ops.CONFLICT:
                 log.warning("leader election: writing the lease failed: %s", exc)
             return Attempt.FAILED
         except Exception as exc:

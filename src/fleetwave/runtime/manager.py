@@ -16,9 +16,9 @@ from collections.abc import Awaitable, Callable, Coroutine, Hashable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from lightkube import AsyncClient
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from fleetwave.kube.client import AsyncClient
 from fleetwave.runtime import controller, leader, metrics, watching
 from fleetwave.runtime.probes import Endpoint, ProbeServer
 
