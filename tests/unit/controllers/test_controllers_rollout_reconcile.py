@@ -1,0 +1,218 @@
+"""The shared rollout skeleton: one pass, one status write, after-write effects only once recorded."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
+from typing import Any
+
+from lightkube import ApiError
+from lightkube.models import meta_v1
+
+from fleetwave.controllers import content, rollout_common, rollout_reconcile
+from fleetwave.controllers.context import Context
+from fleetwave.controllers.rollout_reconcile import Observation, Pass, Prepared
+from fleetwave.core import effects as fx
+from fleetwave.core import model as m
+
+T0 = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
+KIND = "ClusterProfile"
+
+
+class _Obj:
+    """What an informer cache holds: attribute access plus `to_dict`."""
+
+    def __init__(self, body: dict[str, Any]) -> None:
+        self._body = body
+        self.apiVersion = body["apiVersion"]
+        self.kind = body["kind"]
+        self.metadata = SimpleNamespace(**body["metadata"])
+        self.status = body.get("status")
+
+    def to_dict(self) -> dict[str, Any]:
+        return self._body
+
+
+def _profile(*, deleting: bool = False) -> _Obj:
+    meta = {
+        "name": "p",
+        "namespace": None,
+        "uid": "u1",
+        "resourceVersion": "7",
+        "generation": 3,
+        "deletionTimestamp": "2026-11-22T09:00:00Z" if deleting else None,
+    }
+    return _Obj({"apiVersion": "fleetwave.io/v1alpha1", "kind": KIND, "metadata": meta, "status": {}})
+
+
+class _Cache:
+    def __init__(self, objects: Mapping[tuple[str, str], Any]) -> None:
+        self.objects_ = dict(objects)
+
+    def obj(self, kind: str, namespace: str | None, name: str) -> Any:
+        return self.objects_.get((kind, name))
+
+    def get(self, kind: str, namespace: str | None, name: str) -> dict[str, Any] | None:
+        found = self.obj(kind, namespace, name)
+        return None if found is None else found.to_dict()
+
+    def list(self, kind: str) -> list[dict[str, Any]]:
+        return [o.to_dict() for (k, _), o in self.objects_.items() if k == kind]
+
+
+def _conflict() -> ApiError:
+    return ApiError(status=meta_v1.Status(code=409, message="conflict"))
+
+
+@dataclass
+class _Client:
+    conflict: bool = False
+    calls: list[tuple[str, Any]] = field(default_factory=list)
+
+    async def patch(self, resource: Any, name: str, body: Any, **_: Any) -> None:
+        self.calls.append(("patch", body))
+        if self.conflict:
+            raise _conflict()
+
+    async def create(self, obj: Any) -> None:
+        self.calls.append(("create", obj.metadata.name))
+
+
+class _Ctx(Context):
+    async def event(self, obj: Any, warning: bool, reason: str, message: str) -> None:
+        self.recorder.append((warning, reason, message))  # type: ignore[attr-defined]
+
+
+def _ctx(cache: _Cache, client: _Client) -> _Ctx:
+    return _Ctx(
+        client=client,  # type: ignore[arg-type]
+        cache=cache,  # type: ignore[arg-type]
+        recorder=[],  # type: ignore[arg-type]
+        helm=None,  # type: ignore[arg-type]
+        health=None,  # type: ignore[arg-type]
+        namespace="fleetwave-system",
+        clock=lambda: T0,
+    )
+
+
+def _spec() -> m.RolloutSpec:
+    stage = m.StageSpec("all", m.Selector(), after=(m.Delay(timedelta(minutes=5)),))
+    return m.RolloutSpec(name="p", revision=m.Revision("c1", "s1"), stages=(stage,))
+
+
+class _Fake:
+    """A rollout kind that records what the skeleton asks of it."""
+
+    kind = KIND
+
+    def __init__(self, *, invalid: str = "") -> None:
+        self.invalid = invalid
+        self.log: list[str] = []
+
+    def prepare(self, ctx: Context, raw: Mapping[str, Any]) -> Prepared[str]:
+        if self.invalid:
+            raise content.ContentError(self.invalid)
+        return Prepared("parsed", content.Resolved(hash="h" * 64, body={}), _spec())
+
+    async def observe(self, ctx: Context, run: Pass[str]) -> Observation[int]:
+        self.log.append(f"observe now={run.now.isoformat()} generation={run.generation}")
+        return Observation(m.Observed(previous=run.previous), 42)
+
+    async def act(self, ctx: Context, run: Pass[str], facts: int, decision: fx.Decision) -> None:
+        self.log.append(f"act facts={facts}")
+
+    def status(self, run: Pass[str], facts: int, decision: fx.Decision) -> dict[str, Any]:
+        self.log.append("status")
+        return {"phase": decision.status.phase.value}
+
+    async def after_status(self, ctx: Context, run: Pass[str], decision: fx.Decision) -> None:
+        self.log.append("after_status")
+
+
+async def test_a_pass_observes_acts_writes_status_once_then_runs_after_write_effects() -> None:
+    client, rollout = _Client(), _Fake()
+    cache = _Cache({(KIND, "p"): _profile(), ("MemberCluster", "a"): _member("a")})
+
+    result = await rollout_reconcile.reconcile(_ctx(cache, client), "p", rollout)
+
+    assert rollout.log == [
+        f"observe now={T0.isoformat()} generation=3",
+        "act facts=42",
+        "status",
+        "after_status",
+    ]
+    kinds_of_calls = [c[0] for c in client.calls]
+    assert kinds_of_calls == ["create", "patch"]  # the content snapshot, then the one status write
+    assert client.calls[1][1]["metadata"] == {"resourceVersion": "7"}
+    assert not result.requeue
+    assert result.requeue_after is None or result.requeue_after > 0
+
+
+async def test_a_status_conflict_requeues_and_skips_after_write_effects() -> None:
+    client, rollout = _Client(conflict=True), _Fake()
+    cache = _Cache({(KIND, "p"): _profile()})
+
+    result = await rollout_reconcile.reconcile(_ctx(cache, client), "p", rollout)
+
+    assert result.requeue
+    assert "after_status" not in rollout.log
+
+
+async def test_an_invalid_spec_is_reported_in_status_and_not_retried() -> None:
+    client, rollout = _Client(), _Fake(invalid="spec.policyRefs[0]: ConfigMap x/y not found")
+    ctx = _ctx(_Cache({(KIND, "p"): _profile()}), client)
+
+    result = await rollout_reconcile.reconcile(ctx, "p", rollout)
+
+    assert rollout.log == []
+    ((_, body),) = client.calls
+    (condition,) = body["status"]["conditions"]
+    assert condition["reason"] == "InvalidSpec"
+    assert condition["lastTransitionTime"] == "2026-11-22T10:00:00Z"
+    assert condition["observedGeneration"] == 3
+    assert ctx.recorder == [(True, "InvalidSpec", "spec.policyRefs[0]: ConfigMap x/y not found")]
+    assert not result.requeue
+    assert result.requeue_after is None
+
+
+async def test_a_deleted_or_missing_object_is_left_to_garbage_collection() -> None:
+    for cache in (_Cache({(KIND, "p"): _profile(deleting=True)}), _Cache({})):
+        client, rollout = _Client(), _Fake()
+        result = await rollout_reconcile.reconcile(_ctx(cache, client), "p", rollout)
+        assert (rollout.log, client.calls) == ([], [])
+        assert not result.requeue
+        assert result.requeue_after is None
+
+
+def _member(name: str) -> _Obj:
+    meta = {"name": name, "namespace": "fleet", "labels": {"env": "dev"}}
+    return _Obj(
+        {
+            "apiVersion": "fleetwave.io/v1alpha1",
+            "kind": "MemberCluster",
+            "metadata": meta,
+            "status": {"ready": True},
+        }
+    )
+
+
+def test_summaries_are_found_by_profile_label_and_keyed_by_member() -> None:
+    def summary(profile: str, cluster: str) -> _Obj:
+        meta = {"name": f"{profile}-{cluster}", "labels": {"fleetwave.io/cluster-profile": profile}}
+        spec = {"clusterNamespace": "fleet", "clusterName": cluster}
+        return _Obj({"apiVersion": "v", "kind": "ClusterSummary", "metadata": meta, "spec": spec})
+
+    cache = _Cache({("ClusterSummary", "1"): summary("p", "a"), ("ClusterSummary", "2"): summary("q", "b")})
+
+    found = rollout_common.summaries_of(cache, "p")  # type: ignore[arg-type]
+
+    assert list(found) == ["fleet/a"]
+
+
+def test_annotations_hold_ignores_annotations_added_by_others() -> None:
+    current = {"metadata": {"annotations": {"a": "1", "kubectl.kubernetes.io/last-applied": "{}"}}}
+    assert rollout_common.annotations_hold(current, {"a": "1"})
+    assert not rollout_common.annotations_hold(current, {"a": "2"})
+    assert rollout_common.annotations_hold({"metadata": {}}, {})
