@@ -67,7 +67,7 @@ class KubeResourceReader:
     (one per reader): answers are remembered, "not served" is not, so a CRD installed later is found."""
 
     def __init__(self, client: kubeclient.Client) -> None:
-        self._client = client
+        self._api = client
         self._kinds = kinds.SyncKinds(client)
 
     def list(
@@ -77,9 +77,9 @@ class KubeResourceReader:
         # A list of pairs (lightkube accepts it) keeps repeated keys such as `a!=x,a!=y`.
         labels: Any = kube_selectors.label_pairs(selectors.parse(label_selector)) or None
         if info.namespaced:
-            items = self._client.list(resource, namespace=namespace or "*", labels=labels)
+            items = self._api.list(resource, namespace=namespace or ops.ALL_NAMESPACES, labels=labels)
         else:
-            items = self._client.list(resource, labels=labels)
+            items = self._api.list(resource, labels=labels)
         return [_complete(dict(o), api_version, kind) for o in items]
 
     def get(self, api_version: str, kind: str, *, namespace: str | None, name: str) -> Obj | None:
@@ -87,7 +87,7 @@ class KubeResourceReader:
         if info.namespaced and not namespace:
             raise ValueError(f"{kind} is namespaced: a namespace is needed to get {name!r}")
         try:
-            obj = self._client.get(resource, name, namespace=namespace if info.namespaced else None)
+            obj = self._api.get(resource, name, namespace=namespace if info.namespaced else None)
         except ops.ApiError as e:
             if ops.code_of(e) == ops.NOT_FOUND:
                 return None

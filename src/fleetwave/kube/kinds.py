@@ -154,13 +154,13 @@ class AsyncKinds(_Table):
 
     def __init__(self, client: Any, content: Iterable[Mapping[str, Any]] = ()) -> None:
         super().__init__(content)
-        self._client = client
+        self._api = client
 
     async def find(self, gvk: GVK) -> KindInfo | None:
         found = self._cached(gvk)
         if found is not None:
             return found
-        response = await internals.raw_http(self._client).get(discovery_path(gvk.api_version))
+        response = await internals.raw_http(self._api).get(discovery_path(gvk.api_version))
         if response.status_code != 404:
             response.raise_for_status()
         return self._learn(gvk, response.status_code, response.json)

@@ -62,7 +62,7 @@ class EventRecorder:
         instance: str | None = None,
         cache_size: int = 4096,
     ) -> None:
-        self._client = client
+        self._api = client
         self.component = component
         self.instance = instance or component
         self._cache_size = cache_size
@@ -84,7 +84,7 @@ class EventRecorder:
         """Count one more occurrence; False if the Event has gone (expired by its TTL)."""
         patch = {"count": seen.count + 1, "lastTimestamp": timestamps.fmt(now)}
         try:
-            await ops.merge_patch(self._client, Event, seen.name, patch, namespace=seen.namespace)
+            await ops.merge_patch(self._api, Event, seen.name, patch, namespace=seen.namespace)
         except ops.StatusError as exc:
             if ops.is_not_found(exc):
                 return False
@@ -112,7 +112,7 @@ class EventRecorder:
             reportingComponent=self.component,
             reportingInstance=self.instance,
         )
-        created = await self._client.create(event)
+        created = await self._api.create(event)
         return _Seen(str(created.metadata.name), namespace, 1)
 
     def _remember(self, key: tuple[Any, ...], seen: _Seen) -> None:

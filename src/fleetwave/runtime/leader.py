@@ -66,7 +66,7 @@ class LeaderElector:
     ) -> None:
         if not retry_period < renew_deadline < lease_duration:
             raise ValueError("need retry_period < renew_deadline < lease_duration")
-        self._client = client
+        self._api = client
         self.namespace = namespace
         self.name = name
         self.identity = identity
@@ -113,7 +113,7 @@ class LeaderElector:
     async def try_acquire_or_renew(self) -> Attempt:
         now = asyncio.get_running_loop().time()
         try:
-            lease = await self._client.get(Lease, self.name, namespace=self.namespace)
+            lease = await self._api.get(Lease, self.name, namespace=self.namespace)
         except ops.ApiError as exc:
             if not ops.is_not_found(exc):
                 log.warning("leader election: reading the lease failed: %s", exc)
@@ -161,7 +161,7 @@ class LeaderElector:
     async def _put(self, lease: Lease | None, spec: LeaseSpec) -> Any:
         if lease is None:
             fresh = Lease(metadata=ObjectMeta(name=self.name, namespace=self.namespace), spec=spec)
-            return await self._client.create(fresh)
+            return await self._api.create(fresh)
         # replace() sends our resourceVersion: a concurrent writer turns this into a 409.
         updated = Lease(
             metadata=ObjectMeta(
@@ -171,13 +171,13 @@ class LeaderElector:
             ),
             spec=spec,
         )
-        return await self._client.replace(updated)
+        return await self._api.replace(updated)
 
     async def release(self) -> bool:
         """Give the lease up if we hold it, so a successor need not wait for it to expire."""
         self.leading.clear()
         try:
-            lease = await self._client.get(Lease, self.name, namespace=self.namespace)
+            lease = await self._api.get(Lease, self.name, namespace=self.namespace)
             if lease.spec is None or lease.spec.holderIdentity != self.identity:
                 return False
             wall = dt.datetime.now(dt.UTC)

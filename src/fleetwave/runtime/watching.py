@@ -48,7 +48,7 @@ class Informer:
         backoff: queueing.Backoff = _RELIST_BACKOFF,
     ) -> None:
         self.resource = resource
-        self._client = client
+        self._api = client
         namespaced = internals.is_namespaced(resource)
         self._namespace = (namespace or ALL_NAMESPACES) if namespaced else None
         self._labels: dict[str, Any] | None = dict(labels) if labels else None
@@ -93,7 +93,7 @@ class Informer:
                 await asyncio.sleep(delay)
 
     async def _relist(self) -> str:
-        listing = self._client.list(
+        listing = self._api.list(
             self.resource, namespace=self._namespace, labels=self._labels, chunk_size=500
         )
         fresh = {object_key(obj): obj async for obj in listing}
@@ -127,7 +127,7 @@ class Informer:
 
     def _open_watch(self, resource_version: str) -> AsyncIterator[tuple[str, Any]]:
         return internals.watch_with_bookmarks(
-            self._client,
+            self._api,
             self.resource,
             namespace=self._namespace,
             labels=self._labels,
