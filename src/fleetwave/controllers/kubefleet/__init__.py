@@ -10,9 +10,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from lightkube.generic_resource import create_global_resource, create_namespaced_resource
-from lightkube.resources import core_v1
-
 from fleetwave.controllers.context import Context
 from fleetwave.controllers.kubefleet import naming as nm
 from fleetwave.controllers.kubefleet import placement, run
@@ -23,22 +20,27 @@ from fleetwave.runtime.watching import Informer, object_key
 
 # Generic (dict) resources outside the core group: typed models reject watch bookmarks, which carry
 # only metadata, for kinds with required spec fields (Deployment.spec.selector, ...).
-_APPS, _BATCH, _RBAC = "apps", "batch", "rbac.authorization.k8s.io"
+_APPS, _BATCH, _RBAC = "apps/v1", "batch/v1", "rbac.authorization.k8s.io/v1"
+_GENERIC = {
+    "Deployment": (_APPS, "deployments", True),
+    "StatefulSet": (_APPS, "statefulsets", True),
+    "DaemonSet": (_APPS, "daemonsets", True),
+    "Job": (_BATCH, "jobs", True),
+    "CronJob": (_BATCH, "cronjobs", True),
+    "Role": (_RBAC, "roles", True),
+    "RoleBinding": (_RBAC, "rolebindings", True),
+    "ClusterRole": (_RBAC, "clusterroles", False),
+    "ClusterRoleBinding": (_RBAC, "clusterrolebindings", False),
+}
 SELECTABLE: dict[str, Any] = {
-    "Namespace": core_v1.Namespace,
-    "ConfigMap": core_v1.ConfigMap,
-    "Secret": core_v1.Secret,
-    "ServiceAccount": core_v1.ServiceAccount,
-    "Service": core_v1.Service,
-    "Deployment": create_namespaced_resource(_APPS, "v1", "Deployment", "deployments"),
-    "StatefulSet": create_namespaced_resource(_APPS, "v1", "StatefulSet", "statefulsets"),
-    "DaemonSet": create_namespaced_resource(_APPS, "v1", "DaemonSet", "daemonsets"),
-    "Job": create_namespaced_resource(_BATCH, "v1", "Job", "jobs"),
-    "CronJob": create_namespaced_resource(_BATCH, "v1", "CronJob", "cronjobs"),
-    "Role": create_namespaced_resource(_RBAC, "v1", "Role", "roles"),
-    "RoleBinding": create_namespaced_resource(_RBAC, "v1", "RoleBinding", "rolebindings"),
-    "ClusterRole": create_global_resource(_RBAC, "v1", "ClusterRole", "clusterroles"),
-    "ClusterRoleBinding": create_global_resource(_RBAC, "v1", "ClusterRoleBinding", "clusterrolebindings"),
+    **{
+        k: kinds.builtin_resource("v1", k)
+        for k in ("Namespace", "ConfigMap", "Secret", "ServiceAccount", "Service")
+    },
+    **{
+        kind: kinds.resource_class(kinds.KindInfo(kinds.GVK(api_version, kind), plural, namespaced))
+        for kind, (api_version, plural, namespaced) in _GENERIC.items()
+    },
 }
 
 
@@ -96,45 +98,60 @@ def _watch(informer: Informer, controller: Controller[str], mapper: Callable[[An
     controller.watch(informer, mapper)
 
 
+def _open_runs(ctx: Context, scope: nm.Scope, placement: Any = None) -> list[str]:
+    """Keys of the runs not finished yet (of one placement, when given)."""
+    out = []
+    for obj in ctx.cache.list(scope.run):
+        meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
+        if placement is not None and (
+            spec.get("placementName") != placement.metadata.name
+            or meta.get("namespace") != placement.metadata.namespace
+        ):
+            continue
+        if not run.terminal(obj.get("status") or {}):
+            out.append(scope.key(meta.get("namespace"), meta["name"]))
+    return out
+
+
+def _placements(ctx: Context, scope: nm.Scope, namespace: str | None = None) -> list[str]:
+    return [
+        scope.key(o["metadata"].get("namespace"), o["metadata"]["name"])
+        for o in ctx.cache.list(scope.placement)
+        if namespace is None or o["metadata"].get("namespace") == namespace
+    ]
+
+
 def _wire(ctx: Context, scope: nm.Scope, placements: Controller[str], runs: Controller[str]) -> None:
+    _wire_runs(ctx, scope, runs)
+    _wire_placements(ctx, scope, placements)
+
+
+def _wire_runs(ctx: Context, scope: nm.Scope, runs: Controller[str]) -> None:
     inf = ctx.cache.informers
-
-    def open_runs(placement_name: str | None = None, namespace: str | None = None) -> list[str]:
-        out = []
-        for obj in ctx.cache.list(scope.run):
-            meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
-            if placement_name is not None and (
-                spec.get("placementName") != placement_name or meta.get("namespace") != namespace
-            ):
-                continue
-            if not run.terminal(obj.get("status") or {}):
-                out.append(scope.key(meta.get("namespace"), meta["name"]))
-        return out
-
-    def all_placements(namespace: str | None = None) -> list[str]:
-        return [
-            scope.key(o["metadata"].get("namespace"), o["metadata"]["name"])
-            for o in ctx.cache.list(scope.placement)
-            if namespace is None or o["metadata"].get("namespace") == namespace
-        ]
-
-    def parent(obj: Any) -> list[str]:
-        name = (obj.metadata.labels or {}).get(nm.PARENT_LABEL)
-        return [scope.key(obj.metadata.namespace, name)] if name else []
-
     _on_spec_change(inf[scope.run], runs)
     _watch(
         inf[scope.approval],
         runs,
         lambda o: [scope.key(o.metadata.namespace, str((o.spec or {}).get("parentStageRollout")))],
     )
-    _watch(inf["MemberCluster"], runs, lambda _o: open_runs())
-    _watch(inf[scope.snapshot], runs, lambda _o: open_runs())
-    _watch(inf[scope.strategy], runs, lambda _o: open_runs())
-    _watch(inf[scope.placement], runs, lambda o: open_runs(o.metadata.name, o.metadata.namespace))
+    for kind in ("MemberCluster", scope.snapshot, scope.strategy):
+        _watch(inf[kind], runs, lambda _o: _open_runs(ctx, scope))
+    _watch(inf[scope.placement], runs, lambda o: _open_runs(ctx, scope, o))
+
+
+def _wire_placements(ctx: Context, scope: nm.Scope, placements: Controller[str]) -> None:
+    inf = ctx.cache.informers
+
+    def parent(obj: Any) -> list[str]:
+        name = (obj.metadata.labels or {}).get(nm.PARENT_LABEL)
+        return [scope.key(obj.metadata.namespace, name)] if name else []
+
+    def same_namespace(obj: Any) -> list[str]:
+        namespace = obj.metadata.namespace
+        return _placements(ctx, scope, namespace) if namespace else []
 
     _on_spec_change(inf[scope.placement], placements)
-    _watch(inf["MemberCluster"], placements, lambda _o: all_placements())
+    _watch(inf["MemberCluster"], placements, lambda _o: _placements(ctx, scope))
     _watch(inf[scope.snapshot], placements, parent)
     _watch(
         inf[scope.run],
@@ -142,14 +159,8 @@ def _wire(ctx: Context, scope: nm.Scope, placements: Controller[str], runs: Cont
         lambda o: [scope.key(o.metadata.namespace, str((o.spec or {}).get("placementName")))],
     )
     for kind in SELECTABLE:
-        if scope.namespaced:
-            _watch(
-                inf[kind],
-                placements,
-                lambda o: all_placements(o.metadata.namespace) if o.metadata.namespace else [],
-            )
-        else:
-            _watch(inf[kind], placements, lambda _o: all_placements())
+        mapper = same_namespace if scope.namespaced else (lambda _o: _placements(ctx, scope))
+        _watch(inf[kind], placements, mapper)
 
 
 __all__ = ["register"]

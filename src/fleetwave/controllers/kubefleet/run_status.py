@@ -14,11 +14,24 @@ from typing import Any
 
 from fleetwave import translate
 from fleetwave.api.kubefleet import StageConfig, StagedUpdateStrategySpec
+from fleetwave.controllers.kubefleet import ledger as lg
 from fleetwave.controllers.kubefleet import naming as nm
+from fleetwave.controllers.kubefleet import removals as rm
+from fleetwave.controllers.kubefleet.run_record import KEYS, RunRecord, dump
 from fleetwave.core import status as st
 
 SP = st.StagePhase
 Obj = Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """What a run's view needs beyond its record: who it is, and how clusters are named."""
+
+    kind: str
+    generation: int | None
+    run: str
+    display: Callable[[str], str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +80,43 @@ def cond(
 
 def _t(value: datetime | None) -> str | None:
     return None if value is None else st.fmt(value)
+
+
+def render(
+    frame: Frame,
+    record: RunRecord,
+    *,
+    mode: str,
+    previous: Obj,
+    now: datetime,
+    in_flight: bool = False,
+    stuck: str = "",
+) -> dict[str, Any]:
+    """The whole status body: kept fields, the record, and the view rendered from it."""
+    view = View(
+        kind=frame.kind,
+        generation=frame.generation,
+        strategy=record.strategy,
+        record=record.rollout,
+        ledger=lg.dump(record.ledger),
+        run=frame.run,
+        approvals={
+            n: {"createdAt": s.created_at, "approvedAt": s.approved_at} for n, s in record.approvals.items()
+        },
+        deletion_clusters=record.deletion_clusters,
+        deletions=rm.dump(record.deletions),
+        mode=mode,
+        in_flight=in_flight,
+        stuck=stuck,
+        display=frame.display,
+        now=now,
+        previous=previous,
+    )
+    kept = {k: v for k, v in previous.items() if k not in RENDERED and k not in KEYS}
+    return {**kept, **dump(record), **build(view)}
+
+
+RENDERED = ("conditions", "stagesStatus", "deletionStageStatus")
 
 
 def build(view: View) -> dict[str, Any]:

@@ -2,7 +2,8 @@
 
 Objects that may still appear (a placement or strategy created in the same `kubectl apply`, a
 snapshot being cut) make initialization wait and retry; a definite error (placement not External,
-a snapshot index beyond the history) fails it for good, as upstream's abort does (ADR 0060).
+a snapshot index beyond the history) fails it for good, as upstream's abort does (ADR 0060). The
+frozen plan is written as soon as it is made, before anything is delivered.
 """
 
 from __future__ import annotations
@@ -31,11 +32,14 @@ from fleetwave.core import batching
 from fleetwave.core import model as m
 from fleetwave.core import status as st
 from fleetwave.kube import kinds
+from fleetwave.kube.status import StatusWrite, Versioned, write_versioned
+from fleetwave.runtime.controller import Result
 
 Obj = Mapping[str, Any]
 POLL = timedelta(seconds=1)
 STUCK = timedelta(minutes=5)
 DEADLINE = timedelta(minutes=30)
+RETRY_SECONDS = 2.0
 
 
 class Retry(Exception):
@@ -129,17 +133,22 @@ def _held_elsewhere(ctx: Context, scope: nm.Scope, run: Any, placement: Any) -> 
     return history.holding(ledgers)
 
 
+def _frozen_strategy(ctx: Context, scope: nm.Scope, run: Any) -> StagedUpdateStrategySpec:
+    name = run.spec.staged_rollout_strategy_name
+    raw = ctx.cache.get(scope.strategy, run.metadata.namespace, name)
+    if raw is None:
+        raise Retry(f"{scope.strategy} {name} not found")
+    spec = parse(raw, scope.strategy).spec
+    assert isinstance(spec, StagedUpdateStrategySpec)
+    return spec
+
+
 def initialize(ctx: Context, scope: nm.Scope, run: Any, now: datetime) -> dict[str, Any]:
     """The status fields a freshly initialized run starts from; raises Retry or Abort."""
     placement = placement_of(ctx, scope, run)
     if placement.spec.strategy.type != "External":
         raise Abort(f"placement {placement.metadata.name} does not use strategy type External")
-    raw_strategy = ctx.cache.get(
-        scope.strategy, run.metadata.namespace, run.spec.staged_rollout_strategy_name
-    )
-    if raw_strategy is None:
-        raise Retry(f"{scope.strategy} {run.spec.staged_rollout_strategy_name} not found")
-    frozen = parse(raw_strategy, scope.strategy).spec
+    frozen = _frozen_strategy(ctx, scope, run)
     snapshot = _snapshot(ctx, scope, run, placement)
     fleet, _names = fleet_of(ctx, placement)
     try:
@@ -147,11 +156,7 @@ def initialize(ctx: Context, scope: nm.Scope, run: Any, now: datetime) -> dict[s
     except translate.TranslateError as e:
         raise Abort(str(e)) from e
     plan = batching.freeze_plan(spec, fleet, now)
-    deleting = sorted(_held_elsewhere(ctx, scope, run, placement) - fleet.names)
     apply_strategy = placement.spec.strategy.apply_strategy
-    message = f"{scope.run} initialized successfully"
-    if plan.unmatched:
-        message += f"; {plan.unmatched} picked clusters match no stage and are not updated by this run"
     return {
         "policySnapshotIndexUsed": "0",
         "policyObservedClusterCount": len(fleet.names),
@@ -160,16 +165,61 @@ def initialize(ctx: Context, scope: nm.Scope, run: Any, now: datetime) -> dict[s
         "stagedUpdateStrategySnapshot": frozen.model_dump(mode="json", by_alias=True, exclude_none=True),
         "rollout": engine_state.dump(plan),
         "snapshot": {"name": snapshot["metadata"]["name"], "hash": snapshots.hash_of(snapshot)},
-        "deletionClusters": deleting,
-        "conditions": [
-            cond(
-                None,
-                "Initialized",
-                "True",
-                "UpdateRunInitializedSuccessfully",
-                message,
-                run.metadata.generation,
-                st.fmt(now),
-            )
-        ],
+        "deletionClusters": sorted(_held_elsewhere(ctx, scope, run, placement) - fleet.names),
+        "deliveries": {},
+        "approvals": {},
+        "deletions": {},
+        "conditions": [_initialized(scope, run, plan.unmatched, now)],
     }
+
+
+def _initialized(scope: nm.Scope, run: Any, unmatched: int, now: datetime) -> dict[str, Any]:
+    message = f"{scope.run} initialized successfully"
+    if unmatched:
+        message += f"; {unmatched} picked clusters match no stage and are not updated by this run"
+    reason = "UpdateRunInitializedSuccessfully"
+    return cond(None, "Initialized", "True", reason, message, run.metadata.generation, st.fmt(now))
+
+
+async def start(ctx: Context, scope: nm.Scope, obj: Any, run: Any, current: Versioned) -> Versioned | Result:
+    """Initialize and write the frozen plan at once; a run not ready yet says what it waits for."""
+    now = ctx.clock()
+    try:
+        fields = initialize(ctx, scope, run, now)
+    except Retry as e:
+        return await _waiting(ctx, scope, obj, current, str(e), now)
+    except Abort as e:
+        return await failed(ctx, scope, obj, current, str(e))
+    written, current = await write_versioned(
+        ctx.client, kinds.resource(scope.run), current, {**current.status, **fields}
+    )
+    if written is StatusWrite.CONFLICT:
+        return Result(requeue=True)
+    stages = fields["rollout"]["stages"]
+    plan = ", ".join(f"{s['name']}: {len(s.get('clusters') or [])} clusters" for s in stages)
+    await ctx.event(obj, False, "Initialized", f"plan frozen; {plan}")
+    return current
+
+
+async def _waiting(
+    ctx: Context, scope: nm.Scope, obj: Any, current: Versioned, why: str, now: datetime
+) -> Result:
+    previous = current.status.get("conditions")
+    gen = obj.metadata.generation
+    waiting = cond(
+        previous, "Initialized", "Unknown", "UpdateRunInitializing", f"waiting: {why}", gen, st.fmt(now)
+    )
+    await write_versioned(
+        ctx.client, kinds.resource(scope.run), current, {**current.status, "conditions": [waiting]}
+    )
+    return Result(requeue_after=RETRY_SECONDS)
+
+
+async def failed(ctx: Context, scope: nm.Scope, obj: Any, current: Versioned, why: str) -> Result:
+    gen, at = obj.metadata.generation, st.fmt(ctx.clock())
+    failure = cond(None, "Initialized", "False", "UpdateRunInitializedFailed", why, gen, at)
+    await write_versioned(
+        ctx.client, kinds.resource(scope.run), current, {**current.status, "conditions": [failure]}
+    )
+    await ctx.event(obj, True, "InitializationFailed", why)
+    return Result()

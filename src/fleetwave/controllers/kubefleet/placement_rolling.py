@@ -1,0 +1,121 @@
+"""A RollingUpdate placement carries its newest snapshot to every picked cluster itself, on the same
+shape as a staged run: pass after pass, observe -> decide (pure) -> write status -> act.
+
+One stage holding every picked cluster, at most maxUnavailable (rounded up) in flight; clusters no
+longer picked lose the content right away. The ledgers are the runs' (`ledger`, `removals`), so the
+placement's Available condition reads runs and rolling updates alike.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from fleetwave.controllers import engine_state, requeue
+from fleetwave.controllers.context import Context
+from fleetwave.controllers.kubefleet import history, run_initialize, snapshots
+from fleetwave.controllers.kubefleet import ledger as lg
+from fleetwave.controllers.kubefleet import removals as rm
+from fleetwave.core import batching, engine
+from fleetwave.core import effects as fx
+from fleetwave.core import model as m
+from fleetwave.core import status as st
+from fleetwave.kube import kinds
+from fleetwave.kube.status import StatusWrite, Versioned, write_versioned
+from fleetwave.runtime.controller import Result
+
+PASSES = 6
+Render = Callable[[Mapping[str, Any], datetime], dict[str, Any]]  # (status so far, now) -> full status
+
+
+@dataclass(frozen=True, slots=True)
+class Rolling:
+    rollout: st.RolloutStatus | None
+    ledger: lg.Ledger
+    removals: rm.Removals
+
+    def dump(self, content: lg.Content) -> dict[str, Any]:
+        out = {"deliveries": lg.dump(self.ledger), "deletions": rm.dump(self.removals)}
+        if self.rollout is not None:
+            out["rollout"] = engine_state.dump(self.rollout)
+        return {**out, "observedResourceIndex": content.index}
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    kind: str
+    spec: m.RolloutSpec
+    fleet: m.Fleet
+    content: lg.Content
+
+
+def setting(kind: str, placement: Any, latest: Mapping[str, Any], fleet: m.Fleet, inventory: str) -> Setting:
+    digest = snapshots.hash_of(latest)
+    rolling = placement.spec.strategy.rolling_update
+    limit = max_unavailable(rolling.max_unavailable if rolling else "25%", len(fleet.names))
+    spec = m.RolloutSpec(
+        name=placement.metadata.name,
+        revision=m.Revision(content_hash=digest, stages_hash=batching.compute_stages_hash(())),
+        stages=(m.StageSpec("rollout", m.Selector(), max_in_flight=m.MaxInFlight(limit)),),
+        poll_interval=run_initialize.POLL,
+    )
+    index = str(snapshots.index_of(latest))
+    return Setting(kind, spec, fleet, lg.Content(index, digest, snapshots.resources(latest), inventory))
+
+
+def max_unavailable(raw: int | str, clusters: int) -> int:
+    """maxUnavailable of the picked clusters; a percentage rounds up (upstream), at least 1."""
+    if isinstance(raw, str) and raw.endswith("%"):
+        return max(1, math.ceil(int(raw[:-1]) * clusters / 100))
+    return max(1, int(raw))
+
+
+def load(status: Mapping[str, Any]) -> Rolling:
+    raw = status.get("rollout")
+    return Rolling(
+        engine_state.load(raw) if raw else None,
+        lg.load(status.get("deliveries")),
+        rm.load(status.get("deletions")),
+    )
+
+
+def departed(state: Rolling, fleet: m.Fleet) -> tuple[str, ...]:
+    """Clusters holding the content that are no longer picked (pure)."""
+    ledgers = [{"deliveries": lg.dump(state.ledger), "deletions": rm.dump(state.removals)}]
+    return tuple(sorted(c for c in history.holding(ledgers) if c not in fleet.names))
+
+
+async def roll(ctx: Context, where: Setting, current: Versioned, render: Render) -> Result:
+    state = load(current.status)
+    for last in [False] * (PASSES - 1) + [True]:
+        now = ctx.clock()
+        seen = await lg.observe(ctx, state.rollout, where.fleet, state.ledger, where.content)
+        observed = m.Observed(delivery=dict(seen.deliveries), previous=state.rollout)
+        decision = engine.step(where.spec, where.fleet, observed, now)
+        decided = Rolling(decision.status, seen.ledger, state.removals)
+        body = render(decided.dump(where.content), now)
+        written, current = await write_versioned(ctx.client, kinds.resource(where.kind), current, body)
+        if written is StatusWrite.CONFLICT:
+            return Result(requeue=True)
+        targets, gone = _targets(decision), departed(decided, where.fleet)
+        if last and (targets or gone):
+            return Result(requeue_after=requeue.FLOOR_SECONDS)  # decided again by the next reconcile
+        state = await _act(ctx, where, decided, targets, gone)
+        if state == decided:
+            break
+    return requeue.after(decision, now)
+
+
+def _targets(decision: fx.Decision) -> tuple[str, ...]:
+    return tuple(sorted({e.cluster for e in decision.effects if isinstance(e, fx.Deliver)}))
+
+
+async def _act(
+    ctx: Context, where: Setting, state: Rolling, targets: tuple[str, ...], gone: tuple[str, ...]
+) -> Rolling:
+    delivered = await lg.deliver(ctx, targets, where.content)
+    removed = await rm.remove(ctx, gone, state.removals, where.content.inventory)
+    return Rolling(state.rollout, lg.merged(state.ledger, delivered), {**state.removals, **removed})

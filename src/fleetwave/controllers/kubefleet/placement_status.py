@@ -1,0 +1,61 @@
+"""The summary a placement shows: which clusters it picked, and whether they all hold one snapshot (pure).
+
+Computed from every ledger of the placement (its own, for RollingUpdate, and each of its runs'), so
+Available reads the same whether runs or the placement itself carried the content.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from fleetwave.controllers.kubefleet import history
+from fleetwave.controllers.kubefleet.run_status import cond
+from fleetwave.core import model as m
+from fleetwave.core import status as st
+
+Obj = Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    kind: str  # ClusterResourcePlacement | ResourcePlacement: the condition type prefix
+    external: bool
+    fleet: m.Fleet
+    names: Mapping[str, str]  # cluster key -> the name shown
+    generation: int | None
+
+
+def summary(frame: Frame, ledgers: Iterable[Obj], previous: Obj, now: datetime) -> dict[str, Any]:
+    held = history.latest(ledgers)
+    index, available = history.common_index(held, sorted(frame.fleet.names))
+    picked = [
+        {
+            "clusterName": frame.names.get(c, c),
+            "observedResourceIndex": held[c].index,
+            "available": held[c].done,
+        }
+        for c in sorted(frame.fleet.names)
+        if c in held and held[c].index is not None
+    ]
+    return {
+        "conditions": _conditions(frame, index, available, previous.get("conditions"), st.fmt(now)),
+        "placementStatuses": picked,
+        "observedResourceIndex": index,
+    }
+
+
+def _conditions(frame: Frame, index: str | None, available: bool, prev: Any, at: str) -> list[dict[str, Any]]:
+    gen, prefix = frame.generation, frame.kind
+    shown = ", ".join(sorted(frame.names.get(c, c) for c in frame.fleet.names))
+    message = f"picked {len(frame.fleet.names)} clusters: {shown}"
+    out = [cond(prev, f"{prefix}Scheduled", "True", "SchedulingPolicyFulfilled", message, gen, at)]
+    if available and frame.fleet.names:
+        holds = f"every picked cluster holds resource snapshot index {index}"
+        out.append(cond(prev, f"{prefix}Available", "True", "ResourcesAvailable", holds, gen, at))
+    else:
+        why = "the rollout is controlled by staged update runs" if frame.external else "rolling out"
+        out.append(cond(prev, f"{prefix}Available", "Unknown", "RolloutInProgress", why, gen, at))
+    return out

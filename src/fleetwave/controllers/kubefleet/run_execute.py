@@ -1,0 +1,158 @@
+"""A run in state Run: pass after pass, observe -> decide (pure) -> write status -> act.
+
+One engine step per pass. The status is written before the pass's effects are carried out, so an
+approval shows the next stage Started before that stage's clusters are applied; what the effects
+learn (ledger entries, removals) is written by the next pass. Passes continue within one reconcile
+while effects keep teaching something new (content that is available at once moves through stages
+without waiting for a requeue), up to PASSES; the last pass only writes, so everything an effect
+learnt is in status when the reconcile ends. Then the engine's wake time decides the requeue
+(`controllers.requeue`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from datetime import datetime
+
+from fleetwave.controllers import requeue
+from fleetwave.controllers.context import Context
+from fleetwave.controllers.kubefleet import approvals, run_delete, run_status
+from fleetwave.controllers.kubefleet import ledger as lg
+from fleetwave.controllers.kubefleet.run_pass import Setting, publish, stuck
+from fleetwave.controllers.kubefleet.run_record import RunRecord, Seen
+from fleetwave.core import effects as fx
+from fleetwave.core import engine
+from fleetwave.core import model as m
+from fleetwave.core import status as st
+from fleetwave.core import timestamps as ts
+from fleetwave.kube.status import StatusWrite, Versioned
+from fleetwave.runtime.controller import Result
+
+PASSES = 6
+RETRY_SECONDS = 2.0  # the deletion stage retrying an unreachable cluster
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """An approval request as the cache shows it (updated in place of a re-read after our own acts)."""
+
+    approved: bool
+    accepted: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One pass's decision: the new record, and the effects to carry out once it is written."""
+
+    record: RunRecord
+    decision: fx.Decision
+    deliver: tuple[str, ...]
+    create: tuple[tuple[str, str], ...]  # (stage, approval request name)
+    accept: tuple[str, ...]
+    remove: tuple[str, ...]
+    events: tuple[fx.Event, ...]
+
+
+def requests_of(raw: Mapping[str, Mapping[str, object]]) -> dict[str, Request]:
+    return {n: Request(approvals.approved(r), approvals.accepted(r)) for n, r in raw.items()}
+
+
+def _seen(record: RunRecord, requests: Mapping[str, Request], at: str) -> dict[str, Seen]:
+    """First-seen times of requests and approvals; an accepted approval stands even once deleted."""
+    out = dict(record.approvals)
+    for name, req in requests.items():
+        old = out.get(name) or Seen(at)
+        approved = old.approved_at or (at if req.approved or req.accepted else None)
+        out[name] = Seen(old.created_at or at, approved)
+    return out
+
+
+def _resumed(record: RunRecord, now: datetime) -> st.RolloutStatus:
+    """The progress deadline does not run while a run is stopped."""
+    stage = record.rollout.current_stage
+    if not record.stopped_at or stage is None or stage.last_progress_at is None:
+        return record.rollout
+    return record.rollout.with_stage(record.rollout.current, replace(stage, last_progress_at=now))
+
+
+def decide(
+    where: Setting,
+    record: RunRecord,
+    deliveries: Mapping[str, m.Delivery],
+    requests: Mapping[str, Request],
+    now: datetime,
+) -> Step:
+    at = ts.fmt(now)
+    seen = _seen(record, requests, at)
+    granted = {n: ts.parse(s.approved_at) for n, s in seen.items() if s.approved_at}
+    observed = m.Observed(delivery=dict(deliveries), approvals=granted, previous=_resumed(record, now))
+    decision = engine.step(where.spec, where.fleet, observed, now)
+    create = tuple(
+        dict.fromkeys(
+            (e.stage, e.approval_id)
+            for e in decision.effects
+            if isinstance(e, fx.RequestApproval) and e.approval_id not in requests
+        )
+    )
+    seen.update({name: seen.get(name) or Seen(at) for _, name in create})
+    after = replace(record, rollout=decision.status, approvals=seen, stopped_at=None)
+    return Step(
+        record=after,
+        decision=decision,
+        deliver=tuple(sorted({e.cluster for e in decision.effects if isinstance(e, fx.Deliver)})),
+        create=create,
+        accept=tuple(n for n, r in sorted(requests.items()) if r.approved and not r.accepted),
+        remove=run_delete.todo(after),
+        events=tuple(dict.fromkeys(e for e in decision.effects if isinstance(e, fx.Event))),
+    )
+
+
+async def act(ctx: Context, where: Setting, step: Step) -> RunRecord:
+    """Carry out a written step; the record with what the effects learnt."""
+    meta = where.run.metadata
+    for stage, name in step.create:
+        await approvals.ensure(ctx, where.scope, where.obj, stage, name)
+    for name in step.accept:
+        await approvals.accept(ctx, where.scope, name, meta.namespace, ctx.clock())
+    delivered = await lg.deliver(ctx, step.deliver, where.content)
+    record = replace(step.record, ledger=lg.merged(step.record.ledger, delivered))
+    return await run_delete.run(ctx, record, step.remove, where.content.inventory)
+
+
+def _known(requests: Mapping[str, Request], step: Step) -> dict[str, Request]:
+    """Requests as they are after our own acts, without waiting for the cache to show them."""
+    out = dict(requests)
+    out.update({name: Request(False, False) for _, name in step.create if name not in out})
+    out.update({name: Request(True, True) for name in step.accept})
+    return out
+
+
+async def execute(
+    ctx: Context, where: Setting, record: RunRecord, current: Versioned, requests: Mapping[str, Request]
+) -> Result:
+    for last in [False] * (PASSES - 1) + [True]:
+        now = ctx.clock()
+        seen = await lg.observe(ctx, record.rollout, where.fleet, record.ledger, where.content)
+        step = decide(where, replace(record, ledger=seen.ledger), seen.deliveries, requests, now)
+        why = stuck(where, step.record.rollout, step.record.ledger, now)
+        body = run_status.render(
+            where.frame, step.record, mode="Run", previous=current.status, now=now, stuck=why
+        )
+        written, current = await publish(ctx, where, current, body, step.events)
+        if written is StatusWrite.CONFLICT:
+            return Result(requeue=True)
+        if last and (step.deliver or step.create or step.accept or step.remove):
+            # Effects decided but not carried out: the next reconcile decides them again.
+            return Result(requeue_after=requeue.FLOOR_SECONDS)
+        record, requests = await act(ctx, where, step), _known(requests, step)
+        if record == step.record:
+            return _requeue(step, now)
+    return _requeue(step, now)
+
+
+def _requeue(step: Step, now: datetime) -> Result:
+    if step.record.rollout.phase is st.RolloutPhase.SUCCEEDED:
+        # Done once the deletion stage is; until then it retries clusters that could not be cleared.
+        return Result(requeue_after=RETRY_SECONDS) if step.remove else Result()
+    return requeue.after(step.decision, now)

@@ -1,0 +1,116 @@
+"""What every pass of an initialized run works with, and how a pass publishes what it decided.
+
+A `Setting` is read once per reconcile from the cache: the frozen record's snapshot content, the
+placement's current fleet, the engine spec. Each pass then renders the whole status from the record
+and writes it once (guarded by the resourceVersion the pass started from), then announces events.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from fleetwave.controllers.context import Context
+from fleetwave.controllers.kubefleet import ledger as lg
+from fleetwave.controllers.kubefleet import naming as nm
+from fleetwave.controllers.kubefleet import run_initialize, run_status, snapshots
+from fleetwave.controllers.kubefleet.run_record import RunRecord
+from fleetwave.core import effects as fx
+from fleetwave.core import model as m
+from fleetwave.core import status as st
+from fleetwave.core import timestamps as ts
+from fleetwave.kube import kinds
+from fleetwave.kube.status import StatusWrite, Versioned, write_versioned
+
+WARNINGS = frozenset({"ClusterFailed", "ProgressDeadlineExceeded", "ClusterLeft"})
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    scope: nm.Scope
+    obj: Any  # the run as last read: for events and owner references only
+    run: Any  # parsed
+    frame: run_status.Frame
+    spec: m.RolloutSpec
+    fleet: m.Fleet
+    content: lg.Content
+    stuck_after: timedelta
+
+
+class SnapshotGone(Exception):
+    """The run's resource snapshot was deleted: it cannot go on."""
+
+
+def setting(ctx: Context, scope: nm.Scope, obj: Any, run: Any, record: RunRecord) -> Setting:
+    namespace = run.metadata.namespace
+    snap = ctx.cache.get(scope.snapshot, namespace, record.snapshot_name)
+    if snap is None:
+        raise SnapshotGone(f"resource snapshot {record.snapshot_name} was deleted")
+    placement = ctx.cache.get(scope.placement, namespace, run.spec.placement_name)
+    fleet, names = (
+        run_initialize.fleet_of(ctx, run_initialize.parse(placement, scope.placement))
+        if placement
+        else (m.Fleet.of(()), {})  # the placement is gone: nobody is awaited, the plan stays as frozen
+    )
+    content = lg.Content(
+        index=record.index,
+        hash=record.snapshot_hash,
+        objects=snapshots.resources(snap),
+        inventory=scope.inventory(namespace, run.spec.placement_name),
+    )
+    frame = run_status.Frame(
+        kind=scope.run,
+        generation=run.metadata.generation,
+        run=run.metadata.name,
+        display=lambda c: names.get(c, c.partition("/")[2] or c),
+    )
+    spec = run_initialize.rollout_spec(run, scope, record.strategy, record.snapshot_hash)
+    stuck = run_initialize.stuck_after(run)
+    return Setting(scope, obj, run, frame, spec, fleet, content, stuck)
+
+
+async def publish(
+    ctx: Context, where: Setting, current: Versioned, body: Mapping[str, Any], events: Iterable[fx.Event]
+) -> tuple[StatusWrite, Versioned]:
+    """Write the pass's status; once it is written, announce what the pass decided."""
+    written, after = await write_versioned(ctx.client, kinds.resource(where.scope.run), current, body)
+    if written is StatusWrite.CONFLICT:
+        return written, current
+    for event in events:
+        await ctx.event(where.obj, event.reason in WARNINGS, event.reason, event.message)
+    old, new = _progressing(current.status), _progressing(body)
+    if new.get("reason") == "UpdateRunStuck" and old.get("reason") != "UpdateRunStuck":
+        await ctx.event(where.obj, True, "UpdateRunStuck", str(new.get("message", "")))
+    return written, after
+
+
+def _progressing(status: Mapping[str, Any]) -> Mapping[str, Any]:
+    return next((c for c in status.get("conditions") or [] if c.get("type") == "Progressing"), {})
+
+
+def in_flight(rollout: st.RolloutStatus, ledger: lg.Ledger, fleet: m.Fleet) -> bool:
+    """Clusters of the current stage that were started and are not done yet."""
+    stage = rollout.current_stage
+    if stage is None:
+        return False
+    return any(c in fleet.names and not (c in ledger and ledger[c].done_at) for c in stage.started)
+
+
+def stuck(where: Setting, rollout: st.RolloutStatus, ledger: lg.Ledger, now: datetime) -> str:
+    """Why the current stage makes no progress, or "" (a failed cluster, or one slow to be available)."""
+    stage = rollout.current_stage
+    if stage is None or stage.phase is not st.StagePhase.PROGRESSING:
+        return ""
+    if stage.failed:
+        cluster, why = stage.failed[0]
+        return f"cluster {cluster} failed: {why}; retrying"
+    for cluster in stage.started:
+        entry = ledger.get(cluster)
+        if entry is None or entry.done_at or not entry.applied_at:
+            continue
+        if now - ts.parse(entry.applied_at) >= where.stuck_after:
+            limit = where.stuck_after
+            return f"cluster {cluster} has not become available for more than {limit}: {entry.message}"
+    return ""

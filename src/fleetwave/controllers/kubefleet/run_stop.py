@@ -1,0 +1,41 @@
+"""A run in state Stop (or Initialize): nothing new starts; the clusters in flight finish.
+
+Stop observes the clusters already started until each is available, then reports Stopped; the
+progress deadline is paused (the stop time is kept in the record and discounted on resume). State
+Initialize shows the frozen plan and waits for Run. One pass, one write, no effects.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from fleetwave.controllers.context import Context
+from fleetwave.controllers.kubefleet import ledger as lg
+from fleetwave.controllers.kubefleet import run_status
+from fleetwave.controllers.kubefleet.run_pass import Setting, in_flight, publish
+from fleetwave.controllers.kubefleet.run_record import RunRecord
+from fleetwave.core import timestamps as ts
+from fleetwave.kube.status import StatusWrite, Versioned
+from fleetwave.runtime.controller import Result
+
+IN_FLIGHT_POLL_SECONDS = 1.0
+
+
+async def stop(ctx: Context, where: Setting, record: RunRecord, current: Versioned) -> Result:
+    now = ctx.clock()
+    seen = await lg.observe(ctx, record.rollout, where.fleet, record.ledger, where.content)
+    record = replace(record, ledger=seen.ledger, stopped_at=record.stopped_at or ts.fmt(now))
+    flying = in_flight(record.rollout, record.ledger, where.fleet)
+    body = run_status.render(
+        where.frame, record, mode="Stop", previous=current.status, now=now, in_flight=flying
+    )
+    written, _ = await publish(ctx, where, current, body, ())
+    if written is StatusWrite.CONFLICT:
+        return Result(requeue=True)
+    return Result(requeue_after=IN_FLIGHT_POLL_SECONDS) if flying else Result()
+
+
+async def hold(ctx: Context, where: Setting, record: RunRecord, current: Versioned) -> Result:
+    body = run_status.render(where.frame, record, mode="Initialize", previous=current.status, now=ctx.clock())
+    written, _ = await publish(ctx, where, current, body, ())
+    return Result(requeue=True) if written is StatusWrite.CONFLICT else Result()
