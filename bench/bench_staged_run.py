@@ -3,13 +3,16 @@
 Measures (a) a ClusterStagedUpdateRun with no waits (3 stages, one member each) from creation to
 Succeeded, divided by the time of applying the same snapshot to the same members directly with the
 applier the run uses; (b) approval reaction latency: the approval request patched -> the next
-stage's first cluster Started, p50/p99 over 20 runs.  Run: .venv/bin/python bench/bench_staged_run.py
+stage's first cluster Started in the run's status, p50/p99 over 20 runs, side by side with the same
+figure for a ClusterPromotion in the same run (manual trigger approved -> the next stage's first
+cluster started in the promotion's status).  Run: .venv/bin/python bench/bench_staged_run.py
 """
 
 from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import json
 import statistics
 import sys
 import tempfile
@@ -171,6 +174,66 @@ def approval_latency(client: Client, placement: str) -> list[float]:
     return out
 
 
+def promotion_doc(name: str, policy: str, namespace: str) -> dict[str, Any]:
+    ref = {"kind": "ConfigMap", "name": policy, "namespace": namespace}
+    return {
+        "apiVersion": API,
+        "kind": "ClusterPromotion",
+        "metadata": {"name": name},
+        "spec": {
+            "profileSpec": {"policyRefs": [ref]},
+            "stages": [
+                {
+                    "name": "s1",
+                    "clusterSelector": {"matchLabels": {"bench": "1"}},
+                    "trigger": {"manual": {"approved": False}},
+                },
+                {"name": "s2", "clusterSelector": {"matchLabels": {"bench": "2"}}},
+            ],
+        },
+    }
+
+
+def promotion_latency(client: Client, namespace: str) -> list[float]:
+    """Manual trigger approved -> the next stage's first cluster started, for ClusterPromotions."""
+    content = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "bench-promo", "namespace": "default"},
+    }
+    policy = ConfigMap(
+        metadata=ObjectMeta(name="bench-policy", namespace=namespace), data={"cm.yaml": json.dumps(content)}
+    )
+    client.create(policy)
+    resource = kinds.resource("ClusterPromotion")
+    out = []
+    for i in range(TRIALS):
+        name = f"bench-promo-{i}"
+        client.create(codecs.from_dict(promotion_doc(name, "bench-policy", namespace)))
+
+        def stages(name: str = name) -> list[dict[str, Any]]:
+            status = client.get(resource, name).status or {}
+            return list((status.get("rollout") or {}).get("stages") or [])
+
+        wait(lambda: (s := stages()) and s[0].get("phase") == "WaitingAfter")
+        patch = [{"op": "replace", "path": "/spec/stages/0/trigger/manual/approved", "value": True}]
+        started = time.perf_counter()
+        client.patch(resource, name, patch, patch_type=PatchType.JSON)
+        wait(lambda: (s := stages()) and bool(s[1].get("started")), step=0.005)
+        out.append(time.perf_counter() - started)
+        client.delete(resource, name)
+    return out
+
+
+def _percentiles(latencies: list[float]) -> str:
+    ordered = sorted(latencies)
+    p99 = ordered[min(len(ordered) - 1, round(0.99 * (len(ordered) - 1)))]
+    return (
+        f"p50 {statistics.median(ordered) * 1000:.0f} ms, p99 {p99 * 1000:.0f} ms"
+        f" (max {ordered[-1] * 1000:.0f} ms, {len(ordered)} runs)"
+    )
+
+
 def main() -> int:
     bins = binaries.ensure()
     with tempfile.TemporaryDirectory() as tmp:
@@ -221,17 +284,14 @@ def measure(state: fleet.FleetState) -> int:
     wait(lambda: succeeded(client, "bench-fast"))
     staged = time.perf_counter() - started
     direct = direct_apply(state, objects)
-    latencies = sorted(approval_latency(client, "bench"))
+    latencies = approval_latency(client, "bench")
+    promotions = promotion_latency(client, ns)
     stop()
-    p99 = latencies[min(len(latencies) - 1, round(0.99 * (len(latencies) - 1)))]
     print(f"staged run, 3 stages x 1 member, {len(objects)} objects, no waits: {staged:.3f} s")
     print(f"direct apply of the same snapshot to the same 3 members:        {direct:.3f} s")
     print(f"ratio staged / direct:                                           {staged / direct:.2f}")
-    print(
-        f"approval reaction latency over {len(latencies)} runs:"
-        f" p50 {statistics.median(latencies) * 1000:.0f} ms,"
-        f" p99 {p99 * 1000:.0f} ms (max {latencies[-1] * 1000:.0f} ms)"
-    )
+    print(f"approval -> next stage Started, staged update run: {_percentiles(latencies)}")
+    print(f"approval -> next stage started, ClusterPromotion:  {_percentiles(promotions)}")
     return 0
 
 

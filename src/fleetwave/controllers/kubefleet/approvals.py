@@ -11,12 +11,10 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from lightkube import ApiError, codecs
-
 from fleetwave.controllers.context import Context
 from fleetwave.controllers.kubefleet import naming as nm
 from fleetwave.core import status as st
-from fleetwave.kube import kinds
+from fleetwave.kube import kinds, ops
 from fleetwave.kube.status import write_status
 
 Obj = Mapping[str, Any]
@@ -79,11 +77,7 @@ async def ensure(ctx: Context, scope: nm.Scope, run: Any, stage: str, name: str)
     }
     if scope.namespaced:
         body["metadata"]["namespace"] = meta.namespace
-    try:
-        await ctx.client.create(codecs.from_dict(body))
-    except ApiError as e:
-        if e.status.code != 409:
-            raise
+    await ops.create_if_absent(ctx.client, body)  # already there: a retry, or cache lag
 
 
 async def accept(ctx: Context, scope: nm.Scope, name: str, namespace: str | None, now: datetime) -> None:
