@@ -161,7 +161,9 @@ def watch(
     labels: Mapping[str, Any] | None = None,
     fields: Mapping[str, str] | None = None,
 ) -> AsyncIterable[tuple[str, Any]]:
-    """(event type, object) pairs of a watch that lightkube re-opens by itself after errors."""
+    """(event type, object) pairs of a watch that lightkube re-opens by itself after errors: for live
+    displays. It restarts "from now" and can miss deletions; controllers use `runtime.watching`'s
+    informers, which relist (ADR 0001)."""
     stream: AsyncIterable[tuple[str, Any]] = client.watch(
         resource,
         namespace=namespace,
