@@ -19,8 +19,9 @@ from lightkube.resources.core_v1 import ConfigMap, Secret
 from lightkube.types import PatchType
 
 from fleetwave.kube import client as kubeclient
+from fleetwave.kube import status
 from fleetwave.local import fleet
-from fleetwave.runtime import controller, status, watching
+from fleetwave.runtime import controller, watching
 
 GROUP = "runtime-test.fleetwave.io"
 Probe = create_namespaced_resource(GROUP, "v1alpha1", "RuntimeProbe", "runtimeprobes")
