@@ -13,7 +13,14 @@ from fleetwave import translate
 from fleetwave.controllers.kubefleet import ledger as lg
 from fleetwave.controllers.kubefleet import naming as nm
 from fleetwave.controllers.kubefleet import removals as rm
-from fleetwave.controllers.kubefleet import run_delete, run_execute, run_initialize, run_record, run_status
+from fleetwave.controllers.kubefleet import (
+    run_delete,
+    run_execute,
+    run_initialize,
+    run_record,
+    run_status,
+    run_stop,
+)
 from fleetwave.controllers.kubefleet.run_execute import Request
 from fleetwave.controllers.kubefleet.run_pass import Setting, in_flight, stuck
 from fleetwave.controllers.kubefleet.run_record import RunRecord, Seen
@@ -176,3 +183,13 @@ def test_in_flight_and_stuck_read_the_ledger() -> None:
     message = stuck(where, rollout, {"fleet/dev-1": applied}, T0 + timedelta(minutes=6))
     assert "fleet/dev-1" in message
     assert "not available" in message
+
+
+def test_a_stopped_run_finishes_a_started_cluster_whose_apply_was_never_recorded() -> None:
+    where = _setting()
+    first = run_execute.decide(where, _record(where), {}, {}, T0)
+    assert run_stop.unapplied(first.record, where) == ("fleet/dev-1",)
+    recorded = replace(first.record, ledger={"fleet/dev-1": _done("fleet/dev-1", T0)})
+    assert run_stop.unapplied(recorded, where) == ()
+    stale = replace(first.record, ledger={"fleet/dev-1": replace(_done("fleet/dev-1", T0), hash="h0")})
+    assert run_stop.unapplied(stale, where) == ("fleet/dev-1",)

@@ -108,13 +108,16 @@ def decide(
     )
 
 
+async def acknowledge(ctx: Context, where: Setting, step: Step) -> None:
+    """Mark approvals accepted before any status shows progress made on them (as upstream does)."""
+    for name in step.accept:
+        await approvals.accept(ctx, where.scope, name, where.run.metadata.namespace, ctx.clock())
+
+
 async def act(ctx: Context, where: Setting, step: Step) -> RunRecord:
     """Carry out a written step; the record with what the effects learnt."""
-    meta = where.run.metadata
     for stage, name in step.create:
         await approvals.ensure(ctx, where.scope, where.obj, stage, name)
-    for name in step.accept:
-        await approvals.accept(ctx, where.scope, name, meta.namespace, ctx.clock())
     delivered = await lg.deliver(ctx, step.deliver, where.content)
     record = replace(step.record, ledger=lg.merged(step.record.ledger, delivered))
     return await run_delete.run(ctx, record, step.remove, where.content.inventory)
@@ -139,10 +142,11 @@ async def execute(
         body = run_status.render(
             where.frame, step.record, mode="Run", previous=current.status, now=now, stuck=why
         )
+        await acknowledge(ctx, where, step)
         written, current = await publish(ctx, where, current, body, step.events)
         if written is StatusWrite.CONFLICT:
             return Result(requeue=True)
-        if last and (step.deliver or step.create or step.accept or step.remove):
+        if last and (step.deliver or step.create or step.remove):
             # Effects decided but not carried out: the next reconcile decides them again.
             return Result(requeue_after=requeue.FLOOR_SECONDS)
         record, requests = await act(ctx, where, step), _known(requests, step)

@@ -1,6 +1,7 @@
 """A run in state Stop (or Initialize): nothing new starts; the clusters in flight finish.
 
-Stop observes the clusters already started until each is available, then reports Stopped; the
+Stop observes the clusters already started until each is available, then reports Stopped (a
+started cluster whose apply was never recorded is applied first: it was in flight); the
 progress deadline is paused (the stop time is kept in the record and discounted on resume). State
 Initialize shows the frozen plan and waits for Run. One pass, one write, no effects.
 """
@@ -21,7 +22,17 @@ from fleetwave.runtime.controller import Result
 IN_FLIGHT_POLL_SECONDS = 1.0
 
 
+def unapplied(record: RunRecord, where: Setting) -> tuple[str, ...]:
+    """Clusters started before the stop whose apply was not recorded (a crash, or a lost write)."""
+    started = lg.started(record.rollout) & where.fleet.names
+    ledger = record.ledger
+    return tuple(sorted(c for c in started if c not in ledger or ledger[c].hash != where.content.hash))
+
+
 async def stop(ctx: Context, where: Setting, record: RunRecord, current: Versioned) -> Result:
+    # Started clusters are in flight: they finish, even one whose apply was never recorded.
+    delivered = await lg.deliver(ctx, unapplied(record, where), where.content)
+    record = replace(record, ledger=lg.merged(record.ledger, delivered))
     now = ctx.clock()
     seen = await lg.observe(ctx, record.rollout, where.fleet, record.ledger, where.content)
     record = replace(record, ledger=seen.ledger, stopped_at=record.stopped_at or ts.fmt(now))
