@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable, Hashable, Iterable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from fleetwave.kube import ops
 from fleetwave.runtime import metrics, queueing, watching
 
 log = logging.getLogger(__name__)
@@ -87,8 +88,12 @@ class Controller(Generic[K]):
             result = await self._reconcile(key)
         except asyncio.CancelledError:
             raise
-        except Exception:
-            log.exception("controller %s: reconcile of %r failed", self.name, key)
+        except Exception as e:
+            if isinstance(e, ops.StatusError) and ops.is_not_found(e):
+                # An object deleted while it was reconciled: the retry sees it gone. No traceback.
+                log.debug("controller %s: %r: %s; retrying", self.name, key, ops.message_of(e))
+            else:
+                log.exception("controller %s: reconcile of %r failed", self.name, key)
             m.reconcile_errors.labels(self.name).inc()
             m.reconciles.labels(self.name, "error").inc()
             self.queue.add_rate_limited(key)

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 
+import httpx2
 import pytest
 
-from fleetwave.kube import status
+from fleetwave.kube import ops, status
 from fleetwave.runtime import controller, leader, metrics, probes, queueing
 
 
@@ -70,6 +72,20 @@ async def test_an_exception_is_retried_with_backoff_and_counted() -> None:
     assert count(m, "error") == 1
     errors = m.registry.get_sample_value("fleetwave_reconcile_errors_total", {"controller": "c"})
     assert errors == 1
+
+
+async def test_an_object_deleted_mid_reconcile_is_retried_without_a_traceback(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    request = httpx2.Request("PATCH", "https://127.0.0.1/apis/fleetwave.io/v1alpha1/clusterprofiles/p/status")
+    response = httpx2.Response(404, text="404 page not found", request=request)
+    gone = ops.StatusError("not found", request=request, response=response)
+    with caplog.at_level(logging.DEBUG, logger="fleetwave.runtime.controller"):
+        q, m, _timer = await run_once(gone)
+    assert q.num_requeues("k") == 1
+    assert count(m, "error") == 1
+    assert [r.levelno for r in caplog.records] == [logging.DEBUG]
+    assert caplog.records[0].exc_info is None
 
 
 async def test_requeue_without_delay_uses_the_rate_limiter() -> None:
