@@ -8,6 +8,7 @@ from typing import Annotated, NoReturn
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from fleetwave.kube import client as kubeclient
 from fleetwave.local import fleet
@@ -42,6 +43,7 @@ def management_client(explicit: Path | None) -> kubeclient.Client:
     return kubeclient.client(kubeclient.config_from_file(path))
 
 
-def fail(message: str) -> NoReturn:
-    err.print(f"[red]error:[/red] {message}")
-    raise typer.Exit(1)
+def fail(message: str, *, code: int = 1) -> NoReturn:
+    """One line on stderr and a non-zero exit (2: the input was refused, nothing was done)."""
+    err.print(f"[red]error:[/red] {escape(message)}", highlight=False)
+    raise typer.Exit(code)

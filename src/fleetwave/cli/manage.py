@@ -62,9 +62,19 @@ def register(
         str, typer.Option("--labels", "-l", help="Selection labels, e.g. env=prod,region=eu")
     ] = "",
     namespace: Annotated[str, typer.Option("--namespace", "-n")] = installing.NAMESPACE,
+    allow_insecure: Annotated[
+        bool,
+        typer.Option(
+            "--allow-insecure",
+            help="Accept an http:// server or insecure-skip-tls-verify (recorded on the MemberCluster).",
+        ),
+    ] = False,
     kubeconfig: KubeconfigOption = None,
 ) -> None:
-    """Register a member cluster: kubeconfig into a Secret, a MemberCluster with labels, a probe."""
+    """Register a member cluster: kubeconfig into a Secret, a MemberCluster with labels, a probe.
+
+    The member kubeconfig must carry its credentials inline (token or client certificate data) and
+    must not run programs (exec, auth-provider), read local files or use a proxy."""
     parsed = _labels(labels)
     try:
         data = member_kubeconfig.read_bytes()
@@ -73,8 +83,15 @@ def register(
     with management_client(kubeconfig) as client:
         try:
             probe = registration.register(
-                client, name=name, namespace=namespace, kubeconfig=data, labels=parsed
+                client,
+                name=name,
+                namespace=namespace,
+                kubeconfig=data,
+                labels=parsed,
+                allow_insecure=allow_insecure,
             )
+        except registration.KubeconfigRefused as e:
+            fail(f"{member_kubeconfig}: {e} (nothing was registered)", code=2)
         except ops.ApiError as e:
             fail(f"registration failed: {ops.message_of(e)}")
     state = f"ready, Kubernetes {probe.version}" if probe.ready else f"NOT ready: {probe.message}"

@@ -31,6 +31,7 @@ class MemberUnreachable(Exception):
 class MemberTarget:
     name: str
     kubeconfig: bytes = field(repr=False)  # credentials: never in logs or reprs
+    allow_insecure: bool = False  # http:// or skip-TLS-verify servers, opted in on the MemberCluster
 
     @classmethod
     def from_file(cls, name: str, path: str | Path) -> MemberTarget:
@@ -39,7 +40,7 @@ class MemberTarget:
     @asynccontextmanager
     async def session(self) -> AsyncIterator[kubeclient.AsyncClient]:
         """An async client for this member, closed afterwards; transport errors become MemberUnreachable."""
-        client = kubeclient.async_client(kubeclient.config_from_bytes(self.kubeconfig))
+        client = kubeclient.async_client(self.config())
         try:
             yield client
         except ops.TransportError as err:
@@ -47,10 +48,20 @@ class MemberTarget:
         finally:
             await client.close()
 
+    def config(self) -> kubeclient.KubeConfig:
+        """The member's kubeconfig once it passed the policy (no exec plugins, local files or
+        proxies: it was written by someone else); a refused one makes the member unreachable."""
+        try:
+            return kubeclient.member_config(self.kubeconfig, allow_insecure=self.allow_insecure)
+        except kubeclient.KubeconfigRefused as e:
+            raise MemberUnreachable(self.name, str(e)) from None
+
     @contextmanager
     def kubeconfig_file(self) -> Iterator[Path]:
         """The kubeconfig in a private (0700) directory as a 0600 file, removed afterwards; the
-        directory also serves as helm's cache/config home so concurrent runs never share state."""
+        directory also serves as helm's cache/config home so concurrent runs never share state.
+        Checked by the policy first: helm would run an exec plugin or read a file it names."""
+        self.config()
         directory = Path(tempfile.mkdtemp(prefix="fleetwave-member-"))
         try:
             path = directory / "kubeconfig"

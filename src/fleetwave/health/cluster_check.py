@@ -30,8 +30,13 @@ def judge(
     objects: Sequence[ObjectId],
     *,
     limits: Limits = DEFAULT_LIMITS,
+    allow_insecure: bool = False,
 ) -> Verdict:
-    with kubeclient.client(kubeclient.config_from_bytes(kubeconfig)) as client:
+    try:
+        config = kubeclient.member_config(kubeconfig, allow_insecure=allow_insecure)
+    except kubeclient.KubeconfigRefused as e:
+        return Verdict(False, str(e))
+    with kubeclient.client(config) as client:
         reader = KubeResourceReader(client)
         for api_version, kind, namespace, name in objects:
             ref = f"{kind} {namespace + '/' if namespace else ''}{name}"

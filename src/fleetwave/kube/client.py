@@ -8,13 +8,13 @@ becomes a client. Controllers annotate with the aliases here and never import li
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import httpx2
-import yaml
 from lightkube import AsyncClient, Client, ConfigError, KubeConfig
 
-from fleetwave.kube import internals
+from fleetwave.api import yamlsafe
+from fleetwave.kube import internals, kubeconfig_policy
+from fleetwave.kube.kubeconfig_policy import KubeconfigRefused
 
 __all__ = [
     "FIELD_MANAGER",
@@ -22,12 +22,14 @@ __all__ = [
     "Client",
     "ConfigError",
     "KubeConfig",
+    "KubeconfigRefused",
     "async_client",
     "async_http",
     "client",
     "config_from_bytes",
     "config_from_file",
     "http",
+    "member_config",
 ]
 
 FIELD_MANAGER = "fleetwave"
@@ -42,8 +44,17 @@ def config_from_file(path: str | Path) -> KubeConfig:
 
 
 def config_from_bytes(data: bytes | str) -> KubeConfig:
-    parsed: dict[str, Any] = yaml.safe_load(data)
+    """A kubeconfig the operator trusts (the management cluster's); parsed with the bounded loader."""
+    parsed = yamlsafe.load(data, what="kubeconfig")
+    if not isinstance(parsed, dict):
+        raise ConfigError("kubeconfig: expected a mapping with clusters, users and contexts")
     return KubeConfig.from_dict(parsed)
+
+
+def member_config(data: bytes | str, *, allow_insecure: bool = False) -> KubeConfig:
+    """A member cluster's kubeconfig: data from someone else, so it must pass `kubeconfig_policy`
+    (inline credentials, https) before anything reads it; `KubeconfigRefused` otherwise."""
+    return KubeConfig.from_dict(kubeconfig_policy.load(data, allow_insecure=allow_insecure))
 
 
 def client(config: KubeConfig, *, namespace: str | None = None) -> Client:

@@ -1,7 +1,9 @@
 """Register member clusters: kubeconfig into a Secret, a MemberCluster with selection labels, and a
 probe of readiness and Kubernetes version written to its status.
 
-The kubeconfig is only ever written to the Secret: it is never logged or echoed.
+The kubeconfig is only ever written to the Secret: it is never logged or echoed. It must pass the
+member kubeconfig policy first (`kube.kubeconfig_policy`: inline credentials, https), so nothing is
+written for one the controller would refuse to use.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from fleetwave.kube import client as kubeclient
 from fleetwave.kube import kinds, ops, sync_ops
 
 KUBECONFIG_KEY = "kubeconfig"
+ALLOW_INSECURE_ANNOTATION = "fleetwave.io/allow-insecure-kubeconfig"
+KubeconfigRefused = kubeclient.KubeconfigRefused
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,10 +30,14 @@ def secret_name(cluster: str) -> str:
     return f"{cluster}-kubeconfig"
 
 
-def probe(kubeconfig: bytes, *, timeout: float = 5.0) -> Probe:
+def probe(kubeconfig: bytes, *, timeout: float = 5.0, allow_insecure: bool = False) -> Probe:
     """Is the member's API server reachable, ready, and which version is it?"""
     try:
-        with kubeclient.http(kubeclient.config_from_bytes(kubeconfig), timeout=timeout) as http:
+        config = kubeclient.member_config(kubeconfig, allow_insecure=allow_insecure)
+    except KubeconfigRefused as e:
+        return Probe(False, None, str(e))
+    try:
+        with kubeclient.http(config, timeout=timeout) as http:
             ready = http.get("/readyz")
             if ready.status_code != 200:
                 return Probe(False, None, f"API server not ready: /readyz answered {ready.status_code}")
@@ -40,8 +48,16 @@ def probe(kubeconfig: bytes, *, timeout: float = 5.0) -> Probe:
 
 
 def register(
-    client: kubeclient.Client, *, name: str, namespace: str, kubeconfig: bytes, labels: dict[str, str]
+    client: kubeclient.Client,
+    *,
+    name: str,
+    namespace: str,
+    kubeconfig: bytes,
+    labels: dict[str, str],
+    allow_insecure: bool = False,
 ) -> Probe:
+    """Write the Secret and the MemberCluster, then probe; KubeconfigRefused before writing anything."""
+    kubeclient.member_config(kubeconfig, allow_insecure=allow_insecure)
     sync_ops.apply(client, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
     sync_ops.apply(
         client,
@@ -57,14 +73,15 @@ def register(
             "stringData": {KUBECONFIG_KEY: kubeconfig.decode()},
         },
     )
+    annotations = {ALLOW_INSECURE_ANNOTATION: "true"} if allow_insecure else {}
     member = {
         "apiVersion": f"{kinds.GROUP}/{kinds.VERSION}",
         "kind": "MemberCluster",
-        "metadata": {"name": name, "namespace": namespace, "labels": labels},
+        "metadata": {"name": name, "namespace": namespace, "labels": labels, "annotations": annotations},
         "spec": {"kubeconfigSecretRef": {"name": secret_name(name), "key": KUBECONFIG_KEY}},
     }
     sync_ops.apply(client, member)
-    result = probe(kubeconfig)
+    result = probe(kubeconfig, allow_insecure=allow_insecure)
     write_status(client, name=name, namespace=namespace, result=result)
     return result
 

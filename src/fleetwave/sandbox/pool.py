@@ -77,10 +77,16 @@ class CheckPool:
         await asyncio.gather(*(w.kill() for w in idle))
 
     async def check(
-        self, kubeconfig: bytes, checks: Sequence[ValidateHealth], objects: Sequence[ObjectId]
+        self,
+        kubeconfig: bytes,
+        checks: Sequence[ValidateHealth],
+        objects: Sequence[ObjectId],
+        *,
+        allow_insecure: bool = False,
     ) -> Verdict:
         job: dict[str, object] = {
             "kubeconfig": base64.b64encode(kubeconfig).decode(),
+            "allowInsecure": allow_insecure,
             "checks": [c.model_dump(mode="json", by_alias=True, exclude_none=True) for c in checks],
             "objects": [list(o) for o in objects],
             "limits": asdict(self.budget.limits),

@@ -30,7 +30,11 @@ def _job(message: dict[str, Any]) -> dict[str, Any]:
     checks = [ValidateHealth.model_validate(c) for c in message.get("checks") or []]
     objects = [(str(a), str(k), n if n is None else str(n), str(m)) for a, k, n, m in message["objects"]]
     verdict = cluster_check.judge(
-        base64.b64decode(message["kubeconfig"]), checks, objects, limits=Limits(**message["limits"])
+        base64.b64decode(message["kubeconfig"]),
+        checks,
+        objects,
+        limits=Limits(**message["limits"]),
+        allow_insecure=message.get("allowInsecure") is True,
     )
     return {"ok": verdict.ok, "message": verdict.message}
 
