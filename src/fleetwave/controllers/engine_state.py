@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from fleetwave.core import status as st
@@ -19,9 +19,9 @@ log = logging.getLogger(__name__)
 
 
 def _t(value: datetime | None) -> str | None:
-    # Not `timestamps.fmt`: the record keeps sub-second precision so that it round-trips exactly (a
-    # whole-second instant would move gate deadlines and change the engine's next decision).
-    return None if value is None else value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+    # Sub-second precision: the record must round-trip exactly (a whole-second instant would move
+    # gate deadlines and change the engine's next decision).
+    return None if value is None else timestamps.fmt_precise(value)
 
 
 _parse_t = timestamps.parse_optional

@@ -16,6 +16,13 @@ def fmt(t: datetime) -> str:
     return aware.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def fmt_precise(t: datetime) -> str:
+    """`2026-01-02T03:04:05.123456Z`: for records that must round-trip exactly (the engine's own
+    instants, where whole seconds could move a gate's deadline); still parsed by `parse`."""
+    aware = t if t.tzinfo is not None else t.replace(tzinfo=UTC)
+    return aware.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
 def fmt_optional(t: datetime | None) -> str | None:
     return None if t is None else fmt(t)
 
