@@ -54,6 +54,9 @@ def check_dns1123_label(value: str) -> str:
     return value
 
 
+MAX_DURATION_SECONDS = (2**63 - 1) / 1e9
+
+
 def duration_seconds(value: str) -> float:
     """Seconds in a Go duration string (`5m`, `1h30m`, `1.5h`, `0`); ValueError if unparsable."""
     if value == "0":
@@ -67,6 +70,8 @@ def duration_seconds(value: str) -> float:
         pos = m.end()
     if pos != len(value) or not value:
         raise ValueError(f"{value!r} is not a duration (use Go form such as 30s, 5m, 1h30m)")
+    if total > MAX_DURATION_SECONDS:  # Go's time.ParseDuration refuses these too (int64 nanoseconds)
+        raise ValueError(f"{value!r} is out of range (at most 2562047h)")
     return total
 
 

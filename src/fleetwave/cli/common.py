@@ -45,5 +45,5 @@ def management_client(explicit: Path | None) -> kubeclient.Client:
 
 def fail(message: str, *, code: int = 1) -> NoReturn:
     """One line on stderr and a non-zero exit (2: the input was refused, nothing was done)."""
-    err.print(f"[red]error:[/red] {escape(message)}", highlight=False)
+    err.print(f"[red]error:[/red] {escape(message)}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)

@@ -9,7 +9,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from fleetwave.api import yamlsafe
 from fleetwave.api.codec import ManifestError
+from fleetwave.cli import inputs
 from fleetwave.cli.common import KubeconfigOption, fail, management_client
 from fleetwave.kube import kinds, ops
 from fleetwave.mgmt import install as installing
@@ -36,13 +38,15 @@ def apply(
 ) -> None:
     """Apply manifests; Sveltos and KubeFleet apiVersions are mapped to fleetwave's own."""
     try:
-        docs = manifests.documents(file.read_text())
+        docs = manifests.documents(inputs.read_text(file, "-f"), source=str(file))
         with management_client(kubeconfig) as client:
             applied = manifests.apply(client, docs, default_namespace=namespace)
-    except OSError as e:
-        fail(f"cannot read {file}: {e}")
+    except inputs.InputError as e:
+        fail(str(e), code=2)
+    except yamlsafe.YamlError as e:
+        fail(f"{e} (nothing was applied)", code=2)
     except ManifestError as e:
-        fail(f"{file}: {e} (nothing was applied)")
+        fail(f"{file}: {e} (nothing was applied)", code=2)
     except ops.ApiError as e:
         fail(f"the API server rejected a manifest: {ops.message_of(e)}")
     for a in applied:
@@ -77,9 +81,9 @@ def register(
     must not run programs (exec, auth-provider), read local files or use a proxy."""
     parsed = _labels(labels)
     try:
-        data = member_kubeconfig.read_bytes()
-    except OSError as e:
-        fail(f"cannot read {member_kubeconfig}: {e}")
+        data = inputs.read_bytes(member_kubeconfig, "--cluster-kubeconfig", limit=256 * 1024)
+    except inputs.InputError as e:
+        fail(str(e), code=2)
     with management_client(kubeconfig) as client:
         try:
             probe = registration.register(

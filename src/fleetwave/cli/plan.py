@@ -18,6 +18,8 @@ from rich.table import Table
 
 from fleetwave.api.codec import ManifestError, load_manifests
 from fleetwave.api.meta import parse_duration
+from fleetwave.cli import inputs
+from fleetwave.cli.inputs import InputError
 from fleetwave.core import model as m
 from fleetwave.core import timeline, timestamps
 from fleetwave.translate import (
@@ -31,15 +33,8 @@ from fleetwave.translate import (
 )
 
 
-class InputError(Exception):
-    """Bad user input; the message already names the file, option or field."""
-
-
 def _read(path: Path, what: str) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except OSError as e:
-        raise InputError(f"{what} {path}: {e.strerror or e}") from None
+    return inputs.read_text(path, what)
 
 
 def _instant(text: str, option: str) -> datetime:
@@ -94,8 +89,9 @@ def _fleet_from_cluster(kubeconfig: Path) -> m.Fleet:
     from fleetwave.kube import kinds, ops  # noqa: PLC0415
 
     res = kinds.resource("MemberCluster")
+    config = _kubeconfig(kubeconfig)
     try:
-        client = kubeclient.client(kubeclient.config_from_file(kubeconfig))
+        client = kubeclient.client(config)
         docs: list[object] = [obj.to_dict() for obj in client.list(res, namespace=ops.ALL_NAMESPACES)]
     except ops.StatusError as e:  # a plain 404 too: the group is not served without the CRD
         if ops.is_not_found(e):
@@ -104,11 +100,25 @@ def _fleet_from_cluster(kubeconfig: Path) -> m.Fleet:
                 "(install the CRDs: `fleetwave crds | kubectl apply -f -`)"
             ) from None
         raise InputError(f"--kubeconfig: listing MemberClusters failed: {ops.message_of(e)}") from None
-    except (kubeclient.ConfigError, OSError, ValueError) as e:
+    except (kubeclient.ConfigError, OSError) as e:
         raise InputError(f"--kubeconfig {kubeconfig}: {e}") from None
     except ops.TransportError as e:
         raise InputError(f"--kubeconfig {kubeconfig}: cannot reach the API server: {e}") from None
     return fleet_from_docs(docs)
+
+
+def _kubeconfig(path: Path) -> Any:
+    from fleetwave.api import yamlsafe  # noqa: PLC0415
+    from fleetwave.kube import client as kubeclient  # noqa: PLC0415
+
+    try:
+        return kubeclient.config_from_bytes(inputs.read_bytes(path, "--kubeconfig"))
+    except yamlsafe.YamlError as e:
+        raise InputError(f"--kubeconfig {path}: {e}") from None
+    except (kubeclient.ConfigError, KeyError, TypeError, ValueError, AttributeError) as e:
+        # lightkube reads the parsed document without checking its shape: name what is missing.
+        detail = f"missing {e}" if isinstance(e, KeyError) else type(e).__name__
+        raise InputError(f"--kubeconfig {path}: not a usable kubeconfig ({detail})") from None
 
 
 def _load(file: Path, fleet_file: Path | None, kubeconfig: Path | None) -> tuple[Rollout, m.Fleet]:
@@ -225,7 +235,11 @@ def plan(
     except InputError as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2) from None
-    report = plan_report.build(rollout, clusters, begin, assumptions)
+    try:
+        report = plan_report.build(rollout, clusters, begin, assumptions)
+    except OverflowError:
+        typer.echo("error: the timeline runs past the year 9999 (check --start and the delays)", err=True)
+        raise typer.Exit(2) from None
     if output == "json":
         typer.echo(json.dumps(report, indent=2))
     else:

@@ -8,9 +8,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-import yaml
-
-from fleetwave.api import codec, models
+from fleetwave.api import codec, models, yamlsafe
 from fleetwave.api.upstream import ConversionError
 from fleetwave.kube import kinds, ops, sync_ops
 from fleetwave.kube.client import Client
@@ -24,8 +22,9 @@ class Applied:
     converted_from: str | None  # the upstream apiVersion a fleetwave kind was mapped from
 
 
-def documents(text: str) -> list[dict[str, Any]]:
-    docs = [d for d in yaml.safe_load_all(text) if d]
+def documents(text: str | bytes, *, source: str = "input") -> list[dict[str, Any]]:
+    """The objects in a YAML stream, through the bounded loader (`yamlsafe.YamlError` otherwise)."""
+    docs = [d for d in yamlsafe.load_all(text, what=source) if d]
     for i, d in enumerate(docs):
         if not isinstance(d, dict) or "kind" not in d or "apiVersion" not in d:
             problem = [("", "not a Kubernetes object (needs apiVersion and kind)")]

@@ -9,8 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-import yaml
-
+from fleetwave.api import yamlsafe
 from fleetwave.api.codec import ManifestError, parse_object
 from fleetwave.api.models import MemberCluster
 from fleetwave.core import model as m
@@ -142,7 +141,7 @@ def fleet_from_docs(docs: list[object]) -> m.Fleet:
 
 def fleet_from_yaml(text: str) -> m.Fleet:
     try:
-        docs = [d for d in yaml.safe_load_all(text) if d is not None]
-    except yaml.YAMLError as e:
-        raise TranslateError([Problem("", f"invalid YAML: {e}")]) from None
+        docs = [d for d in yamlsafe.load_all(text, what="fleet file") if d is not None]
+    except yamlsafe.YamlError as e:
+        raise TranslateError([Problem("", str(e))]) from None
     return fleet_from_docs(docs)

@@ -1,0 +1,45 @@
+"""Reading the files a user names on the command line, as untrusted input.
+
+Only regular files are read (`/dev/zero`, a FIFO or a directory would hang or mislead), at most
+MAX_BYTES of them, and text must be UTF-8 without NUL bytes. Every refusal is an `InputError`
+whose message names the option and the file and says what is wrong, never the content.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+MAX_BYTES = 8 * 1024 * 1024
+
+
+class InputError(Exception):
+    """Bad user input; the message already names the file, option or field."""
+
+
+def read_bytes(path: Path, option: str, *, limit: int = MAX_BYTES) -> bytes:
+    where = f"{option} {path}"
+    try:
+        # Non-blocking open: a FIFO must not wait for a writer before it is refused.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise InputError(f"{where}: not a regular file")
+            data = f.read(limit + 1)
+    except OSError as e:
+        raise InputError(f"{where}: {e.strerror or e}") from None
+    if len(data) > limit:
+        raise InputError(f"{where}: larger than {limit // (1024 * 1024)} MiB")
+    return data
+
+
+def read_text(path: Path, option: str, *, limit: int = MAX_BYTES) -> str:
+    data = read_bytes(path, option, limit=limit)
+    where = f"{option} {path}"
+    if b"\x00" in data:
+        raise InputError(f"{where}: a binary file (NUL bytes), not YAML or JSON text")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise InputError(f"{where}: not UTF-8 text (invalid byte at offset {e.start})") from None
