@@ -41,9 +41,18 @@ def promotion(
         except ops.ApiError as e:
             if ops.is_not_found(e):
                 fail(f"ClusterPromotion {name} not found")
+            if ops.code_of(e) == FORBIDDEN:
+                fail(_not_allowed("get and patch clusterpromotions.fleetwave.io (cluster-scoped)"), code=3)
             # 422 here means the `test` op failed: the stages changed between our read and our write.
             fail(f"cannot approve stage {stage} of ClusterPromotion {name}: {ops.message_of(e)}")
     console.print(f"clusterpromotion/{name} stage {stage} approved")
+
+
+FORBIDDEN = 403
+
+
+def _not_allowed(needs: str) -> str:
+    return f"you are not allowed to approve: approving needs {needs}; see docs/security.md (Approvals)"
 
 
 def _pending_request(run: Any, stage: str) -> str | None:
@@ -97,5 +106,12 @@ def run(
                 fail(f"{run_kind} {name} has no pending approval for stage {stage!r}")
             approve_request(client, request_kind, request, namespace, reason=f"{run_kind}Approved")
         except ops.ApiError as e:
+            if ops.code_of(e) == FORBIDDEN:
+                where = f"in namespace {namespace}" if namespaced else "(cluster-scoped)"
+                needs = (
+                    f"get {run_kind.lower()}s and {request_kind.lower()}s, and patch"
+                    f" {request_kind.lower()}s/status {where} (group fleetwave.io)"
+                )
+                fail(_not_allowed(needs), code=3)
             fail(f"cannot approve stage {stage} of {run_kind} {name}: {ops.message_of(e)}")
     console.print(f"{request_kind.lower()}/{request} approved")
