@@ -5,6 +5,11 @@ stay unchanged for a full leaseDurationSeconds since this candidate last saw it 
 renewTime is written for humans only, so clock skew between replicas cannot split the brain.
 The holder gives up once it fails to renew for `renew_deadline` (< lease_duration), before any
 other candidate may take over.
+
+Both of the holder's times are taken *before* the request that renews: the deadline counts from the
+moment the attempt began (the server may have committed the write at any point after that, and other
+candidates start counting from when they see it), and the renewTime written is the wall time at that
+same moment, so the lease never claims a renewal later than the holder can vouch for.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import logging
 import math
 import socket
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
@@ -48,6 +54,10 @@ def may_acquire(
     return not holder or holder == identity or now >= observed.seen_at + duration
 
 
+def _wall_now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
 def default_identity() -> str:
     return f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
 
@@ -63,7 +73,10 @@ class LeaderElector:
         lease_duration: float = 15.0,
         renew_deadline: float = 10.0,
         retry_period: float = 2.0,
+        monotonic: Callable[[], float] | None = None,
+        wall_clock: Callable[[], dt.datetime] = _wall_now,
     ) -> None:
+        """`monotonic` (default: the running loop's clock) and `wall_clock` are injectable for tests."""
         if not retry_period < renew_deadline < lease_duration:
             raise ValueError("need retry_period < renew_deadline < lease_duration")
         self._api = client
@@ -75,6 +88,12 @@ class LeaderElector:
         self.retry_period = retry_period
         self.leading = asyncio.Event()
         self._observed: Observation | None = None
+        self._monotonic = monotonic
+        self._wall_clock = wall_clock
+        self.renewed_at: float | None = None  # monotonic time at which the last successful attempt began
+
+    def _now(self) -> float:
+        return self._monotonic() if self._monotonic is not None else asyncio.get_running_loop().time()
 
     @property
     def is_leader(self) -> bool:
@@ -82,26 +101,26 @@ class LeaderElector:
 
     async def run(self) -> None:
         """Acquire the lease, then renew it; returns once leadership is lost."""
-        loop = asyncio.get_running_loop()
         try:
             while await self.try_acquire_or_renew() is not Attempt.HELD:  # noqa: ASYNC110 - polls the API
                 await asyncio.sleep(self.retry_period)
             log.info("leader election %s/%s: %s is the leader", self.namespace, self.name, self.identity)
             self.leading.set()
-            last_renew = loop.time()
             while True:
                 await asyncio.sleep(self.retry_period)
-                remaining = last_renew + self.renew_deadline - loop.time()
-                attempt = await self._bounded_attempt(remaining)
-                if attempt is Attempt.HELD:
-                    last_renew = loop.time()
-                elif attempt is Attempt.OTHER or loop.time() >= last_renew + self.renew_deadline:
+                deadline = self._last_renew() + self.renew_deadline
+                attempt = await self._bounded_attempt(deadline - self._now())
+                if attempt is Attempt.OTHER or (attempt is Attempt.FAILED and self._now() >= deadline):
                     log.error(
                         "leader election %s/%s: %s lost the lease", self.namespace, self.name, self.identity
                     )
                     return
         finally:
             self.leading.clear()
+
+    def _last_renew(self) -> float:
+        assert self.renewed_at is not None, "only called while leading"
+        return self.renewed_at
 
     async def _bounded_attempt(self, remaining: float) -> Attempt:
         # A hung request must not let us keep acting past the renew deadline.
@@ -111,14 +130,15 @@ class LeaderElector:
             return Attempt.FAILED
 
     async def try_acquire_or_renew(self) -> Attempt:
-        now = asyncio.get_running_loop().time()
+        # Both clocks are read before any request: see the module docstring.
+        now, wall = self._now(), self._wall_clock()
         try:
             lease = await self._api.get(Lease, self.name, namespace=self.namespace)
         except ops.ApiError as exc:
             if not ops.is_not_found(exc):
                 log.warning("leader election: reading the lease failed: %s", exc)
                 return Attempt.FAILED
-            return await self._write(None, now)
+            return await self._write(None, now, wall)
         except Exception as exc:
             log.warning("leader election: reading the lease failed: %s", exc)
             return Attempt.FAILED
@@ -133,10 +153,9 @@ class LeaderElector:
             holder=holder, identity=self.identity, observed=observed, duration=duration, now=now
         ):
             return Attempt.OTHER
-        return await self._write(lease, now)
+        return await self._write(lease, now, wall)
 
-    async def _write(self, lease: Lease | None, now: float) -> Attempt:
-        wall = dt.datetime.now(dt.UTC)
+    async def _write(self, lease: Lease | None, now: float, wall: dt.datetime) -> Attempt:
         old = lease.spec if lease is not None and lease.spec is not None else LeaseSpec()
         taking_over = old.holderIdentity != self.identity
         spec = LeaseSpec(
@@ -156,6 +175,7 @@ class LeaderElector:
             log.warning("leader election: writing the lease failed: %s", exc)
             return Attempt.FAILED
         self._observed = Observation(str(written.metadata.resourceVersion), now)
+        self.renewed_at = now
         return Attempt.HELD
 
     async def _put(self, lease: Lease | None, spec: LeaseSpec) -> Any:
@@ -176,11 +196,11 @@ class LeaderElector:
     async def release(self) -> bool:
         """Give the lease up if we hold it, so a successor need not wait for it to expire."""
         self.leading.clear()
+        wall = self._wall_clock()
         try:
             lease = await self._api.get(Lease, self.name, namespace=self.namespace)
             if lease.spec is None or lease.spec.holderIdentity != self.identity:
                 return False
-            wall = dt.datetime.now(dt.UTC)
             spec = LeaseSpec(
                 leaseDurationSeconds=1,
                 renewTime=wall,

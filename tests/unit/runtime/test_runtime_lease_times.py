@@ -1,0 +1,138 @@
+"""The Lease holder's times are taken before the request that renews, never after its response.
+
+A fake API server whose requests "take" time on injected clocks (no real waiting, no timing
+assertions): what the elector writes and when it gives up are compared with the clock readings.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import httpx2
+from lightkube.models.coordination_v1 import LeaseSpec
+from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.resources.coordination_v1 import Lease
+
+from fleetwave.runtime import leader
+
+T0 = dt.datetime(2030, 1, 1, tzinfo=dt.UTC)
+
+
+class Clocks:
+    """A monotonic and a wall clock that move together, only when a fake request says so."""
+
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def monotonic(self) -> float:
+        return self.t
+
+    def wall(self) -> dt.datetime:
+        return T0 + dt.timedelta(seconds=self.t)
+
+
+class SlowApi:
+    """One Lease; each request advances the clocks by a scripted duration, or fails."""
+
+    def __init__(self, clocks: Clocks, durations: list[float | Exception]) -> None:
+        self.clocks, self.durations = clocks, durations
+        self.lease: Lease | None = None
+        self.version = 0
+        self.written: list[tuple[float, LeaseSpec]] = []  # (clock when the write finished, spec)
+        self.requests = 0
+
+    def _take(self) -> None:
+        self.requests += 1
+        step = self.durations.pop(0) if self.durations else 0.5
+        if isinstance(step, Exception):
+            self.clocks.t += 2.0
+            raise step
+        self.clocks.t += step
+
+    def _store(self, lease: Lease) -> Lease:
+        self.version += 1
+        assert lease.metadata is not None
+        stored = Lease(
+            metadata=ObjectMeta(name=lease.metadata.name, namespace="ns", resourceVersion=str(self.version)),
+            spec=lease.spec,
+        )
+        self.lease = stored
+        assert lease.spec is not None
+        self.written.append((self.clocks.t, lease.spec))
+        return stored
+
+    async def get(self, _resource: Any, _name: str, *, namespace: str) -> Lease:
+        self._take()
+        if self.lease is None:
+            raise leader.ops.ApiError(
+                response=httpx2.Response(
+                    404,
+                    json={"kind": "Status", "code": 404, "message": "not found"},
+                    request=httpx2.Request("GET", "https://api/lease"),
+                )
+            )
+        return self.lease
+
+    async def create(self, lease: Lease) -> Lease:
+        self._take()
+        return self._store(lease)
+
+    async def replace(self, lease: Lease) -> Lease:
+        self._take()
+        return self._store(lease)
+
+
+def _elector(api: SlowApi, clocks: Clocks) -> leader.LeaderElector:
+    return leader.LeaderElector(
+        api,  # type: ignore[arg-type]
+        "ns",
+        "lock",
+        "me",
+        lease_duration=15.0,
+        renew_deadline=10.0,
+        retry_period=0.001,
+        monotonic=clocks.monotonic,
+        wall_clock=clocks.wall,
+    )
+
+
+async def test_renew_time_is_the_wall_time_before_the_request_not_after_the_response() -> None:
+    clocks = Clocks()
+    api = SlowApi(clocks, [3.0, 4.0])  # the GET takes 3 s, the create 4 s
+    elector = _elector(api, clocks)
+
+    assert await elector.try_acquire_or_renew() is leader.Attempt.HELD
+
+    finished, spec = api.written[-1]
+    assert finished == 7.0
+    assert spec.renewTime == T0  # read before the GET was sent
+    assert spec.acquireTime == T0
+    assert elector.renewed_at == 0.0
+
+    clocks.t = 20.0
+    api.durations = [1.0, 6.0]
+    assert await elector.try_acquire_or_renew() is leader.Attempt.HELD
+    _, spec = api.written[-1]
+    assert spec.renewTime == T0 + dt.timedelta(seconds=20)
+    assert spec.acquireTime == T0  # still the same holder
+    assert elector.renewed_at == 20.0
+
+
+async def test_the_renew_deadline_counts_from_the_start_of_the_last_successful_attempt() -> None:
+    clocks = Clocks()
+    refused = httpx2.ConnectError("connection refused")
+    # Acquire at once (GET 404 + create); then a renewal whose requests take 4 s + 5 s and succeed;
+    # then failures (each moves the clocks by 2 s).
+    api = SlowApi(clocks, [0.0, 0.0, 4.0, 5.0, refused, refused, refused, refused, refused, refused])
+    elector = _elector(api, clocks)
+
+    await elector.run()  # returns when leadership is lost
+
+    # The slow renewal began at 0 s and its response came at 9 s: the deadline is 0 + 10 s, so the
+    # first failure (ending at 11 s) loses the lease. Counting from the response (9 s) would have
+    # kept leading until 19 s, through four more failures.
+    assert api.requests == 5
+    assert clocks.t == 11.0
+    assert elector.renewed_at == 0.0
+    assert not elector.is_leader
