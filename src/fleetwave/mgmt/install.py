@@ -3,39 +3,33 @@
 from __future__ import annotations
 
 import time
-from importlib import resources
-from pathlib import Path
-
-import yaml
+from typing import Any
 
 from fleetwave.api import crds
 from fleetwave.kube import kinds, sync_ops
 from fleetwave.kube.client import Client
+from fleetwave.mgmt import rbac
 
 NAMESPACE = "fleetwave-system"
+SERVICE_ACCOUNT = rbac.NAME
 _CRD = ("apiextensions.k8s.io/v1", "CustomResourceDefinition")
 
 
-def rbac_documents() -> list[dict[str, object]]:
-    text = _deploy_file("rbac.yaml")
-    return [d for d in yaml.safe_load_all(text) if d]
+def rbac_documents(namespace: str = NAMESPACE) -> list[dict[str, Any]]:
+    """The controller's namespace, ServiceAccount and least-privilege roles (`mgmt.rbac`, ADR 0047)."""
+    return rbac.documents(namespace)
 
 
-def _deploy_file(name: str) -> str:
-    for parent in Path(__file__).resolve().parents:
-        candidate = parent / "deploy" / name
-        if candidate.is_file():
-            return candidate.read_text()
-    return resources.files("fleetwave").joinpath(name).read_text()
+def install(client: Client, *, timeout: float = 60.0, namespace: str = NAMESPACE) -> list[str]:
+    """Apply every CRD and the RBAC, then wait until the CRDs are Established. Returns CRD names.
 
-
-def install(client: Client, *, timeout: float = 60.0) -> list[str]:
-    """Apply every CRD and the RBAC, then wait until the CRDs are Established. Returns CRD names."""
+    Server-side apply replaces each role's whole rule list, so re-installing over an older release
+    also takes away what it no longer grants."""
     names = []
     for crd in crds.all_crds():
         sync_ops.apply(client, crd)
         names.append(crd["metadata"]["name"])
-    for doc in rbac_documents():
+    for doc in rbac_documents(namespace):
         sync_ops.apply(client, doc)
     _wait_established(client, names, timeout)
     return names
