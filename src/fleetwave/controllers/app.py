@@ -3,11 +3,16 @@
 Every reconcile is keyed by the object it owns; changes to related objects are mapped to those keys
 (a summary wakes its profile, a stage profile wakes its promotion, a member or a referenced
 ConfigMap wakes everything that may select or use it).
+
+Health checks run in a pool of sandbox worker processes (ADR 0041) that lives as long as the manager's
+`run`: started with it, killed and reaped when it returns (stop, signal, lost lease).
 """
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
+import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +28,9 @@ from fleetwave.runtime import events
 from fleetwave.runtime.controller import Controller
 from fleetwave.runtime.manager import Election, Manager
 from fleetwave.runtime.watching import Informer, object_key
+from fleetwave.sandbox.pool import Budget, CheckPool
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +43,10 @@ class Settings:
     identity: str | None = None
     summary_workers: int = 4
     lease_duration: float = 15.0  # how long a crashed leader blocks its successor
+    # Health-check sandbox (ADR 0041): worker processes, and one member's judgement's budget.
+    health_workers: int = 2
+    health_wall_seconds: float = 20.0
+    health_memory_bytes: int = 1024 * 1024 * 1024
 
 
 def _now() -> dt.datetime:
@@ -42,7 +54,14 @@ def _now() -> dt.datetime:
 
 
 def build(client: AsyncClient, settings: Settings, *, handle_signals: bool = True) -> Manager:
-    manager = _manager(client, settings, handle_signals=handle_signals)
+    pool = CheckPool(
+        Budget(
+            workers=settings.health_workers,
+            wall_seconds=settings.health_wall_seconds,
+            memory_bytes=settings.health_memory_bytes,
+        )
+    )
+    manager = _manager(client, settings, pool, handle_signals=handle_signals)
     informers = {
         name: manager.add_informer(Informer(client, kinds.resource(name)))
         for name in ("ClusterPromotion", "ClusterProfile", "ClusterSummary", "MemberCluster")
@@ -55,7 +74,7 @@ def build(client: AsyncClient, settings: Settings, *, handle_signals: bool = Tru
         cache=cache,
         recorder=events.EventRecorder(client, "fleetwave"),
         helm=HelmAdapter(settings.helm_binary),
-        health=HealthAdapter(),
+        health=HealthAdapter(pool),
         namespace=settings.namespace,
         clock=_now,
     )
@@ -64,9 +83,35 @@ def build(client: AsyncClient, settings: Settings, *, handle_signals: bool = Tru
     return manager
 
 
-def _manager(client: AsyncClient, settings: Settings, *, handle_signals: bool) -> Manager:
-    return Manager(
+class _SandboxedManager(Manager):
+    """The manager, owning the health-check pool: warmed in the background while informers sync (a
+    slow start never delays the probes; a check before it is ready starts its own worker), closed
+    after the manager's own shutdown has cancelled every controller."""
+
+    def __init__(self, client: AsyncClient, pool: CheckPool, **kwargs: Any) -> None:
+        super().__init__(client, **kwargs)
+        self.health_pool = pool
+
+    async def run(self) -> None:
+        warm = asyncio.create_task(self.health_pool.start(), name="health-check sandbox start")
+        warm.add_done_callback(_report_warm_failure)
+        try:
+            await super().run()
+        finally:
+            warm.cancel()
+            await asyncio.gather(warm, return_exceptions=True)
+            await self.health_pool.close()
+
+
+def _report_warm_failure(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.warning("health-check sandbox did not start ahead of need: %s", task.exception())
+
+
+def _manager(client: AsyncClient, settings: Settings, pool: CheckPool, *, handle_signals: bool) -> Manager:
+    return _SandboxedManager(
         client,
+        pool,
         namespace=settings.namespace,
         leader_election=settings.leader_election,
         metrics_port=settings.metrics_port,

@@ -1,12 +1,13 @@
-"""The controllers' ports to member clusters, backed by the real helm and the health checks.
+"""The controllers' ports to member clusters, backed by the real helm and the health-check sandbox.
 
-Health evaluation is synchronous (Lua's getResource reads the cluster from inside the script), so it
-runs in a worker thread with its own sync client, keeping the event loop free.
+Every health judgement (readiness of delivered objects, Sveltos validateHealths, promotion
+postDelayHealthChecks, KubeFleet availability) runs in the sandbox's worker processes
+(`fleetwave.sandbox.pool.CheckPool`, ADR 0041): user Lua and CEL never run on the controller's
+threads, and a check over its budget is a failed check naming the limit.
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -14,10 +15,7 @@ from fleetwave.api.sveltos import HelmChart, ValidateHealth
 from fleetwave.controllers.context import HealthOutcome, HelmOutcome
 from fleetwave.delivery import helm
 from fleetwave.delivery.target import MemberTarget
-from fleetwave.health import checks, readiness
-from fleetwave.health.reader import KindNotServed, KubeResourceReader
-from fleetwave.kube import client as kubeclient
-from fleetwave.kube import ops
+from fleetwave.sandbox.pool import CheckPool
 
 ObjectId = tuple[str, str, str | None, str]
 
@@ -51,36 +49,18 @@ class HelmAdapter:
 
 
 class HealthAdapter:
+    """The HealthPort: one member's judgement in a sandbox worker (the pool's life is the manager's)."""
+
+    def __init__(self, pool: CheckPool) -> None:
+        self.pool = pool
+
     async def check(
         self, target: MemberTarget, checks_: Iterable[ValidateHealth], *, objects: Iterable[ObjectId]
     ) -> HealthOutcome:
-        return await asyncio.to_thread(_check, target, list(checks_), list(objects))
-
-
-def _check(target: MemberTarget, user_checks: list[ValidateHealth], objects: list[ObjectId]) -> HealthOutcome:
-    try:
-        return _check_on(target, user_checks, objects)
-    except (ops.HTTPError, OSError) as e:
-        return HealthOutcome(False, f"cluster {target.name} unreachable: {type(e).__name__}: {e}")
-
-
-def _check_on(
-    target: MemberTarget, user_checks: list[ValidateHealth], objects: list[ObjectId]
-) -> HealthOutcome:
-    with kubeclient.client(kubeclient.config_from_bytes(target.kubeconfig)) as client:
-        reader = KubeResourceReader(client)
-        for api_version, kind, namespace, name in objects:
-            try:
-                live = reader.get(api_version, kind, namespace=namespace, name=name)
-            except KindNotServed as e:
-                return HealthOutcome(False, f"{kind} {name}: {e}")
-            if live is None:
-                return HealthOutcome(False, f"{kind} {namespace + '/' if namespace else ''}{name} not found")
-            ok, message = readiness.is_ready(live)
-            if not ok:
-                return HealthOutcome(False, f"{kind} {namespace + '/' if namespace else ''}{name}: {message}")
-        for result in checks.evaluate_all(user_checks, reader):
-            if not result.ok:
-                return HealthOutcome(False, f"health check {result.check or ''} failing: {result.message}")
-    names = ", ".join(c.name for c in user_checks)
-    return HealthOutcome(True, f"ready; health checks passing: {names}" if names else "ready")
+        verdict = await self.pool.check(
+            target.kubeconfig, list(checks_), list(objects), allow_insecure=target.allow_insecure
+        )
+        message = verdict.message
+        if message.startswith("cluster unreachable"):  # the worker does not know the member's name
+            message = f"cluster {target.name} unreachable" + message.removeprefix("cluster unreachable")
+        return HealthOutcome(verdict.ok, message)

@@ -1,9 +1,13 @@
 """CEL health rules (cel-python): compile once per rule text, evaluate against one object.
 
 The object is bound as both `resource` (upstream libsveltos) and `self` (Sveltos docs). Outcomes are
-three-way (ADR 0040): a bool; a *broken rule* (does not compile, or yields a non-bool) which fails the
-check outright; or an *evaluation error* (typically a field that is not there yet), which counts as
-false, as upstream does.
+three-way (ADR 0040): a bool; a *broken rule* (does not compile, or yields a non-bool, or exceeds its
+cost limit) which fails the check outright; or an *evaluation error* (typically a field that is not
+there yet), which counts as false, as upstream does.
+
+Cost: cel-python has no cost model, so evaluation counts the syntax-tree nodes it visits (macro bodies
+once per element, nested macros multiply) and stops at `max_cost` (ADR 0041). What one node costs in
+C (a regular expression in `matches`) is bounded only by the sandbox worker's wall-time limit.
 """
 
 from __future__ import annotations
@@ -18,12 +22,41 @@ import celpy
 from celpy import celtypes
 from celpy.adapter import json_to_cel
 from celpy.celparser import CELParseError
-from celpy.evaluation import CELEvalError
+from celpy.evaluation import Activation, CELEvalError, Evaluator
+from lark import Tree
 
 _compile_lock = threading.Lock()  # celpy's Lark parser is a process-wide singleton
-# cel-python has no cost model: a rule's length bounds literal sizes and compile time here, and the
-# sandbox worker's wall-time limit (ADR 0041) bounds what evaluation over large objects can cost.
+# A rule's length bounds literal sizes and compile time; the cost limit bounds evaluation.
 MAX_RULE_CHARS = 4096
+DEFAULT_MAX_COST = 100_000  # syntax-tree nodes visited by one evaluation of one rule
+
+
+class CostExceeded(Exception):
+    """Raised inside the evaluator when a rule has used its budget; not a CEL value, so `||`, `&&`
+    and the macros (which bottle up CELEvalError) cannot swallow it."""
+
+
+@dataclass(slots=True)
+class _Meter:
+    remaining: int
+
+
+class _MeteredEvaluator(Evaluator):
+    """celpy's tree-walking evaluator, charging one unit per node visited, macro bodies included
+    (they run in sub-evaluators, which share the meter)."""
+
+    def __init__(self, ast: Tree[Any], activation: Activation, meter: _Meter) -> None:
+        super().__init__(ast=ast, activation=activation)
+        self.meter = meter
+
+    def sub_evaluator(self, ast: Tree[Any]) -> Evaluator:
+        return _MeteredEvaluator(ast, self.activation, self.meter)
+
+    def _visit_tree(self, tree: Tree[Any]) -> Any:  # every visit (visit, visit_children) comes here
+        self.meter.remaining -= 1
+        if self.meter.remaining < 0:
+            raise CostExceeded
+        return super()._visit_tree(tree)
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,12 +94,16 @@ def activation(obj: dict[str, Any]) -> dict[str, Any]:
     return {"resource": value, "self": value}
 
 
-def evaluate_rule(text: str, context: dict[str, Any]) -> Outcome:
+def evaluate_rule(text: str, context: dict[str, Any], *, max_cost: int = DEFAULT_MAX_COST) -> Outcome:
     runner = compile_rule(text)
     if isinstance(runner, str):
         return Outcome(False, broken=runner)
     try:
-        result = runner.evaluate(context)
+        result = _MeteredEvaluator(runner.ast, runner.new_activation(), _Meter(max_cost)).evaluate(context)
+    except CostExceeded:
+        return Outcome(False, broken=f"exceeded the CEL cost limit of {max_cost} evaluation steps")
+    except RecursionError:  # deep nesting within MAX_RULE_CHARS
+        return Outcome(False, broken="exceeded the CEL cost limit: nesting too deep")
     except CELEvalError as e:
         return Outcome(False, error=_eval_message(e))
     except Exception as e:  # cel-python lets some Python errors through (e.g. from conversions)

@@ -52,7 +52,7 @@ def _evaluate(check: ValidateHealth, reader: ResourceReader, limits: Limits) -> 
     if not objects:
         return _fail(check, f"no resource matched: {_describe(check)}")
     sandbox = LuaSandbox(limits) if check.script else None
-    verdicts = tuple(_judge(check, obj, reader, sandbox) for obj in objects)
+    verdicts = tuple(_judge(check, obj, reader, sandbox, limits) for obj in objects)
     return _summarise(check, verdicts)
 
 
@@ -80,7 +80,11 @@ def _select(check: ValidateHealth, reader: ResourceReader) -> list[dict[str, Any
 
 
 def _judge(
-    check: ValidateHealth, obj: dict[str, Any], reader: ResourceReader, sandbox: LuaSandbox | None
+    check: ValidateHealth,
+    obj: dict[str, Any],
+    reader: ResourceReader,
+    sandbox: LuaSandbox | None,
+    limits: Limits,
 ) -> ResourceVerdict:
     state, message = State.HEALTHY, "exists"
     if sandbox is not None and check.script:
@@ -88,7 +92,7 @@ def _judge(
             check.script, obj, lambda av, kind, ns, name: reader.get(av, kind, namespace=ns, name=name)
         )
     if state is State.HEALTHY and check.evaluate_cel:
-        state, message = _judge_cel(check, obj)
+        state, message = _judge_cel(check, obj, limits)
     return ResourceVerdict(
         api_version=str(obj.get("apiVersion") or api_version(check)),
         kind=str(obj.get("kind") or check.kind),
@@ -99,9 +103,12 @@ def _judge(
     )
 
 
-def _judge_cel(check: ValidateHealth, obj: dict[str, Any]) -> tuple[State, str]:
+def _judge_cel(check: ValidateHealth, obj: dict[str, Any], limits: Limits) -> tuple[State, str]:
     context = cel.activation(obj)
-    outcomes = [(rule.name, cel.evaluate_rule(rule.rule, context)) for rule in check.evaluate_cel or ()]
+    outcomes = [
+        (rule.name, cel.evaluate_rule(rule.rule, context, max_cost=limits.cel_cost))
+        for rule in check.evaluate_cel or ()
+    ]
     for name, o in outcomes:
         if o.broken:
             return State.ERROR, f"CEL rule {name!r} {o.broken}"

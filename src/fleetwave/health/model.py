@@ -46,8 +46,8 @@ class HealthResult:
 
 @dataclass(frozen=True, slots=True)
 class Limits:
-    """Per-resource budget of one Lua evaluation. The worker process around it (ADR 0041) holds the
-    wall-time and memory limits that these in-interpreter checks cannot guarantee."""
+    """Per-resource budget of one Lua evaluation and of one CEL rule. The worker process around them
+    (ADR 0041) holds the wall-time and memory limits that these in-interpreter checks cannot guarantee."""
 
     lua_instructions: int = 10_000_000
     lua_memory_bytes: int = 32 * 1024 * 1024
@@ -55,6 +55,8 @@ class Limits:
     # getResource: calls per evaluation, and bytes of JSON it may bring into the script in total.
     lua_host_calls: int = 100
     lua_host_bytes: int = 16 * 1024 * 1024
+    # CEL: syntax-tree nodes one rule may visit on one resource (cel-python has no cost model).
+    cel_cost: int = 100_000
 
 
 DEFAULT_LIMITS = Limits()
