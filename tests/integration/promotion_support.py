@@ -1,11 +1,21 @@
 """Support for the ClusterPromotion integration tests: an in-process controller on its own thread,
-waiting helpers, and readers of what actually landed on the members."""
+waiting helpers, and readers of what actually landed on the members.
+
+The controller runs as the ServiceAccount that `fleetwave install` creates, with a token from the
+TokenRequest API, so every module that starts it runs under exactly the installed RBAC (ADR 0047).
+A request the RBAC refuses fails the module: `ControllerThread.error` is set when the controller
+logged an authorization refusal, even one it survived (Events are best effort, for instance).
+"""
 
 from __future__ import annotations
 
 import asyncio
+import json
+import logging
+import re
 import threading
 import time
+import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -13,8 +23,11 @@ from typing import Any, TypeVar
 
 import httpx2
 import pytest
+import yaml
 from lightkube import ApiError, Client
-from lightkube.resources.core_v1 import ConfigMap
+from lightkube.models.authentication_v1 import TokenRequestSpec
+from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.resources.core_v1 import ConfigMap, ServiceAccount
 
 from fleetwave.controllers import app as controllers
 from fleetwave.kube import client as kubeclient
@@ -26,20 +39,80 @@ T = TypeVar("T")
 CHARTS = Path(__file__).resolve().parents[1] / "charts"
 
 
-class ControllerThread:
-    """The real controller (informers, leader election, workers) on a private event loop."""
+SERVICE_ACCOUNT_USER = f"system:serviceaccount:{install.NAMESPACE}:{install.SERVICE_ACCOUNT}"
+_REFUSED = re.compile(r'User "system:serviceaccount:[^"]+" cannot ')
 
-    def __init__(self, kubeconfig: str, settings: controllers.Settings) -> None:
+
+def service_account_kubeconfig(
+    admin_kubeconfig: str,
+    *,
+    namespace: str = install.NAMESPACE,
+    name: str = install.SERVICE_ACCOUNT,
+    seconds: int = 6 * 3600,
+) -> bytes:
+    """`admin_kubeconfig` with its user replaced by a fresh token of the ServiceAccount (TokenRequest
+    API; the account must exist: `fleetwave install` first)."""
+    with kubeclient.client(kubeclient.config_from_file(admin_kubeconfig)) as admin:
+        request = ServiceAccount.Token(
+            metadata=ObjectMeta(), spec=TokenRequestSpec(audiences=[], expirationSeconds=seconds)
+        )
+        issued = admin.create(request, name, namespace=namespace)
+    token = issued.status.token if issued.status else None
+    assert token, f"no token issued for {namespace}/{name}"
+    config = yaml.safe_load(Path(admin_kubeconfig).read_text(encoding="utf-8"))
+    user = f"{namespace}-{name}"
+    config["users"] = [{"name": user, "user": {"token": token}}]
+    for context in config.get("contexts") or []:
+        context["context"]["user"] = user
+    return json.dumps(config).encode()
+
+
+class _RefusalLog(logging.Handler):
+    """Collects log records that carry an API server's RBAC refusal for a service account."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.refusals: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        text = record.getMessage()
+        if record.exc_info:
+            text += "\n" + "".join(traceback.format_exception(*record.exc_info))
+        if _REFUSED.search(text):
+            self.refusals.append(f"{record.name}: {text.strip().splitlines()[-1]}")
+
+
+class ControllerThread:
+    """The real controller (informers, leader election, workers) on a private event loop.
+
+    By default it authenticates as the installed ServiceAccount (`service_account=False`: as
+    `kubeconfig`'s own user, the admin); each start gets a fresh token."""
+
+    def __init__(
+        self, kubeconfig: str, settings: controllers.Settings, *, service_account: bool = True
+    ) -> None:
         self._kubeconfig = kubeconfig
         self._settings = settings
+        self._service_account = service_account
         self._loop: asyncio.AbstractEventLoop | None = None
         self._manager: Any = None
         self._thread: threading.Thread | None = None
         self._started = threading.Event()
+        self._refusals = _RefusalLog()
+        self.kubeconfig: bytes = b""  # what the controller authenticates with
         self.error: BaseException | None = None
+
+    @property
+    def user(self) -> str:
+        return SERVICE_ACCOUNT_USER if self._service_account else "admin"
 
     def start(self) -> None:
         self._started.clear()
+        if self._service_account:
+            self.kubeconfig = service_account_kubeconfig(self._kubeconfig, namespace=self._settings.namespace)
+        else:
+            self.kubeconfig = Path(self._kubeconfig).read_bytes()
+        logging.getLogger("fleetwave").addHandler(self._refusals)
         self._thread = threading.Thread(target=self._main, name="fleetwave-controller", daemon=True)
         self._thread.start()
         assert self._started.wait(30), "controller did not start"
@@ -55,7 +128,7 @@ class ControllerThread:
             loop.close()
 
     async def _run(self) -> None:
-        client = kubeclient.async_client(kubeclient.config_from_file(self._kubeconfig))
+        client = kubeclient.async_client(kubeclient.config_from_bytes(self.kubeconfig))
         try:
             self._manager = controllers.build(client, self._settings, handle_signals=False)
             self._started.set()
@@ -68,6 +141,10 @@ class ControllerThread:
             self._loop.call_soon_threadsafe(self._manager.stop)
             self._thread.join(60)
             assert not self._thread.is_alive(), "controller did not stop"
+        logging.getLogger("fleetwave").removeHandler(self._refusals)
+        if self._refusals.refusals and self.error is None:
+            shown = "\n".join(sorted(set(self._refusals.refusals))[:20])
+            self.error = AssertionError(f"the installed RBAC refused requests of the controller:\n{shown}")
 
 
 def settings(helm: str, identity: str) -> controllers.Settings:
