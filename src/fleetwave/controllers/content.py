@@ -2,27 +2,44 @@
 
 A profile references content (policyRefs to ConfigMaps/Secrets, helm values from valuesFrom). The
 controller resolves every reference once, hashes the result, and stores it in an immutable,
-content-addressed ConfigMap. ClusterSummaries point at that snapshot, never at the live ConfigMap, so
+content-addressed snapshot. ClusterSummaries point at that snapshot, never at the live ConfigMap, so
 editing a referenced ConfigMap yields a *new* revision that walks through the stages again instead
 of reaching every cluster at once.
+
+What a profile may read is bounded (ADR 0046), and every refusal names the field, never a value:
+
+- only ConfigMaps and Secrets are sources; other policyRef kinds (GitRepository, OCIRepository,
+  Bucket, remote URLs) are refused by name;
+- a namespaced profile reads only its own namespace; a cluster-scoped one any namespace except
+  fleetwave's own (the controller's namespace holds member kubeconfigs and content snapshots);
+- a Secret is content only when its type is `addons.projectsveltos.io/cluster-profile` (Sveltos'
+  rule), and never when it is a member cluster's kubeconfig (labelled, or referenced by a
+  MemberCluster), whatever its type;
+- content that came from a Secret is pinned into a Secret, not a ConfigMap; YAML problems in Secret
+  data are reported by line and column only.
 """
 
 from __future__ import annotations
 
 import base64
+import binascii
 import hashlib
 import json
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any, Protocol
-
-import yaml
 
 from fleetwave.api.sveltos import HelmChart, PolicyRef, ProfileSpec, ValueFrom
 from fleetwave.delivery import content as dc
 
 SNAPSHOT_PREFIX = "fw-content-"
+SECRET_SNAPSHOT_PREFIX = "fw-content-s-"  # hex hashes never start with "s-": the kinds cannot collide
 SNAPSHOT_KEY = "content.json"
+SNAPSHOT_LABEL = "fleetwave.io/content"
+SNAPSHOT_SECRET_TYPE = "fleetwave.io/content-snapshot"
+ADDON_SECRET_TYPE = "addons.projectsveltos.io/cluster-profile"  # libsveltos ClusterProfileSecretType
+MEMBER_SECRET_LABEL = "fleetwave.io/member-cluster"  # set by `fleetwave cluster register`
+SOURCE_KINDS = ("ConfigMap", "Secret")
 
 
 class Lookup(Protocol):
@@ -36,13 +53,50 @@ class ContentError(ValueError):
 
 
 @dataclass(frozen=True, slots=True)
+class Boundary:
+    """Where a profile may read content from.
+
+    `controller_namespace`: fleetwave's own namespace, never a source. `own_namespace`: set for a
+    namespaced profile, which reads only there. `kubeconfig_secrets`: (namespace, name) of every
+    Secret a MemberCluster references, never a source whatever its type or labels.
+    """
+
+    controller_namespace: str | None = None
+    own_namespace: str | None = None
+    kubeconfig_secrets: frozenset[tuple[str, str]] = field(default_factory=frozenset)
+
+    def namespace_problem(self, namespace: str) -> str:
+        if self.own_namespace is not None and namespace != self.own_namespace:
+            return f"a namespaced profile reads only its own namespace ({self.own_namespace})"
+        if namespace == self.controller_namespace:
+            return "fleetwave's own namespace is never a content source"
+        return ""
+
+
+def kubeconfig_secrets(member_clusters: Iterable[Mapping[str, Any]]) -> frozenset[tuple[str, str]]:
+    """The Secrets MemberClusters name as kubeconfigs (as written, whether or not they may use them)."""
+    out = set()
+    for mc in member_clusters:
+        namespace = str((mc.get("metadata") or {}).get("namespace") or "default")
+        ref = (mc.get("spec") or {}).get("kubeconfigSecretRef") or {}
+        name = ref.get("name") or f"{(mc.get('metadata') or {}).get('name')}-kubeconfig"
+        out.add((str(ref.get("namespace") or namespace), str(name)))
+    return frozenset(out)
+
+
+@dataclass(frozen=True, slots=True)
 class Resolved:
     hash: str
     body: dict[str, Any]  # {"policies": [...], "helmCharts": [...]}, JSON-serialisable
+    from_secret: bool = False  # some of it was read from a Secret: pinned into a Secret
 
     @property
     def snapshot_name(self) -> str:
-        return SNAPSHOT_PREFIX + self.hash[:40]
+        return (SECRET_SNAPSHOT_PREFIX if self.from_secret else SNAPSHOT_PREFIX) + self.hash[:40]
+
+    @property
+    def snapshot_kind(self) -> str:
+        return "Secret" if self.from_secret else "ConfigMap"
 
 
 # Fields fleetwave parses (so manifests round-trip) but does not deliver yet: refusing them with a
@@ -50,84 +104,165 @@ class Resolved:
 _UNSUPPORTED = ("kustomization_refs", "template_resource_refs", "depends_on", "patches", "pre_delete_checks")
 
 
-def resolve(spec: ProfileSpec, lookup: Lookup, *, default_namespace: str, path: str) -> Resolved:
-    for field in _UNSUPPORTED:
-        if getattr(spec, field):
-            alias = ProfileSpec.model_fields[field].alias or field
+def resolve(
+    spec: ProfileSpec,
+    lookup: Lookup,
+    *,
+    default_namespace: str,
+    path: str,
+    boundary: Boundary | None = None,
+) -> Resolved:
+    for name in _UNSUPPORTED:
+        if getattr(spec, name):
+            alias = ProfileSpec.model_fields[name].alias or name
             raise ContentError(f"{path}.{alias}: not supported by fleetwave yet")
+    reader = _Reader(lookup, boundary or Boundary(), default_namespace)
     policies = []
     for i, ref in enumerate(spec.policy_refs or []):
-        objects = _policy(ref, lookup, default_namespace, f"{path}.policyRefs[{i}]")
+        objects = reader.policy(ref, f"{path}.policyRefs[{i}]")
         if objects is not None:
-            policies.append({"source": _source(ref, default_namespace), "tier": ref.tier, "objects": objects})
+            policies.append({"source": reader.source(ref), "tier": ref.tier, "objects": objects})
     charts = []
     for i, chart in enumerate(spec.helm_charts or []):
-        values = _values(chart, lookup, default_namespace, f"{path}.helmCharts[{i}]")
+        values = reader.values(chart, f"{path}.helmCharts[{i}]")
         charts.append(
             {"chart": chart.model_dump(mode="json", by_alias=True, exclude_none=True), "values": values}
         )
     body = {"policies": policies, "helmCharts": charts}
-    return Resolved(hash=hashlib.sha256(dc.canonical_json(body).encode()).hexdigest(), body=body)
+    digest = hashlib.sha256(dc.canonical_json(body).encode()).hexdigest()
+    return Resolved(hash=digest, body=body, from_secret=reader.secret_read)
 
 
-def _source(ref: PolicyRef, default_namespace: str) -> str:
-    return f"{ref.kind or 'ConfigMap'}/{ref.namespace or default_namespace}/{ref.name}"
+def check_refs(
+    refs: Iterable[PolicyRef], *, default_namespace: str, path: str, boundary: Boundary | None = None
+) -> None:
+    """What can be refused without reading anything (kind, namespace): for references that another
+    object will resolve later (a promotion's preHealthCheckDeployment), so the promotion says it."""
+    reader = _Reader(None, boundary or Boundary(), default_namespace)
+    for i, ref in enumerate(refs):
+        reader.check(ref, f"{path}[{i}]")
 
 
-def _read(
-    lookup: Lookup, kind: str, namespace: str, name: str, optional: bool, path: str
-) -> Mapping[str, Any] | None:
-    obj = lookup.get(kind, namespace, name)
-    if obj is None and not optional:
-        raise ContentError(f"{path}: {kind} {namespace}/{name} not found")
-    return obj
+class _Reader:
+    """Reads references within a boundary; remembers whether any Secret was read."""
+
+    def __init__(self, lookup: Lookup | None, boundary: Boundary, default_namespace: str) -> None:
+        self.lookup = lookup
+        self.boundary = boundary
+        # A namespaced profile's empty namespace is its own (Sveltos: "the Profile namespace will be used").
+        self.default_namespace = boundary.own_namespace or default_namespace
+        self.secret_read = False
+
+    def source(self, ref: PolicyRef) -> str:
+        return f"{ref.kind or 'ConfigMap'}/{ref.namespace or self.default_namespace}/{ref.name}"
+
+    def check(self, ref: PolicyRef, path: str) -> tuple[str, str, str]:
+        if ref.remote_url is not None:
+            raise ContentError(f"{path}.remoteURL: remote URLs are not supported by fleetwave yet")
+        kind = ref.kind or "ConfigMap"
+        self._kind(kind, path)
+        if ref.name is None:
+            raise ContentError(f"{path}.name: required")
+        namespace = ref.namespace or self.default_namespace
+        self._where(kind, namespace, ref.name, defaulted=ref.namespace is None, path=path)
+        return kind, namespace, ref.name
+
+    def policy(self, ref: PolicyRef, path: str) -> list[dict[str, Any]] | None:
+        kind, namespace, name = self.check(ref, path)
+        obj = self._read(kind, namespace, name, ref.optional, path)
+        if obj is None:
+            return None
+        try:
+            return dc.parse_policy_data(_data(obj), base64_encoded=kind == "Secret", source=path)
+        except dc.ContentError as e:
+            raise ContentError(str(e)) from None
+
+    def values(self, chart: HelmChart, path: str) -> dict[str, Any]:
+        """Inline `values` first, then each valuesFrom source in order (later keys win)."""
+        merged: dict[str, Any] = {}
+        if chart.values:
+            merged = _deep_merge(merged, _yaml_map(chart.values, f"{path}.values", redact=False))
+        for j, source in enumerate(chart.values_from or []):
+            merged = _deep_merge(merged, self._values_from(source, f"{path}.valuesFrom[{j}]"))
+        return merged
+
+    def _values_from(self, source: ValueFrom, path: str) -> dict[str, Any]:
+        self._kind(source.kind, path)
+        namespace = source.namespace or self.default_namespace
+        self._where(source.kind, namespace, source.name, defaulted=source.namespace is None, path=path)
+        obj = self._read(source.kind, namespace, source.name, source.optional, path)
+        secret = source.kind == "Secret"
+        merged: dict[str, Any] = {}
+        data = _data(obj or {})
+        for key in sorted(data):
+            where = f"{path}[{key}]"
+            try:
+                text = dc.decode(data[key], where, secret)
+            except dc.ContentError as e:
+                raise ContentError(str(e)) from None
+            merged = _deep_merge(merged, _yaml_map(text, where, redact=secret))
+        return merged
+
+    @staticmethod
+    def _kind(kind: str, path: str) -> None:
+        if kind not in SOURCE_KINDS:
+            raise ContentError(
+                f"{path}.kind: {kind} is not supported: fleetwave reads content from ConfigMaps and Secrets"
+            )
+
+    def _where(self, kind: str, namespace: str, name: str, *, defaulted: bool, path: str) -> None:
+        problem = self.boundary.namespace_problem(namespace)
+        if problem and defaulted:
+            raise ContentError(
+                f"{path}.namespace: required (empty means fleetwave's own namespace, "
+                "which is never a content source)"
+            )
+        if problem:
+            raise ContentError(f"{path}: {kind} {namespace}/{name}: {problem}")
+        if kind == "Secret" and (namespace, name) in self.boundary.kubeconfig_secrets:
+            raise ContentError(
+                f"{path}: Secret {namespace}/{name} is a member cluster's kubeconfig, never content"
+            )
+
+    def _read(
+        self, kind: str, namespace: str, name: str, optional: bool, path: str
+    ) -> Mapping[str, Any] | None:
+        assert self.lookup is not None
+        obj = self.lookup.get(kind, namespace, name)
+        if obj is None:
+            if optional:
+                return None
+            raise ContentError(f"{path}: {kind} {namespace}/{name} not found")
+        labels = (obj.get("metadata") or {}).get("labels") or {}
+        if labels.get(SNAPSHOT_LABEL) == "snapshot":
+            raise ContentError(
+                f"{path}: {kind} {namespace}/{name} is a fleetwave content snapshot, not a source"
+            )
+        if kind == "Secret":
+            if MEMBER_SECRET_LABEL in labels:
+                raise ContentError(
+                    f"{path}: Secret {namespace}/{name} is a member cluster's kubeconfig, never content"
+                )
+            secret_type = str(obj.get("type") or "Opaque")
+            if secret_type != ADDON_SECRET_TYPE:
+                raise ContentError(
+                    f"{path}: Secret {namespace}/{name} has type {secret_type[:100]}; only Secrets of type "
+                    f"{ADDON_SECRET_TYPE} are content"
+                )
+            self.secret_read = True
+        return obj
 
 
-def _policy(ref: PolicyRef, lookup: Lookup, default_namespace: str, path: str) -> list[dict[str, Any]] | None:
-    if ref.name is None:
-        raise ContentError(f"{path}.name: required (remote URLs are not supported yet)")
-    kind = ref.kind or "ConfigMap"
-    obj = _read(lookup, kind, ref.namespace or default_namespace, ref.name, ref.optional, path)
-    if obj is None:
-        return None
+def _data(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    data = obj.get("data") or {}
+    return data if isinstance(data, Mapping) else {}
+
+
+def _yaml_map(text: str, path: str, *, redact: bool) -> dict[str, Any]:
     try:
-        return dc.parse_policy_data(obj.get("data") or {}, base64_encoded=kind == "Secret", source=path)
+        return dc.load_yaml_map(text, path, redact=redact)
     except dc.ContentError as e:
-        raise ContentError(str(e)) from e
-
-
-def _values(chart: HelmChart, lookup: Lookup, default_namespace: str, path: str) -> dict[str, Any]:
-    """Inline `values` first, then each valuesFrom source in order (later keys win)."""
-    merged: dict[str, Any] = {}
-    if chart.values:
-        merged = _deep_merge(merged, _yaml_map(chart.values, f"{path}.values"))
-    for j, source in enumerate(chart.values_from or []):
-        merged = _deep_merge(
-            merged, _values_from(source, lookup, default_namespace, f"{path}.valuesFrom[{j}]")
-        )
-    return merged
-
-
-def _values_from(source: ValueFrom, lookup: Lookup, default_namespace: str, path: str) -> dict[str, Any]:
-    obj = _read(
-        lookup, source.kind, source.namespace or default_namespace, source.name, source.optional, path
-    )
-    merged: dict[str, Any] = {}
-    data: Mapping[str, str] = (obj or {}).get("data") or {}
-    for key in sorted(data):
-        text = base64.b64decode(data[key]).decode() if source.kind == "Secret" else data[key]
-        merged = _deep_merge(merged, _yaml_map(text, f"{path}[{key}]"))
-    return merged
-
-
-def _yaml_map(text: str, path: str) -> dict[str, Any]:
-    try:
-        parsed = yaml.safe_load(text) or {}
-    except yaml.YAMLError as e:
-        raise ContentError(f"{path}: not valid YAML: {e}") from e
-    if not isinstance(parsed, dict):
-        raise ContentError(f"{path}: values must be a YAML mapping")
-    return parsed
+        raise ContentError(str(e)) from None
 
 
 def _deep_merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
@@ -140,25 +275,71 @@ def _deep_merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]
     return out
 
 
+# ---- snapshots ----
+
+
+def is_snapshot_name(name: str) -> bool:
+    return name.startswith(SNAPSHOT_PREFIX)
+
+
+def snapshot_kind(name: str) -> str:
+    """The kind a snapshot of this name is kept as (content read from a Secret stays in a Secret)."""
+    return "Secret" if name.startswith(SECRET_SNAPSHOT_PREFIX) else "ConfigMap"
+
+
+def _snapshot_metadata(resolved: Resolved, namespace: str) -> dict[str, Any]:
+    return {
+        "name": resolved.snapshot_name,
+        "namespace": namespace,
+        "labels": {"app.kubernetes.io/managed-by": "fleetwave", SNAPSHOT_LABEL: "snapshot"},
+    }
+
+
+def _payload(resolved: Resolved) -> str:
+    return json.dumps(resolved.body, sort_keys=True, separators=(",", ":"))
+
+
 def snapshot_configmap(resolved: Resolved, namespace: str) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": {
-            "name": resolved.snapshot_name,
-            "namespace": namespace,
-            "labels": {"app.kubernetes.io/managed-by": "fleetwave", "fleetwave.io/content": "snapshot"},
-        },
+        "metadata": _snapshot_metadata(resolved, namespace),
         "immutable": True,
-        "data": {SNAPSHOT_KEY: json.dumps(resolved.body, sort_keys=True, separators=(",", ":"))},
+        "data": {SNAPSHOT_KEY: _payload(resolved)},
     }
 
 
-def load_snapshot(configmap: Mapping[str, Any]) -> dict[str, Any]:
-    raw = (configmap.get("data") or {}).get(SNAPSHOT_KEY)
+def snapshot_object(resolved: Resolved, namespace: str) -> dict[str, Any]:
+    """The immutable snapshot of `resolved`: a Secret when any of it came from a Secret."""
+    if not resolved.from_secret:
+        return snapshot_configmap(resolved, namespace)
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": _snapshot_metadata(resolved, namespace),
+        "type": SNAPSHOT_SECRET_TYPE,
+        "immutable": True,
+        "data": {SNAPSHOT_KEY: base64.b64encode(_payload(resolved).encode()).decode()},
+    }
+
+
+def load_snapshot(obj: Mapping[str, Any], kind: str = "ConfigMap") -> dict[str, Any]:
+    name = (obj.get("metadata") or {}).get("name")
+    raw = _data(obj).get(SNAPSHOT_KEY)
     if raw is None:
-        raise ContentError(
-            f"content snapshot {configmap.get('metadata', {}).get('name')} has no {SNAPSHOT_KEY}"
-        )
-    body: dict[str, Any] = json.loads(raw)
+        raise ContentError(f"content snapshot {name} has no {SNAPSHOT_KEY}")
+    try:
+        text = base64.b64decode(raw, validate=True).decode() if kind == "Secret" else raw
+        body: dict[str, Any] = json.loads(text)
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        raise ContentError(f"content snapshot {name}: {SNAPSHOT_KEY} is damaged") from None
     return body
+
+
+def read_snapshot(lookup: Lookup, namespace: str, name: str) -> dict[str, Any] | None:
+    """The body of the snapshot `name` in `namespace` (None when it is not there, yet)."""
+    if not is_snapshot_name(name):
+        raise ContentError(f"{name} is not a fleetwave content snapshot")
+    kind = snapshot_kind(name)
+    obj = lookup.get(kind, namespace, name)
+    return None if obj is None else load_snapshot(obj, kind)

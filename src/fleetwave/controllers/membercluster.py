@@ -2,20 +2,62 @@
 
 The engine treats a not-ready member as one it must not start delivering to, so readiness has to
 follow reality: a probe (`/readyz`, `/version`) on every change and every PROBE_INTERVAL seconds.
+
+Before any probe the member's credentials are checked, without running or reading anything they
+name: a kubeconfig Secret in another namespace is never read (`KubeconfigSecretRefused`), and a
+kubeconfig the policy refuses (`exec`, `auth-provider`, `tokenFile`, file paths, `http://` or
+skip-TLS-verify without the opt-in annotation) is reported as `KubeconfigRefused` and never probed.
+The `Ready` condition's reason says which; messages name fields, never values.
 """
 
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
+from typing import Any
 
 from fleetwave.controllers import members
 from fleetwave.controllers.context import Context, as_dict
-from fleetwave.kube import kinds
+from fleetwave.core import timestamps
+from fleetwave.kube import kinds, kubeconfig_policy
 from fleetwave.kube.status import StatusWrite, write_status
 from fleetwave.mgmt import registration
 from fleetwave.runtime.controller import Result
 
 PROBE_INTERVAL = 30.0
+
+SECRET_REFUSED = "KubeconfigSecretRefused"
+KUBECONFIG_MISSING = "KubeconfigMissing"
+KUBECONFIG_REFUSED = "KubeconfigRefused"
+REACHABLE = "APIServerReady"
+UNREACHABLE = "APIServerUnreachable"
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    ready: bool
+    reason: str
+    message: str
+    version: str | None = None
+
+
+def credentials(ctx: Context, member: members.Member) -> tuple[bytes | None, Verdict | None]:
+    """The member's kubeconfig once it passed the policy, or the verdict that stops here (no probe)."""
+    where = f"kubeconfig Secret {member.secret[0]}/{member.secret[1]}"
+    if member.secret_problem:
+        return None, Verdict(False, SECRET_REFUSED, member.secret_problem)
+    secret = members.secret_of(ctx.cache, member)
+    if secret is None:
+        return None, Verdict(False, KUBECONFIG_MISSING, f"{where} is missing")
+    raw = members.kubeconfig_from_secret(secret, member.secret[2])
+    if raw is None:
+        key = member.secret[2] or "kubeconfig"
+        return None, Verdict(False, KUBECONFIG_MISSING, f"{where} has no readable key {key}")
+    try:
+        kubeconfig_policy.load(raw, allow_insecure=member.allow_insecure)
+    except kubeconfig_policy.KubeconfigRefused as e:
+        return None, Verdict(False, KUBECONFIG_REFUSED, f"{where}: {e}")
+    return raw, None
 
 
 async def reconcile(ctx: Context, key: str) -> Result:
@@ -23,26 +65,46 @@ async def reconcile(ctx: Context, key: str) -> Result:
     obj = ctx.cache.obj("MemberCluster", namespace, name)
     if obj is None:
         return Result()
-    member = members.from_object(as_dict(obj))
-    secret = ctx.cache.get("Secret", member.secret[0], member.secret[1])
-    raw = None if secret is None else members.kubeconfig_from_secret(secret, member.secret[2])
-    if raw is None:
-        result = registration.Probe(
-            False, None, f"kubeconfig Secret {member.secret[0]}/{member.secret[1]} is missing"
+    raw_obj = as_dict(obj)
+    member = members.from_object(raw_obj)
+    raw, verdict = credentials(ctx, member)
+    if verdict is None:
+        assert raw is not None
+        probe = await asyncio.to_thread(registration.probe, raw, allow_insecure=member.allow_insecure)
+        verdict = Verdict(
+            probe.ready, REACHABLE if probe.ready else UNREACHABLE, probe.message, probe.version
         )
-    else:
-        result = await asyncio.to_thread(registration.probe, raw)
-    previous = as_dict(obj).get("status") or {}
+    previous = raw_obj.get("status") or {}
+    old: dict[str, Any] = next((c for c in previous.get("conditions") or [] if c.get("type") == "Ready"), {})
     status = {
         **previous,
-        "ready": result.ready,
-        "connectionStatus": "Healthy" if result.ready else "Down",
-        "failureMessage": None if result.ready else result.message,
-        "version": result.version or previous.get("version"),
+        "ready": verdict.ready,
+        "connectionStatus": "Healthy" if verdict.ready else "Down",
+        "failureMessage": None if verdict.ready else verdict.message,
+        "version": verdict.version or previous.get("version"),
+        "conditions": [_condition(ctx, verdict, old, raw_obj)],
     }
     written = await write_status(ctx.client, kinds.resource("MemberCluster"), obj, status)
     if written is StatusWrite.CONFLICT:
         return Result(requeue=True)
-    if written is StatusWrite.WRITTEN and bool(previous.get("ready")) != result.ready:
-        await ctx.event(obj, not result.ready, "Ready" if result.ready else "NotReady", result.message)
+    changed = bool(previous.get("ready")) != verdict.ready or old.get("reason") != verdict.reason
+    if written is StatusWrite.WRITTEN and changed:
+        await ctx.event(obj, not verdict.ready, verdict.reason, verdict.message)
+    # Refusals are re-checked too (cheap, nothing is run): a Secret without fleetwave's label is not
+    # watched for this member, so fixing it would otherwise go unnoticed.
     return Result(requeue_after=PROBE_INTERVAL)
+
+
+def _condition(
+    ctx: Context, verdict: Verdict, old: dict[str, Any], raw_obj: dict[str, Any]
+) -> dict[str, Any]:
+    status = "True" if verdict.ready else "False"
+    since = old.get("lastTransitionTime") if old.get("status") == status else None
+    return {
+        "type": "Ready",
+        "status": status,
+        "reason": verdict.reason,
+        "message": verdict.message[:32768],
+        "lastTransitionTime": since or timestamps.fmt(ctx.clock()),
+        "observedGeneration": (raw_obj.get("metadata") or {}).get("generation"),
+    }

@@ -2,17 +2,24 @@
 
 A member is identified as `namespace/name` everywhere (engine plans, ClusterSummary specs, status
 messages), so two clusters with one name in different namespaces never collide.
+
+A MemberCluster uses only a kubeconfig Secret in its own namespace: one naming another namespace is
+never read (`secret_problem` says why), so a namespace tenant cannot deliver with another team's
+credentials. `http://` or skip-TLS-verify kubeconfigs are accepted only when the MemberCluster
+carries the visible opt-in annotation that `fleetwave cluster register --allow-insecure` writes.
 """
 
 from __future__ import annotations
 
 import base64
+import binascii
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from fleetwave.core import model as m
 from fleetwave.delivery.target import MemberTarget
+from fleetwave.mgmt.registration import ALLOW_INSECURE_ANNOTATION
 from fleetwave.translate import NAME_LABEL
 
 Obj = Mapping[str, Any]
@@ -26,7 +33,13 @@ class Member:
     labels: Mapping[str, str]
     ready: bool
     paused: bool
-    secret: tuple[str, str, str | None]  # namespace, name, key of the kubeconfig Secret
+    secret: tuple[str, str, str | None]  # namespace, name, key of the kubeconfig Secret (as referenced)
+    allow_insecure: bool = False  # opted in to http:// or skip-TLS-verify servers (annotation)
+    secret_problem: str = ""  # non-empty: the reference is refused and the Secret is never read
+
+
+class Lookup(Protocol):
+    def get(self, kind: str, namespace: str, name: str) -> Mapping[str, Any] | None: ...
 
 
 def member_key(namespace: str, name: str) -> str:
@@ -40,6 +53,12 @@ def from_object(obj: Obj) -> Member:
     ns, name = str(meta.get("namespace") or "default"), str(meta["name"])
     ref = spec.get("kubeconfigSecretRef") or {}
     secret = (str(ref.get("namespace") or ns), str(ref.get("name") or f"{name}-kubeconfig"), ref.get("key"))
+    problem = ""
+    if secret[0] != ns:
+        problem = (
+            "spec.kubeconfigSecretRef.namespace: a MemberCluster may only use a kubeconfig Secret "
+            f"in its own namespace ({ns})"
+        )
     return Member(
         key=member_key(ns, name),
         namespace=ns,
@@ -48,6 +67,8 @@ def from_object(obj: Obj) -> Member:
         ready=bool(status.get("ready", False)),
         paused=bool(spec.get("paused", False)),
         secret=secret,
+        allow_insecure=(meta.get("annotations") or {}).get(ALLOW_INSECURE_ANNOTATION) == "true",
+        secret_problem=problem,
     )
 
 
@@ -60,30 +81,43 @@ def fleet(members: Iterable[Member]) -> m.Fleet:
 
 
 def kubeconfig_from_secret(secret: Obj, key: str | None) -> bytes | None:
-    """Sveltos convention: the named key, else `kubeconfig`, else the Secret's only key."""
-    data: Mapping[str, str] = secret.get("data") or {}
-    chosen = key if key else ("kubeconfig" if "kubeconfig" in data else next(iter(sorted(data)), None))
-    if chosen is None or chosen not in data:
+    """Sveltos convention: the named key, else `kubeconfig`, else the Secret's only key. None when
+    there is no such key or its value is not base64 (the API server always sends valid base64)."""
+    data = secret.get("data") or {}
+    if not isinstance(data, Mapping):
         return None
-    return base64.b64decode(data[chosen])
+    chosen = key if key else ("kubeconfig" if "kubeconfig" in data else next(iter(sorted(data)), None))
+    if chosen is None or chosen not in data or not isinstance(data[chosen], str):
+        return None
+    try:
+        return base64.b64decode(data[chosen], validate=True)
+    except (binascii.Error, ValueError):
+        return None
+
+
+def secret_of(cache: Lookup, member: Member) -> Obj | None:
+    """The member's kubeconfig Secret; never read when the reference is refused (another namespace)."""
+    if member.secret_problem:
+        return None
+    return cache.get("Secret", member.secret[0], member.secret[1])
 
 
 def target(member: Member, secret: Obj | None) -> MemberTarget | None:
-    if secret is None:
+    """The delivery target; its `config()` applies the kubeconfig policy before anything is used."""
+    if secret is None or member.secret_problem:
         return None
     raw = kubeconfig_from_secret(secret, member.secret[2])
-    return None if raw is None else MemberTarget(name=member.key, kubeconfig=raw)
-
-
-class Lookup(Protocol):
-    def get(self, kind: str, namespace: str, name: str) -> Mapping[str, Any] | None: ...
+    if raw is None:
+        return None
+    return MemberTarget(name=member.key, kubeconfig=raw, allow_insecure=member.allow_insecure)
 
 
 def target_for(cache: Lookup, cluster: str) -> MemberTarget | None:
-    """The delivery target of a registered member (`namespace/name`); None if it or its Secret is gone."""
+    """The delivery target of a registered member (`namespace/name`); None if it or its Secret is
+    gone, or its Secret reference is refused."""
     namespace, _, name = cluster.partition("/")
     mc = cache.get("MemberCluster", namespace, name)
     if mc is None:
         return None
     member = from_object(mc)
-    return target(member, cache.get("Secret", member.secret[0], member.secret[1]))
+    return target(member, secret_of(cache, member))

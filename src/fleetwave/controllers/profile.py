@@ -89,18 +89,22 @@ async def reconcile(ctx: Context, key: str) -> Result:
 
 
 def _content(ctx: Context, raw: Mapping[str, Any], profile: ClusterProfile) -> content.Resolved:
-    """A promotion's stage profile delivers the snapshot its promotion pinned; others resolve live refs."""
+    """A promotion's stage profile delivers the snapshot its promotion pinned; others resolve live refs
+    (within the content boundary, ADR 0046)."""
     annotations = raw["metadata"].get("annotations") or {}
     pinned = annotations.get(common.PINNED_ANNOTATION)
     if not pinned:
-        return content.resolve(profile.spec, ctx.cache, default_namespace=ctx.namespace, path="spec")
-    snapshot = ctx.cache.get("ConfigMap", ctx.namespace, pinned)
-    if snapshot is None:
-        raise content.ContentError(
-            f"metadata.annotations[{common.PINNED_ANNOTATION}]: snapshot {pinned} not found"
-        )
+        return common.resolve(ctx, profile.spec, "spec")
+    where = f"metadata.annotations[{common.PINNED_ANNOTATION}]"
+    if not common.owned_by_promotion(ctx, raw):
+        raise content.ContentError(f"{where}: only a ClusterPromotion's stage profile may pin content")
+    body = content.read_snapshot(ctx.cache, ctx.namespace, str(pinned))
+    if body is None:
+        raise content.ContentError(f"{where}: snapshot {pinned} not found")
     return content.Resolved(
-        hash=str(annotations.get(common.PINNED_HASH_ANNOTATION)), body=content.load_snapshot(snapshot)
+        hash=str(annotations.get(common.PINNED_HASH_ANNOTATION)),
+        body=body,
+        from_secret=content.snapshot_kind(str(pinned)) == "Secret",
     )
 
 

@@ -66,9 +66,8 @@ class _Promotions:
 
     def prepare(self, ctx: Context, raw: Mapping[str, Any]) -> Prepared[ClusterPromotion]:
         promotion = common.parse_as(raw, KIND, ClusterPromotion)
-        resolved = content.resolve(
-            promotion.spec.profile_spec, ctx.cache, default_namespace=ctx.namespace, path="spec.profileSpec"
-        )
+        resolved = common.resolve(ctx, promotion.spec.profile_spec, "spec.profileSpec")
+        _check_pre_health_refs(ctx, promotion)
         # Deliveries and approvals wake us through watches; post-delay health checks run on member
         # clusters we do not watch, so while waiting on facts the engine re-checks every 2 s.
         spec = replace(
@@ -119,6 +118,21 @@ _PROMOTIONS = _Promotions()
 
 async def reconcile(ctx: Context, key: str) -> Result:
     return await rollout_reconcile.reconcile(ctx, key, _PROMOTIONS)
+
+
+def _check_pre_health_refs(ctx: Context, promotion: ClusterPromotion) -> None:
+    """preHealthCheckDeployment refs are resolved by a generated profile later; what can be refused
+    without reading (kind, namespace) is refused here, in the promotion's own status."""
+    for i, stage in enumerate(promotion.spec.stages):
+        trigger = stage.trigger.auto or stage.trigger.manual if stage.trigger else None
+        if trigger and trigger.pre_health_check_deployment:
+            kind = "auto" if stage.trigger and stage.trigger.auto else "manual"
+            content.check_refs(
+                trigger.pre_health_check_deployment,
+                default_namespace=ctx.namespace,
+                path=f"spec.stages[{i}].trigger.{kind}.preHealthCheckDeployment",
+                boundary=common.content_boundary(ctx),
+            )
 
 
 def _deliveries(ctx: Context, run: Run) -> dict[str, m.Delivery]:

@@ -45,13 +45,29 @@ def fleet_of(cache: Cache) -> m.Fleet:
 
 
 def summaries_of(cache: Cache, profile: str) -> dict[str, dict[str, Any]]:
-    """The profile's ClusterSummaries by member key."""
+    """The profile's ClusterSummaries by member key: only those it made (its controller reference,
+    the name and namespace fleetwave gives), so a hand-made summary never counts as a delivery."""
+    owner = cache.get("ClusterProfile", None, profile)
+    uid = ((owner or {}).get("metadata") or {}).get("uid")
     out = {}
     for s in cache.list("ClusterSummary"):
-        if ((s.get("metadata") or {}).get("labels") or {}).get(ss.PROFILE_LABEL) == profile:
+        if ((s.get("metadata") or {}).get("labels") or {}).get(ss.PROFILE_LABEL) != profile:
+            continue
+        if uid is not None and not ss.foreign(s, profile, uid):
             spec = s.get("spec") or {}
             out[members.member_key(spec["clusterNamespace"], spec["clusterName"])] = s
     return out
+
+
+def owned_by_promotion(ctx: Context, raw: Mapping[str, Any]) -> bool:
+    """Whether a ClusterProfile is a stage profile of a live ClusterPromotion (its controller
+    reference, uid checked): only those may deliver a pinned snapshot instead of their own refs."""
+    for ref in (raw.get("metadata") or {}).get("ownerReferences") or []:
+        if ref.get("controller") and ref.get("kind") == "ClusterPromotion":
+            owner = ctx.cache.get("ClusterPromotion", None, str(ref.get("name")))
+            uid = ((owner or {}).get("metadata") or {}).get("uid")
+            return ref.get("apiVersion") == NATIVE_API_VERSION and uid is not None and ref.get("uid") == uid
+    return False
 
 
 def owner_reference(kind: str, owner: Any) -> dict[str, Any]:
@@ -76,12 +92,28 @@ async def emit(ctx: Context, obj: Any, event: fx.Event) -> None:
     await ctx.event(obj, event.reason in WARNING_REASONS, event.reason, event.message)
 
 
+def content_boundary(ctx: Context) -> content.Boundary:
+    """What a cluster-scoped profile may read: anything but fleetwave's namespace and kubeconfigs."""
+    return content.Boundary(
+        controller_namespace=ctx.namespace,
+        kubeconfig_secrets=content.kubeconfig_secrets(ctx.cache.list("MemberCluster")),
+    )
+
+
+def resolve(ctx: Context, spec: Any, path: str) -> content.Resolved:
+    """Resolve a cluster-scoped profile's content within its boundary (ADR 0046)."""
+    return content.resolve(
+        spec, ctx.cache, default_namespace=ctx.namespace, path=path, boundary=content_boundary(ctx)
+    )
+
+
 async def ensure_snapshot(ctx: Context, resolved: content.Resolved) -> None:
-    """The immutable, content-addressed ConfigMap of `resolved` exists (created on first use)."""
-    if ctx.cache.get("ConfigMap", ctx.namespace, resolved.snapshot_name) is not None:
+    """The immutable, content-addressed snapshot of `resolved` exists (created on first use): a
+    ConfigMap, or a Secret when any of the content was read from a Secret."""
+    if ctx.cache.get(resolved.snapshot_kind, ctx.namespace, resolved.snapshot_name) is not None:
         return
     # Already there is fine: another reconcile made it, or the cache lags behind.
-    await ops.create_if_absent(ctx.client, content.snapshot_configmap(resolved, ctx.namespace))
+    await ops.create_if_absent(ctx.client, content.snapshot_object(resolved, ctx.namespace))
 
 
 async def report_invalid(ctx: Context, obj: Any, raw: Mapping[str, Any], kind: str, message: str) -> Result:

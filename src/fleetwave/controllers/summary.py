@@ -4,6 +4,12 @@ Reads the content snapshot the profile pinned (never the live ConfigMaps), appli
 server-side apply and helm charts with the real helm, prunes what left the content, checks readiness
 and validateHealths, and reports per feature Provisioning / Provisioned / Failed. A finalizer makes
 deleting the summary withdraw what it deployed (unless the profile said LeavePolicies).
+
+Only summaries fleetwave made are delivered (ADR 0046): fleetwave's labels and name, a controller
+reference to the live ClusterProfile (uid checked), a fleetwave content snapshot. Anything else is
+ignored with a Warning Event and a status condition, never delivered, and never withdrawn on
+deletion. A summary of ours that its profile no longer wants as it is (another pinned snapshot, a
+cluster it no longer selects) waits for the profile to update or delete it.
 """
 
 from __future__ import annotations
@@ -13,10 +19,14 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from fleetwave import translate
+from fleetwave.api.models import ClusterProfile
 from fleetwave.api.sveltos import ClusterProfileSpec, HelmChart
 from fleetwave.controllers import content, members
+from fleetwave.controllers import rollout_common as common
 from fleetwave.controllers import summary_status as ss
 from fleetwave.controllers.context import Context, HelmOutcome, as_dict
+from fleetwave.core import selectors, timestamps
 from fleetwave.delivery import content as dc
 from fleetwave.delivery import manifests
 from fleetwave.delivery.target import MemberTarget, MemberUnreachable
@@ -46,6 +56,12 @@ async def reconcile(ctx: Context, key: str) -> Result:
     meta = raw["metadata"]
     if meta.get("deletionTimestamp"):
         return await _finalize(ctx, obj, raw)
+    foreign, stale = _standing(ctx, raw)
+    if foreign:
+        return await _ignore(ctx, obj, raw, foreign)
+    if stale:
+        log.info("ClusterSummary %s waits for its profile: %s", key, stale)
+        return Result(requeue=True)  # backoff: the profile updates or deletes it soon
     if ss.FINALIZER not in (meta.get("finalizers") or []):
         await _patch_meta(
             ctx, namespace, name, {"finalizers": [*(meta.get("finalizers") or []), ss.FINALIZER]}
@@ -61,6 +77,72 @@ async def reconcile(ctx: Context, key: str) -> Result:
     if written is StatusWrite.WRITTEN and outcome.failed:
         await ctx.event(obj, True, "DeliveryFailed", outcome.failed)
     return _requeue(raw, outcome)
+
+
+NOT_OURS = "NotCreatedByFleetwave"
+
+
+def _standing(ctx: Context, raw: Mapping[str, Any]) -> tuple[str, str]:
+    """(why the summary is not fleetwave's, why its profile does not want it as it is); "" when fine."""
+    problem = ss.foreign(raw)
+    if problem:
+        return problem, ""
+    meta = raw["metadata"]
+    profile = str(meta["labels"][ss.PROFILE_LABEL])
+    owner = ctx.cache.get("ClusterProfile", None, profile)
+    if owner is None:
+        return f"ClusterProfile {profile} does not exist", ""
+    problem = ss.foreign(raw, profile, (owner.get("metadata") or {}).get("uid"))
+    if problem:
+        return problem, ""
+    annotations = meta.get("annotations") or {}
+    snapshot = str(annotations.get(ss.CONTENT_ANNOTATION) or "")
+    if not content.is_snapshot_name(snapshot):
+        return f"annotation {ss.CONTENT_ANNOTATION} does not name a fleetwave content snapshot", ""
+    pinned = ((owner.get("metadata") or {}).get("annotations") or {}).get(common.PINNED_ANNOTATION)
+    if pinned and snapshot != pinned:
+        return "", f"its content is not the snapshot ClusterProfile {profile} pins"
+    if not _selected(ctx, owner, raw.get("spec") or {}):
+        return "", f"ClusterProfile {profile} does not select its cluster"
+    return "", ""
+
+
+def _selected(ctx: Context, owner: Mapping[str, Any], spec: Mapping[str, Any]) -> bool:
+    """Whether the owner selects the summary's cluster now (the profile's own matching rule)."""
+    try:
+        parsed = common.parse_as(owner, "ClusterProfile", ClusterProfile)
+        selector = translate.from_profile(parsed).stages[0].selector
+    except common.INVALID:
+        return True  # the profile reports its invalid spec itself; it does not withdraw for it
+    fleet = common.fleet_of(ctx.cache)
+    cluster = fleet.by_name.get(members.member_key(str(spec["clusterNamespace"]), str(spec["clusterName"])))
+    return cluster is None or selectors.matches(selector, cluster.labels)
+
+
+async def _ignore(ctx: Context, obj: Any, raw: Mapping[str, Any], problem: str) -> Result:
+    """Say (once, in status and a Warning Event) that the summary is not delivered, and why."""
+    message = f"ignored, nothing is delivered: not created by fleetwave ({problem})"
+    previous = raw.get("status") or {}
+    old: dict[str, Any] = next((c for c in previous.get("conditions") or [] if c.get("type") == "Ready"), {})
+    since = old.get("lastTransitionTime") if old.get("reason") == NOT_OURS else None
+    condition = {
+        "type": "Ready",
+        "status": "False",
+        "reason": NOT_OURS,
+        "message": message,
+        "lastTransitionTime": since or timestamps.fmt(ctx.clock()),
+        "observedGeneration": raw["metadata"].get("generation"),
+    }
+    status = {"conditions": [condition], "failureMessage": message}
+    written = await write_status(ctx.client, kinds.resource("ClusterSummary"), obj, status)
+    if written is StatusWrite.CONFLICT:
+        return Result(requeue=True)
+    if written is StatusWrite.WRITTEN:
+        log.warning(
+            "ClusterSummary %s/%s %s", raw["metadata"].get("namespace"), raw["metadata"]["name"], message
+        )
+        await ctx.event(obj, True, NOT_OURS, message)
+    return Result()  # an edit wakes us
 
 
 def _requeue(raw: Mapping[str, Any], outcome: ss.Outcome) -> Result:
@@ -84,8 +166,9 @@ def _target(ctx: Context, spec: Mapping[str, Any]) -> tuple[MemberTarget | None,
     if mc is None:
         return None, f"cluster {spec.get('clusterNamespace')}/{spec.get('clusterName')} is not registered"
     member = members.from_object(mc)
-    secret = ctx.cache.get("Secret", member.secret[0], member.secret[1])
-    target = members.target(member, secret)
+    if member.secret_problem:
+        return None, f"cluster {member.key}: {member.secret_problem}"
+    target = members.target(member, members.secret_of(ctx.cache, member))
     if target is None:
         return (
             None,
@@ -102,10 +185,12 @@ async def _deliver(ctx: Context, raw: Mapping[str, Any]) -> ss.Outcome:
     target, problem = _target(ctx, spec)
     if target is None:
         return ss.Outcome(wanted_hash, unreachable=problem)
-    snapshot = ctx.cache.get("ConfigMap", ctx.namespace, str(annotations.get(ss.CONTENT_ANNOTATION)))
-    if snapshot is None:
+    try:
+        body = content.read_snapshot(ctx.cache, ctx.namespace, str(annotations.get(ss.CONTENT_ANNOTATION)))
+    except content.ContentError as e:
+        return ss.Outcome(wanted_hash, (ss.Feature(ss.FEATURE_RESOURCES, "Failed", "", str(e)),))
+    if body is None:
         return ss.Outcome(wanted_hash, health_message="waiting for the content snapshot")
-    body = content.load_snapshot(snapshot)
     previous = raw.get("status") or {}
     dry_run = profile.sync_mode == "DryRun"
     try:
@@ -119,10 +204,9 @@ async def _deliver(ctx: Context, raw: Mapping[str, Any]) -> ss.Outcome:
 
 async def _probe(target: MemberTarget) -> None:
     """Fail fast on a member that does not answer: helm and watches would otherwise hang for minutes."""
+    config = target.config()  # the member kubeconfig policy first: nothing it refuses is run or read
     try:
-        async with kubeclient.async_http(
-            kubeclient.config_from_bytes(target.kubeconfig), timeout=PROBE_TIMEOUT
-        ) as http:
+        async with kubeclient.async_http(config, timeout=PROBE_TIMEOUT) as http:
             response = await http.get("/readyz")
     except (ops.HTTPError, OSError) as e:
         raise MemberUnreachable(target.name, f"{type(e).__name__}: {e or 'no answer'}") from e
@@ -288,21 +372,56 @@ async def _finalize(ctx: Context, obj: Any, raw: Mapping[str, Any]) -> Result:
     if ss.FINALIZER not in (meta.get("finalizers") or []):
         return Result()
     leave = (meta.get("annotations") or {}).get(ss.LEAVE_POLICIES_ANNOTATION) == "true"
+    ours = _ours_to_withdraw(ctx, raw)
+    if ours:
+        await ctx.event(obj, True, NOT_OURS, f"not created by fleetwave ({ours}): nothing is withdrawn")
     target, _ = _target(ctx, raw.get("spec") or {})
-    if target is not None and not leave:
+    if target is not None and not leave and not ours:
         previous = raw.get("status") or {}
         try:
             await manifests.withdraw(
                 target, inventory=inventory(meta["namespace"], meta["name"]), kinds=_previous_kinds(previous)
             )
-            for r in previous.get("helmReleaseSummaries") or []:
-                await ctx.helm.uninstall(target, release=r["releaseName"], namespace=r["releaseNamespace"])
+            for release, namespace in _releases_to_uninstall(ctx, raw):
+                await ctx.helm.uninstall(target, release=release, namespace=namespace)
         except MemberUnreachable as e:
             # Never strand the summary forever on a cluster that is gone; say what was left behind.
             await ctx.event(obj, True, "WithdrawSkipped", f"{e}; its content was left in place")
     finalizers = [f for f in meta.get("finalizers") or [] if f != ss.FINALIZER]
     await _patch_meta(ctx, meta["namespace"], meta["name"], {"finalizers": finalizers})
     return Result()
+
+
+def _ours_to_withdraw(ctx: Context, raw: Mapping[str, Any]) -> str:
+    """Why a summary being deleted must not withdraw anything ("" when it may). Its profile is often
+    gone by now (garbage collection deletes the summaries after it), so a missing owner is fine; a
+    live owner must be the one its reference names."""
+    problem = ss.foreign(raw)
+    if problem:
+        return problem
+    profile = str(raw["metadata"]["labels"][ss.PROFILE_LABEL])
+    owner = ctx.cache.get("ClusterProfile", None, profile)
+    return "" if owner is None else ss.foreign(raw, profile, (owner.get("metadata") or {}).get("uid"))
+
+
+def _releases_to_uninstall(ctx: Context, raw: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The helm releases the summary recorded that its own content snapshot installs: status is
+    writable by others, so it alone never names a release to remove."""
+    annotations = raw["metadata"].get("annotations") or {}
+    name = str(annotations.get(ss.CONTENT_ANNOTATION) or "")
+    try:
+        body = content.read_snapshot(ctx.cache, ctx.namespace, name) or {}
+    except content.ContentError:
+        body = {}
+    charts = {
+        (str((c.get("chart") or {}).get("releaseName")), str((c.get("chart") or {}).get("releaseNamespace")))
+        for c in body.get("helmCharts") or []
+    }
+    recorded = [
+        (str(r.get("releaseName")), str(r.get("releaseNamespace")))
+        for r in (raw.get("status") or {}).get("helmReleaseSummaries") or []
+    ]
+    return [r for r in recorded if r in charts]
 
 
 async def _patch_meta(ctx: Context, namespace: str, name: str, metadata: Mapping[str, Any]) -> None:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from fleetwave.api.meta import API_VERSION
 from fleetwave.core import timestamps
 
 PROFILE_LABEL = "fleetwave.io/cluster-profile"
@@ -22,6 +23,9 @@ CONTENT_ANNOTATION = "fleetwave.io/content"
 CONTENT_HASH_ANNOTATION = "fleetwave.io/content-hash"
 LEAVE_POLICIES_ANNOTATION = "fleetwave.io/leave-policies"
 FINALIZER = "fleetwave.io/cleanup"
+
+OWNER_API_VERSION = API_VERSION
+OWNER_KIND = "ClusterProfile"
 
 FEATURE_RESOURCES = "Resources"
 FEATURE_HELM = "Helm"
@@ -34,6 +38,44 @@ def summary_name(profile: str, cluster: str) -> str:
         return name
     digest = hashlib.sha256(name.encode()).hexdigest()[:10]
     return f"{name[:242]}-{digest}"
+
+
+def foreign(summary: Mapping[str, Any], profile: str | None = None, uid: str | None = None) -> str:
+    """Why `summary` is not one fleetwave made ("" when it is): labels, name and namespace as
+    fleetwave writes them, and a controller reference to ClusterProfile `profile` whose uid is `uid`
+    (the live profile's: a reference to a profile that is gone, or was re-created, does not count).
+    With `profile`/`uid` left None only the summary's own shape is checked."""
+    meta = summary.get("metadata") or {}
+    spec = summary.get("spec") or {}
+    labels = meta.get("labels") or {}
+    named = labels.get(PROFILE_LABEL)
+    cluster = spec.get("clusterName")
+    if not named:
+        return f"it has no {PROFILE_LABEL} label"
+    if profile is not None and named != profile:
+        return f"its {PROFILE_LABEL} label names another profile"
+    if not cluster or labels.get(CLUSTER_LABEL) != cluster:
+        return f"its {CLUSTER_LABEL} label does not name spec.clusterName"
+    if spec.get("clusterNamespace") != meta.get("namespace"):
+        return "spec.clusterNamespace is not its own namespace"
+    if meta.get("name") != summary_name(str(named), str(cluster)):
+        return f"its name is not the one fleetwave gives ({PROFILE_LABEL} + spec.clusterName)"
+    controllers = [r for r in meta.get("ownerReferences") or [] if r.get("controller")]
+    owner = next(
+        (
+            r
+            for r in controllers
+            if r.get("apiVersion") == OWNER_API_VERSION
+            and r.get("kind") == OWNER_KIND
+            and r.get("name") == named
+        ),
+        None,
+    )
+    if owner is None:
+        return f"it has no controller reference to ClusterProfile {named}"
+    if uid is not None and owner.get("uid") != uid:
+        return f"its controller reference is not to the ClusterProfile {named} that exists"
+    return ""
 
 
 @dataclass(frozen=True, slots=True)

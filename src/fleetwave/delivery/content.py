@@ -15,14 +15,18 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import yaml
-
+from fleetwave.api import yamlsafe
 from fleetwave.kube.kinds import GVK
 
 INVENTORY_LABEL = "fleetwave.io/inventory"
 _LABEL_VALUE = re.compile(r"^(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)$")
 _LABEL_UNSAFE = re.compile(r"[^-A-Za-z0-9_.]+")
 _HASH_CHARS = 16
+# `kind: List` is a container: its items are expanded, Lists inside Lists too, but only this deep and
+# only up to this many objects per source (the YAML loader already bounds size, depth and aliases).
+MAX_LIST_DEPTH = 8
+MAX_OBJECTS = 10_000
+_WHERE = re.compile(r"line \d+, column \d+")
 
 # Apply waves, close to Helm's install order: what others depend on goes first. Unknown kinds
 # (custom resources) go last so their CRDs exist by then.
@@ -185,38 +189,101 @@ def diff_paths(left: Any, right: Any, path: str = "") -> list[str]:
     return [] if left == right else [path or "/"]
 
 
-def _documents(text: str, source: str) -> list[dict[str, Any]]:
+def yaml_error(err: yamlsafe.YamlError, source: str, *, redact: bool) -> ContentError:
+    """A YAML problem as a ContentError naming the source. With `redact` (Secret data) only the line
+    and column are kept: a parser's message may quote the input (an alias, a tag, a character)."""
+    detail = str(err).removeprefix(f"{source}: ")
+    if redact:
+        where = _WHERE.search(detail)
+        detail = f"invalid YAML at {where.group(0)}" if where else "refused by the YAML loader"
+    return ContentError(f"{source}: not valid YAML ({detail})")
+
+
+def load_yaml_map(text: str, source: str, *, redact: bool) -> dict[str, Any]:
+    """One YAML mapping (Helm values), read with the bounded loader; empty text is {}."""
     try:
-        docs = [d for d in yaml.safe_load_all(text) if d is not None]
-    except yaml.YAMLError as err:
-        raise ContentError(f"{source}: not valid YAML: {err}") from err
+        parsed = yamlsafe.load(text, what=source)
+    except yamlsafe.YamlError as err:
+        raise yaml_error(err, source, redact=redact) from None
+    if parsed is None:
+        return {}
+    if not isinstance(parsed, dict):
+        raise ContentError(f"{source}: values must be a YAML mapping")
+    return parsed
+
+
+def _documents(text: str, source: str, *, redact: bool = False) -> list[dict[str, Any]]:
+    try:
+        docs = yamlsafe.load_all(text, what=source)
+    except yamlsafe.YamlError as err:
+        raise yaml_error(err, source, redact=redact) from None
     out: list[dict[str, Any]] = []
     for doc in docs:
-        if isinstance(doc, dict) and doc.get("kind") == "List" and isinstance(doc.get("items"), list):
-            docs.extend(doc["items"])  # a v1 List is a container, not something to apply
-            continue
-        if not isinstance(doc, dict) or not doc.get("apiVersion") or not doc.get("kind"):
-            raise ContentError(
-                f"{source}: every document must be a Kubernetes object with apiVersion and kind"
-            )
-        if not (doc.get("metadata") or {}).get("name"):
-            raise ContentError(f"{source}: {doc['kind']} without metadata.name")
-        out.append(doc)
+        if doc is not None:
+            out += _expand(doc, source, redact=redact)
+        if len(out) > MAX_OBJECTS:
+            raise ContentError(f"{source}: more than {MAX_OBJECTS} objects")
     return out
 
 
+def _expand(doc: Any, source: str, *, redact: bool) -> list[dict[str, Any]]:
+    """The objects one document stands for: itself, or the items of a (nested) v1 List, in order.
+    Iterative, bounded in depth and count, and refusing a List that contains itself."""
+    out: list[dict[str, Any]] = []
+    stack: list[tuple[Any, int, frozenset[int]]] = [(doc, 0, frozenset())]
+    while stack:
+        item, depth, inside = stack.pop()
+        if isinstance(item, dict) and item.get("kind") == "List" and isinstance(item.get("items"), list):
+            if id(item) in inside:
+                raise ContentError(f"{source}: a List contains itself")
+            if depth >= MAX_LIST_DEPTH:
+                raise ContentError(f"{source}: Lists nested deeper than {MAX_LIST_DEPTH} levels")
+            if len(item["items"]) > MAX_OBJECTS:
+                raise ContentError(f"{source}: more than {MAX_OBJECTS} objects")
+            nested = inside | {id(item)}
+            stack.extend((child, depth + 1, nested) for child in reversed(item["items"]))
+            continue
+        out.append(_object(item, source, redact=redact))
+        if len(out) > MAX_OBJECTS:
+            raise ContentError(f"{source}: more than {MAX_OBJECTS} objects")
+    return out
+
+
+def _object(doc: Any, source: str, *, redact: bool) -> dict[str, Any]:
+    if not isinstance(doc, dict) or not doc.get("apiVersion") or not doc.get("kind"):
+        raise ContentError(f"{source}: every document must be a Kubernetes object with apiVersion and kind")
+    if not isinstance(doc.get("metadata") or {}, dict) or not (doc.get("metadata") or {}).get("name"):
+        what = "an object" if redact else str(doc["kind"])[:63]
+        raise ContentError(f"{source}: {what} without metadata.name")
+    return doc
+
+
 def parse_policy_data(
-    data: Mapping[str, str], *, base64_encoded: bool, source: str = ""
+    data: Mapping[str, str], *, base64_encoded: bool, source: str = "", redact: bool | None = None
 ) -> list[dict[str, Any]]:
     """Objects held in a ConfigMap's or Secret's data (Sveltos policyRefs): each key holds one or
-    more YAML/JSON documents; Secret data is base64. Keys are read in sorted order (stable output)."""
+    more YAML/JSON documents; Secret data is base64. Keys are read in sorted order (stable output).
+
+    Secret data is never quoted in an error (`redact`, on by default for base64 data): YAML problems
+    give line and column only."""
+    hide = base64_encoded if redact is None else redact
     objects: list[dict[str, Any]] = []
     for key in sorted(data):
-        text = data[key]
-        if base64_encoded:
-            try:
-                text = base64.b64decode(text, validate=True).decode()
-            except (binascii.Error, UnicodeDecodeError) as err:
-                raise ContentError(f"{source}[{key}]: not base64-encoded UTF-8 text") from err
-        objects += _documents(text, f"{source}[{key}]")
+        objects += _documents(
+            decode(data[key], f"{source}[{key}]", base64_encoded), f"{source}[{key}]", redact=hide
+        )
+        if len(objects) > MAX_OBJECTS:
+            raise ContentError(f"{source}: more than {MAX_OBJECTS} objects")
     return objects
+
+
+def decode(value: Any, source: str, base64_encoded: bool) -> str:
+    """A data value as text: Secret data is base64 of UTF-8 text; anything else is refused by name."""
+    if not isinstance(value, str):
+        raise ContentError(f"{source}: not text")
+    if not base64_encoded:
+        return value
+    try:
+        return base64.b64decode(value, validate=True).decode()
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        raise ContentError(f"{source}: not base64-encoded UTF-8 text") from None
