@@ -19,16 +19,13 @@ from typing import Any
 from fleetwave.controllers import members
 from fleetwave.controllers.context import Context, as_dict
 from fleetwave.core import timestamps
-from fleetwave.kube import kinds, kubeconfig_policy
+from fleetwave.kube import kinds
 from fleetwave.kube.status import StatusWrite, write_status
 from fleetwave.mgmt import registration
 from fleetwave.runtime.controller import Result
 
 PROBE_INTERVAL = 30.0
 
-SECRET_REFUSED = "KubeconfigSecretRefused"
-KUBECONFIG_MISSING = "KubeconfigMissing"
-KUBECONFIG_REFUSED = "KubeconfigRefused"
 REACHABLE = "APIServerReady"
 UNREACHABLE = "APIServerUnreachable"
 
@@ -41,25 +38,6 @@ class Verdict:
     version: str | None = None
 
 
-def credentials(ctx: Context, member: members.Member) -> tuple[bytes | None, Verdict | None]:
-    """The member's kubeconfig once it passed the policy, or the verdict that stops here (no probe)."""
-    where = f"kubeconfig Secret {member.secret[0]}/{member.secret[1]}"
-    if member.secret_problem:
-        return None, Verdict(False, SECRET_REFUSED, member.secret_problem)
-    secret = members.secret_of(ctx.cache, member)
-    if secret is None:
-        return None, Verdict(False, KUBECONFIG_MISSING, f"{where} is missing")
-    raw = members.kubeconfig_from_secret(secret, member.secret[2])
-    if raw is None:
-        key = member.secret[2] or "kubeconfig"
-        return None, Verdict(False, KUBECONFIG_MISSING, f"{where} has no readable key {key}")
-    try:
-        kubeconfig_policy.load(raw, allow_insecure=member.allow_insecure)
-    except kubeconfig_policy.KubeconfigRefused as e:
-        return None, Verdict(False, KUBECONFIG_REFUSED, f"{where}: {e}")
-    return raw, None
-
-
 async def reconcile(ctx: Context, key: str) -> Result:
     namespace, _, name = key.partition("/")
     obj = ctx.cache.obj("MemberCluster", namespace, name)
@@ -67,10 +45,13 @@ async def reconcile(ctx: Context, key: str) -> Result:
         return Result()
     raw_obj = as_dict(obj)
     member = members.from_object(raw_obj)
-    raw, verdict = credentials(ctx, member)
-    if verdict is None:
-        assert raw is not None
-        probe = await asyncio.to_thread(registration.probe, raw, allow_insecure=member.allow_insecure)
+    found = members.credentials(ctx.cache, member)
+    if found.kubeconfig is None:
+        verdict = Verdict(False, found.reason, found.message)
+    else:
+        probe = await asyncio.to_thread(
+            registration.probe, found.kubeconfig, allow_insecure=member.allow_insecure
+        )
         verdict = Verdict(
             probe.ready, REACHABLE if probe.ready else UNREACHABLE, probe.message, probe.version
         )

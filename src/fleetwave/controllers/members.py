@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import base64
 import binascii
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from fleetwave.core import model as m
 from fleetwave.delivery.target import MemberTarget
+from fleetwave.kube import kubeconfig_policy
 from fleetwave.mgmt.registration import ALLOW_INSECURE_ANNOTATION
 from fleetwave.translate import NAME_LABEL
 
@@ -102,6 +104,51 @@ def secret_of(cache: Lookup, member: Member) -> Obj | None:
     return cache.get("Secret", member.secret[0], member.secret[1])
 
 
+SECRET_REFUSED = "KubeconfigSecretRefused"
+KUBECONFIG_MISSING = "KubeconfigMissing"
+KUBECONFIG_REFUSED = "KubeconfigRefused"
+_QUOTED = re.compile(r"['\"]|invalid YAML")
+_WHERE = re.compile(r"line \d+, column \d+")
+
+
+@dataclass(frozen=True, slots=True)
+class Credentials:
+    """A member's kubeconfig once it passed the policy, or why it cannot be used (`reason`)."""
+
+    kubeconfig: bytes | None
+    reason: str = ""  # one of the constants above; "" when usable
+    message: str = ""  # names fields, never values
+
+
+def credentials(cache: Lookup, member: Member) -> Credentials:
+    """Check the member's kubeconfig without running or reading anything it names (pure)."""
+    where = f"kubeconfig Secret {member.secret[0]}/{member.secret[1]}"
+    if member.secret_problem:
+        return Credentials(None, SECRET_REFUSED, member.secret_problem)
+    secret = secret_of(cache, member)
+    if secret is None:
+        return Credentials(None, KUBECONFIG_MISSING, f"{where} is missing")
+    raw = kubeconfig_from_secret(secret, member.secret[2])
+    if raw is None:
+        return Credentials(
+            None, KUBECONFIG_MISSING, f"{where} has no readable key {member.secret[2] or 'kubeconfig'}"
+        )
+    try:
+        kubeconfig_policy.load(raw, allow_insecure=member.allow_insecure)
+    except kubeconfig_policy.KubeconfigRefused as e:
+        return Credentials(None, KUBECONFIG_REFUSED, f"{where}: {_unquoted(str(e))}")
+    return Credentials(raw)
+
+
+def _unquoted(message: str) -> str:
+    """A refusal as the policy words it (fields, no values); a YAML problem by line and column only,
+    since a parser's message may quote the input (an alias name, a tag)."""
+    if message.startswith("kubeconfig refused:") or not _QUOTED.search(message):
+        return message
+    where = _WHERE.search(message)
+    return f"kubeconfig: not valid YAML at {where.group(0)}" if where else "kubeconfig: not valid YAML"
+
+
 def target(member: Member, secret: Obj | None) -> MemberTarget | None:
     """The delivery target; its `config()` applies the kubeconfig policy before anything is used."""
     if secret is None or member.secret_problem:
@@ -114,10 +161,13 @@ def target(member: Member, secret: Obj | None) -> MemberTarget | None:
 
 def target_for(cache: Lookup, cluster: str) -> MemberTarget | None:
     """The delivery target of a registered member (`namespace/name`); None if it or its Secret is
-    gone, or its Secret reference is refused."""
+    gone, its Secret reference is refused, or its kubeconfig fails the policy."""
     namespace, _, name = cluster.partition("/")
     mc = cache.get("MemberCluster", namespace, name)
     if mc is None:
         return None
     member = from_object(mc)
-    return target(member, secret_of(cache, member))
+    found = credentials(cache, member)
+    if found.kubeconfig is None:
+        return None
+    return MemberTarget(name=member.key, kubeconfig=found.kubeconfig, allow_insecure=member.allow_insecure)

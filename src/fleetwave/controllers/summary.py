@@ -166,15 +166,10 @@ def _target(ctx: Context, spec: Mapping[str, Any]) -> tuple[MemberTarget | None,
     if mc is None:
         return None, f"cluster {spec.get('clusterNamespace')}/{spec.get('clusterName')} is not registered"
     member = members.from_object(mc)
-    if member.secret_problem:
-        return None, f"cluster {member.key}: {member.secret_problem}"
-    target = members.target(member, members.secret_of(ctx.cache, member))
-    if target is None:
-        return (
-            None,
-            f"kubeconfig Secret {member.secret[0]}/{member.secret[1]} of cluster {member.key} is missing",
-        )
-    return target, ""
+    found = members.credentials(ctx.cache, member)
+    if found.kubeconfig is None:
+        return None, f"cluster {member.key}: {found.message}"
+    return MemberTarget(member.key, found.kubeconfig, allow_insecure=member.allow_insecure), ""
 
 
 async def _deliver(ctx: Context, raw: Mapping[str, Any]) -> ss.Outcome:

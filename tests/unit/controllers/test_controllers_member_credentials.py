@@ -1,0 +1,275 @@
+"""Credentials are never a way in (controller side): a MemberCluster uses only its own namespace's
+Secret, opts in to insecure servers visibly, and a kubeconfig the policy refuses is reported as
+Ready=False with a reason, never probed, never quoted."""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from fleetwave.controllers import membercluster, members
+from fleetwave.controllers.context import Context
+from fleetwave.mgmt import registration
+
+T0 = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
+TOKEN = "tok-0d9f2a-never-shown"
+
+
+def _kubeconfig(user: dict[str, Any] | None = None, server: str = "https://10.0.0.1:6443") -> bytes:
+    return json.dumps(
+        {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "c", "cluster": {"server": server}}],
+            "users": [{"name": "u", "user": user if user is not None else {"token": TOKEN}}],
+            "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+            "current-context": "x",
+        }
+    ).encode()
+
+
+def _secret(kubeconfig: bytes, key: str = "kubeconfig") -> dict[str, Any]:
+    return {"metadata": {"name": "s"}, "type": "Opaque", "data": {key: base64.b64encode(kubeconfig).decode()}}
+
+
+def _mc(
+    name: str = "m1",
+    namespace: str = "team-a",
+    ref: dict[str, Any] | None = None,
+    annotations: dict[str, str] | None = None,
+    status: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    return {
+        "apiVersion": "fleetwave.io/v1alpha1",
+        "kind": "MemberCluster",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "annotations": annotations or {},
+            "resourceVersion": "5",
+            "generation": 2,
+        },
+        "spec": {"kubeconfigSecretRef": ref if ref is not None else {"name": "s", "key": "kubeconfig"}},
+        "status": status or {},
+    }
+
+
+class _Obj:
+    def __init__(self, body: dict[str, Any]) -> None:
+        self._body = body
+        self.apiVersion = body["apiVersion"]
+        self.kind = body["kind"]
+        self.metadata = SimpleNamespace(**body["metadata"])
+
+    @property
+    def status(self) -> Any:
+        return self._body.get("status")
+
+    def to_dict(self) -> dict[str, Any]:
+        return self._body
+
+
+class _Cache:
+    """Records every Secret read, so a test can prove a Secret was never read."""
+
+    def __init__(self, objects: dict[tuple[str, str, str], dict[str, Any]]) -> None:
+        self.objects = objects
+        self.reads: list[tuple[str, str, str]] = []
+
+    def obj(self, kind: str, namespace: str | None, name: str) -> Any:
+        body = self.objects.get((kind, namespace or "", name))
+        return None if body is None else _Obj(body)
+
+    def get(self, kind: str, namespace: str | None, name: str) -> dict[str, Any] | None:
+        self.reads.append((kind, namespace or "", name))
+        return self.objects.get((kind, namespace or "", name))
+
+
+@dataclass
+class _Client:
+    patches: list[Any] = field(default_factory=list)
+
+    async def patch(self, resource: Any, name: str, body: Any, **_: Any) -> None:
+        self.patches.append(body)
+
+
+class _Ctx(Context):
+    async def event(self, obj: Any, warning: bool, reason: str, message: str) -> None:
+        self.recorder.append((warning, reason, message))  # type: ignore[attr-defined]
+
+
+def _ctx(cache: _Cache, client: _Client) -> _Ctx:
+    return _Ctx(
+        client=client,  # type: ignore[arg-type]
+        cache=cache,  # type: ignore[arg-type]
+        recorder=[],  # type: ignore[arg-type]
+        helm=None,  # type: ignore[arg-type]
+        health=None,  # type: ignore[arg-type]
+        namespace="fleetwave-system",
+        clock=lambda: T0,
+    )
+
+
+def test_a_secret_in_another_namespace_is_refused_and_never_read() -> None:
+    mc = _mc(ref={"name": "their-kubeconfig", "namespace": "team-b"})
+    cache = _Cache({("Secret", "team-b", "their-kubeconfig"): _secret(_kubeconfig())})
+    member = members.from_object(mc)
+
+    assert "may only use a kubeconfig Secret in its own namespace (team-a)" in member.secret_problem
+    assert members.secret_of(cache, member) is None
+    assert members.target(member, _secret(_kubeconfig())) is None
+    found = members.credentials(cache, member)
+    assert (found.kubeconfig, found.reason) == (None, members.SECRET_REFUSED)
+
+    cache.objects[("MemberCluster", "team-a", "m1")] = mc
+    assert members.target_for(cache, "team-a/m1") is None
+    assert ("Secret", "team-b", "their-kubeconfig") not in cache.reads
+
+
+def test_the_own_namespace_written_out_is_fine() -> None:
+    mc = _mc(ref={"name": "s", "namespace": "team-a"})
+    cache = _Cache({("Secret", "team-a", "s"): _secret(_kubeconfig()), ("MemberCluster", "team-a", "m1"): mc})
+    target = members.target_for(cache, "team-a/m1")
+    assert target is not None
+    assert target.kubeconfig == _kubeconfig()
+    assert not target.allow_insecure
+
+
+def test_the_insecure_opt_in_is_the_visible_annotation() -> None:
+    plain_http = _kubeconfig(server="http://10.0.0.1:8080")
+    without = _mc()
+    with_opt_in = _mc(annotations={registration.ALLOW_INSECURE_ANNOTATION: "true"})
+    cache = _Cache({("Secret", "team-a", "s"): _secret(plain_http)})
+
+    refused = members.credentials(cache, members.from_object(without))
+    assert refused.reason == members.KUBECONFIG_REFUSED
+    assert "http:// (plain text)" in refused.message
+
+    member = members.from_object(with_opt_in)
+    assert member.allow_insecure
+    assert members.credentials(cache, member).kubeconfig == plain_http
+    target = members.target(member, cache.get("Secret", "team-a", "s"))
+    assert target is not None
+    assert target.allow_insecure  # MemberTarget.config() applies the same opt-in
+
+
+@pytest.mark.parametrize(
+    ("user", "field_named"),
+    [
+        ({"exec": {"command": "/bin/sh", "args": ["-c", f"touch /tmp/x; echo {TOKEN}"]}}, "user.exec"),
+        ({"tokenFile": "/var/run/secrets/kubernetes.io/serviceaccount/token"}, "user.tokenFile"),
+        ({"auth-provider": {"name": "oidc", "config": {"id-token": TOKEN}}}, "user.auth-provider"),
+    ],
+)
+def test_a_refused_kubeconfig_names_the_field_never_the_value(user: dict[str, Any], field_named: str) -> None:
+    cache = _Cache({("Secret", "team-a", "s"): _secret(_kubeconfig(user))})
+    found = members.credentials(cache, members.from_object(_mc()))
+    assert found.kubeconfig is None
+    assert found.reason == members.KUBECONFIG_REFUSED
+    assert field_named in found.message
+    assert TOKEN not in found.message
+    assert "/bin/sh" not in found.message
+
+
+@pytest.mark.parametrize(
+    "text",
+    [f"users: *{TOKEN}\n", f"token: !{TOKEN} x\n", f"a: [\n  {TOKEN}: : :\n", "\x00binary"],
+)
+def test_an_unreadable_kubeconfig_is_refused_by_line_and_column_only(text: str) -> None:
+    cache = _Cache({("Secret", "team-a", "s"): _secret(text.encode())})
+    found = members.credentials(cache, members.from_object(_mc()))
+    assert found.reason == members.KUBECONFIG_REFUSED
+    assert TOKEN not in found.message
+
+
+def test_a_missing_secret_or_key_is_missing_not_refused() -> None:
+    member = members.from_object(_mc())
+    assert members.credentials(_Cache({}), member).reason == members.KUBECONFIG_MISSING
+    other_key = _Cache({("Secret", "team-a", "s"): _secret(_kubeconfig(), key="value")})
+    assert members.credentials(other_key, member).reason == members.KUBECONFIG_MISSING
+    not_base64 = _Cache({("Secret", "team-a", "s"): {"data": {"kubeconfig": "%%%"}}})
+    assert members.credentials(not_base64, member).reason == members.KUBECONFIG_MISSING
+
+
+async def test_a_refused_kubeconfig_is_ready_false_with_its_reason_an_event_and_no_probe(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    probed: list[bytes] = []
+    monkeypatch.setattr(registration, "probe", lambda raw, **_: probed.append(raw))
+    exec_user = {"exec": {"command": "/bin/sh", "args": ["-c", f"echo {TOKEN}"]}}
+    mc = _mc(status={"ready": True, "connectionStatus": "Healthy", "version": "v1.35.0"})
+    cache = _Cache(
+        {("MemberCluster", "team-a", "m1"): mc, ("Secret", "team-a", "s"): _secret(_kubeconfig(exec_user))}
+    )
+    client = _Client()
+    ctx = _ctx(cache, client)
+
+    await membercluster.reconcile(ctx, "team-a/m1")
+
+    assert probed == []  # nothing reached the member: the exec plugin could not have run
+    (patch,) = client.patches
+    status = patch["status"]
+    assert status["ready"] is False
+    assert status["connectionStatus"] == "Down"
+    assert "user.exec runs a program" in status["failureMessage"]
+    (condition,) = status["conditions"]
+    assert condition["type"] == "Ready"
+    assert condition["status"] == "False"
+    assert condition["reason"] == members.KUBECONFIG_REFUSED
+    assert condition["lastTransitionTime"] == "2026-11-22T10:00:00Z"
+    assert ctx.recorder == [(True, members.KUBECONFIG_REFUSED, status["failureMessage"])]  # type: ignore[attr-defined]
+    assert TOKEN not in json.dumps(patch)
+    assert TOKEN not in json.dumps(ctx.recorder)  # type: ignore[attr-defined]
+
+
+async def test_a_foreign_secret_reference_is_reported_without_reading_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(registration, "probe", lambda *_a, **_k: pytest.fail("probed"))
+    mc = _mc(ref={"name": "their-kubeconfig", "namespace": "team-b"})
+    cache = _Cache(
+        {
+            ("MemberCluster", "team-a", "m1"): mc,
+            ("Secret", "team-b", "their-kubeconfig"): _secret(_kubeconfig()),
+        }
+    )
+    client = _Client()
+    ctx = _ctx(cache, client)
+
+    await membercluster.reconcile(ctx, "team-a/m1")
+
+    (condition,) = client.patches[0]["status"]["conditions"]
+    assert condition["reason"] == members.SECRET_REFUSED
+    assert ("Secret", "team-b", "their-kubeconfig") not in cache.reads
+    assert [r for _, r, _ in ctx.recorder] == [members.SECRET_REFUSED]  # type: ignore[attr-defined]
+
+
+async def test_an_accepted_kubeconfig_is_probed_with_the_opt_in(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[tuple[bytes, bool]] = []
+
+    def probe(raw: bytes, *, allow_insecure: bool = False, **_: Any) -> registration.Probe:
+        calls.append((raw, allow_insecure))
+        return registration.Probe(True, "v1.35.4", "API server ready")
+
+    monkeypatch.setattr(registration, "probe", probe)
+    config = _kubeconfig(server="http://10.0.0.1:8080")
+    mc = _mc(annotations={registration.ALLOW_INSECURE_ANNOTATION: "true"})
+    cache = _Cache({("MemberCluster", "team-a", "m1"): mc, ("Secret", "team-a", "s"): _secret(config)})
+    client = _Client()
+    ctx = _ctx(cache, client)
+
+    await membercluster.reconcile(ctx, "team-a/m1")
+
+    assert calls == [(config, True)]
+    status = client.patches[0]["status"]
+    assert (status["ready"], status["version"], status["conditions"][0]["reason"]) == (
+        True,
+        "v1.35.4",
+        membercluster.REACHABLE,
+    )

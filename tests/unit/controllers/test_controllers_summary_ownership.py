@@ -1,0 +1,306 @@
+"""Only ClusterSummaries fleetwave made are delivered (ADR 0046): a hand-made one is ignored with a
+Warning Event and a status condition, never delivered, never counted as a delivery, and deleting it
+withdraws nothing."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from fleetwave.controllers import content, rollout_common, summary
+from fleetwave.controllers import summary_status as ss
+from fleetwave.controllers.context import Context
+
+T0 = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
+NS = "fleet"
+SNAPSHOT = content.Resolved(hash="c" * 64, body={"policies": [], "helmCharts": []})
+
+
+class _Obj:
+    def __init__(self, body: dict[str, Any]) -> None:
+        self._body = body
+        self.apiVersion = body.get("apiVersion")
+        self.kind = body.get("kind")
+        self.metadata = SimpleNamespace(**body["metadata"])
+
+    @property
+    def status(self) -> Any:
+        return self._body.get("status")
+
+    def to_dict(self) -> dict[str, Any]:
+        return self._body
+
+
+class _Cache:
+    def __init__(self, objects: list[dict[str, Any]]) -> None:
+        self.objects = {
+            (o["kind"], o["metadata"].get("namespace") or "", o["metadata"]["name"]): o for o in objects
+        }
+
+    def obj(self, kind: str, namespace: str | None, name: str) -> Any:
+        body = self.objects.get((kind, namespace or "", name))
+        return None if body is None else _Obj(body)
+
+    def get(self, kind: str, namespace: str | None, name: str) -> dict[str, Any] | None:
+        return self.objects.get((kind, namespace or "", name))
+
+    def list(self, kind: str) -> list[dict[str, Any]]:
+        return [o for (k, _, _), o in self.objects.items() if k == kind]
+
+
+@dataclass
+class _Client:
+    patches: list[tuple[str, Any]] = field(default_factory=list)
+
+    async def patch(self, resource: Any, name: str, body: Any, **_: Any) -> None:
+        self.patches.append((name, body))
+
+
+class _Forbidden:
+    """Helm and health ports that must never be used for a summary that is not fleetwave's."""
+
+    def __getattr__(self, name: str) -> Any:
+        pytest.fail(f"{name} called: something was delivered or withdrawn")
+
+
+class _Ctx(Context):
+    async def event(self, obj: Any, warning: bool, reason: str, message: str) -> None:
+        self.recorder.append((warning, reason, message))  # type: ignore[attr-defined]
+
+
+def _ctx(cache: _Cache, client: _Client) -> _Ctx:
+    return _Ctx(
+        client=client,  # type: ignore[arg-type]
+        cache=cache,  # type: ignore[arg-type]
+        recorder=[],  # type: ignore[arg-type]
+        helm=_Forbidden(),  # type: ignore[arg-type]
+        health=_Forbidden(),  # type: ignore[arg-type]
+        namespace="fleetwave-system",
+        clock=lambda: T0,
+    )
+
+
+def _profile(name: str = "web", uid: str = "uid-web", **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "fleetwave.io/v1alpha1",
+        "kind": "ClusterProfile",
+        "metadata": {"name": name, "uid": uid, "annotations": spec.pop("annotations", {})},
+        "spec": spec or {"clusterSelector": {"matchLabels": {"env": "dev"}}},
+    }
+
+
+def _member(name: str = "m1", env: str = "dev") -> dict[str, Any]:
+    return {
+        "apiVersion": "fleetwave.io/v1alpha1",
+        "kind": "MemberCluster",
+        "metadata": {"name": name, "namespace": NS, "labels": {"env": env}},
+        "spec": {},
+        "status": {"ready": True},
+    }
+
+
+def _summary(profile: str = "web", uid: str = "uid-web", cluster: str = "m1", **over: Any) -> dict[str, Any]:
+    body = {
+        "apiVersion": "fleetwave.io/v1alpha1",
+        "kind": "ClusterSummary",
+        "metadata": {
+            "name": ss.summary_name(profile, cluster),
+            "namespace": NS,
+            "uid": "s-uid",
+            "resourceVersion": "9",
+            "generation": 1,
+            "labels": {
+                ss.PROFILE_LABEL: profile,
+                ss.SVELTOS_PROFILE_LABEL: profile,
+                ss.CLUSTER_LABEL: cluster,
+            },
+            "annotations": {
+                ss.CONTENT_ANNOTATION: SNAPSHOT.snapshot_name,
+                ss.CONTENT_HASH_ANNOTATION: SNAPSHOT.hash,
+                ss.LEAVE_POLICIES_ANNOTATION: "false",
+            },
+            "ownerReferences": [
+                {
+                    "apiVersion": "fleetwave.io/v1alpha1",
+                    "kind": "ClusterProfile",
+                    "name": profile,
+                    "uid": uid,
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        },
+        "spec": {
+            "clusterNamespace": NS,
+            "clusterName": cluster,
+            "clusterType": "Sveltos",
+            "clusterProfileSpec": {},
+        },
+        "status": {},
+    }
+    for path, value in over.items():
+        *parents, last = path.split("__")
+        node: Any = body
+        for p in parents:
+            node = node[p]
+        if value is None:
+            node.pop(last, None)
+        else:
+            node[last] = value
+    return body
+
+
+def _hand_made() -> dict[str, Any]:
+    """What someone with `create clustersummaries` might write to push a snapshot to a member."""
+    return {
+        "apiVersion": "fleetwave.io/v1alpha1",
+        "kind": "ClusterSummary",
+        "metadata": {"name": "push", "namespace": NS, "resourceVersion": "1", "generation": 1},
+        "spec": {"clusterNamespace": NS, "clusterName": "m1", "clusterProfileSpec": {}},
+        "status": {},
+    }
+
+
+def _world(*extra: dict[str, Any]) -> list[dict[str, Any]]:
+    snapshot = content.snapshot_configmap(SNAPSHOT, "fleetwave-system")
+    return [_profile(), _member(), snapshot, *extra]
+
+
+@pytest.mark.parametrize(
+    ("doc", "problem"),
+    [
+        (_hand_made(), f"no {ss.PROFILE_LABEL} label"),
+        (_summary(metadata__ownerReferences=None), "no controller reference to ClusterProfile web"),
+        (_summary(uid="uid-of-something-else"), "not to the ClusterProfile web that exists"),
+        (_summary(metadata__name="web-elsewhere"), "name is not the one fleetwave gives"),
+        (_summary(spec__clusterNamespace="other"), "spec.clusterNamespace is not its own namespace"),
+        (_summary(profile="gone", uid="uid-gone"), "ClusterProfile gone does not exist"),
+        (
+            _summary(metadata__annotations={ss.CONTENT_ANNOTATION: "any-configmap"}),
+            "does not name a fleetwave content snapshot",
+        ),
+    ],
+)
+async def test_a_summary_fleetwave_did_not_make_is_ignored_with_an_event(
+    doc: dict[str, Any], problem: str
+) -> None:
+    client = _Client()
+    ctx = _ctx(_Cache(_world(doc)), client)
+
+    result = await summary.reconcile(ctx, f"{NS}/{doc['metadata']['name']}")
+
+    ((_, patch),) = client.patches  # the status only: no finalizer, nothing delivered
+    assert set(patch) == {"metadata", "status"}
+    (condition,) = patch["status"]["conditions"]
+    assert (condition["status"], condition["reason"]) == ("False", summary.NOT_OURS)
+    assert problem in condition["message"]
+    ((warning, reason, message),) = ctx.recorder  # type: ignore[attr-defined]
+    assert (warning, reason) == (True, summary.NOT_OURS)
+    assert problem in message
+    assert not result.requeue
+    assert result.requeue_after is None
+
+
+async def test_the_event_is_not_repeated_while_nothing_changes() -> None:
+    doc = _hand_made()
+    client = _Client()
+    ctx = _ctx(_Cache(_world(doc)), client)
+    await summary.reconcile(ctx, f"{NS}/push")
+    doc["status"] = copy.deepcopy(client.patches[0][1]["status"])
+
+    await summary.reconcile(ctx, f"{NS}/push")
+
+    assert len(client.patches) == 1
+    assert len(ctx.recorder) == 1  # type: ignore[attr-defined]
+
+
+async def test_a_summary_fleetwave_made_goes_on_to_delivery() -> None:
+    client = _Client()
+    ctx = _ctx(_Cache(_world(_summary())), client)
+
+    result = await summary.reconcile(ctx, f"{NS}/{ss.summary_name('web', 'm1')}")
+
+    ((_, patch),) = client.patches
+    assert patch == {"metadata": {"finalizers": [ss.FINALIZER]}}  # accepted: the finalizer comes first
+    assert result.requeue
+    assert ctx.recorder == []  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    "world",
+    [
+        # The stage profile pins another snapshot than the summary names (it has not caught up yet).
+        [_profile(annotations={rollout_common.PINNED_ANNOTATION: "fw-content-" + "d" * 40}), _member()],
+        # The profile no longer selects the cluster (it will delete the summary).
+        [_profile(), _member(env="prod")],
+        # A stage profile lists the clusters the promotion admitted: m1 is not (yet) one of them.
+        [_profile(clusterRefs=[{"kind": "MemberCluster", "namespace": NS, "name": "m2"}]), _member()],
+    ],
+)
+async def test_a_summary_its_profile_does_not_want_as_it_is_waits_without_delivering(
+    world: list[dict[str, Any]],
+) -> None:
+    client = _Client()
+    ctx = _ctx(_Cache([*world, _summary()]), client)
+
+    result = await summary.reconcile(ctx, f"{NS}/{ss.summary_name('web', 'm1')}")
+
+    assert client.patches == []
+    assert ctx.recorder == []  # type: ignore[attr-defined]
+    assert result.requeue
+
+
+async def test_deleting_a_summary_fleetwave_did_not_make_withdraws_nothing() -> None:
+    doc = _summary(uid="forged")
+    doc["metadata"]["deletionTimestamp"] = "2026-11-22T09:00:00Z"
+    doc["metadata"]["finalizers"] = [ss.FINALIZER]
+    doc["status"] = {"helmReleaseSummaries": [{"releaseName": "kyverno", "releaseNamespace": "kyverno"}]}
+    client = _Client()
+    ctx = _ctx(_Cache(_world(doc)), client)
+
+    await summary.reconcile(ctx, f"{NS}/{doc['metadata']['name']}")  # _Forbidden: no helm, no withdraw
+
+    ((_, patch),) = client.patches
+    assert patch == {"metadata": {"finalizers": []}}
+    assert [r for _, r, _ in ctx.recorder] == [summary.NOT_OURS]  # type: ignore[attr-defined]
+
+
+def test_only_releases_the_summary_s_own_snapshot_installs_are_uninstalled() -> None:
+    chart = {"chart": {"releaseName": "web", "releaseNamespace": "web"}, "values": {}}
+    resolved = content.Resolved(hash="e" * 64, body={"policies": [], "helmCharts": [chart]})
+    doc = _summary(metadata__annotations={ss.CONTENT_ANNOTATION: resolved.snapshot_name})
+    doc["status"] = {
+        "helmReleaseSummaries": [
+            {"releaseName": "web", "releaseNamespace": "web"},
+            {"releaseName": "kyverno", "releaseNamespace": "kyverno"},  # written by someone else
+        ]
+    }
+    ctx = _ctx(_Cache([content.snapshot_configmap(resolved, "fleetwave-system")]), _Client())
+    assert summary._releases_to_uninstall(ctx, doc) == [("web", "web")]
+
+
+def test_hand_made_summaries_never_count_as_a_profile_s_deliveries() -> None:
+    ours = _summary()
+    forged = _summary(uid="forged", metadata__name="web-sveltos-m1-copy")
+    forged["status"] = {"observedContentHash": "x", "conditions": [{"type": "Ready", "status": "True"}]}
+    cache = _Cache([_profile(), ours, forged])
+
+    found = rollout_common.summaries_of(cache, "web")  # type: ignore[arg-type]
+
+    assert found == {f"{NS}/m1": ours}
+
+
+def test_foreign_checks_the_shape_fleetwave_writes() -> None:
+    assert ss.foreign(_summary()) == ""
+    assert ss.foreign(_summary(), "web", "uid-web") == ""
+    assert "another profile" in ss.foreign(_summary(), "api", "uid-web")
+    wrong_label = _summary(metadata__labels={ss.PROFILE_LABEL: "web", ss.CLUSTER_LABEL: "m2"})
+    assert "does not name spec.clusterName" in ss.foreign(wrong_label)
+    not_controller = _summary()
+    not_controller["metadata"]["ownerReferences"][0]["controller"] = False
+    assert "no controller reference" in ss.foreign(not_controller)
