@@ -4,10 +4,14 @@ caller's event loop keeps running, and the pool replaces what it killed (real me
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TypeVar
+
+import pytest
 
 from fleetwave.api.sveltos import ValidateHealth
 from fleetwave.local import fleet, processes
@@ -125,3 +129,58 @@ def _dead_kubeconfig() -> bytes:
         "users: [{name: x, user: {token: t}}]\n"
         "contexts: [{name: x, context: {cluster: x, user: x}}]\n"
     ).encode()
+
+
+def _worker_pids() -> set[int]:
+    """Live (not yet reaped) sandbox worker processes started by this test process."""
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                if ppid == os.getpid() and b"fleetwave.sandbox.worker" in (entry / "cmdline").read_bytes():
+                    found.add(int(entry.name))
+    return found
+
+
+async def _until(predicate: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + 30
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.05)
+
+
+async def test_closing_the_pool_kills_and_reaps_a_busy_worker(local_fleet: fleet.FleetState) -> None:
+    pool = CheckPool(Budget(workers=1, wall_seconds=300.0))
+    await pool.start()
+    busy = _worker_pids()
+    assert len(busy) == 1
+    job = asyncio.create_task(pool.check(_kubeconfig(local_fleet), [_check(BACKTRACKING)], []))
+    await _until(lambda: pool.idle == 0, "the job to reach the worker")
+    await asyncio.sleep(0.5)
+    await pool.close()
+    assert await job == Verdict(False, "the health-check sandbox is shut down")
+    assert not (_worker_pids() & busy)
+    assert pool.processes == 0
+
+
+async def test_a_cancelled_check_kills_its_worker_and_the_pool_carries_on(
+    local_fleet: fleet.FleetState,
+) -> None:
+    pool = CheckPool(Budget(workers=1, wall_seconds=300.0))
+    await pool.start()
+    try:
+        kubeconfig = _kubeconfig(local_fleet)
+        first = _worker_pids()
+        job = asyncio.create_task(pool.check(kubeconfig, [_check(BACKTRACKING)], []))
+        await _until(lambda: pool.idle == 0, "the job to reach the worker")
+        await asyncio.sleep(0.5)
+        job.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await job
+        await _until(lambda: not (_worker_pids() & first), "the cancelled job's worker to be reaped")
+        after = await pool.check(kubeconfig, [_check(HEALTHY)], [("v1", "Namespace", None, "default")])
+        assert after == Verdict(True, "ready; health checks passing: probe")
+    finally:
+        await pool.close()
+    assert _worker_pids() == set()

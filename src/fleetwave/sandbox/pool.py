@@ -108,8 +108,13 @@ class CheckPool:
 
     @property
     def processes(self) -> int:
-        """Worker processes alive now (idle or busy)."""
+        """Worker processes alive now (idle or busy, starting included)."""
         return len(self._live)
+
+    @property
+    def idle(self) -> int:
+        """Workers started and waiting for a job."""
+        return len(self._idle)
 
     async def start(self) -> None:
         """Warm the pool: every worker started and ready."""

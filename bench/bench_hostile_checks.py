@@ -1,0 +1,284 @@
+"""The sandbox table (issue 9, ADR 0041): hostile health checks on a real member, before and after.
+
+Before: the check evaluated in-process on a worker thread, as the controller did before ADR 0041
+(today's in-interpreter limits included), in a child process the bench kills after --cap seconds;
+the child's event loop ticks every 20 ms next to it and reports its longest stall.
+After: the same check through the running controller's own sandbox pool (app.build, default
+settings), while a thread probes that controller's /healthz every 100 ms.
+
+Run: .venv/bin/python bench/bench_hostile_checks.py [--cap 30]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import datetime as dt
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+from fleetwave.api.sveltos import ValidateHealth
+from fleetwave.controllers import app
+from fleetwave.kube import client as kubeclient
+from fleetwave.kube import sync_ops
+from fleetwave.local import binaries, fleet, processes
+from fleetwave.mgmt import install
+
+NS = "default"
+OBJECTS = [("v1", "ConfigMap", NS, "marker")]
+LIST = "[" + ",".join(str(i) for i in range(60)) + "]"
+
+
+def _lua(body: str) -> str:
+    return f"function evaluate()\n{body}\nreturn {{healthy = true}}\nend"
+
+
+HOSTILE: dict[str, tuple[str, dict[str, object]]] = {
+    "getResource at the Lua memory cap": (
+        "froze the whole process on main",
+        {
+            "script": _lua(
+                "local hog = {}\npcall(function() for i = 1, 1e9 do hog[i] = i end end)\n"
+                "local kept = {}\n"
+                f'for i = 1, 1000 do kept[i] = getResource("v1", "ConfigMap", "{NS}", "big") end'
+            )
+        },
+    ),
+    "backtracking a? x40 in string.find": (
+        "C matcher, no hook",
+        {"script": _lua('string.find(string.rep("a", 40), string.rep("a?", 40) .. string.rep("a", 40))')},
+    ),
+    "%b() over 1 MB": ("C matcher, no hook", {"script": _lua('string.find(string.rep("(", 1e6), "%b()")')}),
+    "lazy .-.-.-.-b over 5 MB": (
+        "guarded pattern",
+        {"script": _lua('string.find(string.rep("a", 5e6), ".-.-.-.-b")')},
+    ),
+    "while true do end": ("instruction hook", {"script": "function evaluate() while true do end end"}),
+    "allocation loop": (
+        "Lua memory cap",
+        {"script": _lua('local t = {}\nfor i = 1, 1e9 do t[i] = string.rep("x", 1000) .. i end')},
+    ),
+    "1000 getResource calls": (
+        "host-call budget",
+        {"script": _lua(f'for i = 1, 1000 do getResource("v1", "ConfigMap", "{NS}", "marker") end')},
+    ),
+    "CEL nested macros 60^3": (
+        "CEL cost limit",
+        {
+            "evaluateCEL": [
+                {"name": "nested", "rule": f"{LIST}.all(a, {LIST}.all(b, {LIST}.all(c, a + b + c >= 0)))"}
+            ]
+        },
+    ),
+    "CEL matches('^(a+)+$') on 30 a's + '!'": (
+        "Python re, no cost hook",
+        {
+            "evaluateCEL": [
+                {
+                    "name": "regex",
+                    "rule": "self.kind == 'ConfigMap' && '" + "a" * 30 + "!'.matches('^(a+)+$')",
+                }
+            ]
+        },
+    ),
+}
+
+
+def _check(fields: dict[str, object]) -> ValidateHealth:
+    return ValidateHealth.model_validate(
+        {
+            "name": "hostile",
+            "featureID": "Resources",
+            "version": "v1",
+            "kind": "ConfigMap",
+            "namespace": NS,
+            "resourceName": "marker",
+            **fields,
+        }
+    )
+
+
+# --- before: in-process, in a child the bench can kill -------------------------------------------
+
+
+def child(name: str, kubeconfig: str) -> None:
+    """Judge one hostile check on a worker thread while this loop ticks; print progress as JSON lines."""
+    from fleetwave.health import cluster_check  # noqa: PLC0415 (the child alone evaluates in-process)
+
+    config = Path(kubeconfig).read_bytes()
+
+    async def main() -> None:
+        start = time.monotonic()
+        job = asyncio.create_task(
+            asyncio.to_thread(cluster_check.judge, config, [_check(HOSTILE[name][1])], OBJECTS)
+        )
+        longest = 0.0
+        last_report = start
+        while not job.done():
+            before = time.monotonic()
+            await asyncio.sleep(0.02)
+            longest = max(longest, time.monotonic() - before - 0.02)
+            if time.monotonic() - last_report > 1:
+                print(json.dumps({"stall_ms": longest * 1000}), flush=True)
+                last_report = time.monotonic()
+        verdict = job.result()
+        seconds = time.monotonic() - start
+        print(
+            json.dumps(
+                {"stall_ms": longest * 1000, "ok": verdict.ok, "message": verdict.message, "s": seconds}
+            )
+        )
+
+    asyncio.run(main())
+
+
+def in_process(name: str, kubeconfig: str, cap: float) -> tuple[str, str, str]:
+    cmd = [sys.executable, __file__, "--child", name, "--kubeconfig", kubeconfig]
+    start = time.monotonic()
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=cap, check=False).stdout
+        finished = True
+    except subprocess.TimeoutExpired as e:
+        raw = e.stdout or b""
+        out = raw.decode() if isinstance(raw, bytes) else raw
+        finished = False
+    lines = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    stall = f"{lines[-1]['stall_ms']:.0f} ms" if lines else "no tick at all"
+    if not finished:
+        return f"still running at {cap:g}s (killed)", f">{cap:g} s", stall
+    if not lines or "message" not in lines[-1]:
+        return "child crashed", f"{time.monotonic() - start:.1f} s", stall
+    last = lines[-1]
+    return _short(last["message"]), f"{last['s']:.2f} s", stall
+
+
+# --- after: the running controller's own pool -------------------------------------------------------
+
+
+class HealthzProbe:
+    def __init__(self, port: int) -> None:
+        self.url = f"http://127.0.0.1:{port}/healthz"
+        self.samples: list[float] = []
+        self.failures = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(0.1):
+            start = time.monotonic()
+            try:
+                with urllib.request.urlopen(self.url, timeout=10) as r:
+                    r.read()
+                self.samples.append((time.monotonic() - start) * 1000)
+            except OSError:
+                self.failures += 1
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[HealthzProbe]:
+        self.samples, self.failures = [], 0
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+        try:
+            yield self
+        finally:
+            self._stop.set()
+            self._thread.join()
+
+
+async def sandboxed(mgmt_kubeconfig: str, member_kubeconfig: bytes) -> dict[str, tuple[str, str, str]]:
+    settings = app.Settings(
+        leader_election=False,
+        metrics_port=processes.free_port(),
+        health_port=processes.free_port(),
+        helm_binary="helm",
+    )
+    client = kubeclient.async_client(kubeclient.config_from_file(mgmt_kubeconfig))
+    manager = app.build(client, settings, handle_signals=False)
+    running = asyncio.create_task(manager.run())
+    pool = manager.health_pool  # type: ignore[attr-defined]
+    probe = HealthzProbe(settings.health_port)
+    rows = {}
+    try:
+        while pool.idle < settings.health_workers:  # noqa: ASYNC110 (the manager warms the pool)
+            await asyncio.sleep(0.2)
+        await asyncio.sleep(1)
+        for name, (_, fields) in HOSTILE.items():
+            with probe.running():
+                start = time.monotonic()
+                verdict = await pool.check(member_kubeconfig, [_check(fields)], OBJECTS)
+                seconds = time.monotonic() - start
+                await asyncio.sleep(0.3)  # a few probes after the kill too
+            healthz = (
+                f"p50 {statistics.median(probe.samples):.1f} / max {max(probe.samples):.1f} ms"
+                + (f", {probe.failures} failed" if probe.failures else "")
+                if probe.samples
+                else "no answer"
+            )
+            rows[name] = (_short(verdict.message), f"{seconds:.2f} s", healthz)
+    finally:
+        manager.stop()
+        await running
+        await client.close()
+    return rows
+
+
+def _short(text: str, width: int = 96) -> str:
+    text = text.replace("health check 'hostile': cannot judge ConfigMap default/marker: ", "")
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cap", type=float, default=30.0, help="seconds an in-process run may take")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--kubeconfig", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(args.child, args.kubeconfig)
+        return
+    bins = binaries.ensure()
+    with tempfile.TemporaryDirectory(prefix="fleetwave-bench-hostile-") as tmp:
+        state_dir = Path(tmp) / "fleet"
+        state = fleet.up(
+            state_dir,
+            members=fleet.default_member_labels(1),
+            now=dt.datetime.now(dt.UTC),
+            bin_dir=bins.directory,
+        )
+        try:
+            mgmt = state.cluster(fleet.MANAGEMENT).kubeconfig
+            install.install(kubeclient.client(kubeclient.config_from_file(mgmt)))
+            member = state.members[0].kubeconfig
+            member_client = kubeclient.client(kubeclient.config_from_file(member))
+            for name, data in (("marker", {"k": "v"}), ("big", {"blob": "x" * 600_000})):
+                doc = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": NS}}
+                sync_ops.apply(member_client, doc | {"data": data})
+            after = asyncio.run(sandboxed(mgmt, Path(member).read_bytes()))
+            before = {name: in_process(name, member, args.cap) for name in HOSTILE}
+        finally:
+            fleet.down(state_dir)
+    print("Sandbox table: one hostile check on one real member (kube-apiserver), same run.")
+    print("before = in-process on a worker thread (today's in-interpreter limits), child killed at the cap;")
+    print("         'loop stall' = longest gap of a 20 ms asyncio ticker in that process.")
+    print("after  = the running controller's sandbox pool (defaults: 2 workers, 20 s wall, 1 GiB);")
+    print("         /healthz of that controller probed every 100 ms during the check.\n")
+    for name, (stopper, _) in HOSTILE.items():
+        b_out, b_time, b_stall = before[name]
+        a_out, a_time, a_healthz = after[name]
+        print(f"{name}  [{stopper}]")
+        print(f"  before: {b_time:>8}  loop stall {b_stall:>10}  {b_out}")
+        print(f"  after:  {a_time:>8}  /healthz {a_healthz}  {a_out}")
+
+
+if __name__ == "__main__":
+    main()
