@@ -141,3 +141,52 @@ def render(crd: dict[str, Any]) -> str:
 def render_files() -> dict[str, str]:
     """File name -> content, for every native kind."""
     return {file_name(c): render(c) for c in all_crds()}
+
+
+# A CRD's CEL rules see only metadata.name/generateName of the object, not its namespace, so "a
+# MemberCluster uses a Secret in its own namespace" is checked at admission by a
+# ValidatingAdmissionPolicy (GA since Kubernetes 1.30). The controller enforces the same rule itself
+# (it never reads another namespace's Secret), so a cluster without the policy is still safe.
+MEMBER_SECRET_POLICY = "memberclusters.fleetwave.io-own-namespace-secret"
+MEMBER_SECRET_RULE = (
+    "!has(object.spec.kubeconfigSecretRef) || !has(object.spec.kubeconfigSecretRef.namespace)"
+    " || object.spec.kubeconfigSecretRef.namespace == object.metadata.namespace"
+)
+
+
+def admission_policies() -> list[dict[str, Any]]:
+    """The ValidatingAdmissionPolicy (and its binding) that refuses a MemberCluster naming a
+    kubeconfig Secret in another namespace."""
+    policy = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": MEMBER_SECRET_POLICY},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {
+                "resourceRules": [
+                    {
+                        "apiGroups": [GROUP],
+                        "apiVersions": ["*"],
+                        "operations": ["CREATE", "UPDATE"],
+                        "resources": ["memberclusters"],
+                    }
+                ]
+            },
+            "validations": [
+                {
+                    "expression": MEMBER_SECRET_RULE,
+                    "message": "spec.kubeconfigSecretRef.namespace: a MemberCluster may only use a "
+                    "kubeconfig Secret in its own namespace",
+                    "reason": "Forbidden",
+                }
+            ],
+        },
+    }
+    binding = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": MEMBER_SECRET_POLICY},
+        "spec": {"policyName": MEMBER_SECRET_POLICY, "validationActions": ["Deny"]},
+    }
+    return [policy, binding]
