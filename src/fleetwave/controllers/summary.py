@@ -91,7 +91,9 @@ def _standing(ctx: Context, raw: Mapping[str, Any]) -> tuple[str, str]:
     profile = str(meta["labels"][ss.PROFILE_LABEL])
     owner = ctx.cache.get("ClusterProfile", None, profile)
     if owner is None:
-        return f"ClusterProfile {profile} does not exist", ""
+        # Its profile was deleted (garbage collection deletes the summary next, and the finalizer
+        # withdraws what it delivered), or never existed (then GC deletes it as well): no delivery.
+        return "", f"ClusterProfile {profile} does not exist"
     problem = ss.foreign(raw, profile, (owner.get("metadata") or {}).get("uid"))
     if problem:
         return problem, ""
@@ -133,7 +135,9 @@ async def _ignore(ctx: Context, obj: Any, raw: Mapping[str, Any], problem: str) 
         "lastTransitionTime": since or timestamps.fmt(ctx.clock()),
         "observedGeneration": raw["metadata"].get("generation"),
     }
-    status = {"conditions": [condition], "failureMessage": message}
+    # Only the condition changes: a summary that was delivered before keeps the record of what it
+    # deployed (withdrawing on deletion is decided separately, see `_ours_to_withdraw`).
+    status = {**previous, "conditions": [condition], "failureMessage": message}
     written = await write_status(ctx.client, kinds.resource("ClusterSummary"), obj, status)
     if written is StatusWrite.CONFLICT:
         return Result(requeue=True)

@@ -179,7 +179,6 @@ def _world(*extra: dict[str, Any]) -> list[dict[str, Any]]:
         (_summary(uid="uid-of-something-else"), "not to the ClusterProfile web that exists"),
         (_summary(metadata__name="web-elsewhere"), "name is not the one fleetwave gives"),
         (_summary(spec__clusterNamespace="other"), "spec.clusterNamespace is not its own namespace"),
-        (_summary(profile="gone", uid="uid-gone"), "ClusterProfile gone does not exist"),
         (
             _summary(metadata__annotations={ss.CONTENT_ANNOTATION: "any-configmap"}),
             "does not name a fleetwave content snapshot",
@@ -240,6 +239,8 @@ async def test_a_summary_fleetwave_made_goes_on_to_delivery() -> None:
         [_profile(), _member(env="prod")],
         # A stage profile lists the clusters the promotion admitted: m1 is not (yet) one of them.
         [_profile(clusterRefs=[{"kind": "MemberCluster", "namespace": NS, "name": "m2"}]), _member()],
+        # Its profile is gone: garbage collection deletes it next (and its finalizer withdraws).
+        [_member()],
     ],
 )
 async def test_a_summary_its_profile_does_not_want_as_it_is_waits_without_delivering(
