@@ -5,14 +5,22 @@ skipped when the deployed revision already has the desired chart version and val
 attempt is rolled back to the last good revision, or uninstalled if there is none, so it never
 blocks the next one (ADR 0045). Expected failures come back in the report; only an unreachable
 member raises (`MemberUnreachable`).
+
+helm runs in a process group of its own. When the awaiting reconcile is cancelled (the lease was
+lost, the controller is stopping) or a command outlives its timeout, the whole group is killed with
+SIGKILL and reaped before the cancellation goes on: no helm keeps acting on a member after its
+reconcile is gone, so two replicas never drive one release at once. Names reach helm validated and
+positional arguments after `--` (`helmplan`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 import os
+import signal
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -81,22 +89,26 @@ class _Helm:
         }
 
     async def run(self, *args: str) -> _Result:
+        """helm with `args` (flags, then `--` and the positional arguments), in its own process group."""
+        cut = args.index("--") if "--" in args else len(args)
+        argv = [*args[:cut], "--kubeconfig", str(self.kubeconfig), *args[cut:]]
         proc = await asyncio.create_subprocess_exec(
             self.binary,
-            *args,
-            "--kubeconfig",
-            str(self.kubeconfig),
+            *argv,
             env=self.env,
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,  # its own process group: killed whole, children included
         )
         try:
             out, err = await asyncio.wait_for(proc.communicate(), _COMMAND_TIMEOUT)
         except TimeoutError:
-            proc.kill()
-            await proc.wait()
+            await _kill(proc)
             return _Result(-1, "", f"helm {args[0]} timed out after {_COMMAND_TIMEOUT:.0f}s")
+        except BaseException:  # CancelledError above all: the reconcile is abandoned
+            await _kill(proc)
+            raise
         result = _Result(proc.returncode or 0, out.decode(errors="replace"), err.decode(errors="replace"))
         if result.code != 0 and hp.is_unreachable(result.stderr):
             raise MemberUnreachable(self.target.name, hp.error_text(result.stderr))
@@ -110,6 +122,19 @@ class _Helm:
         return str(path)
 
 
+async def _kill(proc: asyncio.subprocess.Process) -> None:
+    """SIGKILL helm's process group, then reap helm, even if cancelled again meanwhile."""
+    if proc.returncode is None:  # not reaped yet, so its pid (= the group id) is still its own
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    reaped = asyncio.ensure_future(proc.wait())
+    try:
+        await asyncio.shield(reaped)
+    except asyncio.CancelledError:
+        await asyncio.wait([reaped])  # a second cancellation: finish reaping, then give up
+        raise
+
+
 @contextmanager
 def _session(binary: str, target: MemberTarget) -> Iterator[_Helm]:
     with target.kubeconfig_file() as kubeconfig:
@@ -117,11 +142,11 @@ def _session(binary: str, target: MemberTarget) -> Iterator[_Helm]:
 
 
 async def _status(h: _Helm, name: str, namespace: str) -> hp.Release | None:
-    where = ("--namespace", namespace, "--output", "json")
-    result = await h.run("status", name, *where)
+    where = ("--namespace", namespace, "--output", "json", "--", name)
+    result = await h.run("status", *where)
     if result.code != 0 and "not found" in result.stderr:
         return None
-    metadata = await h.run("get", "metadata", name, *where) if result.code == 0 else result
+    metadata = await h.run("get", "metadata", *where) if result.code == 0 else result
     if metadata.code != 0:
         raise HelmError(f"helm status {namespace}/{name}: {hp.error_text(metadata.stderr)}")
     return hp.parse_release(result.stdout, metadata.stdout)
@@ -130,7 +155,9 @@ async def _status(h: _Helm, name: str, namespace: str) -> hp.Release | None:
 async def status(
     target: MemberTarget, *, helm: str, release_name: str, release_namespace: str
 ) -> hp.Release | None:
-    """The latest revision of a release, or None when it is not installed."""
+    """The latest revision of a release, or None when it is not installed; `ContentError` for names
+    helm must not be given."""
+    hp.check_release(release_name, release_namespace)
     with _session(helm, target) as h:
         return await _status(h, release_name, release_namespace)
 
@@ -139,11 +166,10 @@ async def _chart_identity(h: _Helm, source: hp.ChartSource) -> tuple[str, str]:
     """(name, version) of the chart helm would install; asks helm only when the spec does not say."""
     if source.version and not source.local:
         return source.ref.rsplit("/", 1)[-1], source.version
-    result = await h.run("show", "chart", source.ref, *hp.source_flags(source))
+    result = await h.run("show", "chart", *hp.source_flags(source), "--", source.ref)
     if result.code != 0:
         raise ContentError(f"cannot read chart {source.ref}: {hp.error_text(result.stderr)}")
-    meta = yaml.safe_load(result.stdout) or {}
-    return str(meta.get("name", "")), str(meta.get("version", ""))
+    return hp.chart_metadata(result.stdout)
 
 
 async def _recover(h: _Helm, chart: HelmChart) -> tuple[str | None, hp.Release | None]:
@@ -152,13 +178,13 @@ async def _recover(h: _Helm, chart: HelmChart) -> tuple[str | None, hp.Release |
     latest = await _status(h, name, namespace)
     if latest is None or latest.status == "deployed":
         return None, latest  # helm failed before recording anything: nothing to undo
-    history = await h.run("history", name, "--namespace", namespace, "--output", "json")
+    history = await h.run("history", "--namespace", namespace, "--output", "json", "--", name)
     good = hp.last_good_revision(json.loads(history.stdout or "[]"), below=latest.revision)
     if good is None:
-        undo, done = ["uninstall", name], "uninstalled the failed first install"
+        undo, done = ["uninstall", "--", name], "uninstalled the failed first install"
     else:
-        undo, done = ["rollback", name, str(good)], f"rolled back to revision {good}"
-    result = await h.run(*undo, "--namespace", namespace, "--wait")
+        undo, done = ["rollback", "--", name, str(good)], f"rolled back to revision {good}"
+    result = await h.run(undo[0], "--namespace", namespace, "--wait", *undo[1:])
     if result.code != 0:
         done = f"could not undo the failed attempt ({undo[0]}): {hp.error_text(result.stderr)}"
     return done, await _status(h, name, namespace)
@@ -229,6 +255,10 @@ async def uninstall(
     target: MemberTarget, *, helm: str, release_name: str, release_namespace: str
 ) -> HelmReleaseReport:
     """Remove the release and wait for its objects to go; "absent" when it was not installed."""
+    try:
+        hp.check_release(release_name, release_namespace)
+    except ContentError as err:
+        return HelmReleaseReport(release_name, release_namespace, "failed", error=str(err))
     with _session(helm, target) as h:
         try:
             current = await _status(h, release_name, release_namespace)
@@ -236,7 +266,7 @@ async def uninstall(
             return HelmReleaseReport(release_name, release_namespace, "failed", error=str(err))
         if current is None:
             return HelmReleaseReport(release_name, release_namespace, "absent")
-        result = await h.run("uninstall", release_name, "--namespace", release_namespace, "--wait")
+        result = await h.run("uninstall", "--namespace", release_namespace, "--wait", "--", release_name)
         if result.code != 0:
             error = hp.error_text(result.stderr)
             return HelmReleaseReport(

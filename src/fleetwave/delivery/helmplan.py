@@ -2,17 +2,24 @@
 whether the deployed release is already the desired one, and how to recover from a failed attempt.
 
 `helm` runs the binary with what this module decides; nothing here performs I/O.
+
+Names that come from a profile never reach helm unchecked: release names, namespaces, chart names,
+versions, OCI references and timeouts are validated first (`ContentError` naming the field, never a
+shell or a flag), every flag value travels as the next argument of its flag (helm's flag parser
+takes it verbatim, even when it begins with `-`), and positional arguments come after `--`, so
+nothing a profile author writes can be read as a flag. Inline `values` are parsed with the bounded
+loader (`api.yamlsafe`).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import yaml
-
+from fleetwave.api import yamlsafe
 from fleetwave.api.sveltos import HelmChart
 from fleetwave.delivery.content import ContentError, canonical_json
 
@@ -26,6 +33,68 @@ _UNREACHABLE = (
     "network is unreachable",
 )
 _GOOD_STATUSES = ("deployed", "superseded")
+VALUES_BUDGET = yamlsafe.Budget(max_bytes=1024 * 1024, max_nodes=200_000)
+CHART_METADATA_BUDGET = yamlsafe.Budget(max_bytes=256 * 1024, max_nodes=20_000)
+
+# DNS-1123: a label (namespaces), a subdomain (helm's rule for release names, at most 53 characters).
+_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_DNS_LABEL = re.compile(rf"^{_LABEL}$")
+_DNS_SUBDOMAIN = re.compile(rf"^{_LABEL}(\.{_LABEL})*$")
+# A chart (or repository) name as helm accepts it: no path separators, no leading dot or dash.
+_CHART_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+# One semantic version, possibly with a comparison or a wildcard (what `helm --version` accepts).
+_OPERATOR = r"(=|!=|>=|<=|>|<|~>?|\^)"
+_SEMVER = re.compile(
+    "^" + _OPERATOR + r"?v?(0|[1-9][0-9]*|[xX*])(\.(0|[1-9][0-9]*|[xX*])){0,2}"
+    r"(-[0-9A-Za-z-]+(\.[0-9A-Za-z-]+)*)?(\+[0-9A-Za-z-]+(\.[0-9A-Za-z-]+)*)?$"
+)
+_OPERATOR_SPACE = re.compile(rf"{_OPERATOR}\s+")
+_CONSTRAINT_SPLIT = re.compile(r"\|\||,|\s+")
+_OCI = re.compile(r"^oci://[A-Za-z0-9][A-Za-z0-9.-]*(:[0-9]+)?(/[A-Za-z0-9][A-Za-z0-9._-]*)+$")
+_DURATION = re.compile(r"^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$")
+_RELEASE_MAX, _NAMESPACE_MAX, _NAME_MAX, _VERSION_MAX = 53, 63, 250, 128
+
+
+def _refuse(where: str, field: str, value: str, rule: str) -> ContentError:
+    shown = value if len(value) <= 80 else f"{value[:77]}..."
+    return ContentError(f"helm chart {where}: {field} {shown!r} is not {rule}")
+
+
+def check_release(release_name: str, namespace: str) -> None:
+    """A release name helm accepts (DNS-1123 subdomain, at most 53 characters) and a namespace
+    name (DNS-1123 label)."""
+    where = release_name if _DNS_SUBDOMAIN.fullmatch(release_name) else "?"
+    if len(release_name) > _RELEASE_MAX or where == "?":
+        raise _refuse(where, "releaseName", release_name, "a DNS-1123 name of at most 53 characters")
+    if len(namespace) > _NAMESPACE_MAX or not _DNS_LABEL.fullmatch(namespace):
+        raise _refuse(where, "releaseNamespace", namespace, "a DNS-1123 label (a namespace name)")
+
+
+def check_version(where: str, version: str) -> None:
+    """An exact semantic version, or a constraint of them (`^1.2`, `>=1.0 <2.0`, `1.x`)."""
+    parts = [p for p in _CONSTRAINT_SPLIT.split(_OPERATOR_SPACE.sub(r"\1", version)) if p]
+    well_formed = version.isprintable() and parts and all(_SEMVER.fullmatch(p) for p in parts)
+    if len(version) > _VERSION_MAX or not well_formed:
+        raise _refuse(where, "chartVersion", version, "a semantic version or version constraint")
+
+
+def _check_chart_name(where: str, name: str) -> None:
+    segments = name.split("/")
+    # Sveltos writes "<repositoryName>/<chart>"; nothing deeper.
+    if len(name) > _NAME_MAX or len(segments) > 2 or not all(_CHART_NAME.fullmatch(s) for s in segments):
+        raise _refuse(where, "chartName", name, "a chart name ([A-Za-z0-9._-], optionally repo/chart)")
+
+
+def check_chart(chart: HelmChart) -> None:
+    """Every name of `chart` that reaches helm's command line, checked before anything runs."""
+    check_release(chart.release_name, chart.release_namespace)
+    where = chart.release_name
+    if chart.chart_name:
+        _check_chart_name(where, chart.chart_name)
+    if chart.chart_version:
+        check_version(where, chart.chart_version)
+    if isinstance(timeout := _opt(chart, "timeout"), str) and not _DURATION.fullmatch(timeout):
+        raise _refuse(where, "options.timeout", timeout, "a duration such as 90s or 5m")
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,8 +124,12 @@ class Release:
 
 
 def chart_source(chart: HelmChart) -> ChartSource:
-    """http(s) repository + chart name, an oci:// registry, or a local chart (directory or .tgz)."""
+    """http(s) repository + chart name, an oci:// registry, or a local chart (directory or .tgz);
+    `ContentError` for anything else and for names helm must not see (`check_chart`)."""
+    check_chart(chart)
     url = chart.repository_url
+    if not url.isprintable() or any(c.isspace() for c in url):
+        raise _refuse(chart.release_name, "repositoryURL", url, "a URL or path without spaces or controls")
     name = chart.chart_name or ""
     # Sveltos writes chartName as "<repositoryName>/<chart>"; with --repo helm wants the bare chart.
     bare = name.rsplit("/", 1)[-1]
@@ -70,6 +143,8 @@ def chart_source(chart: HelmChart) -> ChartSource:
             if not bare or url.rstrip("/").endswith(f"/{bare}")
             else f"{url.rstrip('/')}/{bare}"
         )
+        if not _OCI.fullmatch(ref):
+            raise _refuse(chart.release_name, "repositoryURL", url, "an oci://host/path reference")
         return ChartSource(ref, version=chart.chart_version)
     if url.startswith("file://"):
         url = url.removeprefix("file://")
@@ -93,9 +168,10 @@ def desired_values(chart: HelmChart, resolved: Mapping[str, Any] | None = None) 
     """The chart's inline `values` (YAML) with the caller-resolved `valuesFrom` merged over them,
     like `helm -f inline -f from`: a later source wins key by key."""
     try:
-        inline = yaml.safe_load(chart.values or "") or {}
-    except yaml.YAMLError as err:
-        raise ContentError(f"helm chart {chart.release_name}: values are not valid YAML: {err}") from err
+        inline = yamlsafe.load(chart.values or "", budget=VALUES_BUDGET, what="values") or {}
+    except yamlsafe.YamlError as err:
+        # The loader's message names line and column, never the (possibly secret) text.
+        raise ContentError(f"helm chart {chart.release_name}: values are not valid YAML: {err}") from None
     if not isinstance(inline, dict):
         raise ContentError(f"helm chart {chart.release_name}: values must be a YAML mapping")
     return deep_merge(inline, resolved or {})
@@ -133,10 +209,23 @@ def source_flags(source: ChartSource) -> list[str]:
 
 
 def upgrade_argv(chart: HelmChart, source: ChartSource, values_file: str, *, dry_run: bool) -> list[str]:
-    argv = ["upgrade", "--install", chart.release_name, source.ref, "--namespace", chart.release_namespace]
+    """`helm upgrade --install` with its flags, then `--` and the release name and chart reference."""
+    argv = ["upgrade", "--install", "--namespace", chart.release_namespace]
     argv += [*source_flags(source), "--values", values_file, "--reset-values", "--output", "json"]
     argv += option_flags(chart)
-    return argv + (["--dry-run=server"] if dry_run else [])
+    argv += ["--dry-run=server"] if dry_run else []
+    return [*argv, "--", chart.release_name, source.ref]
+
+
+def chart_metadata(text: str) -> tuple[str, str]:
+    """(name, version) from `helm show chart` (a chart repository's Chart.yaml), bounded parsing."""
+    try:
+        meta = yamlsafe.load(text, budget=CHART_METADATA_BUDGET, what="Chart.yaml") or {}
+    except yamlsafe.YamlError as err:
+        raise ContentError(f"chart metadata is not valid YAML: {err}") from None
+    if not isinstance(meta, dict):
+        raise ContentError("chart metadata is not a YAML mapping")
+    return str(meta.get("name", "")), str(meta.get("version", ""))
 
 
 def parse_release(text: str, metadata: str | None = None) -> Release:
