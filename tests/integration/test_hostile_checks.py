@@ -122,11 +122,11 @@ class Monitor:
                 self.seen.renewals.append(spec.renewTime)
 
 
-def _policy(name: str, objects: list[dict[str, Any]]) -> dict[str, Any]:
+def _policy(name: str, namespace: str, objects: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": {"name": name, "namespace": "fleetwave-system"},
+        "metadata": {"name": name, "namespace": namespace},
         "data": {"content.yaml": yaml.safe_dump_all(objects)},
     }
 
@@ -153,10 +153,12 @@ def _check(name: str, namespace: str, **fields: Any) -> dict[str, Any]:
     }
 
 
-def _profile(name: str, selector: dict[str, Any], checks: list[dict[str, Any]]) -> dict[str, Any]:
+def _profile(
+    name: str, namespace: str, selector: dict[str, Any], checks: list[dict[str, Any]]
+) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "clusterSelector": selector,
-        "policyRefs": [{"kind": "ConfigMap", "name": name, "namespace": "fleetwave-system"}],
+        "policyRefs": [{"kind": "ConfigMap", "name": name, "namespace": namespace}],
     }
     if checks:
         spec["validateHealths"] = checks
@@ -229,9 +231,10 @@ def test_hostile_checks_fail_by_their_limits_while_the_controller_stays_responsi
     members["member-1"].apply(
         codecs.from_dict(_config_map("big", namespace, {"blob": "x" * 600_000})), force=True
     )
-    freeze = _profile("hostile-freeze", dev, [_check("freeze", namespace, script=FREEZE_LUA)])
+    freeze = _profile("hostile-freeze", namespace, dev, [_check("freeze", namespace, script=FREEZE_LUA)])
     costly = _profile(
         "hostile-cel",
+        namespace,
         dev,
         [_check("costly", namespace, evaluateCEL=[{"name": "nested", "rule": COSTLY_CEL}])],
     )
@@ -241,9 +244,7 @@ def test_hostile_checks_fail_by_their_limits_while_the_controller_stays_responsi
         "metadata": {"name": "hostile-forever"},
         "spec": {
             "profileSpec": {
-                "policyRefs": [
-                    {"kind": "ConfigMap", "name": "hostile-forever", "namespace": "fleetwave-system"}
-                ]
+                "policyRefs": [{"kind": "ConfigMap", "name": "hostile-forever", "namespace": namespace}]
             },
             "stages": [
                 {
@@ -261,9 +262,11 @@ def test_hostile_checks_fail_by_their_limits_while_the_controller_stays_responsi
         },
     }
     bystander_cm = _config_map("bystander", namespace, {"delivered": "yes"})
-    bystander = _profile("bystander", {"matchExpressions": [{"key": "env", "operator": "Exists"}]}, [])
+    bystander = _profile(
+        "bystander", namespace, {"matchExpressions": [{"key": "env", "operator": "Exists"}]}, []
+    )
     policies = [
-        _policy(name, [obj])
+        _policy(name, namespace, [obj])
         for name, obj in (
             ("hostile-freeze", marker),
             ("hostile-cel", marker),
@@ -321,6 +324,7 @@ def test_hostile_checks_fail_by_their_limits_while_the_controller_stays_responsi
                 elapsed = time.monotonic() - started
             delivered = members["member-3"].get(ConfigMap, "bystander", namespace=namespace)
         finally:
+            print(_state(management, [name for _, name in hostile_kinds]))  # shown if the test fails
             for resource, name in hostile_kinds:
                 with contextlib.suppress(Exception):
                     management.delete(resource, name)
@@ -359,6 +363,21 @@ def test_hostile_checks_fail_by_their_limits_while_the_controller_stays_responsi
         f"p50 {statistics.median(seen.healthz_ms):.1f} ms, max {max(seen.healthz_ms):.1f} ms; "
         f"{len(seen.renewals)} lease renewals, longest gap {max(gaps):.1f}s"
     )
+
+
+def _state(management: Client, names: list[str]) -> str:
+    lines = []
+    with contextlib.suppress(Exception):
+        for stage in status(management, "hostile-forever").get("stages") or []:
+            lines.append(
+                f"stage {stage.get('name')}: {stage.get('phase')}: {stage.get('currentStatusDescription')}"
+            )
+        lines.append(f"promotion conditions: {status(management, 'hostile-forever').get('conditions')}")
+    for name in names:
+        with contextlib.suppress(Exception):
+            for summary in _summaries(management, name) + _summaries(management, f"{name}-dev"):
+                lines.append(f"summary {summary.metadata.name}: {_ready(summary)}")
+    return "\n".join(lines)
 
 
 def _stage_message(management: Client, promotion: str, words: str) -> str | None:
