@@ -1,8 +1,14 @@
-"""Helm releases on a real member via the delivery layer: install, upgrade, no-op, bad values, uninstall."""
+"""Helm releases on a real member via the delivery layer: install, upgrade, no-op, bad values, uninstall;
+a cancelled install (lost lease, SIGTERM) leaves no helm process behind."""
 
 from __future__ import annotations
 
+import asyncio
+import os
+import socket
+import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -166,3 +172,97 @@ async def test_helm_against_a_member_that_is_down_raises_member_unreachable(
             dead_target, _chart(repo.url, "default", "1.0.0"), helm=bins.path("helm")
         )
     assert err.value.cluster == "dead"
+
+
+@contextmanager
+def hanging_repo() -> Iterator[tuple[str, list[socket.socket]]]:
+    """A chart repository that accepts connections and never answers (helm waits on it)."""
+    server = socket.create_server(("127.0.0.1", 0))
+    server.settimeout(0.2)
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            held.append(conn)
+
+    thread = threading.Thread(target=accept, name="hanging-repo", daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.getsockname()[1]}", held
+    finally:
+        stop.set()
+        thread.join(5)
+        for conn in held:
+            conn.close()
+        server.close()
+
+
+def helm_processes(marker: str) -> list[int]:
+    """Live (non-zombie) processes whose command line mentions `marker`."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmdline = f.read().decode(errors="replace")
+            with open(f"/proc/{entry}/stat", encoding="utf-8") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        if marker in cmdline and state not in ("Z", "X"):
+            found.append(int(entry))
+    return found
+
+
+async def test_a_cancelled_install_kills_and_reaps_helm(
+    bins: binaries.Binaries, target: MemberTarget, namespace: str
+) -> None:
+    with hanging_repo() as (url, held):
+        install = asyncio.create_task(
+            helm.install_or_upgrade(target, _chart(url, namespace, "1.0.0"), helm=bins.path("helm"))
+        )
+        for _ in range(1200):  # helm has checked the release and is now waiting on the repository
+            if held and helm_processes(url):
+                break
+            await asyncio.sleep(0.05)
+        running = helm_processes(url)
+        assert running, "helm never reached the chart repository"
+        assert not install.done()
+
+        install.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await install
+
+        # Killed and reaped before the cancellation went on: gone, not even a zombie.
+        assert helm_processes(url) == []
+        assert not any(os.path.exists(f"/proc/{pid}") for pid in running)  # noqa: ASYNC240 - /proc
+
+
+async def test_names_helm_must_not_see_are_refused_before_helm_runs(
+    bins: binaries.Binaries, repo: chartrepo.ChartRepo, target: MemberTarget, namespace: str
+) -> None:
+    helm_bin = bins.path("helm")
+    for bad, field in (
+        ({"releaseName": "--kube-context=other"}, "releaseName"),
+        ({"chartName": "local/--post-renderer=/bin/sh"}, "chartName"),
+        ({"chartVersion": "--devel"}, "chartVersion"),
+        ({"releaseNamespace": "-n"}, "releaseNamespace"),
+    ):
+        report = await helm.install_or_upgrade(
+            target, _chart(repo.url, namespace, "1.0.0", **bad), helm=helm_bin
+        )
+        assert report.action == "failed"
+        assert report.error is not None
+        assert field in report.error
+    refused = await helm.uninstall(target, helm=helm_bin, release_name="-a", release_namespace=namespace)
+    assert refused.action == "failed"
+    assert refused.error is not None
+    assert "releaseName" in refused.error
