@@ -17,6 +17,7 @@ from typing import Any
 from fleetwave.api.sveltos import ValidateHealth
 from fleetwave.health import cluster_check
 from fleetwave.health.model import Limits
+from fleetwave.kube import ops
 from fleetwave.sandbox import framing
 
 
@@ -47,7 +48,7 @@ def answer(message: Any) -> dict[str, Any]:
         return _job(message)
     except MemoryError:
         return {"ok": False, "message": "memory limit of the health-check sandbox exceeded"}
-    except OSError as e:
+    except (OSError, ops.TransportError) as e:
         return {"ok": False, "message": f"cluster unreachable: {type(e).__name__}: {e}"}
     except Exception as e:  # reported to the controller as a failed check
         return {"ok": False, "message": f"health check could not run: {type(e).__name__}: {e}"}
