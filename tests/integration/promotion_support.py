@@ -118,16 +118,15 @@ class ControllerThread:
         assert self._started.wait(30), "controller did not start"
 
     def _main(self) -> None:
-        loop = asyncio.new_event_loop()
-        self._loop = loop
+        # asyncio.run, like the CLI: after the manager returns, leftover tasks are cancelled and the
+        # loop runs the callbacks that close subprocess pipes (sandbox workers) before it closes.
         try:
-            loop.run_until_complete(self._run())
+            asyncio.run(self._run())
         except BaseException as e:  # surfaced by the tests through .error
             self.error = e
-        finally:
-            loop.close()
 
     async def _run(self) -> None:
+        self._loop = asyncio.get_running_loop()
         client = kubeclient.async_client(kubeclient.config_from_bytes(self.kubeconfig))
         try:
             self._manager = controllers.build(client, self._settings, handle_signals=False)
