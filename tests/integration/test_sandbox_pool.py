@@ -9,7 +9,7 @@ import os
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import pytest
 
@@ -183,4 +183,28 @@ async def test_a_cancelled_check_kills_its_worker_and_the_pool_carries_on(
         assert after == Verdict(True, "ready; health checks passing: probe")
     finally:
         await pool.close()
+    assert _worker_pids() == set()
+
+
+async def test_a_start_cancelled_midway_waits_for_every_process_it_started(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """As when the controller stops while the pool is still warming: its event loop is closed right
+    after the pool, so every process must have been waited for by then (else its pipes leak)."""
+    started: list[asyncio.subprocess.Process] = []
+    spawn = asyncio.create_subprocess_exec
+
+    async def recording(*args: Any, **kwargs: Any) -> asyncio.subprocess.Process:
+        proc = await spawn(*args, **kwargs)
+        started.append(proc)
+        return proc
+
+    monkeypatch.setattr(asyncio, "create_subprocess_exec", recording)
+    pool = CheckPool(Budget(workers=2))
+    warming = asyncio.create_task(pool.start())
+    await _until(lambda: len(started) == 2, "both workers spawned")
+    warming.cancel()
+    await asyncio.gather(warming, return_exceptions=True)
+    await pool.close()
+    assert [p.returncode for p in started] == [-9, -9]  # killed, and their exit seen by the loop
     assert _worker_pids() == set()

@@ -102,6 +102,7 @@ class CheckPool:
         self._user_slots = asyncio.Semaphore(max(1, budget.workers - 1))
         self._penalties: dict[str, _Penalty] = {}
         self._refills: set[asyncio.Task[None]] = set()
+        self._reaping: set[asyncio.Future[int]] = set()  # killed while being cancelled: waited on here
         self._closed = False
         self.killed = 0  # workers stopped for exceeding the budget (a metric and a test hook)
         self.held = 0  # jobs failed at once because the same job was stopped recently
@@ -136,6 +137,7 @@ class CheckPool:
         self._idle = []
         workers, self._live = list(self._live), set()
         await asyncio.gather(*(w.kill() for w in workers))
+        await asyncio.gather(*list(self._reaping), return_exceptions=True)
 
     async def check(
         self,
@@ -173,8 +175,7 @@ class CheckPool:
         try:
             verdict, healthy = await self._run(worker, job)
         except BaseException:  # cancelled mid-job (shutdown, lost lease): the worker's state is unknown
-            self._live.discard(worker)
-            worker.signal_kill()
+            self._abandon(worker)
             raise
         if healthy and not self._closed:
             self._idle.append(worker)
@@ -202,6 +203,15 @@ class CheckPool:
             self.killed += 1
             return Verdict(False, "the health-check sandbox sent a malformed reply; stopped"), False
         return Verdict(reply.get("ok") is True, reply["message"]), True
+
+    def _abandon(self, worker: _Worker) -> None:
+        """Kill a worker from a path that is being cancelled; its exit is awaited in the background
+        (and by close), so no process or pipe outlives the pool."""
+        self._live.discard(worker)
+        worker.signal_kill()
+        reaped = asyncio.ensure_future(worker.proc.wait())
+        self._reaping.add(reaped)
+        reaped.add_done_callback(self._reaping.discard)
 
     def _held(self, key: str) -> Verdict | None:
         penalty = self._penalties.get(key)
@@ -263,7 +273,6 @@ class CheckPool:
             if hello != {"ready": True}:
                 raise RuntimeError("health-check sandbox worker did not start")
         except BaseException:
-            self._live.discard(worker)
-            worker.signal_kill()
+            self._abandon(worker)
             raise
         return worker
