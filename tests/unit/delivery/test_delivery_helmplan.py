@@ -73,8 +73,10 @@ def test_bad_inline_values_are_content_errors(values: str, message: str) -> None
 
 def test_upgrade_argv_is_idempotent_install_with_exact_values() -> None:
     argv = hp.upgrade_argv(_chart(), hp.chart_source(_chart()), "/tmp/v.yaml", dry_run=False)
-    assert argv[:4] == ["upgrade", "--install", "kyverno-latest", "kyverno"]
-    assert argv[4:6] == ["--namespace", "kyverno"]
+    assert argv[:2] == ["upgrade", "--install"]
+    assert argv[argv.index("--namespace") + 1] == "kyverno"
+    # Release and chart come last, after `--`, so neither can be read as an option.
+    assert argv[-3:] == ["--", "kyverno-latest", "kyverno"]
     for flag in ("--reset-values", "--create-namespace"):
         assert flag in argv
     assert argv[argv.index("--values") + 1] == "/tmp/v.yaml"
