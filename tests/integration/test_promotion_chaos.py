@@ -25,6 +25,7 @@ from promotion_support import (
     chart_version,
     deleted_after,
     registered,
+    service_account_kubeconfig,
     stage_phases,
     status,
     wait_for,
@@ -94,9 +95,11 @@ def setup(local_fleet: fleet.FleetState, management: Client) -> Iterator[None]:
 def controller(
     setup: None, local_fleet: fleet.FleetState, bins: binaries.Binaries, tmp_path: Path
 ) -> Iterator[ControllerProcess]:
-    ctl = ControllerProcess(
-        local_fleet.cluster(fleet.MANAGEMENT).kubeconfig, bins.path("helm"), tmp_path / "ctl.log"
-    )
+    # The controller runs as the installed ServiceAccount (least-privilege RBAC), as in production.
+    kubeconfig = tmp_path / "controller.kubeconfig"
+    kubeconfig.write_bytes(service_account_kubeconfig(local_fleet.cluster(fleet.MANAGEMENT).kubeconfig))
+    kubeconfig.chmod(0o600)
+    ctl = ControllerProcess(str(kubeconfig), bins.path("helm"), tmp_path / "ctl.log")
     ctl.start()
     yield ctl
     ctl.stop()
