@@ -80,7 +80,7 @@ HOSTILE: dict[str, tuple[str, dict[str, object]]] = {
         },
     ),
     "CEL matches('^(a+)+$') on 30 a's + '!'": (
-        "Python re, no cost hook",
+        "RE2 in celpy: linear time",
         {
             "evaluateCEL": [
                 {
@@ -232,8 +232,13 @@ async def sandboxed(mgmt_kubeconfig: str, member_kubeconfig: bytes) -> dict[str,
     return rows
 
 
-def _short(text: str, width: int = 96) -> str:
-    text = text.replace("health check 'hostile': cannot judge ConfigMap default/marker: ", "")
+def _short(text: str, width: int = 100) -> str:
+    for prefix in (
+        "health check hostile failing: ",
+        "health check 'hostile': ",
+        "cannot judge ConfigMap default/marker: ",
+    ):
+        text = text.removeprefix(prefix)
     return text if len(text) <= width else text[: width - 3] + "..."
 
 

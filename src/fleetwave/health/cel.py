@@ -6,8 +6,8 @@ cost limit) which fails the check outright; or an *evaluation error* (typically 
 there yet), which counts as false, as upstream does.
 
 Cost: cel-python has no cost model, so evaluation counts the syntax-tree nodes it visits (macro bodies
-once per element, nested macros multiply) and stops at `max_cost` (ADR 0041). What one node costs in
-C (a regular expression in `matches`) is bounded only by the sandbox worker's wall-time limit.
+once per element, nested macros multiply) and stops at `max_cost` (ADR 0041). `matches()` runs RE2
+(linear time); what a single builtin costs over a large value is bounded by the worker's wall time.
 """
 
 from __future__ import annotations
