@@ -44,7 +44,7 @@ def _lua(body: str) -> str:
 
 HOSTILE: dict[str, tuple[str, dict[str, object]]] = {
     "getResource at the Lua memory cap": (
-        "froze the whole process on main",
+        "getResource data budget; on main this froze the whole process",
         {
             "script": _lua(
                 "local hog = {}\npcall(function() for i = 1, 1e9 do hog[i] = i end end)\n"
@@ -54,21 +54,24 @@ HOSTILE: dict[str, tuple[str, dict[str, object]]] = {
         },
     ),
     "backtracking a? x40 in string.find": (
-        "C matcher, no hook",
+        "C matcher, no hook fires: only the wall time",
         {"script": _lua('string.find(string.rep("a", 40), string.rep("a?", 40) .. string.rep("a", 40))')},
     ),
-    "%b() over 1 MB": ("C matcher, no hook", {"script": _lua('string.find(string.rep("(", 1e6), "%b()")')}),
+    "%b() over 1 MB": (
+        "C matcher, no hook fires: only the wall time",
+        {"script": _lua('string.find(string.rep("(", 1e6), "%b()")')},
+    ),
     "lazy .-.-.-.-b over 5 MB": (
-        "guarded pattern",
+        "pattern cost guard",
         {"script": _lua('string.find(string.rep("a", 5e6), ".-.-.-.-b")')},
     ),
-    "while true do end": ("instruction hook", {"script": "function evaluate() while true do end end"}),
+    "while true do end": ("instruction limit", {"script": "function evaluate() while true do end end"}),
     "allocation loop": (
         "Lua memory cap",
         {"script": _lua('local t = {}\nfor i = 1, 1e9 do t[i] = string.rep("x", 1000) .. i end')},
     ),
     "1000 getResource calls": (
-        "host-call budget",
+        "getResource call budget",
         {"script": _lua(f'for i = 1, 1000 do getResource("v1", "ConfigMap", "{NS}", "marker") end')},
     ),
     "CEL nested macros 60^3": (
