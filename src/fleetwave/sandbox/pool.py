@@ -180,8 +180,7 @@ class CheckPool:
         if healthy and not self._closed:
             self._idle.append(worker)
             return verdict, False
-        self._live.discard(worker)
-        await worker.kill()
+        await asyncio.shield(self._abandon(worker))  # a cancel now still leaves it to close() to reap
         self._refill()
         return verdict, not self._closed
 
@@ -204,14 +203,15 @@ class CheckPool:
             return Verdict(False, "the health-check sandbox sent a malformed reply; stopped"), False
         return Verdict(reply.get("ok") is True, reply["message"]), True
 
-    def _abandon(self, worker: _Worker) -> None:
-        """Kill a worker from a path that is being cancelled; its exit is awaited in the background
-        (and by close), so no process or pipe outlives the pool."""
+    def _abandon(self, worker: _Worker) -> asyncio.Future[int]:
+        """Kill a worker now (also from a path that is being cancelled); its exit is awaited by the
+        returned future, which close() awaits too, so no process or pipe outlives the pool."""
         self._live.discard(worker)
         worker.signal_kill()
         reaped = asyncio.ensure_future(worker.proc.wait())
         self._reaping.add(reaped)
         reaped.add_done_callback(self._reaping.discard)
+        return reaped
 
     def _held(self, key: str) -> Verdict | None:
         penalty = self._penalties.get(key)
