@@ -89,7 +89,10 @@ def test_helm_values_merge_inline_then_values_from_in_order() -> None:
     objects = Objects(
         {
             ("ConfigMap", "fw", "v1"): {"data": {"values": "replicas: 3\n"}},
-            ("Secret", "fw", "v2"): {"data": {"values": secret_values}},
+            ("Secret", "fw", "v2"): {
+                "type": "addons.projectsveltos.io/cluster-profile",
+                "data": {"values": secret_values},
+            },
         }
     )
     resolved = content.resolve(spec, objects, default_namespace="fw", path="spec")

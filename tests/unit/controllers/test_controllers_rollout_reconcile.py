@@ -12,6 +12,7 @@ from lightkube import ApiError
 from lightkube.models import meta_v1
 
 from fleetwave.controllers import content, rollout_common, rollout_reconcile
+from fleetwave.controllers import summary_status as ss
 from fleetwave.controllers.context import Context
 from fleetwave.controllers.rollout_reconcile import Observation, Pass, Prepared
 from fleetwave.core import effects as fx
@@ -199,12 +200,35 @@ def _member(name: str) -> _Obj:
 
 
 def test_summaries_are_found_by_profile_label_and_keyed_by_member() -> None:
-    def summary(profile: str, cluster: str) -> _Obj:
-        meta = {"name": f"{profile}-{cluster}", "labels": {"fleetwave.io/cluster-profile": profile}}
+    def summary(profile: str, cluster: str, *, uid: str = "uid-p", name: str | None = None) -> _Obj:
+        meta = {
+            "name": name or ss.summary_name(profile, cluster),
+            "namespace": "fleet",
+            "labels": {ss.PROFILE_LABEL: profile, ss.CLUSTER_LABEL: cluster},
+            "ownerReferences": [
+                {
+                    "apiVersion": ss.OWNER_API_VERSION,
+                    "kind": ss.OWNER_KIND,
+                    "name": profile,
+                    "uid": uid,
+                    "controller": True,
+                }
+            ],
+        }
         spec = {"clusterNamespace": "fleet", "clusterName": cluster}
         return _Obj({"apiVersion": "v", "kind": "ClusterSummary", "metadata": meta, "spec": spec})
 
-    cache = _Cache({("ClusterSummary", "1"): summary("p", "a"), ("ClusterSummary", "2"): summary("q", "b")})
+    profile = _Obj({"apiVersion": "v", "kind": "ClusterProfile", "metadata": {"name": "p", "uid": "uid-p"}})
+    cache = _Cache(
+        {
+            ("ClusterProfile", "p"): profile,
+            ("ClusterSummary", "1"): summary("p", "a"),
+            ("ClusterSummary", "2"): summary("q", "b"),
+            # Hand-made look-alikes never count as deliveries: another owner, another name.
+            ("ClusterSummary", "3"): summary("p", "c", uid="uid-other"),
+            ("ClusterSummary", "4"): summary("p", "d", name="p-d-forged"),
+        }
+    )
 
     found = rollout_common.summaries_of(cache, "p")  # type: ignore[arg-type]
 
