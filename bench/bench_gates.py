@@ -40,7 +40,7 @@ from fleetwave.local import binaries, fleet
 from fleetwave.ux import approval
 from fleetwave.ux import demo_setup as setup
 
-NS = "fleetwave-system"
+NS = "default"  # content lives outside fleetwave's own namespace (ADR 0046)
 PINNED_HASH = "fleetwave.io/pinned-content-hash"
 Obj = dict[str, Any]
 

@@ -233,7 +233,7 @@ def test_editing_a_referenced_configmap_is_a_new_revision_that_walks_the_stages_
         return {
             "apiVersion": "v1",
             "kind": "ConfigMap",
-            "metadata": {"name": name, "namespace": "fleetwave-system"},
+            "metadata": {"name": name, "namespace": "default"},
             "data": {"greeting.yaml": yaml.safe_dump(greeting)},
         }
 
@@ -248,7 +248,7 @@ def test_editing_a_referenced_configmap_is_a_new_revision_that_walks_the_stages_
 
     doc = promotion_doc(name, repo.url, staging_manual=True, dev_delay="1s")
     doc["spec"]["profileSpec"] = {
-        "policyRefs": [{"kind": "ConfigMap", "name": name, "namespace": "fleetwave-system"}]
+        "policyRefs": [{"kind": "ConfigMap", "name": name, "namespace": "default"}]
     }
     manifests.apply(management, [policy("v1")])
     apply(management, doc)

@@ -68,7 +68,7 @@ def policy_configmap(name: str, objects: list[dict[str, Any]]) -> dict[str, Any]
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": {"name": name, "namespace": "fleetwave-system"},
+        "metadata": {"name": name, "namespace": "default"},
         "data": {"content.yaml": yaml.safe_dump_all(objects)},
     }
 
@@ -79,6 +79,16 @@ def summaries(management: Client, profile: str) -> list[Any]:
             kinds.resource("ClusterSummary"), namespace="*", labels={"fleetwave.io/cluster-profile": profile}
         )
     )
+
+
+def _ready_condition(management: Client, profile: str, cluster: str) -> dict[str, Any] | None:
+    for s in summaries(management, profile):
+        if s.spec["clusterName"] == cluster:
+            conditions = (s.status or {}).get("conditions", [])
+            # Before the check has run, Ready may say "delivering": only its verdict counts here.
+            verdicts = (c for c in conditions if c["type"] == "Ready" and "gate" in c.get("message", ""))
+            return next(verdicts, None)
+    return None
 
 
 def open_gate(member: Client, namespace: str) -> None:
@@ -116,7 +126,7 @@ def test_max_update_admits_one_cluster_at_a_time_and_waits_for_validate_healths(
             },
             "maxUpdate": 1,
             "syncMode": "OneTime",  # the test opens the gates by hand; OneTime never re-applies "no"
-            "policyRefs": [{"kind": "ConfigMap", "name": name, "namespace": "fleetwave-system"}],
+            "policyRefs": [{"kind": "ConfigMap", "name": name, "namespace": "default"}],
             "validateHealths": [
                 {
                     "name": "gate-open",
@@ -141,8 +151,9 @@ def test_max_update_admits_one_cluster_at_a_time_and_waits_for_validate_healths(
             assert admitted[-1].spec["clusterName"] == member or member in {
                 s.spec["clusterName"] for s in admitted
             }
-            unhealthy = next(s for s in admitted if s.spec["clusterName"] == member)
-            ready = next(c for c in (unhealthy.status or {}).get("conditions", []) if c["type"] == "Ready")
+            # The summary reports its health verdict once delivery and the check ran (slow on a busy
+            # machine): wait for the verdict, then check what it says.
+            ready = wait_for(lambda m=member: _ready_condition(management, name, m), what=f"{member} verdict")
             assert ready["status"] == "False"
             assert "gate closed" in ready["message"]
             open_gate(members[member], namespace)
@@ -190,9 +201,7 @@ def test_post_delay_health_checks_with_get_resource_gate_the_next_stage(
         "kind": "ClusterPromotion",
         "metadata": {"name": name},
         "spec": {
-            "profileSpec": {
-                "policyRefs": [{"kind": "ConfigMap", "name": name, "namespace": "fleetwave-system"}]
-            },
+            "profileSpec": {"policyRefs": [{"kind": "ConfigMap", "name": name, "namespace": "default"}]},
             "stages": [
                 {
                     "name": "dev",
