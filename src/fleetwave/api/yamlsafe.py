@@ -20,6 +20,7 @@ offending line (which may be a Secret's). Here:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -79,7 +80,8 @@ def load_all(data: str | bytes, *, budget: Budget = DEFAULT_BUDGET, what: str = 
     except _Refused as e:
         raise YamlError(f"{what}: {e}") from None
     except yaml.MarkedYAMLError as e:
-        raise YamlError(f"{what}: invalid YAML{_where(e.problem_mark)}: {e.problem or e.context}") from None
+        problem = _redacted(e.problem or e.context or "")
+        raise YamlError(f"{what}: invalid YAML{_where(e.problem_mark)}: {problem}") from None
     except yaml.YAMLError as e:
         raise YamlError(f"{what}: invalid YAML: {type(e).__name__}") from None
     except (ValueError, TypeError, OverflowError, RecursionError) as e:
@@ -99,6 +101,21 @@ def _text(data: str | bytes, budget: Budget, what: str) -> str:
     if "\x00" in data:
         raise YamlError(f"{what}: contains NUL bytes (binary data, not YAML)")
     return data.removeprefix("\ufeff")
+
+
+_QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
+
+
+def _redacted(problem: str) -> str:
+    """PyYAML's problem text without what it quotes from the input (alias names, tags, characters):
+    a message may reach status and Events, and the input may be a Secret."""
+    return _QUOTED.sub(_keep_syntax, problem)
+
+
+def _keep_syntax(match: re.Match[str]) -> str:
+    # Single characters (`','`) and parser tokens (`'<block end>'`) are hints, not input.
+    inner = match.group(0)[1:-1]
+    return match.group(0) if len(inner) <= 1 or inner.startswith("<") else "…"
 
 
 def _where(mark: Any) -> str:
@@ -181,7 +198,8 @@ class _Loader(yaml.SafeLoader):
 
     def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
         if node.tag not in _CORE_TAGS:
-            raise _Refused(f"unsupported YAML tag {node.tag!r}{_where(node.start_mark)}")
+            # The tag is the author's text (it may be secret data): say where it is, not what.
+            raise _Refused(f"an unsupported YAML tag (only the core schema's){_where(node.start_mark)}")
         return super().construct_object(node, deep=deep)
 
     def construct_yaml_int(self, node: yaml.ScalarNode) -> int:

@@ -84,3 +84,24 @@ def test_syntax_errors_name_line_and_column_but_never_quote_the_input() -> None:
 def test_load_refuses_several_documents() -> None:
     with pytest.raises(yamlsafe.YamlError, match="expected one YAML document, found 2"):
         yamlsafe.load("a: 1\n---\nb: 2")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "token: *s3cr3t-value",
+        "token: !s3cr3t-value x",
+        "token: !!s3cr3t-value x",
+        "token: [s3cr3t-value",
+        "token: 's3cr3t-value",
+        'token: "s3cr3t-value \\q"',
+        "token: {s3cr3t-value: [}",
+    ],
+)
+def test_errors_never_quote_the_input(text: str) -> None:
+    with pytest.raises(yamlsafe.YamlError) as caught:
+        yamlsafe.load(text, what="Secret fw/creds")
+    message = str(caught.value)
+    assert "s3cr3t" not in message
+    assert message.startswith("Secret fw/creds: ")
+    assert "line 1" in message or "line 2" in message
