@@ -363,9 +363,21 @@ def test_a_member_cluster_naming_another_namespace_s_secret_is_refused(
     controller: ControllerThread, management: Client, namespace: str
 ) -> None:
     other = registration.secret_name("member-1")
-    sync_ops.apply(
-        management, _member_cluster("thief", namespace, {"name": other, "namespace": CONTROLLER_NS})
-    )
+    # `fleetwave install` puts an admission policy in front of this rule; without it (an older
+    # install, a policy removed by hand) the controller must still refuse.
+    _remove_admission_policy(management)
+    thief = _member_cluster("thief", namespace, {"name": other, "namespace": CONTROLLER_NS})
+
+    def admitted() -> bool | None:
+        try:
+            sync_ops.apply(management, thief)
+        except ApiError as e:
+            if e.status.code in (400, 403, 422):
+                return None  # the removed policy is still in force (it stops asynchronously)
+            raise
+        return True
+
+    wait_for(admitted, what="the admission policy out of force")
     try:
         condition = _member_condition(management, "thief", namespace, member_rules.SECRET_REFUSED)
         assert condition["status"] == "False"
@@ -377,7 +389,7 @@ def test_a_member_cluster_naming_another_namespace_s_secret_is_refused(
     finally:
         management.delete(kinds.resource("MemberCluster"), "thief", namespace=namespace)
 
-    # With the admission policy installed, the API server refuses such a MemberCluster outright.
+    # With the admission policy (re)installed, the API server refuses such a MemberCluster outright.
     policy, binding = crds.admission_policies()
     for doc in (policy, binding):
         sync_ops.apply(management, doc)
@@ -406,8 +418,16 @@ def test_a_member_cluster_naming_another_namespace_s_secret_is_refused(
             except ApiError as e:
                 if e.status.code != 404:
                     raise
-        management.delete(_vap_binding(), crds.MEMBER_SECRET_POLICY)
-        management.delete(_vap(), crds.MEMBER_SECRET_POLICY)
+        # The policy stays: it is part of what `fleetwave install` sets up.
+
+
+def _remove_admission_policy(management: Client) -> None:
+    for resource in (_vap_binding(), _vap()):
+        try:
+            management.delete(resource, crds.MEMBER_SECRET_POLICY)
+        except ApiError as e:
+            if e.status.code != 404:
+                raise
 
 
 def _vap() -> Any:

@@ -21,7 +21,8 @@ def rbac_documents(namespace: str = NAMESPACE) -> list[dict[str, Any]]:
 
 
 def install(client: Client, *, timeout: float = 60.0, namespace: str = NAMESPACE) -> list[str]:
-    """Apply every CRD and the RBAC, then wait until the CRDs are Established. Returns CRD names.
+    """Apply every CRD and the RBAC, wait until the CRDs are Established, then apply the admission
+    policies. Returns CRD names.
 
     Server-side apply replaces each role's whole rule list, so re-installing over an older release
     also takes away what it no longer grants."""
@@ -32,6 +33,10 @@ def install(client: Client, *, timeout: float = 60.0, namespace: str = NAMESPACE
     for doc in rbac_documents(namespace):
         sync_ops.apply(client, doc)
     _wait_established(client, names, timeout)
+    # After the CRDs serve: the policy validates MemberClusters (a namespaced one may only name a
+    # kubeconfig Secret in its own namespace, ADR 0046); the controller checks the same rule again.
+    for doc in crds.admission_policies():
+        sync_ops.apply(client, doc)
     return names
 
 
