@@ -140,3 +140,25 @@ def test_selectors_a_placement_cannot_honour_are_reported(
 ) -> None:
     with pytest.raises(selection.SelectionError, match=message):
         selection.select(spec(selector), lister, namespace=namespace)
+
+
+def test_member_kubeconfig_secrets_are_never_selected_only_user_secrets_are() -> None:
+    hub = {
+        "Namespace": [obj("Namespace", "team")],
+        "Secret": [
+            obj("Secret", "app-creds", "team", data={"k": "dg=="}),
+            obj("Secret", "m1-kubeconfig", "team", meta={"labels": {"fleetwave.io/member-cluster": "m1"}}),
+            obj("Secret", "unlabelled-kubeconfig", "team", data={"kubeconfig": "eA=="}),
+        ],
+        "MemberCluster": [
+            obj(
+                "MemberCluster", "m2", "team", spec={"kubeconfigSecretRef": {"name": "unlabelled-kubeconfig"}}
+            )
+        ],
+    }
+    picked = selection.select(
+        spec({"group": "", "version": "v1", "kind": "Namespace", "name": "team"}),
+        lambda kind: hub.get(kind, []),
+        namespace=None,
+    )
+    assert names(picked) == ["Namespace/team", "Secret/app-creds"]
