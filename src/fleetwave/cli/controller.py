@@ -44,6 +44,15 @@ def run(
         float, typer.Option(help="Seconds a crashed leader blocks a successor.")
     ] = 15.0,
     log_level: Annotated[str, typer.Option(help="DEBUG, INFO, WARNING.")] = "INFO",
+    health_workers: Annotated[
+        int, typer.Option(min=2, help="Worker processes Lua/CEL health checks run in (killed on overrun).")
+    ] = 2,
+    health_wall_seconds: Annotated[
+        float, typer.Option(min=1.0, help="Wall-time budget of one cluster's health checks.")
+    ] = 20.0,
+    health_memory_mib: Annotated[
+        int, typer.Option(min=256, help="Address-space limit of a health-check worker (MiB).")
+    ] = 1024,
 ) -> None:
     """Reconcile ClusterPromotions, ClusterProfiles and ClusterSummaries until stopped."""
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -57,6 +66,9 @@ def run(
         health_port=health_port,
         identity=identity,
         lease_duration=lease_duration,
+        health_workers=health_workers,
+        health_wall_seconds=health_wall_seconds,
+        health_memory_bytes=health_memory_mib * 1024 * 1024,
     )
 
     async def main() -> None:
