@@ -247,9 +247,7 @@ def test_editing_a_referenced_configmap_is_a_new_revision_that_walks_the_stages_
         return out
 
     doc = promotion_doc(name, repo.url, staging_manual=True, dev_delay="1s")
-    doc["spec"]["profileSpec"] = {
-        "policyRefs": [{"kind": "ConfigMap", "name": name, "namespace": "default"}]
-    }
+    doc["spec"]["profileSpec"] = {"policyRefs": [{"kind": "ConfigMap", "name": name, "namespace": "default"}]}
     manifests.apply(management, [policy("v1")])
     apply(management, doc)
     approve = [{"op": "replace", "path": "/spec/stages/1/trigger/manual/approved", "value": True}]
