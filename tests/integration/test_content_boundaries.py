@@ -324,8 +324,14 @@ def test_a_hand_made_cluster_summary_is_ignored_with_an_event_and_not_delivered(
         )
         assert condition["status"] == "False"
         assert "not created by fleetwave" in condition["message"]
-        events = _events(management, summary_name)
-        assert any(e.type == "Warning" and e.reason == "NotCreatedByFleetwave" for e in events)
+        # The Event follows the status write: wait for it rather than race it.
+        wait_for(
+            lambda: any(
+                e.type == "Warning" and e.reason == "NotCreatedByFleetwave"
+                for e in _events(management, summary_name)
+            ),
+            what="the Warning Event on the hand-made summary",
+        )
         stored = management.get(kinds.resource("ClusterSummary"), summary_name, namespace=CONTROLLER_NS)
         assert ss.FINALIZER not in (stored.metadata.finalizers or [])
         # The status says the reconcile ran and stopped before delivery: the member has nothing.
@@ -385,7 +391,11 @@ def test_a_member_cluster_naming_another_namespace_s_secret_is_refused(
         stored = management.get(kinds.resource("MemberCluster"), "thief", namespace=namespace)
         assert stored.status["ready"] is False
         assert stored.status.get("version") is None  # never probed with the borrowed credentials
-        assert any(e.reason == member_rules.SECRET_REFUSED for e in _events(management, "thief"))
+        # The Event follows the status write: wait for it rather than race it.
+        wait_for(
+            lambda: any(e.reason == member_rules.SECRET_REFUSED for e in _events(management, "thief")),
+            what="the KubeconfigSecretRefused Event",
+        )
     finally:
         management.delete(kinds.resource("MemberCluster"), "thief", namespace=namespace)
 
