@@ -73,6 +73,21 @@ def test_apply_maps_an_upstream_sveltos_promotion_to_the_native_kind(
     assert stored.spec["profileSpec"]["stopMatchingBehavior"] == "WithdrawPolicies"
 
 
+def test_apply_reads_manifests_from_stdin_as_kubectl_does(
+    installed: list[str], management: Client, local_fleet: fleet.FleetState
+) -> None:
+    kubeconfig = local_fleet.cluster(fleet.MANAGEMENT).kubeconfig
+    text = UPSTREAM_PROMOTION.format(name="from-stdin")
+    result = CliRunner().invoke(app, ["apply", "-f", "-", "--kubeconfig", kubeconfig], input=text)
+    try:
+        assert result.exit_code == 0, result.output
+        assert "clusterpromotion/from-stdin applied (from config.projectsveltos.io/v1beta1)" in result.output
+        stored = management.get(kinds.resource("ClusterPromotion"), "from-stdin")
+        assert stored.spec["stages"][1]["name"] == "production"
+    finally:
+        management.delete(kinds.resource("ClusterPromotion"), "from-stdin")
+
+
 @pytest.mark.parametrize(
     ("mutate", "message"),
     [

@@ -1,14 +1,16 @@
 """Reading the files a user names on the command line, as untrusted input.
 
-Only regular files are read (`/dev/zero`, a FIFO or a directory would hang or mislead), at most
-MAX_BYTES of them, and text must be UTF-8 without NUL bytes. Every refusal is an `InputError`
-whose message names the option and the file and says what is wrong, never the content.
+`-` is standard input. Otherwise only regular files are read (`/dev/zero`, a FIFO or a directory
+would hang or mislead). At most MAX_BYTES are read, and text must be UTF-8 without NUL bytes.
+Every refusal is an `InputError` whose message names the option and the file and says what is
+wrong, never the content.
 """
 
 from __future__ import annotations
 
 import os
 import stat
+import sys
 from pathlib import Path
 
 MAX_BYTES = 8 * 1024 * 1024
@@ -18,8 +20,17 @@ class InputError(Exception):
     """Bad user input; the message already names the file, option or field."""
 
 
+STDIN = "-"
+
+
 def read_bytes(path: Path, option: str, *, limit: int = MAX_BYTES) -> bytes:
+    """The file's bytes; `-` reads standard input (`kubectl apply -f -` habits), with the same cap."""
     where = f"{option} {path}"
+    if str(path) == STDIN:
+        data = sys.stdin.buffer.read(limit + 1)
+        if len(data) > limit:
+            raise InputError(f"{option} -: standard input is larger than {limit // (1024 * 1024)} MiB")
+        return data
     try:
         # Non-blocking open: a FIFO must not wait for a writer before it is refused.
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)

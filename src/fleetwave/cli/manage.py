@@ -32,13 +32,16 @@ def install(kubeconfig: KubeconfigOption = None) -> None:
 
 
 def apply(
-    file: Annotated[Path, typer.Option("--filename", "-f", help="YAML file with one or more manifests.")],
+    file: Annotated[
+        Path, typer.Option("--filename", "-f", help="YAML file with one or more manifests; - reads stdin.")
+    ],
     kubeconfig: KubeconfigOption = None,
     namespace: Annotated[str | None, typer.Option("--namespace", "-n", help="Default namespace.")] = None,
 ) -> None:
     """Apply manifests; Sveltos and KubeFleet apiVersions are mapped to fleetwave's own."""
     try:
-        docs = manifests.documents(inputs.read_text(file, "-f"), source=str(file))
+        source = "stdin" if str(file) == inputs.STDIN else str(file)
+        docs = manifests.documents(inputs.read_text(file, "-f"), source=source)
         with management_client(kubeconfig) as client:
             applied = manifests.apply(client, docs, default_namespace=namespace)
     except inputs.InputError as e:

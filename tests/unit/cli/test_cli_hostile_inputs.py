@@ -102,3 +102,19 @@ def test_apply_refuses_before_connecting(tmp_path: Path) -> None:
     code, output = _run("apply", "-f", "/dev/zero", "--kubeconfig", str(unreachable))
     assert code == 2
     assert "not a regular file" in _one_clean_line(output)
+
+
+def test_apply_reads_stdin_with_the_same_checks(tmp_path: Path) -> None:
+    unreachable = tmp_path / "mgmt"
+    unreachable.write_text(
+        '{"apiVersion": "v1", "kind": "Config", "current-context": "x",'
+        ' "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:1"}}],'
+        ' "users": [{"name": "u", "user": {"token": "t"}}],'
+        ' "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}]}'
+    )
+    args = ["apply", "-f", "-", "--kubeconfig", str(unreachable)]
+    result = CliRunner().invoke(app, args, input=ALIAS_BOMB)
+    assert result.exit_code == 2
+    line = _one_clean_line(result.output)
+    assert line.startswith("error: stdin: ")
+    assert "alias" in line
