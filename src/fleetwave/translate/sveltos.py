@@ -103,10 +103,24 @@ def from_promotion(promotion: ClusterPromotion, *, content_hash: str | None = No
         for s in spec.stages
     )
     revision = m.Revision(
-        content_hash=content_hash or profile_content_hash(spec.profile_spec),
+        content_hash=revision_hash(spec.profile_spec, content_hash),
         stages_hash=batching.compute_stages_hash(stages),
     )
     return m.RolloutSpec(name=name, revision=revision, stages=stages)
+
+
+# profileSpec fields that decide how a stage is judged rather than what it delivers: editing one
+# starts a new revision like a content edit (ADR 0030), so no stage is passed on the old rules.
+_JUDGED = ("validateHealths", "syncMode")
+
+
+def revision_hash(spec: ProfileSpec, content_hash: str | None) -> str:
+    """The revision's content hash: the resolved content's hash (the controller's, which follows
+    referenced ConfigMaps and Secrets) plus the judging fields; the spec's own hash without one."""
+    if content_hash is None:
+        return profile_content_hash(spec)
+    body = spec.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return common.digest({"content": content_hash, "judged": {k: body.get(k) for k in _JUDGED}})
 
 
 def promotion_selector_paths(promotion: ClusterPromotion) -> tuple[str, ...]:
@@ -152,7 +166,7 @@ def from_profile(profile: ClusterProfile, *, content_hash: str | None = None) ->
         max_in_flight=m.MaxInFlight.parse(profile.spec.max_update),
     )
     revision = m.Revision(
-        content_hash=content_hash or profile_content_hash(profile.spec),
+        content_hash=revision_hash(profile.spec, content_hash),
         stages_hash=batching.compute_stages_hash((stage,)),
     )
     return m.RolloutSpec(name=name, revision=revision, stages=(stage,))

@@ -164,7 +164,27 @@ def test_pace_and_list_order_are_not_content_but_the_override_hash_wins() -> Non
     reordered = from_promotion(promotion([stage("qa", "qa")], helmCharts=[other, CHART], maxUpdate=1))
     assert reordered.revision.content_hash == base.revision.content_hash
     pinned = from_promotion(promotion([stage("qa", "qa")]), content_hash="with-configmaps")
-    assert pinned.revision.content_hash == "with-configmaps"
+    repinned = from_promotion(promotion([stage("qa", "qa")], maxUpdate=1), content_hash="with-configmaps")
+    other_content = from_promotion(promotion([stage("qa", "qa")]), content_hash="edited-configmap")
+    assert pinned.revision.content_hash == repinned.revision.content_hash  # the resolved hash wins
+    assert other_content.revision.content_hash != pinned.revision.content_hash
+
+
+HEALTH = {"name": "ready", "featureID": "Helm", "group": "apps", "version": "v1", "kind": "Deployment"}
+
+
+@pytest.mark.parametrize(
+    "judged",
+    [
+        {"validateHealths": [{**HEALTH, "script": "function evaluate() return {status='Healthy'} end"}]},
+        {"syncMode": "OneTime"},
+    ],
+)
+def test_editing_how_stages_are_judged_is_a_new_revision_like_a_content_edit(judged: dict[str, Any]) -> None:
+    before = from_promotion(promotion([stage("qa", "qa")]), content_hash="same-content")
+    after = from_promotion(promotion([stage("qa", "qa")], **judged), content_hash="same-content")
+    assert after.revision.content_hash != before.revision.content_hash
+    assert after.revision.stages_hash == before.revision.stages_hash
 
 
 def profile(spec: dict[str, Any]) -> ClusterProfile:
