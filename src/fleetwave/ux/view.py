@@ -134,7 +134,9 @@ def promotion_view(
     facts = _Facts(
         name,
         _index_summaries(summaries),
-        str(rollout.get("contentHash", "")),
+        # The delivered content's hash (what summaries report); the revision's hash also covers how
+        # stages are judged (ADR 0030), so it differs from it.
+        str(status.get("profileSpecHash") or rollout.get("contentHash", "")),
         status.get("approvals") or {},
         now,
     )
