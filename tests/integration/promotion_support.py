@@ -13,6 +13,7 @@ import asyncio
 import json
 import logging
 import re
+import sys
 import threading
 import time
 import traceback
@@ -135,11 +136,26 @@ class ControllerThread:
         finally:
             await client.close()
 
+    def _where(self) -> str:
+        """What the controller's thread and its tasks are doing (for a stop that hangs)."""
+        frame = sys._current_frames().get(self._thread.ident or -1) if self._thread else None
+        lines = traceback.format_stack(frame) if frame is not None else ["(thread gone)"]
+        try:  # read from another thread: good enough for a diagnosis, may race
+            tasks = list(asyncio.all_tasks(self._loop)) if self._loop is not None else []
+        except RuntimeError:
+            tasks = []
+        for task in tasks:
+            frames = task.get_stack(limit=1)
+            code = frames[-1].f_code if frames else None
+            where = f"{code.co_filename}:{frames[-1].f_lineno} {code.co_name}" if code else ""
+            lines.append(f"task {task.get_name()}: {task.get_coro()} {where}\n")
+        return "".join(lines[-80:])
+
     def stop(self) -> None:
         if self._loop is not None and self._manager is not None and self._thread is not None:
             self._loop.call_soon_threadsafe(self._manager.stop)
             self._thread.join(60)
-            assert not self._thread.is_alive(), "controller did not stop"
+            assert not self._thread.is_alive(), f"controller did not stop:\n{self._where()}"
         logging.getLogger("fleetwave").removeHandler(self._refusals)
         if self._refusals.refusals and self.error is None:
             shown = "\n".join(sorted(set(self._refusals.refusals))[:20])

@@ -83,6 +83,9 @@ def build(client: AsyncClient, settings: Settings, *, handle_signals: bool = Tru
     return manager
 
 
+POOL_CLOSE_SECONDS = 15.0
+
+
 class _SandboxedManager(Manager):
     """The manager, owning the health-check pool: warmed in the background while informers sync (a
     slow start never delays the probes; a check before it is ready starts its own worker), closed
@@ -100,7 +103,12 @@ class _SandboxedManager(Manager):
         finally:
             warm.cancel()
             await asyncio.gather(warm, return_exceptions=True)
-            await self.health_pool.close()
+            try:  # bounded: a worker that cannot be reaped must not keep the process from exiting
+                await asyncio.wait_for(self.health_pool.close(), POOL_CLOSE_SECONDS)
+            except TimeoutError:
+                log.error(
+                    "health-check sandbox: workers not reaped within %ss of shutdown", POOL_CLOSE_SECONDS
+                )
 
 
 def _report_warm_failure(task: asyncio.Task[None]) -> None:
