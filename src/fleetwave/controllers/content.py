@@ -99,9 +99,48 @@ class Resolved:
         return "Secret" if self.from_secret else "ConfigMap"
 
 
-# Fields fleetwave parses (so manifests round-trip) but does not deliver yet: refusing them with a
-# message beats silently deploying something other than what the user asked for.
-_UNSUPPORTED = ("kustomization_refs", "template_resource_refs", "depends_on", "patches", "pre_delete_checks")
+# Fields fleetwave parses (so manifests round-trip) but does not honour yet: refusing them with a
+# message beats silently deploying something other than what the user asked for (issue 10).
+_UNSUPPORTED = (
+    "kustomization_refs",
+    "template_resource_refs",
+    "depends_on",
+    "patches",
+    "pre_delete_checks",
+    "pre_deploy_checks",
+    "post_delete_checks",
+    "patches_from",
+    "drift_exclusions",
+    "continue_on_error",
+    "continue_on_conflict",
+    "reloader",
+    "extra_labels",
+    "extra_annotations",
+)
+# Refused when set to anything but their default (the default is what fleetwave does).
+_DEFAULTED = ("tier", "max_consecutive_failures")
+DEFAULT_TIER = 100
+
+
+def _refuse_unhonoured(spec: ProfileSpec, path: str) -> None:
+    for name in _UNSUPPORTED:
+        if getattr(spec, name, None):  # extraLabels/extraAnnotations exist on ClusterProfiles only
+            raise ContentError(f"{path}.{_alias(spec, name)}: not supported by fleetwave yet")
+    for name in _DEFAULTED:
+        if getattr(spec, name) != ProfileSpec.model_fields[name].default:
+            raise ContentError(f"{path}.{_alias(spec, name)}: only the default is supported by fleetwave yet")
+    for i, ref in enumerate(spec.policy_refs or []):
+        if ref.deployment_type != "Remote":
+            # Local means "in the management cluster"; delivering it to members would be wrong.
+            raise ContentError(
+                f"{path}.policyRefs[{i}].deploymentType: Local is not supported by fleetwave yet"
+            )
+        if ref.tier != DEFAULT_TIER:
+            raise ContentError(f"{path}.policyRefs[{i}].tier: only the default is supported by fleetwave yet")
+
+
+def _alias(spec: ProfileSpec, name: str) -> str:
+    return type(spec).model_fields[name].alias or name
 
 
 def resolve(
@@ -112,10 +151,7 @@ def resolve(
     path: str,
     boundary: Boundary | None = None,
 ) -> Resolved:
-    for name in _UNSUPPORTED:
-        if getattr(spec, name):
-            alias = ProfileSpec.model_fields[name].alias or name
-            raise ContentError(f"{path}.{alias}: not supported by fleetwave yet")
+    _refuse_unhonoured(spec, path)
     reader = _Reader(lookup, boundary or Boundary(), default_namespace)
     policies = []
     for i, ref in enumerate(spec.policy_refs or []):

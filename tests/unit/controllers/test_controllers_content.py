@@ -113,3 +113,52 @@ def test_fields_not_delivered_yet_are_refused_by_name(field: str) -> None:
             default_namespace="fw",
             path="spec",
         )
+
+
+CHECK = {"name": "c", "featureID": "Resources", "group": "", "version": "v1", "kind": "ConfigMap"}
+
+
+@pytest.mark.parametrize(
+    ("extra", "refused"),
+    [
+        ({"preDeployChecks": [CHECK]}, r"spec\.preDeployChecks: not supported"),
+        ({"postDeleteChecks": [CHECK]}, r"spec\.postDeleteChecks: not supported"),
+        ({"patchesFrom": [{"kind": "ConfigMap", "name": "p", "namespace": "fw"}]}, r"spec\.patchesFrom: not"),
+        ({"driftExclusions": [{"paths": ["/spec/replicas"]}]}, r"spec\.driftExclusions: not supported"),
+        ({"continueOnError": True}, r"spec\.continueOnError: not supported"),
+        ({"continueOnConflict": True}, r"spec\.continueOnConflict: not supported"),
+        ({"reloader": True}, r"spec\.reloader: not supported"),
+        ({"tier": 50}, r"spec\.tier: only the default"),
+        ({"maxConsecutiveFailures": 3}, r"spec\.maxConsecutiveFailures: only the default"),
+        (
+            {
+                "policyRefs": [
+                    {"kind": "ConfigMap", "name": "greeting", "namespace": "fw", "deploymentType": "Local"}
+                ]
+            },
+            r"spec\.policyRefs\[0\]\.deploymentType: Local is not supported",
+        ),
+        (
+            {"policyRefs": [{"kind": "ConfigMap", "name": "greeting", "namespace": "fw", "tier": 10}]},
+            r"spec\.policyRefs\[0\]\.tier: only the default",
+        ),
+    ],
+)
+def test_fields_fleetwave_would_otherwise_ignore_are_refused_by_name(
+    extra: dict[str, Any], refused: str
+) -> None:
+    with pytest.raises(content.ContentError, match=refused):
+        content.resolve(
+            _spec(**extra),
+            Objects({("ConfigMap", "fw", "greeting"): _policy("v1")}),
+            default_namespace="fw",
+            path="spec",
+        )
+
+
+def test_defaults_written_out_are_accepted() -> None:
+    spec = _spec(tier=100, continueOnError=False, reloader=False, driftExclusions=[])
+    resolved = content.resolve(
+        spec, Objects({("ConfigMap", "fw", "greeting"): _policy("v1")}), default_namespace="fw", path="spec"
+    )
+    assert resolved.body["policies"]
