@@ -22,6 +22,10 @@ from fleetwave.api.models import (
     StagedUpdateStrategy,
 )
 
+if not seedtext.SEEDS.is_dir():
+    # A user's clone has no ../shared; CI has it beside the clone, and there these tests run.
+    pytest.skip("the seed documents (../shared/seeds) are not beside this clone", allow_module_level=True)
+
 FIXTURE_004 = Path(__file__).with_name("seed004_objects.yaml")
 UPSTREAM_KINDS = set(KINDS) | {"SveltosCluster"}
 # Counted by hand: 000 has 3 ClusterPromotions (+1 stage fragment), 001 has 1 (+ a ConfigMap),
