@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from fleetwave.controllers import kubefleet, membercluster, profile, promotion, summary
+from fleetwave.controllers import kubefleet, membercluster, members, profile, promotion, summary
 from fleetwave.controllers import summary_status as ss
 from fleetwave.controllers.context import Cache, Context
 from fleetwave.controllers.ports import HealthAdapter, HelmAdapter
@@ -232,7 +232,7 @@ def _wire_summaries(summaries: Controller[str], informers: dict[str, Informer], 
 
 
 def summaries_of_member_secret(cache: Cache, secret: Any) -> Iterable[str]:
-    member = (secret.metadata.labels or {}).get("fleetwave.io/member-cluster")
+    member = (secret.metadata.labels or {}).get(members.SECRET_LABEL)
     if not member:
         return []
     return [
@@ -244,5 +244,5 @@ def summaries_of_member_secret(cache: Cache, secret: Any) -> Iterable[str]:
 
 
 def _member_of_secret(secret: Any) -> Iterable[str]:
-    member = (secret.metadata.labels or {}).get("fleetwave.io/member-cluster")
+    member = (secret.metadata.labels or {}).get(members.SECRET_LABEL)
     return [f"{secret.metadata.namespace}/{member}"] if member else []

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from fleetwave.api.sveltos import HelmChart, PolicyRef, ProfileSpec, ValueFrom
+from fleetwave.controllers import members
 from fleetwave.delivery import content as dc
 
 SNAPSHOT_PREFIX = "fw-content-"
@@ -38,7 +39,7 @@ SNAPSHOT_KEY = "content.json"
 SNAPSHOT_LABEL = "fleetwave.io/content"
 SNAPSHOT_SECRET_TYPE = "fleetwave.io/content-snapshot"
 ADDON_SECRET_TYPE = "addons.projectsveltos.io/cluster-profile"  # libsveltos ClusterProfileSecretType
-MEMBER_SECRET_LABEL = "fleetwave.io/member-cluster"  # set by `fleetwave cluster register`
+MEMBER_SECRET_LABEL = members.SECRET_LABEL  # set by `fleetwave cluster register`
 SOURCE_KINDS = ("ConfigMap", "Secret")
 
 
@@ -73,15 +74,7 @@ class Boundary:
         return ""
 
 
-def kubeconfig_secrets(member_clusters: Iterable[Mapping[str, Any]]) -> frozenset[tuple[str, str]]:
-    """The Secrets MemberClusters name as kubeconfigs (as written, whether or not they may use them)."""
-    out = set()
-    for mc in member_clusters:
-        namespace = str((mc.get("metadata") or {}).get("namespace") or "default")
-        ref = (mc.get("spec") or {}).get("kubeconfigSecretRef") or {}
-        name = ref.get("name") or f"{(mc.get('metadata') or {}).get('name')}-kubeconfig"
-        out.add((str(ref.get("namespace") or namespace), str(name)))
-    return frozenset(out)
+kubeconfig_secrets = members.kubeconfig_secrets  # what Boundary.kubeconfig_secrets is built from
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,10 +21,11 @@ from typing import Any, Protocol
 from fleetwave.core import model as m
 from fleetwave.delivery.target import MemberTarget
 from fleetwave.kube import kubeconfig_policy
-from fleetwave.mgmt.registration import ALLOW_INSECURE_ANNOTATION
+from fleetwave.mgmt.registration import ALLOW_INSECURE_ANNOTATION, MEMBER_SECRET_LABEL
 from fleetwave.translate import NAME_LABEL
 
 Obj = Mapping[str, Any]
+SECRET_LABEL = MEMBER_SECRET_LABEL  # on a kubeconfig Secret: the member it serves
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +73,20 @@ def from_object(obj: Obj) -> Member:
         allow_insecure=(meta.get("annotations") or {}).get(ALLOW_INSECURE_ANNOTATION) == "true",
         secret_problem=problem,
     )
+
+
+def kubeconfig_secrets(member_clusters: Iterable[Obj]) -> frozenset[tuple[str, str]]:
+    """(namespace, name) of every Secret a MemberCluster names as its kubeconfig, as written
+    (whether or not it may use it): credentials, never content."""
+    return frozenset(from_object(mc).secret[:2] for mc in member_clusters)
+
+
+def is_kubeconfig_secret(secret: Obj, referenced: frozenset[tuple[str, str]]) -> bool:
+    """Labelled by `cluster register`, or named by a MemberCluster (`kubeconfig_secrets`)."""
+    meta = secret.get("metadata") or {}
+    if SECRET_LABEL in (meta.get("labels") or {}):
+        return True
+    return (str(meta.get("namespace") or ""), str(meta.get("name") or "")) in referenced
 
 
 def fleet(members: Iterable[Member]) -> m.Fleet:

@@ -16,6 +16,7 @@ from fleetwave.kube import kinds, ops, sync_ops
 
 KUBECONFIG_KEY = "kubeconfig"
 ALLOW_INSECURE_ANNOTATION = "fleetwave.io/allow-insecure-kubeconfig"
+MEMBER_SECRET_LABEL = "fleetwave.io/member-cluster"  # on the kubeconfig Secret: the member it serves
 KubeconfigRefused = kubeclient.KubeconfigRefused
 
 
@@ -67,7 +68,7 @@ def register(
             "metadata": {
                 "name": secret_name(name),
                 "namespace": namespace,
-                "labels": {"fleetwave.io/member-cluster": name},
+                "labels": {MEMBER_SECRET_LABEL: name},
             },
             "type": "Opaque",
             "stringData": {KUBECONFIG_KEY: kubeconfig.decode()},

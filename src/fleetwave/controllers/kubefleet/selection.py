@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fleetwave.api.kubefleet import PlacementSpec, ResourceSelector
+from fleetwave.controllers import members
 
 Obj = Mapping[str, Any]
 
@@ -99,36 +100,15 @@ def _generated(kind: Kind, obj: Obj) -> bool:
     return kind.name == "Secret" and obj.get("type") == "kubernetes.io/service-account-token"
 
 
-MEMBER_SECRET_LABEL = "fleetwave.io/member-cluster"
-
-
-def kubeconfig_secrets(lister: Lister) -> set[tuple[str, str]]:
-    """(namespace, name) of every Secret a MemberCluster names as its kubeconfig."""
-    out = set()
-    for member in lister("MemberCluster"):
-        meta, spec = member.get("metadata") or {}, member.get("spec") or {}
-        ref = spec.get("kubeconfigSecretRef") or {}
-        namespace = str(ref.get("namespace") or meta.get("namespace") or "")
-        out.add((namespace, str(ref.get("name") or f"{meta.get('name')}-kubeconfig")))
-    return out
-
-
-def _credential(kind: Kind, obj: Obj, credentials: set[tuple[str, str]]) -> bool:
-    """A member cluster's kubeconfig is a credential of fleetwave's, never content to hand out."""
-    if kind.name != "Secret":
-        return False
-    meta = obj.get("metadata") or {}
-    labelled = MEMBER_SECRET_LABEL in (meta.get("labels") or {})
-    return labelled or (str(meta.get("namespace") or ""), str(meta.get("name"))) in credentials
-
-
 def select(spec: PlacementSpec, lister: Lister, *, namespace: str | None) -> list[dict[str, Any]]:
     """The cleaned manifests selected by `spec`; `namespace` is set for a ResourcePlacement."""
     chosen: dict[tuple[str, str, str], dict[str, Any]] = {}
-    credentials = kubeconfig_secrets(lister)
+    credentials = members.kubeconfig_secrets(lister("MemberCluster"))
 
     def add(kind: Kind, obj: Obj) -> None:
-        if not _generated(kind, obj) and not _credential(kind, obj, credentials):
+        # A member cluster's kubeconfig is a credential of fleetwave's, never content to hand out.
+        credential = kind.name == "Secret" and members.is_kubeconfig_secret(obj, credentials)
+        if not _generated(kind, obj) and not credential:
             body = clean(kind, obj)
             meta = body["metadata"]
             chosen[(kind.name, meta.get("namespace") or "", meta["name"])] = body
