@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Build the real control-plane binaries fleetwave's local fleet runs on, from the Go module proxy.
+# Build the real control-plane binaries fleetwave's local fleet runs on (and the kubectl its tests drive), from the Go module proxy.
 #
 #   tools/binaries/build.sh            build (or reuse) and print the binary directory
 #   tools/binaries/build.sh --init     regenerate the wrapper go.mod/go.sum files (maintainers only)
@@ -26,10 +26,11 @@ has() { # has "<output of a command>" "<text it must contain>": no pipes, so pip
 
 verify() {
   local dir="$1"
-  [[ -x "$dir/kube-apiserver" && -x "$dir/etcd" && -x "$dir/helm" && -x "$dir/kwok" ]] || return 1
+  [[ -x "$dir/kube-apiserver" && -x "$dir/kubectl" && -x "$dir/etcd" && -x "$dir/helm" && -x "$dir/kwok" ]] || return 1
   has "$("$dir/kube-apiserver" --version 2>/dev/null)" "Kubernetes ${KUBERNETES_VERSION}" &&
     has "$("$dir/kube-controller-manager" --version 2>/dev/null)" "${KUBERNETES_VERSION}" &&
     has "$("$dir/kube-scheduler" --version 2>/dev/null)" "${KUBERNETES_VERSION}" &&
+    has "$("$dir/kubectl" version --client 2>/dev/null)" "${KUBERNETES_VERSION}" &&
     has "$("$dir/etcd" --version 2>/dev/null)" "etcd Version: ${ETCD_VERSION#v}" &&
     has "$("$dir/helm" version --template '{{.Version}}' 2>/dev/null)" "${HELM_VERSION}" &&
     has "$("$dir/kwok" --version 2>/dev/null)" "${KWOK_VERSION}"
@@ -57,6 +58,9 @@ for f in "$free_kb" "$gocache_free_kb"; do
 done
 
 mkdir -p "$bin.partial"
+# A cache made before a binary was added to the set keeps the binaries it has: only the new one is built
+# (every binary is checked against its pinned version below before the set is used).
+[[ -d "$bin" ]] && cp -an "$bin"/. "$bin.partial"/
 export CGO_ENABLED=0 GOFLAGS="-mod=mod -trimpath"
 
 stamp() { # Kubernetes ldflags, as upstream hack/lib/version.sh sets them: /version must not be v0.0.0
@@ -79,7 +83,8 @@ init_kubernetes() {
    for m in $staging; do go mod edit -replace="$m=$m@v0.${KUBERNETES_VERSION#v1.}"; done
    go get -tool "k8s.io/kubernetes/cmd/kube-apiserver@$KUBERNETES_VERSION" \
      "k8s.io/kubernetes/cmd/kube-controller-manager@$KUBERNETES_VERSION" \
-     "k8s.io/kubernetes/cmd/kube-scheduler@$KUBERNETES_VERSION" && go mod tidy)
+     "k8s.io/kubernetes/cmd/kube-scheduler@$KUBERNETES_VERSION" \
+     "k8s.io/kubernetes/cmd/kubectl@$KUBERNETES_VERSION" && go mod tidy)
 }
 
 init_simple() { # name module-path tool-package version
@@ -104,6 +109,7 @@ t0=$(date +%s)
 [[ -x "$bin.partial/kube-apiserver" ]] || build kubernetes kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver "$(stamp)"
 [[ -x "$bin.partial/kube-controller-manager" ]] || build kubernetes kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager "$(stamp)"
 [[ -x "$bin.partial/kube-scheduler" ]] || build kubernetes kube-scheduler k8s.io/kubernetes/cmd/kube-scheduler "$(stamp)"
+[[ -x "$bin.partial/kubectl" ]] || build kubernetes kubectl k8s.io/kubernetes/cmd/kubectl "$(stamp)"
 [[ -x "$bin.partial/etcd" ]] || build etcd etcd go.etcd.io/etcd/server/v3 "-s -w"
 kminor=$(echo "$KUBERNETES_VERSION" | cut -d. -f2)
 [[ -x "$bin.partial/helm" ]] || build helm helm helm.sh/helm/v3/cmd/helm "-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=$kminor"
