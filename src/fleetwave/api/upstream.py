@@ -42,7 +42,7 @@ def _same_kind(kind: str) -> tuple[str, Callable[[dict[str, Any]], dict[str, Any
     return kind, lambda doc: doc
 
 
-def _sveltos_cluster(doc: dict[str, Any]) -> dict[str, Any]:
+def sveltos_cluster(doc: dict[str, Any]) -> dict[str, Any]:
     """lib.projectsveltos.io SveltosCluster: kubeconfigName/kubeconfigKeyName become kubeconfigSecretRef
     (Sveltos' default Secret name `<name>-sveltos-kubeconfig` made explicit)."""
     raw_spec, meta = doc.get("spec") or {}, doc.get("metadata") or {}
@@ -66,7 +66,7 @@ def _fleet_member_cluster(doc: dict[str, Any]) -> dict[str, Any]:
 # apiVersion -> kind -> (native kind, converter)
 UPSTREAM: dict[str, dict[str, tuple[str, Callable[[dict[str, Any]], dict[str, Any]]]]] = {
     "config.projectsveltos.io/v1beta1": {k: _same_kind(k) for k in _SVELTOS_CONFIG},
-    "lib.projectsveltos.io/v1beta1": {"SveltosCluster": ("MemberCluster", _sveltos_cluster)},
+    "lib.projectsveltos.io/v1beta1": {"SveltosCluster": ("MemberCluster", sveltos_cluster)},
     "placement.kubernetes-fleet.io/v1beta1": {k: _same_kind(k) for k in _KUBEFLEET_PLACEMENT},
     "placement.kubernetes-fleet.io/v1": {k: _same_kind(k) for k in _KUBEFLEET_PLACEMENT},
     "cluster.kubernetes-fleet.io/v1beta1": {"MemberCluster": ("MemberCluster", _fleet_member_cluster)},

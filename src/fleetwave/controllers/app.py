@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from fleetwave.api import families
 from fleetwave.controllers import kubefleet, membercluster, members, profile, promotion, summary
 from fleetwave.controllers import summary_status as ss
 from fleetwave.controllers.context import Cache, Context
@@ -47,6 +48,8 @@ class Settings:
     health_workers: int = 2
     health_wall_seconds: float = 20.0
     health_memory_bytes: int = 1024 * 1024 * 1024
+    # Upstream API families reconciled besides the native one (ADR 0062): `--upstream-apis`.
+    upstream: tuple[families.Family, ...] = ()
 
 
 def _now() -> dt.datetime:
@@ -62,25 +65,58 @@ def build(client: AsyncClient, settings: Settings, *, handle_signals: bool = Tru
         )
     )
     manager = _manager(client, settings, pool, handle_signals=handle_signals)
-    informers = {
-        name: manager.add_informer(Informer(client, kinds.resource(name)))
-        for name in ("ClusterPromotion", "ClusterProfile", "ClusterSummary", "MemberCluster")
+    shared = {
+        "ConfigMap": manager.add_informer(Informer(client, ConfigMap)),
+        "Secret": manager.add_informer(Informer(client, Secret)),
     }
-    informers["ConfigMap"] = manager.add_informer(Informer(client, ConfigMap))
-    informers["Secret"] = manager.add_informer(Informer(client, Secret))
-    cache = Cache(informers)
+    recorder = events.EventRecorder(client, "fleetwave")
+    contexts = [
+        _sveltos_family(manager, client, settings, family, shared, recorder, pool)
+        for family in (families.NATIVE, *settings.upstream)
+    ]
+    for ctx in contexts:
+        ctx.cache.peers = [c.cache for c in contexts if c is not ctx]
+    kubefleet.register(manager, contexts[0])
+    return manager
+
+
+_SVELTOS_KINDS = ("ClusterPromotion", "ClusterProfile", "ClusterSummary", "MemberCluster")
+
+
+def _sveltos_family(
+    manager: Manager,
+    client: AsyncClient,
+    settings: Settings,
+    family: families.Family,
+    shared: dict[str, Informer],
+    recorder: events.EventRecorder,
+    pool: CheckPool,
+) -> Context:
+    """Informers and controllers for the Sveltos-style kinds as one API family serves them: each
+    family is its own world (its profiles see its summaries and its clusters), sharing only the
+    ConfigMaps and Secrets content and kubeconfigs come from."""
+    informers = dict(shared)
+    for name in _SVELTOS_KINDS:
+        if name in family.kinds:
+            informers[name] = manager.add_informer(Informer(client, _resource(family, name)))
     ctx = Context(
         client=client,
-        cache=cache,
-        recorder=events.EventRecorder(client, "fleetwave"),
+        cache=Cache(informers, family),
+        recorder=recorder,
         helm=HelmAdapter(settings.helm_binary),
         health=HealthAdapter(pool),
         namespace=settings.namespace,
         clock=_now,
     )
     _add_controllers(manager, ctx, informers, settings)
-    kubefleet.register(manager, ctx)
-    return manager
+    return ctx
+
+
+def _resource(family: families.Family, kind: str) -> Any:
+    if family.native:
+        return kinds.resource(kind)
+    s = family.served(kind)
+    return kinds.served_resource(s.api_version, s.kind, s.plural, s.namespaced)
 
 
 POOL_CLOSE_SECONDS = 15.0
@@ -137,17 +173,18 @@ def _manager(client: AsyncClient, settings: Settings, pool: CheckPool, *, handle
 def _add_controllers(
     manager: Manager, ctx: Context, informers: dict[str, Informer], settings: Settings
 ) -> None:
+    name = ctx.family.controller_name
     promotions: Controller[str] = manager.add_controller(
-        "clusterpromotion", lambda k: promotion.reconcile(ctx, k), workers=2
+        name("ClusterPromotion"), lambda k: promotion.reconcile(ctx, k), workers=2
     )
     profiles: Controller[str] = manager.add_controller(
-        "clusterprofile", lambda k: profile.reconcile(ctx, k), workers=2
+        name("ClusterProfile"), lambda k: profile.reconcile(ctx, k), workers=2
     )
     summaries: Controller[str] = manager.add_controller(
-        "clustersummary", lambda k: summary.reconcile(ctx, k), workers=settings.summary_workers
+        name("ClusterSummary"), lambda k: summary.reconcile(ctx, k), workers=settings.summary_workers
     )
     clusters: Controller[str] = manager.add_controller(
-        "membercluster", lambda k: membercluster.reconcile(ctx, k), workers=2
+        name("MemberCluster"), lambda k: membercluster.reconcile(ctx, k), workers=2
     )
     clusters.watch(informers["MemberCluster"], lambda o: [object_key(o)])
     clusters.watch(informers["Secret"], _member_of_secret)

@@ -12,18 +12,29 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
+from fleetwave.api import families
+from fleetwave.api.families import Family
 from fleetwave.api.sveltos import HelmChart, ValidateHealth
 from fleetwave.delivery.target import MemberTarget
+from fleetwave.kube import kinds
 from fleetwave.kube.client import AsyncClient
 from fleetwave.runtime import events
 from fleetwave.runtime.watching import Informer
 
 
-class Cache:
-    """Informer stores by kind name ("ClusterProfile", "ConfigMap", ...), read as plain dicts."""
+Objects = list[dict[str, Any]]
 
-    def __init__(self, informers: Mapping[str, Informer]) -> None:
+
+class Cache:
+    """Informer stores by native kind name ("ClusterProfile", "ConfigMap", ...), read as plain dicts
+    in native form: the informers may watch the kinds of an upstream API family (`family`)."""
+
+    def __init__(self, informers: Mapping[str, Informer], family: Family = families.NATIVE) -> None:
         self.informers = dict(informers)
+        self.family = family
+        # The caches of the other API families this process serves (set by the composition root):
+        # a kubeconfig named by any family's member is a credential to every family.
+        self.peers: list[Cache] = []
 
     def obj(self, kind: str, namespace: str | None, name: str) -> Any | None:
         key = f"{namespace}/{name}" if namespace else name
@@ -31,10 +42,21 @@ class Cache:
 
     def get(self, kind: str, namespace: str | None, name: str) -> dict[str, Any] | None:
         obj = self.obj(kind, namespace, name)
-        return None if obj is None else as_dict(obj)
+        return None if obj is None else self._view(kind, as_dict(obj))
 
     def list(self, kind: str) -> list[dict[str, Any]]:
-        return [as_dict(o) for o in self.informers[kind].store.values()]
+        return [self._view(kind, as_dict(o)) for o in self.informers[kind].store.values()]
+
+    def members_everywhere(self) -> Objects:
+        """Every member cluster of every API family served here, in native form."""
+        out: Objects = []
+        for cache in (self, *self.peers):
+            if "MemberCluster" in cache.informers:
+                out += cache.list("MemberCluster")
+        return out
+
+    def _view(self, kind: str, obj: dict[str, Any]) -> dict[str, Any]:
+        return self.family.view(kind, obj) if kind in self.family.kinds else obj
 
     def objects(self, kind: str) -> Iterable[Any]:
         return list(self.informers[kind].store.values())
@@ -90,6 +112,21 @@ class Context:
     health: HealthPort
     namespace: str
     clock: Callable[[], datetime]
+
+    @property
+    def family(self) -> Family:
+        return self.cache.family
+
+    def resource(self, kind: str) -> Any:
+        """The resource class a native kind is read and written through in this context's family."""
+        if self.family.native:
+            return kinds.resource(kind)
+        served = self.family.served(kind)
+        return kinds.served_resource(served.api_version, served.kind, served.plural, served.namespaced)
+
+    def api_version(self, kind: str) -> str:
+        """The apiVersion of a native kind in this context's family (objects it creates, owner refs)."""
+        return self.family.api_version(kind)
 
     async def event(self, obj: Any, warning: bool, reason: str, message: str) -> None:
         kind = events.EventType.WARNING if warning else events.EventType.NORMAL

@@ -19,7 +19,6 @@ from typing import Any
 from fleetwave.controllers import members
 from fleetwave.controllers.context import Context, as_dict
 from fleetwave.core import timestamps
-from fleetwave.kube import kinds
 from fleetwave.kube.status import StatusWrite, write_status
 from fleetwave.mgmt import registration
 from fleetwave.runtime.controller import Result
@@ -43,7 +42,7 @@ async def reconcile(ctx: Context, key: str) -> Result:
     obj = ctx.cache.obj("MemberCluster", namespace, name)
     if obj is None:
         return Result()
-    raw_obj = as_dict(obj)
+    raw_obj = ctx.family.view("MemberCluster", as_dict(obj))
     member = members.from_object(raw_obj)
     found = members.credentials(ctx.cache, member)
     if found.kubeconfig is None:
@@ -65,7 +64,7 @@ async def reconcile(ctx: Context, key: str) -> Result:
         "version": verdict.version or previous.get("version"),
         "conditions": [_condition(ctx, verdict, old, raw_obj)],
     }
-    written = await write_status(ctx.client, kinds.resource("MemberCluster"), obj, status)
+    written = await write_status(ctx.client, ctx.resource("MemberCluster"), obj, status)
     if written is StatusWrite.CONFLICT:
         return Result(requeue=True)
     changed = bool(previous.get("ready")) != verdict.ready or old.get("reason") != verdict.reason

@@ -24,7 +24,7 @@ from fleetwave.controllers.rollout_reconcile import Observation, Pass, Prepared
 from fleetwave.core import effects as fx
 from fleetwave.core import model as m
 from fleetwave.core import selectors
-from fleetwave.kube import kinds, ops
+from fleetwave.kube import ops
 from fleetwave.runtime.controller import Result
 
 log = logging.getLogger(__name__)
@@ -72,7 +72,9 @@ class _Profiles:
 
     def status(self, run: Pass[ClusterProfile], facts: _Facts, decision: fx.Decision) -> dict[str, Any]:
         return {
-            **rf.profile_status(decision.status, facts.matching, facts.deliveries, run.resolved.hash),
+            **rf.profile_status(
+                decision.status, facts.matching, facts.deliveries, run.resolved.hash, run.family
+            ),
             "conditions": rf.conditions(decision.status, run.generation),
             "rollout": engine_state.dump(decision.status),
         }
@@ -112,7 +114,7 @@ async def apply_summary(
     ctx: Context, owner: Any, profile: ClusterProfile, resolved: content.Resolved, cluster: str
 ) -> None:
     """Server-side apply the cluster's ClusterSummary unless the cache shows it already as wanted."""
-    summary = _summary_body(owner, profile, resolved, cluster)
+    summary = _summary_body(ctx, owner, profile, resolved, cluster)
     meta = summary["metadata"]
     current = ctx.cache.get("ClusterSummary", meta["namespace"], meta["name"])
     if current is not None and _same(current, summary):
@@ -121,7 +123,7 @@ async def apply_summary(
 
 
 def _summary_body(
-    owner: Any, profile: ClusterProfile, resolved: content.Resolved, cluster: str
+    ctx: Context, owner: Any, profile: ClusterProfile, resolved: content.Resolved, cluster: str
 ) -> dict[str, Any]:
     namespace, _, name = cluster.partition("/")
     profile_name = profile.metadata.name
@@ -139,7 +141,7 @@ def _summary_body(
             ss.CONTENT_HASH_ANNOTATION: resolved.hash,
             ss.LEAVE_POLICIES_ANNOTATION: "true" if leave else "false",
         },
-        "ownerReferences": [common.owner_reference(KIND, owner)],
+        "ownerReferences": [common.owner_reference(ctx, KIND, owner)],
     }
     spec = {
         "clusterNamespace": namespace,
@@ -148,7 +150,7 @@ def _summary_body(
         "clusterProfileSpec": profile.spec.model_dump(mode="json", by_alias=True, exclude_none=True),
     }
     return {
-        "apiVersion": common.NATIVE_API_VERSION,
+        "apiVersion": ctx.api_version("ClusterSummary"),
         "kind": "ClusterSummary",
         "metadata": metadata,
         "spec": spec,
@@ -166,5 +168,5 @@ async def delete_summary(ctx: Context, summary: Mapping[str, Any]) -> None:
     if meta.get("deletionTimestamp"):
         return  # already on its way out (its finalizer withdraws the content)
     await ops.delete_if_exists(
-        ctx.client, kinds.resource("ClusterSummary"), meta["name"], namespace=meta["namespace"]
+        ctx.client, ctx.resource("ClusterSummary"), meta["name"], namespace=meta["namespace"]
     )

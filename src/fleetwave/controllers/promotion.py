@@ -28,7 +28,7 @@ from fleetwave.core import effects as fx
 from fleetwave.core import model as m
 from fleetwave.core import status as st
 from fleetwave.core import timestamps
-from fleetwave.kube import kinds, ops
+from fleetwave.kube import ops
 from fleetwave.runtime.controller import Result
 
 log = logging.getLogger(__name__)
@@ -198,7 +198,7 @@ async def _carry_out(ctx: Context, run: Run, decision: fx.Decision, effect: fx.E
             await _ensure_profile(ctx, run, _pre_verification_profile(run, stage_name), clusters)
         case fx.RemovePreHealthCheck(stage=stage_name):
             name = translate.sveltos.pre_verification_name(run.parsed.metadata.name, stage_name)
-            await ops.delete_if_exists(ctx.client, kinds.resource("ClusterProfile"), name)
+            await ops.delete_if_exists(ctx.client, ctx.resource("ClusterProfile"), name)
         case fx.RequestApproval(stage=stage_name):
             await ctx.event(
                 run.obj, False, "ApprovalRequired", f"stage {stage_name} waits for manual approval"
@@ -240,7 +240,7 @@ def _pre_verification_profile(run: Run, stage: str) -> _StageProfile:
 
 async def _ensure_profile(ctx: Context, run: Run, wanted: _StageProfile, clusters: tuple[str, ...]) -> None:
     """Server-side apply the stage profile unless the cache shows it already as wanted."""
-    spec = {**wanted.spec, "clusterRefs": [rf.cluster_ref(c) for c in sorted(clusters)]}
+    spec = {**wanted.spec, "clusterRefs": [rf.cluster_ref(c, ctx.family) for c in sorted(clusters)]}
     current = ctx.cache.get("ClusterProfile", None, wanted.name)
     if (
         current is not None
@@ -250,13 +250,13 @@ async def _ensure_profile(ctx: Context, run: Run, wanted: _StageProfile, cluster
         return
     promotion = run.parsed.metadata.name
     body = {
-        "apiVersion": common.NATIVE_API_VERSION,
+        "apiVersion": ctx.api_version("ClusterProfile"),
         "kind": "ClusterProfile",
         "metadata": {
             "name": wanted.name,
             "labels": {PROMOTION_LABEL: promotion, STAGE_LABEL: wanted.stage},
             "annotations": dict(wanted.annotations),
-            "ownerReferences": [common.owner_reference(KIND, run.obj)],
+            "ownerReferences": [common.owner_reference(ctx, KIND, run.obj)],
         },
         "spec": spec,
     }
@@ -273,7 +273,7 @@ def _with_defaults(current: Any, desired: Mapping[str, Any]) -> Any:
 async def _reset_approval(ctx: Context, promotion: ClusterPromotion, stage_name: str) -> None:
     index = next(i for i, s in enumerate(promotion.spec.stages) if s.name == stage_name)
     patch = [{"op": "replace", "path": f"/spec/stages/{index}/trigger/manual/approved", "value": False}]
-    await ops.json_patch(ctx.client, kinds.resource(KIND), promotion.metadata.name, patch)
+    await ops.json_patch(ctx.client, ctx.resource(KIND), promotion.metadata.name, patch)
 
 
 __all__ = ["PROMOTION_LABEL", "STAGE_LABEL", "reconcile", "stage_profile_name"]

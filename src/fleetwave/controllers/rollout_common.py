@@ -53,7 +53,7 @@ def summaries_of(cache: Cache, profile: str) -> dict[str, dict[str, Any]]:
     for s in cache.list("ClusterSummary"):
         if ((s.get("metadata") or {}).get("labels") or {}).get(ss.PROFILE_LABEL) != profile:
             continue
-        if uid is not None and not ss.foreign(s, profile, uid):
+        if uid is not None and not ss.foreign(s, profile, uid, cache.family.api_version("ClusterProfile")):
             spec = s.get("spec") or {}
             out[members.member_key(spec["clusterNamespace"], spec["clusterName"])] = s
     return out
@@ -66,14 +66,15 @@ def owned_by_promotion(ctx: Context, raw: Mapping[str, Any]) -> bool:
         if ref.get("controller") and ref.get("kind") == "ClusterPromotion":
             owner = ctx.cache.get("ClusterPromotion", None, str(ref.get("name")))
             uid = ((owner or {}).get("metadata") or {}).get("uid")
-            return ref.get("apiVersion") == NATIVE_API_VERSION and uid is not None and ref.get("uid") == uid
+            same_group = ref.get("apiVersion") == ctx.api_version("ClusterPromotion")
+            return same_group and uid is not None and ref.get("uid") == uid
     return False
 
 
-def owner_reference(kind: str, owner: Any) -> dict[str, Any]:
+def owner_reference(ctx: Context, kind: str, owner: Any) -> dict[str, Any]:
     """The controller reference that lets garbage collection take what a rollout generated."""
     return {
-        "apiVersion": NATIVE_API_VERSION,
+        "apiVersion": ctx.api_version(kind),
         "kind": kind,
         "name": owner.metadata.name,
         "uid": owner.metadata.uid,
@@ -96,7 +97,7 @@ def content_boundary(ctx: Context) -> content.Boundary:
     """What a cluster-scoped profile may read: anything but fleetwave's namespace and kubeconfigs."""
     return content.Boundary(
         controller_namespace=ctx.namespace,
-        kubeconfig_secrets=content.kubeconfig_secrets(ctx.cache.list("MemberCluster")),
+        kubeconfig_secrets=content.kubeconfig_secrets(ctx.cache.members_everywhere()),
     )
 
 
@@ -127,7 +128,7 @@ async def report_invalid(ctx: Context, obj: Any, raw: Mapping[str, Any], kind: s
         "observedGeneration": raw["metadata"].get("generation"),
     }
     status = {**(raw.get("status") or {}), "conditions": [condition]}
-    written = await write_status(ctx.client, kinds.resource(kind), obj, status)
+    written = await write_status(ctx.client, ctx.resource(kind), obj, status)
     if written is StatusWrite.WRITTEN:
         await ctx.event(obj, True, "InvalidSpec", message)
     return Result()  # nothing to retry: a spec or content edit wakes us

@@ -9,11 +9,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from fleetwave.api import families
+from fleetwave.api.families import Family
 from fleetwave.controllers import summary_status as ss
 from fleetwave.core import model as m
 from fleetwave.core import status as st
-
-CLUSTER_API_VERSION = "fleetwave.io/v1alpha1"
 
 
 def delivery_of(summary: Mapping[str, Any] | None, content_hash: str) -> m.Delivery:
@@ -39,9 +39,11 @@ def delivery_of(summary: Mapping[str, Any] | None, content_hash: str) -> m.Deliv
     )
 
 
-def cluster_ref(key: str) -> dict[str, str]:
+def cluster_ref(key: str, family: Family = families.NATIVE) -> dict[str, str]:
+    """A reference to a member as its family serves it (a SveltosCluster in the Sveltos groups)."""
     namespace, _, name = key.partition("/")
-    return {"apiVersion": CLUSTER_API_VERSION, "kind": "MemberCluster", "namespace": namespace, "name": name}
+    served = family.served("MemberCluster")
+    return {"apiVersion": served.api_version, "kind": served.kind, "namespace": namespace, "name": name}
 
 
 def conditions(status: st.RolloutStatus, generation: int | None) -> list[dict[str, Any]]:
@@ -71,18 +73,24 @@ def conditions(status: st.RolloutStatus, generation: int | None) -> list[dict[st
 
 
 def profile_status(
-    status: st.RolloutStatus, matching: Iterable[str], deliveries: Mapping[str, m.Delivery], content_hash: str
+    status: st.RolloutStatus,
+    matching: Iterable[str],
+    deliveries: Mapping[str, m.Delivery],
+    content_hash: str,
+    family: Family = families.NATIVE,
 ) -> dict[str, Any]:
     started = {c for s in status.stages for c in s.started}
     done = sorted(c for c in started if deliveries.get(c, m.PENDING).done)
     failed = sorted(c for c in started if deliveries.get(c, m.PENDING).phase is m.DeliveryPhase.FAILED)
     updating = sorted(started - set(done) - set(failed))
+
+    def ref(c: str) -> dict[str, str]:
+        return cluster_ref(c, family)
+
     return {
-        "matchingClusters": [cluster_ref(c) for c in sorted(matching)],
-        "updatingClusters": {"hash": content_hash, "clusters": [cluster_ref(c) for c in updating]},
-        "updatedClusters": {"hash": content_hash, "clusters": [cluster_ref(c) for c in done]},
-        "failedClusters": [
-            {"clusterRef": cluster_ref(c), "failureMessage": deliveries[c].message} for c in failed
-        ]
+        "matchingClusters": [ref(c) for c in sorted(matching)],
+        "updatingClusters": {"hash": content_hash, "clusters": [ref(c) for c in updating]},
+        "updatedClusters": {"hash": content_hash, "clusters": [ref(c) for c in done]},
+        "failedClusters": [{"clusterRef": ref(c), "failureMessage": deliveries[c].message} for c in failed]
         or None,
     }

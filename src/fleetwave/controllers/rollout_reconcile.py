@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Generic, Protocol, TypeVar
 
+from fleetwave.api.families import Family
 from fleetwave.controllers import content, engine_state, requeue
 from fleetwave.controllers import rollout_common as common
 from fleetwave.controllers.context import Context, as_dict
@@ -22,7 +23,6 @@ from fleetwave.core import effects as fx
 from fleetwave.core import engine
 from fleetwave.core import model as m
 from fleetwave.core import status as st
-from fleetwave.kube import kinds
 from fleetwave.kube.status import StatusWrite, write_status
 from fleetwave.runtime.controller import Result
 
@@ -52,6 +52,7 @@ class Pass(Generic[P]):
     fleet: m.Fleet
     previous: st.RolloutStatus | None
     now: datetime
+    family: Family  # the API family the object is served in (its status names clusters that way)
 
     @property
     def generation(self) -> int | None:
@@ -99,7 +100,7 @@ async def reconcile(ctx: Context, key: str, rollout: Rollout[P, F]) -> Result:
     decision = engine.step(run.spec, run.fleet, observation.engine, run.now)
     await rollout.act(ctx, run, observation.facts, decision)
     status = rollout.status(run, observation.facts, decision)
-    written = await write_status(ctx.client, kinds.resource(rollout.kind), obj, status)
+    written = await write_status(ctx.client, ctx.resource(rollout.kind), obj, status)
     if written is StatusWrite.CONFLICT:
         return Result(requeue=True)  # someone wrote newer state: decide again from it
     await rollout.after_status(ctx, run, decision)
@@ -117,4 +118,5 @@ def _start(ctx: Context, key: str, obj: Any, raw: Mapping[str, Any], prepared: P
         fleet=common.fleet_of(ctx.cache),
         previous=engine_state.previous_of(raw),
         now=ctx.clock(),
+        family=ctx.family,
     )

@@ -71,7 +71,7 @@ async def reconcile(ctx: Context, key: str) -> Result:
     status = ss.status_body(
         outcome, generation=meta.get("generation"), now=ctx.clock(), previous=raw.get("status") or {}
     )
-    written = await write_status(ctx.client, kinds.resource("ClusterSummary"), obj, status)
+    written = await write_status(ctx.client, ctx.resource("ClusterSummary"), obj, status)
     if written is StatusWrite.CONFLICT:
         return Result(requeue=True)
     if written is StatusWrite.WRITTEN and outcome.failed:
@@ -84,7 +84,7 @@ NOT_OURS = "NotCreatedByFleetwave"
 
 def _standing(ctx: Context, raw: Mapping[str, Any]) -> tuple[str, str]:
     """(why the summary is not fleetwave's, why its profile does not want it as it is); "" when fine."""
-    problem = ss.foreign(raw)
+    problem = ss.foreign(raw, owner_api_version=ctx.api_version("ClusterProfile"))
     if problem:
         return problem, ""
     meta = raw["metadata"]
@@ -94,7 +94,9 @@ def _standing(ctx: Context, raw: Mapping[str, Any]) -> tuple[str, str]:
         # Its profile was deleted (garbage collection deletes the summary next, and the finalizer
         # withdraws what it delivered), or never existed (then GC deletes it as well): no delivery.
         return "", f"ClusterProfile {profile} does not exist"
-    problem = ss.foreign(raw, profile, (owner.get("metadata") or {}).get("uid"))
+    problem = ss.foreign(
+        raw, profile, (owner.get("metadata") or {}).get("uid"), ctx.api_version("ClusterProfile")
+    )
     if problem:
         return problem, ""
     annotations = meta.get("annotations") or {}
@@ -138,7 +140,7 @@ async def _ignore(ctx: Context, obj: Any, raw: Mapping[str, Any], problem: str) 
     # Only the condition changes: a summary that was delivered before keeps the record of what it
     # deployed (withdrawing on deletion is decided separately, see `_ours_to_withdraw`).
     status = {**previous, "conditions": [condition], "failureMessage": message}
-    written = await write_status(ctx.client, kinds.resource("ClusterSummary"), obj, status)
+    written = await write_status(ctx.client, ctx.resource("ClusterSummary"), obj, status)
     if written is StatusWrite.CONFLICT:
         return Result(requeue=True)
     if written is StatusWrite.WRITTEN:
@@ -395,12 +397,18 @@ def _ours_to_withdraw(ctx: Context, raw: Mapping[str, Any]) -> str:
     """Why a summary being deleted must not withdraw anything ("" when it may). Its profile is often
     gone by now (garbage collection deletes the summaries after it), so a missing owner is fine; a
     live owner must be the one its reference names."""
-    problem = ss.foreign(raw)
+    problem = ss.foreign(raw, owner_api_version=ctx.api_version("ClusterProfile"))
     if problem:
         return problem
     profile = str(raw["metadata"]["labels"][ss.PROFILE_LABEL])
     owner = ctx.cache.get("ClusterProfile", None, profile)
-    return "" if owner is None else ss.foreign(raw, profile, (owner.get("metadata") or {}).get("uid"))
+    return (
+        ""
+        if owner is None
+        else ss.foreign(
+            raw, profile, (owner.get("metadata") or {}).get("uid"), ctx.api_version("ClusterProfile")
+        )
+    )
 
 
 def _releases_to_uninstall(ctx: Context, raw: Mapping[str, Any]) -> list[tuple[str, str]]:
@@ -425,5 +433,5 @@ def _releases_to_uninstall(ctx: Context, raw: Mapping[str, Any]) -> list[tuple[s
 
 async def _patch_meta(ctx: Context, namespace: str, name: str, metadata: Mapping[str, Any]) -> None:
     await ops.merge_patch(
-        ctx.client, kinds.resource("ClusterSummary"), name, {"metadata": dict(metadata)}, namespace=namespace
+        ctx.client, ctx.resource("ClusterSummary"), name, {"metadata": dict(metadata)}, namespace=namespace
     )

@@ -40,7 +40,12 @@ def summary_name(profile: str, cluster: str) -> str:
     return f"{name[:242]}-{digest}"
 
 
-def foreign(summary: Mapping[str, Any], profile: str | None = None, uid: str | None = None) -> str:
+def foreign(
+    summary: Mapping[str, Any],
+    profile: str | None = None,
+    uid: str | None = None,
+    owner_api_version: str = OWNER_API_VERSION,
+) -> str:
     """Why `summary` is not one fleetwave made ("" when it is): labels, name and namespace as
     fleetwave writes them, and a controller reference to ClusterProfile `profile` whose uid is `uid`
     (the live profile's: a reference to a profile that is gone, or was re-created, does not count).
@@ -65,7 +70,7 @@ def foreign(summary: Mapping[str, Any], profile: str | None = None, uid: str | N
         (
             r
             for r in controllers
-            if r.get("apiVersion") == OWNER_API_VERSION
+            if r.get("apiVersion") == owner_api_version
             and r.get("kind") == OWNER_KIND
             and r.get("name") == named
         ),

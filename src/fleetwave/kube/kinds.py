@@ -77,6 +77,14 @@ def resource(kind: str) -> Any:
     return internals.registered_class(GROUP, VERSION, kind, info.plural, namespaced=info.namespaced)
 
 
+@functools.cache
+def served_resource(api_version: str, kind: str, plural: str, namespaced: bool) -> Any:
+    """The resource class of a kind fleetwave serves under another group (an upstream API family,
+    see fleetwave.api.families), registered like the native ones."""
+    group, _, version = api_version.rpartition("/")
+    return internals.registered_class(group, version, kind, plural, namespaced=namespaced)
+
+
 def builtin(gvk: GVK) -> KindInfo | None:
     """Kinds lightkube knows (every built-in Kubernetes kind), without asking the server."""
     found = internals.builtin_plural(gvk.api_version, gvk.kind)

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from fleetwave.api import families
 from fleetwave.controllers import membercluster, members
 from fleetwave.controllers.context import Context
 from fleetwave.mgmt import registration
@@ -77,6 +78,8 @@ class _Obj:
 
 class _Cache:
     """Records every Secret read, so a test can prove a Secret was never read."""
+
+    family = families.NATIVE
 
     def __init__(self, objects: dict[tuple[str, str, str], dict[str, Any]]) -> None:
         self.objects = objects

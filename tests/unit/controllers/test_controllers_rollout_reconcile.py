@@ -11,6 +11,7 @@ from typing import Any
 from lightkube import ApiError
 from lightkube.models import meta_v1
 
+from fleetwave.api import families
 from fleetwave.controllers import content, rollout_common, rollout_reconcile
 from fleetwave.controllers import summary_status as ss
 from fleetwave.controllers.context import Context
@@ -49,6 +50,8 @@ def _profile(*, deleting: bool = False) -> _Obj:
 
 
 class _Cache:
+    family = families.NATIVE
+
     def __init__(self, objects: Mapping[tuple[str, str], Any]) -> None:
         self.objects_ = dict(objects)
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from fleetwave.api import families
 from fleetwave.controllers import content, rollout_common, summary
 from fleetwave.controllers import summary_status as ss
 from fleetwave.controllers.context import Context
@@ -37,6 +38,8 @@ class _Obj:
 
 
 class _Cache:
+    family = families.NATIVE
+
     def __init__(self, objects: list[dict[str, Any]]) -> None:
         self.objects = {
             (o["kind"], o["metadata"].get("namespace") or "", o["metadata"]["name"]): o for o in objects

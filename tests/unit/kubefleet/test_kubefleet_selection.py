@@ -6,7 +6,9 @@ from typing import Any
 
 import pytest
 
+from fleetwave.api import families
 from fleetwave.api.kubefleet import PlacementSpec
+from fleetwave.controllers import members
 from fleetwave.controllers.kubefleet import selection
 
 
@@ -160,5 +162,23 @@ def test_member_kubeconfig_secrets_are_never_selected_only_user_secrets_are() ->
         spec({"group": "", "version": "v1", "kind": "Namespace", "name": "team"}),
         lambda kind: hub.get(kind, []),
         namespace=None,
+        credentials=members.kubeconfig_secrets(hub["MemberCluster"]),
     )
     assert names(picked) == ["Namespace/team", "Secret/app-creds"]
+
+
+def test_a_sveltos_clusters_default_kubeconfig_secret_is_a_credential_too() -> None:
+    hub = {
+        "Namespace": [obj("Namespace", "dev")],
+        "Secret": [obj("Secret", "dev01-sveltos-kubeconfig", "dev", data={"value": "eA=="})],
+    }
+    cluster = {"apiVersion": "lib.projectsveltos.io/v1beta1", "kind": "SveltosCluster"}
+    cluster["metadata"] = {"name": "dev01", "namespace": "dev"}
+    as_member = families.SVELTOS.view("MemberCluster", cluster)
+    picked = selection.select(
+        spec({"group": "", "version": "v1", "kind": "Namespace", "name": "dev"}),
+        lambda kind: hub.get(kind, []),
+        namespace=None,
+        credentials=members.kubeconfig_secrets([as_member]),
+    )
+    assert names(picked) == ["Namespace/dev"]

@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from fleetwave.api import codec
+from fleetwave.controllers import members
 from fleetwave.controllers.context import Context, as_dict
 from fleetwave.controllers.kubefleet import naming as nm
 from fleetwave.controllers.kubefleet import (
@@ -40,7 +41,12 @@ async def reconcile(ctx: Context, scope: nm.Scope, key: str) -> Result:
     current = Versioned.of(obj)
     try:
         placement = run_initialize.parse(as_dict(obj), scope.placement)
-        selected = selection.select(placement.spec, ctx.cache.list, namespace=namespace)
+        selected = selection.select(
+            placement.spec,
+            ctx.cache.list,
+            namespace=namespace,
+            credentials=members.kubeconfig_secrets(ctx.cache.members_everywhere()),
+        )
     except (codec.ManifestError, selection.SelectionError) as e:
         return await _invalid(ctx, scope, obj, current, str(e))
     latest = await _snapshot(ctx, scope, placement, selected)

@@ -100,10 +100,16 @@ def _generated(kind: Kind, obj: Obj) -> bool:
     return kind.name == "Secret" and obj.get("type") == "kubernetes.io/service-account-token"
 
 
-def select(spec: PlacementSpec, lister: Lister, *, namespace: str | None) -> list[dict[str, Any]]:
-    """The cleaned manifests selected by `spec`; `namespace` is set for a ResourcePlacement."""
+def select(
+    spec: PlacementSpec,
+    lister: Lister,
+    *,
+    namespace: str | None,
+    credentials: frozenset[tuple[str, str]] = frozenset(),
+) -> list[dict[str, Any]]:
+    """The cleaned manifests selected by `spec`; `namespace` is set for a ResourcePlacement.
+    `credentials`: the (namespace, name) of every Secret a member cluster names as its kubeconfig."""
     chosen: dict[tuple[str, str, str], dict[str, Any]] = {}
-    credentials = members.kubeconfig_secrets(lister("MemberCluster"))
 
     def add(kind: Kind, obj: Obj) -> None:
         # A member cluster's kubeconfig is a credential of fleetwave's, never content to hand out.

@@ -1,0 +1,98 @@
+"""API families: which group, version and kind name each native kind is served under.
+
+The engine and the controllers think in native kinds ("ClusterProfile", "MemberCluster"). A family
+says where a set of controllers finds and writes those objects: `fleetwave.io/v1alpha1` (the
+default), or the upstream groups of Sveltos (`config.projectsveltos.io`, `lib.projectsveltos.io`)
+so that manifests written for Sveltos are reconciled as they are (docs/adr/0062-upstream-api-groups.md).
+Objects a controller generates (stage profiles, summaries) go to the family of their parent.
+
+`view` turns an object served under a family into the native form the controllers read; for most
+kinds only apiVersion/kind change, because the native models use the upstream field names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from fleetwave.api import models, upstream
+from fleetwave.api.meta import API_VERSION
+
+SVELTOS_CONFIG = "config.projectsveltos.io/v1beta1"
+SVELTOS_LIB = "lib.projectsveltos.io/v1beta1"
+
+
+@dataclass(frozen=True, slots=True)
+class Served:
+    """Where one native kind lives in a family."""
+
+    api_version: str
+    kind: str
+    plural: str
+    namespaced: bool
+
+    @property
+    def group(self) -> str:
+        return self.api_version.rpartition("/")[0]
+
+    @property
+    def version(self) -> str:
+        return self.api_version.rpartition("/")[2]
+
+
+def _identity(doc: dict[str, Any]) -> dict[str, Any]:
+    return doc
+
+
+@dataclass(frozen=True, slots=True)
+class Family:
+    name: str
+    kinds: Mapping[str, Served]
+    # native kind -> how a served object's body becomes the native body (apiVersion/kind set by `view`)
+    converters: Mapping[str, Callable[[dict[str, Any]], dict[str, Any]]] = field(default_factory=dict)
+
+    @property
+    def native(self) -> bool:
+        return self.name == NATIVE_NAME
+
+    def served(self, kind: str) -> Served:
+        """Where a native kind is served; KeyError if this family does not serve it."""
+        return self.kinds[kind]
+
+    def api_version(self, kind: str) -> str:
+        return self.kinds[kind].api_version
+
+    def view(self, kind: str, obj: dict[str, Any]) -> dict[str, Any]:
+        """The native form of an object of this family (a new dict; the input is not changed)."""
+        if self.native:
+            return obj
+        convert = self.converters.get(kind, _identity)
+        return {**convert(dict(obj)), "apiVersion": API_VERSION, "kind": kind}
+
+    def controller_name(self, kind: str) -> str:
+        """The name a controller of `kind` in this family gets (metrics, logs): native kinds keep
+        their short name, others say their group."""
+        served = self.kinds[kind]
+        return kind.lower() if self.native else f"{served.kind.lower()}.{served.group}"
+
+
+NATIVE_NAME = "fleetwave"
+
+NATIVE = Family(
+    NATIVE_NAME,
+    {k: Served(API_VERSION, k, m.plural, m.namespaced) for k, m in models.KINDS.items()},
+)
+
+SVELTOS = Family(
+    "sveltos",
+    {
+        "ClusterProfile": Served(SVELTOS_CONFIG, "ClusterProfile", "clusterprofiles", False),
+        "ClusterPromotion": Served(SVELTOS_CONFIG, "ClusterPromotion", "clusterpromotions", False),
+        "ClusterSummary": Served(SVELTOS_CONFIG, "ClusterSummary", "clustersummaries", True),
+        "MemberCluster": Served(SVELTOS_LIB, "SveltosCluster", "sveltosclusters", True),
+    },
+    {"MemberCluster": upstream.sveltos_cluster},
+)
+
+UPSTREAM: tuple[Family, ...] = (SVELTOS,)
