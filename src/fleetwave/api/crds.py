@@ -13,8 +13,9 @@ import yaml
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
 from pydantic_core import core_schema
 
-from fleetwave.api.meta import GROUP, VERSION, Resource
-from fleetwave.api.models import ALL_KINDS
+from fleetwave.api.families import Family
+from fleetwave.api.meta import AGE, GROUP, VERSION, Resource, column
+from fleetwave.api.models import ALL_KINDS, KINDS
 
 
 class _CRDSchema(GenerateJsonSchema):
@@ -119,6 +120,85 @@ def crd_for(kind: type[Resource]) -> dict[str, Any]:
 
 def all_crds() -> list[dict[str, Any]]:
     return [crd_for(k) for k in ALL_KINDS]
+
+
+# Marks a CRD fleetwave installed for an upstream group, so a re-install may update it and nothing
+# else (a real Sveltos' or KubeFleet's CRD) is ever taken over. ADR 0062.
+MANAGED_BY = "app.kubernetes.io/managed-by"
+FLEETWAVE = "fleetwave"
+
+# What upstream prints for its own kinds (printer columns, short names), where it differs from ours.
+_UPSTREAM_NAMES: dict[str, dict[str, Any]] = {
+    "SveltosCluster": {
+        "shortNames": [],
+        "columns": [
+            column("Ready", ".status.ready", "boolean"),
+            column("Version", ".status.version"),
+            AGE,
+        ],
+    },
+}
+
+# SveltosCluster keeps Sveltos' spec: the fields fleetwave acts on are typed, the others are kept as
+# written (fleetwave reports them in status rather than dropping them).
+_SVELTOS_CLUSTER_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "apiVersion": {"type": "string"},
+        "kind": {"type": "string"},
+        "metadata": {"type": "object"},
+        "spec": {
+            "type": "object",
+            "x-kubernetes-preserve-unknown-fields": True,
+            "properties": {
+                "kubeconfigName": {"type": "string", "maxLength": 253},
+                "kubeconfigKeyName": {"type": "string", "maxLength": 253},
+                "paused": {"type": "boolean"},
+            },
+        },
+        "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+    },
+}
+
+
+def upstream_crd(family: Family, native_kind: str) -> dict[str, Any]:
+    """The CRD of one native kind as an upstream API family serves it: the upstream group, version,
+    kind and plural; the native schema (the models use the upstream field names) except where the
+    upstream kind differs (SveltosCluster); no fleetwave short names (upstream has none for these)."""
+    served = family.served(native_kind)
+    model = KINDS[native_kind]
+    extra = _UPSTREAM_NAMES.get(served.kind, {})
+    names: dict[str, Any] = {
+        "kind": served.kind,
+        "listKind": f"{served.kind}List",
+        "plural": served.plural,
+        "singular": served.kind.lower(),
+        "categories": list(model.categories),
+    }
+    if extra.get("shortNames"):
+        names["shortNames"] = list(extra["shortNames"])
+    schema = _SVELTOS_CLUSTER_SCHEMA if served.kind == "SveltosCluster" else openapi_schema(model)
+    version: dict[str, Any] = {"name": served.version, "served": True, "storage": True}
+    version["subresources"] = {"status": {}}
+    columns = extra.get("columns")
+    if columns:
+        version["additionalPrinterColumns"] = [dict(c) for c in columns]
+    version["schema"] = {"openAPIV3Schema": schema}
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{served.plural}.{served.group}", "labels": {MANAGED_BY: FLEETWAVE}},
+        "spec": {
+            "group": served.group,
+            "names": names,
+            "scope": "Namespaced" if served.namespaced else "Cluster",
+            "versions": [version],
+        },
+    }
+
+
+def upstream_crds(served: tuple[Family, ...]) -> list[dict[str, Any]]:
+    return [upstream_crd(f, kind) for f in served for kind in f.kinds]
 
 
 def file_name(crd: dict[str, Any]) -> str:

@@ -10,6 +10,7 @@ from typing import Annotated
 
 import typer
 
+from fleetwave.api import families
 from fleetwave.cli.common import KubeconfigOption, fail, resolve_kubeconfig
 from fleetwave.controllers import app as controllers
 from fleetwave.kube import client as kubeclient
@@ -53,6 +54,13 @@ def run(
     health_memory_mib: Annotated[
         int, typer.Option(min=256, help="Address-space limit of a health-check worker (MiB).")
     ] = 1024,
+    upstream_apis: Annotated[
+        bool,
+        typer.Option(
+            "--upstream-apis",
+            help="Also reconcile objects of the Sveltos API groups (installed by `install --upstream-apis`).",
+        ),
+    ] = False,
 ) -> None:
     """Reconcile ClusterPromotions, ClusterProfiles and ClusterSummaries until stopped."""
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -69,6 +77,7 @@ def run(
         health_workers=health_workers,
         health_wall_seconds=health_wall_seconds,
         health_memory_bytes=health_memory_mib * 1024 * 1024,
+        upstream=families.UPSTREAM if upstream_apis else (),
     )
 
     async def main() -> None:

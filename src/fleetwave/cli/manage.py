@@ -21,11 +21,23 @@ console = Console()
 cluster_app = typer.Typer(help="Register and list member clusters.", no_args_is_help=True)
 
 
-def install(kubeconfig: KubeconfigOption = None) -> None:
+def install(
+    kubeconfig: KubeconfigOption = None,
+    upstream_apis: Annotated[
+        bool,
+        typer.Option(
+            "--upstream-apis",
+            help="Also serve the Sveltos API groups (config/lib.projectsveltos.io), so their manifests "
+            "and kubectl commands work unchanged. Refused if another controller owns those CRDs.",
+        ),
+    ] = False,
+) -> None:
     """Install fleetwave's CRDs and least-privilege RBAC into the management cluster."""
     with management_client(kubeconfig) as client:
         try:
-            names = installing.install(client)
+            names = installing.install(client, upstream_apis=upstream_apis)
+        except installing.ForeignCRD as e:
+            fail(f"install refused: {e}", code=2)
         except (ops.ApiError, TimeoutError) as e:
             fail(f"install failed: {e}")
     console.print(f"installed {len(names)} CRDs and RBAC (namespace {installing.NAMESPACE})")

@@ -21,7 +21,6 @@ from fleetwave.kube.client import AsyncClient
 from fleetwave.runtime import events
 from fleetwave.runtime.watching import Informer
 
-
 Objects = list[dict[str, Any]]
 
 

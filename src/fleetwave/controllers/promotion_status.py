@@ -31,12 +31,29 @@ def _waiting_on(stage: st.StageStatus, deliveries: Mapping[str, m.Delivery]) -> 
     return "; ".join(notes[:3])
 
 
+def _checked_at(stage: st.StageStatus) -> datetime | None:
+    """When the stage last changed state: Sveltos' `lastStatusCheckTime`. Not `now`: a status that
+    changed on every reconcile would be rewritten on every reconcile."""
+    times = [t for t in (stage.entered_at, stage.started_at, stage.delivered_at, stage.succeeded_at) if t]
+    return max(times) if times else None
+
+
+def _gate_text(gate: st.GateStatus, stage: st.StageStatus) -> str:
+    if gate.kind == "Delay" and gate.until is not None:
+        # Sveltos' words for a trigger delay (seed 002): the end of the wait, then the check time.
+        since = _checked_at(stage)
+        suffix = f" ({timestamps.fmt(since)})" if since else ""
+        return f"Delayed: Waiting for Time Window: {timestamps.fmt(gate.until)}{suffix}"
+    return gate.message
+
+
 def describe(stage: st.StageStatus, deliveries: Mapping[str, m.Delivery] | None = None) -> str:
     if stage.failed:
         return "; ".join(f"cluster {c} failed: {msg}" for c, msg in stage.failed)
     if stage.phase is st.StagePhase.SUCCEEDED:
-        return ALL_DEPLOYED
-    waiting = [g.message for g in stage.gates if g.state is st.GateState.WAITING]
+        done = stage.succeeded_at
+        return f"Successfully provisioned ({timestamps.fmt(done)})" if done else ALL_DEPLOYED
+    waiting = [_gate_text(g, stage) for g in stage.gates if g.state is st.GateState.WAITING]
     if waiting:
         return "; ".join(waiting)
     if stage.phase is st.StagePhase.PROGRESSING:
@@ -53,6 +70,7 @@ def _stage(stage: st.StageStatus, deliveries: Mapping[str, m.Delivery]) -> dict[
         "clusters": len(stage.clusters),
         "completed": stage.completed,
         "currentStatusDescription": describe(stage, deliveries),
+        "lastStatusCheckTime": timestamps.fmt_optional(_checked_at(stage)),
         "lastUpdateReconciledTime": timestamps.fmt_optional(stage.started_at),
         "lastSuccessfulAppliedTime": timestamps.fmt_optional(stage.succeeded_at),
     }

@@ -11,7 +11,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-NAMES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "etcd", "helm", "kwok")
+NAMES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "etcd", "helm", "kwok")
 
 
 class BinariesError(RuntimeError):

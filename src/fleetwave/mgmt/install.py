@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from fleetwave.api import crds
-from fleetwave.kube import kinds, sync_ops
+from fleetwave.api import crds, families
+from fleetwave.kube import kinds, ops, sync_ops
 from fleetwave.kube.client import Client
 from fleetwave.mgmt import rbac
 
@@ -20,17 +20,30 @@ def rbac_documents(namespace: str = NAMESPACE) -> list[dict[str, Any]]:
     return rbac.documents(namespace)
 
 
-def install(client: Client, *, timeout: float = 60.0, namespace: str = NAMESPACE) -> list[str]:
+class ForeignCRD(Exception):
+    """An upstream CRD exists and fleetwave did not install it: another controller owns that API."""
+
+
+def install(
+    client: Client, *, timeout: float = 60.0, namespace: str = NAMESPACE, upstream_apis: bool = False
+) -> list[str]:
     """Apply every CRD and the RBAC, wait until the CRDs are Established, then apply the admission
-    policies. Returns CRD names.
+    policies. Returns CRD names. With `upstream_apis`, also the CRDs of the upstream API families
+    (ADR 0062), after checking that none of them belongs to another controller (nothing is applied
+    if one does).
 
     Server-side apply replaces each role's whole rule list, so re-installing over an older release
     also takes away what it no longer grants."""
+    extra = crds.upstream_crds(families.UPSTREAM) if upstream_apis else []
+    for crd in extra:
+        _refuse_foreign(client, crd["metadata"]["name"])
     names = []
-    for crd in crds.all_crds():
+    for crd in [*crds.all_crds(), *extra]:
         sync_ops.apply(client, crd)
         names.append(crd["metadata"]["name"])
     for doc in rbac_documents(namespace):
+        sync_ops.apply(client, doc)
+    for doc in rbac.upstream_documents(namespace, families.UPSTREAM) if upstream_apis else []:
         sync_ops.apply(client, doc)
     _wait_established(client, names, timeout)
     # After the CRDs serve: the policy validates MemberClusters (a namespaced one may only name a
@@ -38,6 +51,38 @@ def install(client: Client, *, timeout: float = 60.0, namespace: str = NAMESPACE
     for doc in crds.admission_policies():
         sync_ops.apply(client, doc)
     return names
+
+
+def _refuse_foreign(client: Client, name: str) -> None:
+    try:
+        existing = client.get(kinds.builtin_resource(*_CRD), name)
+    except ops.ApiError as e:
+        if ops.is_not_found(e):
+            return
+        raise
+    meta = existing.metadata
+    if (meta.labels or {}).get(crds.MANAGED_BY) == crds.FLEETWAVE:
+        return
+    raise ForeignCRD(
+        f"CRD {name} already exists and is owned by {owner_of(meta)}; fleetwave does not take over "
+        "another controller's API (uninstall it first, or install fleetwave without --upstream-apis)"
+    )
+
+
+def owner_of(meta: Any) -> str:
+    """Who installed an object, as well as its metadata says (labels, Helm's annotations, the first
+    field manager)."""
+    labels, annotations = meta.labels or {}, meta.annotations or {}
+    release = annotations.get("meta.helm.sh/release-name")
+    if release:
+        return f"Helm release {annotations.get('meta.helm.sh/release-namespace', '')}/{release}".replace(
+            " /", " "
+        )
+    for key in ("app.kubernetes.io/part-of", "app.kubernetes.io/name", crds.MANAGED_BY):
+        if labels.get(key):
+            return str(labels[key])
+    managers = [m.manager for m in meta.managedFields or [] if m.manager]
+    return f"field manager {managers[0]}" if managers else "another controller"
 
 
 def _wait_established(client: Client, names: list[str], timeout: float) -> None:

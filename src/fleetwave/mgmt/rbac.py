@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fleetwave.api import models
+from fleetwave.api.families import Family
 from fleetwave.api.meta import API_VERSION
 
 NAME = "fleetwave-controller"  # the ServiceAccount, roles, bindings and the leader-election Lease
@@ -114,6 +115,58 @@ def cluster_rules() -> list[Rule]:
         Rule("rbac.authorization.k8s.io", SELECTABLE_RBAC, READ),
         # Events about our objects, in their namespaces; repeats bump the count.
         Rule("", ("events",), ("create", "patch")),
+    ]
+
+
+UPSTREAM_NAME = f"{NAME}-upstream-apis"
+
+
+def family_rules(family: Family) -> list[Rule]:
+    """What the controllers of one upstream API family (ADR 0062) need on its groups: the same verbs
+    as on the native kinds it serves, nothing on kinds it does not serve."""
+    by_group: dict[str, list[str]] = {}
+    for served in family.kinds.values():
+        by_group.setdefault(served.group, []).append(served.plural)
+    rules = [Rule(group, tuple(sorted(plurals)), READ) for group, plurals in sorted(by_group.items())]
+
+    def grant(kinds: tuple[str, ...], verbs: tuple[str, ...], sub: str = "") -> None:
+        groups: dict[str, list[str]] = {}
+        for kind in kinds:
+            if kind in family.kinds:
+                served = family.served(kind)
+                groups.setdefault(served.group, []).append(served.plural + sub)
+        rules.extend(Rule(g, tuple(sorted(p)), verbs) for g, p in sorted(groups.items()))
+
+    grant(("ClusterProfile", "ClusterSummary"), ("create", "patch", "delete"))
+    grant(("ClusterPromotion",), ("patch",))
+    grant(("ClusterResourceSnapshot", "ResourceSnapshot"), ("create", "patch", "delete"))
+    grant(("ClusterApprovalRequest", "ApprovalRequest"), ("create",))
+    grant(STATUS_WRITTEN, ("patch",), "/status")
+    grant(OWNERS, ("update",), "/finalizers")
+    return rules
+
+
+def upstream_documents(namespace: str, served: tuple[Family, ...]) -> list[dict[str, Any]]:
+    """A ClusterRole + binding for the upstream API families (`install --upstream-apis` only: a
+    fleetwave without them has no rights on another project's groups)."""
+    return [
+        {
+            "apiVersion": RBAC_API,
+            "kind": "ClusterRole",
+            "metadata": {"name": UPSTREAM_NAME},
+            "rules": [r.manifest() for f in served for r in family_rules(f)],
+        },
+        {
+            "apiVersion": RBAC_API,
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": UPSTREAM_NAME},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": UPSTREAM_NAME,
+            },
+            "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": namespace}],
+        },
     ]
 
 

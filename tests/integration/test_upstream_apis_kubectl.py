@@ -1,0 +1,246 @@
+"""The Sveltos API groups served by fleetwave (`install --upstream-apis`), driven the way the seeds
+drive Sveltos: the real `kubectl` binary, manifests on stdin, the seeds' own commands verbatim.
+
+The members are registered as SveltosClusters with Sveltos' default kubeconfig Secret name, the
+promotion is Sveltos' YAML as written; fleetwave reconciles them in their own groups (ADR 0062).
+"""
+
+from __future__ import annotations
+
+import base64
+import shlex
+import subprocess
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from lightkube import Client
+from promotion_support import CHARTS, ENVS, ControllerThread, chart_version, settings, wait_for
+from typer.testing import CliRunner
+
+from fleetwave.api import crds, families
+from fleetwave.cli import app
+from fleetwave.local import binaries, chartrepo, fleet
+from fleetwave.mgmt import install
+
+CONFIG = "config.projectsveltos.io"
+
+
+class Kubectl:
+    def __init__(self, binary: str, kubeconfig: str) -> None:
+        self.binary, self.kubeconfig = binary, kubeconfig
+
+    def __call__(self, command: str, *, stdin: str | None = None, ok: bool = True) -> str:
+        """Run `kubectl <command>` as a shell would split it (the seeds' command lines, verbatim)."""
+        argv = [self.binary, "--kubeconfig", self.kubeconfig, *shlex.split(command)]
+        done = subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=60, check=False)
+        if ok:
+            assert done.returncode == 0, f"kubectl {command}: {done.stderr}"
+        return done.stdout if ok else done.stdout + done.stderr
+
+    def yaml(self, command: str) -> dict[str, Any]:
+        loaded: dict[str, Any] = yaml.safe_load(self(command))
+        return loaded
+
+
+def _table(text: str) -> list[dict[str, str]]:
+    """A `kubectl get` table as rows of column -> cell (cells never contain spaces here)."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    header = lines[0].split()
+    return [dict(zip(header, line.split(), strict=False)) for line in lines[1:] if line.split() != header]
+
+
+@pytest.fixture(scope="module")
+def kubectl(local_fleet: fleet.FleetState, bins: binaries.Binaries) -> Kubectl:
+    return Kubectl(bins.path("kubectl"), local_fleet.cluster(fleet.MANAGEMENT).kubeconfig)
+
+
+@pytest.fixture(scope="module")
+def repo(bins: binaries.Binaries, tmp_path_factory: pytest.TempPathFactory) -> Iterator[chartrepo.ChartRepo]:
+    charts = [(CHARTS / "hello", "1.0.0"), (CHARTS / "hello", "1.1.0")]
+    with chartrepo.serve(bins.path("helm"), tmp_path_factory.mktemp("upstream-charts"), charts) as served:
+        yield served
+
+
+def _sveltos_clusters(state: fleet.FleetState) -> str:
+    """Seed 002's set-up: a namespace per environment, a SveltosCluster in it labelled env=<env>, its
+    kubeconfig in `<name>-sveltos-kubeconfig` (Sveltos' default name; the key Sveltos registers)."""
+    docs: list[dict[str, Any]] = []
+    for member in state.members:
+        env = ENVS[member.name]
+        kubeconfig = base64.b64encode(Path(member.kubeconfig).read_bytes()).decode()
+        docs.append({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": env}})
+        docs.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": f"{env}-sveltos-kubeconfig", "namespace": env},
+                "data": {"kubeconfig": kubeconfig},
+            }
+        )
+        docs.append(
+            {
+                "apiVersion": "lib.projectsveltos.io/v1beta1",
+                "kind": "SveltosCluster",
+                "metadata": {"name": env, "namespace": env, "labels": {"env": env}},
+                "spec": {},
+            }
+        )
+    return yaml.safe_dump_all(docs)
+
+
+@pytest.fixture(scope="module")
+def controller(
+    local_fleet: fleet.FleetState, management: Client, bins: binaries.Binaries, kubectl: Kubectl
+) -> Iterator[ControllerThread]:
+    install.install(management, upstream_apis=True)
+    kubectl("apply -f -", stdin=_sveltos_clusters(local_fleet))
+    upstream = replace(settings(bins.path("helm"), "upstream"), upstream=families.UPSTREAM)
+    thread = ControllerThread(local_fleet.cluster(fleet.MANAGEMENT).kubeconfig, upstream)
+    thread.start()
+    try:
+        yield thread
+    finally:
+        thread.stop()
+        kubectl("delete sveltoscluster --all -A --wait=false")
+    assert thread.error is None, thread.error
+
+
+def promotion(name: str, repo_url: str, *, staging: str) -> str:
+    """A ClusterPromotion as Sveltos users write it (seed 002's shape, with the test's chart)."""
+    return f"""apiVersion: config.projectsveltos.io/v1beta1
+kind: ClusterPromotion
+metadata:
+  name: {name}
+spec:
+  profileSpec:
+    syncMode: Continuous
+    helmCharts:
+    - repositoryURL: {repo_url}
+      repositoryName: local
+      chartName: local/hello
+      chartVersion: 1.0.0
+      releaseName: {name}
+      releaseNamespace: {name}
+      helmChartAction: Install
+  stages:
+  - name: dev
+    clusterSelector:
+      matchLabels:
+        env: dev
+    trigger:
+      auto:
+        delay: 1s
+  - name: staging
+    clusterSelector:
+      matchLabels:
+        env: staging
+    trigger:
+{staging}
+  - name: prod-clusters
+    clusterSelector:
+      matchLabels:
+        env: prod
+"""
+
+
+def _phases(kubectl: Kubectl, name: str) -> dict[str, str]:
+    got = kubectl.yaml(f"get clusterpromotion.config.projectsveltos.io/{name} -o yaml")
+    return {s["name"]: s.get("phase", "") for s in (got.get("status") or {}).get("stages") or []}
+
+
+def test_install_refuses_to_take_over_a_crd_another_controller_owns_and_applies_nothing(
+    local_fleet: fleet.FleetState, kubectl: Kubectl
+) -> None:
+    theirs = crds.upstream_crd(families.SVELTOS, "ClusterPromotion")
+    theirs["metadata"]["labels"] = {"app.kubernetes.io/part-of": "sveltos"}
+    kubectl("apply -f -", stdin=yaml.safe_dump(theirs))
+    try:
+        kubeconfig = local_fleet.cluster(fleet.MANAGEMENT).kubeconfig
+        result = CliRunner().invoke(app, ["install", "--upstream-apis", "--kubeconfig", kubeconfig])
+        assert result.exit_code == 2, result.output
+        assert " ".join(result.output.split()) == (
+            "error: install refused: CRD clusterpromotions.config.projectsveltos.io already exists and is "
+            "owned by sveltos; fleetwave does not take over another controller's API (uninstall it first, or "
+            "install fleetwave without --upstream-apis)"
+        )
+        assert "sveltosclusters" not in kubectl("get crd -o name")
+    finally:
+        kubectl("delete crd clusterpromotions.config.projectsveltos.io")
+
+
+def test_seed_002_commands_run_verbatim_against_the_sveltos_groups(
+    controller: ControllerThread, kubectl: Kubectl, members: dict[str, Client], repo: chartrepo.ChartRepo
+) -> None:
+    clusters = _table(kubectl("get sveltoscluster -A --show-labels"))
+    wait_for(
+        lambda: all(r["READY"] == "true" for r in _table(kubectl("get sveltoscluster -A --show-labels"))),
+        what="SveltosClusters ready",
+    )
+    clusters = _table(kubectl("get sveltoscluster -A --show-labels"))
+    assert {r["NAME"]: r["NAMESPACE"] for r in clusters} == {
+        "dev": "dev",
+        "staging": "staging",
+        "prod": "prod",
+    }
+    assert all(r["VERSION"].startswith("v1.") and f"env={r['NAME']}" in r["LABELS"] for r in clusters)
+
+    name = "kyverno-prog-rollout-man"
+    manual = "      manual:\n        approved: false"
+    kubectl("apply -f -", stdin=promotion(name, repo.url, staging=manual))
+    try:
+        # Staging's manual trigger holds what comes after it (seed 002's "Mid-Validation").
+        wait_for(lambda: _phases(kubectl, name).get("staging") == "WaitingAfter", what="staging gate")
+        listed = kubectl("get clusterpromotion,clusterprofile,clustersummary -A")
+        assert f"clusterpromotion.{CONFIG}/{name}" in listed
+        assert f"clusterprofile.{CONFIG}/{name}-dev" in listed
+        assert f"clustersummary.{CONFIG}/{name}-dev-sveltos-dev" in listed
+        assert f"clustersummary.{CONFIG}/{name}-staging-sveltos-staging" in listed
+        assert f"clusterprofile.{CONFIG}/{name}-prod-clusters" not in listed
+        assert chart_version(members["member-2"], name, name) == "1.0.0"
+        assert chart_version(members["member-3"], name, name) is None
+
+        # Seed 002's command (its promotion's name is this one's).
+        kubectl(
+            f"patch clusterpromotion {name} --type=json -p "
+            """'[{"op": "replace", "path": "/spec/stages/1/trigger/manual/approved", "value": true}]'"""
+        )
+        wait_for(lambda: _phases(kubectl, name).get("prod-clusters") == "Succeeded", what="prod stage done")
+        assert chart_version(members["member-3"], name, name) == "1.0.0"
+
+        got = kubectl.yaml(f"get clusterpromotion.{CONFIG}/{name} -o yaml")
+        assert got["apiVersion"] == f"{CONFIG}/v1beta1"
+        assert got["status"]["currentStageName"] == "prod-clusters"
+        for stage in got["status"]["stages"]:  # seed 002's fields, in seed 002's words
+            done = stage["lastSuccessfulAppliedTime"]
+            assert stage["currentStatusDescription"] == f"Successfully provisioned ({done})"
+            assert stage["lastStatusCheckTime"] >= stage["lastUpdateReconciledTime"]
+        profile = kubectl.yaml(f"get clusterprofile.{CONFIG}/{name}-dev -o yaml")
+        owner = profile["metadata"]["ownerReferences"][0]
+        assert (owner["apiVersion"], owner["kind"], owner["name"]) == (
+            f"{CONFIG}/v1beta1",
+            "ClusterPromotion",
+            name,
+        )
+        matching = profile["status"]["matchingClusters"]
+        assert matching == [
+            {
+                "apiVersion": "lib.projectsveltos.io/v1beta1",
+                "kind": "SveltosCluster",
+                "namespace": "dev",
+                "name": "dev",
+            }
+        ]
+        summary = kubectl.yaml(f"get clustersummary.{CONFIG}/{name}-dev-sveltos-dev -n dev -o yaml")
+        assert summary["spec"]["clusterType"] == "Sveltos"
+        assert summary["metadata"]["ownerReferences"][0]["apiVersion"] == f"{CONFIG}/v1beta1"
+        # Nothing of this rollout exists in fleetwave's own group.
+        assert name not in kubectl("get clusterpromotions.fleetwave.io,clusterprofiles.fleetwave.io")
+    finally:
+        kubectl(f"delete clusterpromotion.{CONFIG} {name}")
+    wait_for(
+        lambda: chart_version(members["member-1"], name, name) is None, what="release withdrawn on delete"
+    )
