@@ -12,13 +12,15 @@ from fleetwave.core import status as st
 
 
 def resolve_max_in_flight(limit: m.MaxInFlight, members: int) -> int:
-    """Count or percent of the stage, percent rounded down with a minimum of 1; 0 means all."""
+    """Count or percent of the stage (a percent rounded as `limit.round_up` says, at least 1); 0
+    means all."""
     if members <= 0:
         return 0
     if limit.value <= 0:
         return members
     if limit.percent:
-        return min(members, max(1, limit.value * members // 100))
+        scaled = -(-limit.value * members // 100) if limit.round_up else limit.value * members // 100
+        return min(members, max(1, scaled))
     return min(members, limit.value)
 
 

@@ -41,20 +41,24 @@ class Selector:
 
 @dataclass(frozen=True, slots=True)
 class MaxInFlight:
-    """maxUpdate / maxConcurrency: a count or a percentage of the stage; 0 means unlimited."""
+    """maxUpdate / maxConcurrency: a count or a percentage of the stage; 0 means unlimited.
+
+    A percentage rounds the way its system does (ADR 0020): Sveltos' maxUpdate up (`round_up`),
+    KubeFleet's maxConcurrency down; either way at least one cluster."""
 
     value: int = 0
     percent: bool = False
+    round_up: bool = False
 
     @classmethod
-    def parse(cls, raw: int | str | None) -> MaxInFlight:
+    def parse(cls, raw: int | str | None, *, round_up: bool = False) -> MaxInFlight:
         if raw is None:
             return cls()
         if isinstance(raw, int):
             return cls(max(raw, 0))
         text = raw.strip()
         if text.endswith("%"):
-            return cls(max(int(text[:-1]), 0), percent=True)
+            return cls(max(int(text[:-1]), 0), percent=True, round_up=round_up)
         return cls(max(int(text), 0))
 
 

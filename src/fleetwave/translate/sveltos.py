@@ -92,7 +92,7 @@ def from_promotion(promotion: ClusterPromotion, *, content_hash: str | None = No
     """One StageSpec per stage; profileSpec.maxUpdate paces every stage."""
     spec = promotion.spec
     name = promotion.metadata.name
-    limit = m.MaxInFlight.parse(spec.profile_spec.max_update)
+    limit = m.MaxInFlight.parse(spec.profile_spec.max_update, round_up=True)
     stages = tuple(
         m.StageSpec(
             name=s.name,
@@ -163,7 +163,7 @@ def from_profile(profile: ClusterProfile, *, content_hash: str | None = None) ->
     stage = m.StageSpec(
         name=name,
         selector=_profile_selector(profile),
-        max_in_flight=m.MaxInFlight.parse(profile.spec.max_update),
+        max_in_flight=m.MaxInFlight.parse(profile.spec.max_update, round_up=True),
     )
     revision = m.Revision(
         content_hash=revision_hash(profile.spec, content_hash),

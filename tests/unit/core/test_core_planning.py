@@ -62,6 +62,15 @@ def test_percentages_round_down_with_a_minimum_of_one_and_zero_means_all(
     assert batching.resolve_max_in_flight(m.MaxInFlight.parse(limit), members) == expected
 
 
+@pytest.mark.parametrize(
+    ("limit", "members", "expected"),
+    [("25%", 10, 3), ("5%", 10, 1), ("34%", 3, 2), ("100%", 7, 7), ("0%", 7, 7), ("10%", 25, 3)],
+)
+def test_sveltos_maxupdate_percentages_round_up(limit: str, members: int, expected: int) -> None:
+    # Sveltos: ceil(P/100 * matching clusters) (shared/spec/sveltos-promotion.md, maxUpdate).
+    assert batching.resolve_max_in_flight(m.MaxInFlight.parse(limit, round_up=True), members) == expected
+
+
 def test_the_first_matching_stage_claims_a_cluster_and_unmatched_clusters_are_counted() -> None:
     s = spec(m.StageSpec("all", m.Selector()), stage("dev"))
     plan = batching.freeze_plan(s, fleet(dev=2), T0)

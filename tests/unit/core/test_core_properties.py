@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
@@ -227,11 +228,11 @@ def test_plan_is_independent_of_fleet_listing_order(clusters: list[m.Cluster], l
 
 
 @settings(max_examples=200, deadline=None)
-@given(value=hs.integers(0, 100), members=hs.integers(0, 500), percent=hs.booleans())
+@given(value=hs.integers(0, 100), members=hs.integers(0, 500), percent=hs.booleans(), up=hs.booleans())
 def test_max_in_flight_is_at_least_one_and_never_above_the_stage(
-    value: int, members: int, percent: bool
+    value: int, members: int, percent: bool, up: bool
 ) -> None:
-    limit = batching.resolve_max_in_flight(m.MaxInFlight(value, percent), members)
+    limit = batching.resolve_max_in_flight(m.MaxInFlight(value, percent, round_up=up), members)
     if members == 0:
         assert limit == 0
     else:
@@ -239,7 +240,8 @@ def test_max_in_flight_is_at_least_one_and_never_above_the_stage(
         if value == 0:
             assert limit == members
         elif percent:
-            assert limit == max(1, value * members // 100)
+            exact = value * members / 100
+            assert limit == max(1, math.ceil(exact) if up else math.floor(exact))
 
 
 @settings(max_examples=60, deadline=None)

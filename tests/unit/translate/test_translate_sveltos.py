@@ -114,7 +114,7 @@ def test_empty_or_absent_selector_matches_nothing_and_maxupdate_paces_every_stag
     )
     spec = from_promotion(obj)
     assert [s.selector for s in spec.stages[:2]] == [None, None]
-    assert {s.max_in_flight for s in spec.stages} == {m.MaxInFlight(50, percent=True)}
+    assert {s.max_in_flight for s in spec.stages} == {m.MaxInFlight(50, percent=True, round_up=True)}
 
 
 def test_trigger_edit_keeps_both_hashes() -> None:
@@ -205,7 +205,7 @@ def test_profile_is_one_stage_paced_by_max_update() -> None:
     (only,) = spec.stages
     assert only.name == "kyverno"
     assert only.selector == m.Selector(match_labels=(("env", "prod"),))
-    assert only.max_in_flight == m.MaxInFlight(10, percent=True)
+    assert only.max_in_flight == m.MaxInFlight(10, percent=True, round_up=True)
     assert only.after == ()
     assert only.before == ()
 
