@@ -1,0 +1,82 @@
+"""API families: where each native kind is served, the native view of upstream objects, and the
+upstream CRDs and RBAC (ADR 0062)."""
+
+from __future__ import annotations
+
+from fleetwave.api import crds, families
+from fleetwave.api.meta import API_VERSION
+from fleetwave.mgmt import rbac
+
+
+def test_the_native_family_serves_every_kind_in_fleetwave_io() -> None:
+    assert {s.api_version for s in families.NATIVE.kinds.values()} == {API_VERSION}
+    obj = {"apiVersion": API_VERSION, "kind": "ClusterProfile", "metadata": {"name": "p"}}
+    assert families.NATIVE.view("ClusterProfile", obj) is obj
+
+
+def test_a_sveltos_cluster_is_viewed_as_a_member_with_sveltos_default_kubeconfig_secret() -> None:
+    cluster = {
+        "apiVersion": "lib.projectsveltos.io/v1beta1",
+        "kind": "SveltosCluster",
+        "metadata": {"name": "dev", "namespace": "dev", "labels": {"env": "dev"}},
+        "spec": {"kubeconfigKeyName": "value"},
+        "status": {"ready": True},
+    }
+    view = families.SVELTOS.view("MemberCluster", cluster)
+    assert view["apiVersion"] == API_VERSION
+    assert view["kind"] == "MemberCluster"
+    assert view["spec"] == {"kubeconfigSecretRef": {"name": "dev-sveltos-kubeconfig", "key": "value"}}
+    assert view["metadata"] == cluster["metadata"]
+    assert view["status"] == {"ready": True}
+    assert cluster["spec"] == {"kubeconfigKeyName": "value"}  # the cached object is not changed
+
+
+def test_upstream_crds_use_upstream_names_scope_and_columns_and_are_marked_as_fleetwaves() -> None:
+    made = {c["metadata"]["name"]: c for c in crds.upstream_crds(families.UPSTREAM)}
+    assert set(made) == {
+        "clusterprofiles.config.projectsveltos.io",
+        "clusterpromotions.config.projectsveltos.io",
+        "clustersummaries.config.projectsveltos.io",
+        "sveltosclusters.lib.projectsveltos.io",
+    }
+    for crd in made.values():
+        assert crd["metadata"]["labels"] == {crds.MANAGED_BY: crds.FLEETWAVE}
+        assert "shortNames" not in crd["spec"]["names"]  # fleetwave's short names stay on its own group
+        assert [v["name"] for v in crd["spec"]["versions"]] == ["v1beta1"]
+    summary = made["clustersummaries.config.projectsveltos.io"]["spec"]
+    assert summary["scope"] == "Namespaced"
+    assert summary["names"]["kind"] == "ClusterSummary"
+    assert made["clusterpromotions.config.projectsveltos.io"]["spec"]["scope"] == "Cluster"
+    cluster = made["sveltosclusters.lib.projectsveltos.io"]["spec"]
+    columns = [c["name"] for c in cluster["versions"][0]["additionalPrinterColumns"]]
+    assert columns == ["Ready", "Version", "Age"]
+    spec = cluster["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    assert set(spec["properties"]) == {"kubeconfigName", "kubeconfigKeyName", "paused"}
+    # The native schema is reused where the field names are the same (they are: ADR 0011).
+    promotion = made["clusterpromotions.config.projectsveltos.io"]["spec"]["versions"][0]
+    native = crds.crd_for(crds.KINDS["ClusterPromotion"])["spec"]["versions"][0]
+    assert promotion["schema"] == native["schema"]
+
+
+def test_upstream_rbac_grants_the_native_verbs_on_the_upstream_groups_only() -> None:
+    rules = {(r.group, r.resources, r.verbs) for r in rbac.family_rules(families.SVELTOS)}
+    assert (
+        "config.projectsveltos.io",
+        ("clusterprofiles", "clustersummaries"),
+        ("create", "patch", "delete"),
+    ) in rules
+    assert ("config.projectsveltos.io", ("clusterpromotions",), ("patch",)) in rules
+    assert ("lib.projectsveltos.io", ("sveltosclusters",), ("get", "list", "watch")) in rules
+    assert ("lib.projectsveltos.io", ("sveltosclusters/status",), ("patch",)) in rules
+    assert all(
+        r.group in ("config.projectsveltos.io", "lib.projectsveltos.io")
+        for r in rbac.family_rules(families.SVELTOS)
+    )
+    # Nothing on sveltosclusters beyond reading them and writing their status.
+    on_clusters = {v for g, res, verbs in rules if "sveltosclusters" in res for v in verbs}
+    assert on_clusters == {"get", "list", "watch"}
+    documents = rbac.upstream_documents("fleetwave-system", families.UPSTREAM)
+    assert [d["kind"] for d in documents] == ["ClusterRole", "ClusterRoleBinding"]
+    assert documents[1]["subjects"] == [
+        {"kind": "ServiceAccount", "name": rbac.NAME, "namespace": "fleetwave-system"}
+    ]
