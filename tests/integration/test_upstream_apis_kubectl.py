@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import upstream_support
 import yaml
 from lightkube import Client
 from promotion_support import CHARTS, ENVS, ControllerThread, chart_version, settings, wait_for
@@ -96,6 +97,8 @@ def _sveltos_clusters(state: fleet.FleetState) -> str:
 def controller(
     local_fleet: fleet.FleetState, management: Client, bins: binaries.Binaries, kubectl: Kubectl
 ) -> Iterator[ControllerThread]:
+    install.install(management)
+    upstream_support.clear_native_kubefleet_objects(management)
     install.install(management, upstream_apis=True)
     kubectl("apply -f -", stdin=_sveltos_clusters(local_fleet))
     upstream = replace(settings(bins.path("helm"), "upstream"), upstream=families.UPSTREAM)
@@ -106,6 +109,7 @@ def controller(
     finally:
         thread.stop()
         kubectl("delete sveltoscluster --all -A --wait=false")
+        install.install(management)  # serve fleetwave.io's KubeFleet kinds again for later modules
     assert thread.error is None, thread.error
 
 

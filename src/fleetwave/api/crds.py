@@ -13,8 +13,8 @@ import yaml
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
 from pydantic_core import core_schema
 
-from fleetwave.api.families import Family
-from fleetwave.api.meta import AGE, GROUP, VERSION, Resource, column
+from fleetwave.api.families import FLEET_PLACEMENT, FLEET_PLACEMENT_ALSO, FLEET_PLACEMENT_KINDS, Family
+from fleetwave.api.meta import AGE, GROUP, VERSION, Resource, column, condition_column
 from fleetwave.api.models import ALL_KINDS, KINDS
 
 
@@ -118,46 +118,105 @@ def crd_for(kind: type[Resource]) -> dict[str, Any]:
     }
 
 
-def all_crds() -> list[dict[str, Any]]:
-    return [crd_for(k) for k in ALL_KINDS]
+def all_crds(unserved: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
+    """Every native CRD; those of the `unserved` kinds kept (their stored objects are not touched)
+    but not served, so the upstream group is the only one that answers for them (ADR 0062)."""
+    out = []
+    for k in ALL_KINDS:
+        crd = crd_for(k)
+        if k.kind_name in unserved:
+            crd["spec"]["versions"] = [{**v, "served": False} for v in crd["spec"]["versions"]]
+        out.append(crd)
+    return out
 
+
+# With the upstream groups installed, kubectl would resolve `crp`, `clusterresourcesnapshots`, ... to
+# fleetwave.io (it sorts before placement.kubernetes-fleet.io), so these native kinds stop being served.
+# config.projectsveltos.io sorts first, so the Sveltos kinds are served in both groups.
+UPSTREAM_ONLY = frozenset(FLEET_PLACEMENT_KINDS)
+
+
+FLEET_PLACEMENT_GROUP = FLEET_PLACEMENT.rpartition("/")[0]
+_SVELTOS_CONFIG = ("ClusterProfile", "ClusterPromotion", "ClusterSummary")
 
 # Marks a CRD fleetwave installed for an upstream group, so a re-install may update it and nothing
 # else (a real Sveltos' or KubeFleet's CRD) is ever taken over. ADR 0062.
 MANAGED_BY = "app.kubernetes.io/managed-by"
 FLEETWAVE = "fleetwave"
 
-# What upstream prints for its own kinds (printer columns, short names), where it differs from ours.
-_UPSTREAM_NAMES: dict[str, dict[str, Any]] = {
-    "SveltosCluster": {
-        "shortNames": [],
-        "columns": [
-            column("Ready", ".status.ready", "boolean"),
-            column("Version", ".status.version"),
-            AGE,
-        ],
-    },
+# What upstream prints for its own kinds (printer columns, short names). Kinds not listed: Sveltos'
+# config kinds have neither; the KubeFleet placement kinds keep fleetwave's, which are upstream's.
+_MEMBER_COLUMNS = [column("Ready", ".status.ready", "boolean"), column("Version", ".status.version"), AGE]
+# Seed 004's tables: `kubectl get csur` (PLACEMENT RESOURCE-SNAPSHOT POLICY-SNAPSHOT INITIALIZED
+# SUCCEEDED AGE) and `kubectl get clusterapprovalrequest` (UPDATE-RUN STAGE APPROVED APPROVALACCEPTED).
+_SEED_RUN_COLUMNS = [
+    column("Placement", ".spec.placementName"),
+    column("Resource-Snapshot", ".status.resourceSnapshotIndexUsed"),
+    column("Policy-Snapshot", ".status.policySnapshotIndexUsed"),
+    condition_column("Initialized", "Initialized"),
+    condition_column("Succeeded", "Succeeded"),
+    AGE,
+]
+_SEED_APPROVAL_COLUMNS = [
+    column("Update-Run", ".spec.parentStageRollout"),
+    column("Stage", ".spec.targetStage"),
+    condition_column("Approved", "Approved"),
+    condition_column("ApprovalAccepted", "ApprovalAccepted"),
+    AGE,
+]
+_FLEET = "placement.kubernetes-fleet.io"
+_UPSTREAM_NAMES: dict[tuple[str, str], dict[str, Any]] = {
+    (_FLEET, "ClusterStagedUpdateRun"): {"shortNames": ["csur"], "columns": _SEED_RUN_COLUMNS},
+    (_FLEET, "StagedUpdateRun"): {"shortNames": ["sur"], "columns": _SEED_RUN_COLUMNS},
+    (_FLEET, "ClusterApprovalRequest"): {"shortNames": ["careq"], "columns": _SEED_APPROVAL_COLUMNS},
+    (_FLEET, "ApprovalRequest"): {"shortNames": ["areq"], "columns": _SEED_APPROVAL_COLUMNS},
+    ("lib.projectsveltos.io", "SveltosCluster"): {"shortNames": [], "columns": _MEMBER_COLUMNS},
+    ("cluster.kubernetes-fleet.io", "MemberCluster"): {"shortNames": ["cluster"], "columns": _MEMBER_COLUMNS},
+    **{("config.projectsveltos.io", k): {"shortNames": [], "columns": []} for k in _SVELTOS_CONFIG},
 }
+
 
 # SveltosCluster keeps Sveltos' spec: the fields fleetwave acts on are typed, the others are kept as
 # written (fleetwave reports them in status rather than dropping them).
-_SVELTOS_CLUSTER_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "apiVersion": {"type": "string"},
-        "kind": {"type": "string"},
-        "metadata": {"type": "object"},
-        "spec": {
-            "type": "object",
-            "x-kubernetes-preserve-unknown-fields": True,
-            "properties": {
-                "kubeconfigName": {"type": "string", "maxLength": 253},
-                "kubeconfigKeyName": {"type": "string", "maxLength": 253},
-                "paused": {"type": "boolean"},
-            },
+def _member_schema(spec: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {
+            "apiVersion": {"type": "string"},
+            "kind": {"type": "string"},
+            "metadata": {"type": "object"},
+            "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": True, "properties": spec},
+            "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
         },
-        "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
-    },
+    }
+
+
+_NAME = {"type": "string", "maxLength": 253}
+_MEMBER_SCHEMAS = {
+    "SveltosCluster": _member_schema(
+        {"kubeconfigName": _NAME, "kubeconfigKeyName": _NAME, "paused": {"type": "boolean"}}
+    ),
+    # KubeFleet's MemberCluster: the member's identity and heartbeat (kept, the member agent's
+    # business) and taints; its kubeconfig is at a fixed place (families.kubeconfig_secret_name).
+    "MemberCluster": _member_schema(
+        {
+            "identity": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+            "heartbeatPeriodSeconds": {"type": "integer", "minimum": 1, "maximum": 600},
+            "taints": {
+                "type": "array",
+                "maxItems": 100,
+                "items": {
+                    "type": "object",
+                    "required": ["key", "effect"],
+                    "properties": {
+                        "key": _NAME,
+                        "value": {"type": "string", "maxLength": 63},
+                        "effect": {"type": "string", "enum": ["NoSchedule"]},
+                    },
+                },
+            },
+        }
+    ),
 }
 
 
@@ -167,7 +226,10 @@ def upstream_crd(family: Family, native_kind: str) -> dict[str, Any]:
     upstream kind differs (SveltosCluster); no fleetwave short names (upstream has none for these)."""
     served = family.served(native_kind)
     model = KINDS[native_kind]
-    extra = _UPSTREAM_NAMES.get(served.kind, {})
+    extra = _UPSTREAM_NAMES.get(
+        (served.group, served.kind),
+        {"shortNames": list(model.short_names), "columns": list(model.printer_columns)},
+    )
     names: dict[str, Any] = {
         "kind": served.kind,
         "listKind": f"{served.kind}List",
@@ -177,13 +239,17 @@ def upstream_crd(family: Family, native_kind: str) -> dict[str, Any]:
     }
     if extra.get("shortNames"):
         names["shortNames"] = list(extra["shortNames"])
-    schema = _SVELTOS_CLUSTER_SCHEMA if served.kind == "SveltosCluster" else openapi_schema(model)
+    member = native_kind == "MemberCluster"
+    schema = _MEMBER_SCHEMAS[served.kind] if member else openapi_schema(model)
     version: dict[str, Any] = {"name": served.version, "served": True, "storage": True}
     version["subresources"] = {"status": {}}
     columns = extra.get("columns")
     if columns:
         version["additionalPrinterColumns"] = [dict(c) for c in columns]
     version["schema"] = {"openAPIV3Schema": schema}
+    versions = [version]
+    if served.group == FLEET_PLACEMENT_GROUP:  # v1 carries the same fields (seed 004 reads v1)
+        versions += [{**version, "name": v, "storage": False} for v in FLEET_PLACEMENT_ALSO]
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
@@ -192,7 +258,7 @@ def upstream_crd(family: Family, native_kind: str) -> dict[str, Any]:
             "group": served.group,
             "names": names,
             "scope": "Namespaced" if served.namespaced else "Cluster",
-            "versions": [version],
+            "versions": versions,
         },
     }
 

@@ -21,6 +21,11 @@ from fleetwave.api.meta import API_VERSION
 
 SVELTOS_CONFIG = "config.projectsveltos.io/v1beta1"
 SVELTOS_LIB = "lib.projectsveltos.io/v1beta1"
+FLEET_PLACEMENT = "placement.kubernetes-fleet.io/v1beta1"
+FLEET_CLUSTER = "cluster.kubernetes-fleet.io/v1beta1"
+# placement.kubernetes-fleet.io also serves v1 with the same fields (seed 004 reads snapshots as v1).
+FLEET_PLACEMENT_ALSO = ("v1",)
+CONTROLLER_NAMESPACE = "fleetwave-system"
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,4 +100,56 @@ SVELTOS = Family(
     {"MemberCluster": upstream.sveltos_cluster},
 )
 
-UPSTREAM: tuple[Family, ...] = (SVELTOS,)
+FLEET_PLACEMENT_KINDS = (
+    "ClusterResourcePlacement",
+    "ResourcePlacement",
+    "ClusterResourceSnapshot",
+    "ResourceSnapshot",
+    "ClusterStagedUpdateStrategy",
+    "StagedUpdateStrategy",
+    "ClusterStagedUpdateRun",
+    "StagedUpdateRun",
+    "ClusterApprovalRequest",
+    "ApprovalRequest",
+)
+
+
+def kubeconfig_secret_name(cluster: str) -> str:
+    """Where a KubeFleet-group member's kubeconfig is: `<name>-kubeconfig` in the controller's
+    namespace, the Secret `fleetwave cluster register` writes. KubeFleet members join through an
+    agent and name no credentials, so fleetwave fixes the place; a MemberCluster cannot point
+    anywhere else (it could otherwise borrow any Secret of that namespace)."""
+    return f"{cluster}-kubeconfig"
+
+
+def _fleet_member(namespace: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    def convert(doc: dict[str, Any]) -> dict[str, Any]:
+        meta = dict(doc.get("metadata") or {})
+        spec = dict(doc.get("spec") or {}) if isinstance(doc.get("spec"), dict) else {}
+        meta["namespace"] = namespace
+        spec["kubeconfigSecretRef"] = {"name": kubeconfig_secret_name(str(meta.get("name", "")))}
+        return {**doc, "metadata": meta, "spec": spec}
+
+    return convert
+
+
+def kubefleet(namespace: str = CONTROLLER_NAMESPACE) -> Family:
+    """The KubeFleet groups; their cluster-scoped MemberClusters are viewed as members of the
+    controller's `namespace` (where their kubeconfig Secrets live)."""
+    kinds = {
+        k: Served(FLEET_PLACEMENT, k, m.plural, m.namespaced)
+        for k in FLEET_PLACEMENT_KINDS
+        for m in (models.KINDS[k],)
+    }
+    kinds["MemberCluster"] = Served(FLEET_CLUSTER, "MemberCluster", "memberclusters", False)
+    return Family("kubefleet", kinds, {"MemberCluster": _fleet_member(namespace)})
+
+
+KUBEFLEET = kubefleet()
+
+UPSTREAM: tuple[Family, ...] = (SVELTOS, KUBEFLEET)
+
+
+def upstream_families(namespace: str = CONTROLLER_NAMESPACE) -> tuple[Family, ...]:
+    """The upstream families as a controller running in `namespace` serves them."""
+    return (SVELTOS, kubefleet(namespace))

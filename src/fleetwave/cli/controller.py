@@ -58,7 +58,8 @@ def run(
         bool,
         typer.Option(
             "--upstream-apis",
-            help="Also reconcile objects of the Sveltos API groups (installed by `install --upstream-apis`).",
+            help="Reconcile objects of the Sveltos and KubeFleet API groups too (as installed by "
+            "`install --upstream-apis`).",
         ),
     ] = False,
 ) -> None:
@@ -77,7 +78,7 @@ def run(
         health_workers=health_workers,
         health_wall_seconds=health_wall_seconds,
         health_memory_bytes=health_memory_mib * 1024 * 1024,
-        upstream=families.UPSTREAM if upstream_apis else (),
+        upstream=families.upstream_families(namespace) if upstream_apis else (),
     )
 
     async def main() -> None:

@@ -27,8 +27,10 @@ def install(
         bool,
         typer.Option(
             "--upstream-apis",
-            help="Also serve the Sveltos API groups (config/lib.projectsveltos.io), so their manifests "
-            "and kubectl commands work unchanged. Refused if another controller owns those CRDs.",
+            help="Also serve the Sveltos and KubeFleet API groups (config/lib.projectsveltos.io, "
+            "placement/cluster.kubernetes-fleet.io), so their manifests and kubectl commands work "
+            "unchanged; the KubeFleet kinds are then served only there. Refused if another controller "
+            "owns those CRDs.",
         ),
     ] = False,
 ) -> None:

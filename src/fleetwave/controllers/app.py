@@ -71,19 +71,21 @@ def build(client: AsyncClient, settings: Settings, *, handle_signals: bool = Tru
     }
     recorder = events.EventRecorder(client, "fleetwave")
     contexts = [
-        _sveltos_family(manager, client, settings, family, shared, recorder, pool)
+        _family(manager, client, settings, family, shared, recorder, pool)
         for family in (families.NATIVE, *settings.upstream)
     ]
     for ctx in contexts:
         ctx.cache.peers = [c.cache for c in contexts if c is not ctx]
-    kubefleet.register(manager, contexts[0])
+    # The KubeFleet kinds are served in one group at a time (ADR 0062): upstream when installed so.
+    placements = [c for c in contexts if "ClusterResourcePlacement" in c.family.kinds]
+    kubefleet.register(manager, placements[-1])
     return manager
 
 
 _SVELTOS_KINDS = ("ClusterPromotion", "ClusterProfile", "ClusterSummary", "MemberCluster")
 
 
-def _sveltos_family(
+def _family(
     manager: Manager,
     client: AsyncClient,
     settings: Settings,
@@ -92,9 +94,9 @@ def _sveltos_family(
     recorder: events.EventRecorder,
     pool: CheckPool,
 ) -> Context:
-    """Informers and controllers for the Sveltos-style kinds as one API family serves them: each
-    family is its own world (its profiles see its summaries and its clusters), sharing only the
-    ConfigMaps and Secrets content and kubeconfigs come from."""
+    """Informers and controllers for the Sveltos-style kinds and the members one API family serves:
+    each family is its own world (its profiles see its summaries and its clusters), sharing only
+    the ConfigMaps and Secrets content and kubeconfigs come from."""
     informers = dict(shared)
     for name in _SVELTOS_KINDS:
         if name in family.kinds:
@@ -174,6 +176,15 @@ def _add_controllers(
     manager: Manager, ctx: Context, informers: dict[str, Informer], settings: Settings
 ) -> None:
     name = ctx.family.controller_name
+    if "MemberCluster" in ctx.family.kinds:
+        clusters: Controller[str] = manager.add_controller(
+            name("MemberCluster"), lambda k: membercluster.reconcile(ctx, k), workers=2
+        )
+        clusters.watch(informers["MemberCluster"], lambda o: [object_key(o)])
+        scoped = ctx.family.served("MemberCluster").namespaced
+        clusters.watch(informers["Secret"], lambda s: _member_of_secret(s, namespaced=scoped))
+    if "ClusterProfile" not in ctx.family.kinds:
+        return
     promotions: Controller[str] = manager.add_controller(
         name("ClusterPromotion"), lambda k: promotion.reconcile(ctx, k), workers=2
     )
@@ -183,11 +194,6 @@ def _add_controllers(
     summaries: Controller[str] = manager.add_controller(
         name("ClusterSummary"), lambda k: summary.reconcile(ctx, k), workers=settings.summary_workers
     )
-    clusters: Controller[str] = manager.add_controller(
-        name("MemberCluster"), lambda k: membercluster.reconcile(ctx, k), workers=2
-    )
-    clusters.watch(informers["MemberCluster"], lambda o: [object_key(o)])
-    clusters.watch(informers["Secret"], _member_of_secret)
     keys = _Keys(ctx.cache)
     _wire_promotions(promotions, informers, keys)
     _wire_profiles(profiles, informers, keys)
@@ -280,6 +286,8 @@ def summaries_of_member_secret(cache: Cache, secret: Any) -> Iterable[str]:
     ]
 
 
-def _member_of_secret(secret: Any) -> Iterable[str]:
+def _member_of_secret(secret: Any, *, namespaced: bool = True) -> Iterable[str]:
     member = (secret.metadata.labels or {}).get(members.SECRET_LABEL)
-    return [f"{secret.metadata.namespace}/{member}"] if member else []
+    if not member:
+        return []
+    return [f"{secret.metadata.namespace}/{member}" if namespaced else member]

@@ -36,6 +36,8 @@ class Cache:
         self.peers: list[Cache] = []
 
     def obj(self, kind: str, namespace: str | None, name: str) -> Any | None:
+        if kind in self.family.kinds and not self.family.served(kind).namespaced:
+            namespace = None  # a kind the family serves cluster-scoped (a KubeFleet MemberCluster)
         key = f"{namespace}/{name}" if namespace else name
         return self.informers[kind].get(key)
 

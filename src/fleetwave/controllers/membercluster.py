@@ -38,8 +38,8 @@ class Verdict:
 
 
 async def reconcile(ctx: Context, key: str) -> Result:
-    namespace, _, name = key.partition("/")
-    obj = ctx.cache.obj("MemberCluster", namespace, name)
+    namespace, _, name = key.rpartition("/")
+    obj = ctx.cache.obj("MemberCluster", namespace or None, name)
     if obj is None:
         return Result()
     raw_obj = ctx.family.view("MemberCluster", as_dict(obj))

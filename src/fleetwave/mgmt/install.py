@@ -37,8 +37,11 @@ def install(
     extra = crds.upstream_crds(families.UPSTREAM) if upstream_apis else []
     for crd in extra:
         _refuse_foreign(client, crd["metadata"]["name"])
+    hidden = crds.UPSTREAM_ONLY if upstream_apis else frozenset()
+    for kind in sorted(hidden):
+        _refuse_hiding(client, kind)
     names = []
-    for crd in [*crds.all_crds(), *extra]:
+    for crd in [*crds.all_crds(unserved=hidden), *extra]:
         sync_ops.apply(client, crd)
         names.append(crd["metadata"]["name"])
     for doc in rbac_documents(namespace):
@@ -67,6 +70,31 @@ def _refuse_foreign(client: Client, name: str) -> None:
         f"CRD {name} already exists and is owned by {owner_of(meta)}; fleetwave does not take over "
         "another controller's API (uninstall it first, or install fleetwave without --upstream-apis)"
     )
+
+
+def _refuse_hiding(client: Client, kind: str) -> None:
+    """A native kind about to stop being served must have no objects: they would be hidden."""
+    info = kinds.native_info(kind)
+    try:
+        crd = client.get(kinds.builtin_resource(*_CRD), f"{info.plural}.{kinds.GROUP}")
+    except ops.ApiError as e:
+        if ops.is_not_found(e):
+            return  # not installed: nothing to hide
+        raise
+    if not any(v.served for v in crd.spec.versions):
+        return  # already hidden by an earlier `install --upstream-apis`
+    resource = kinds.resource(kind)
+    if info.namespaced:
+        found = next(iter(client.list(resource, namespace="*", chunk_size=1)), None)
+    else:
+        found = next(iter(client.list(resource, chunk_size=1)), None)
+    if found is not None:
+        where = f"{found.metadata.namespace}/" if found.metadata.namespace else ""
+        raise ForeignCRD(
+            f"{kind} objects exist in fleetwave.io (e.g. {where}{found.metadata.name}); with "
+            "--upstream-apis the KubeFleet kinds are served only in placement.kubernetes-fleet.io and "
+            "these would be hidden: delete them or re-create them in the upstream group first"
+        )
 
 
 def owner_of(meta: Any) -> str:

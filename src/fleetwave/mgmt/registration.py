@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from fleetwave.api import families
 from fleetwave.kube import client as kubeclient
 from fleetwave.kube import kinds, ops, sync_ops
 
@@ -28,7 +29,7 @@ class Probe:
 
 
 def secret_name(cluster: str) -> str:
-    return f"{cluster}-kubeconfig"
+    return families.kubeconfig_secret_name(cluster)
 
 
 def probe(kubeconfig: bytes, *, timeout: float = 5.0, allow_insecure: bool = False) -> Probe:

@@ -33,14 +33,17 @@ def test_a_sveltos_cluster_is_viewed_as_a_member_with_sveltos_default_kubeconfig
 
 def test_upstream_crds_use_upstream_names_scope_and_columns_and_are_marked_as_fleetwaves() -> None:
     made = {c["metadata"]["name"]: c for c in crds.upstream_crds(families.UPSTREAM)}
-    assert set(made) == {
+    sveltos = {n: c for n, c in made.items() if "projectsveltos" in n}
+    assert set(sveltos) == {
         "clusterprofiles.config.projectsveltos.io",
         "clusterpromotions.config.projectsveltos.io",
         "clustersummaries.config.projectsveltos.io",
         "sveltosclusters.lib.projectsveltos.io",
     }
+    assert len(made) == len(sveltos) + 11  # ten placement kinds and KubeFleet's MemberCluster
     for crd in made.values():
         assert crd["metadata"]["labels"] == {crds.MANAGED_BY: crds.FLEETWAVE}
+    for crd in sveltos.values():
         assert "shortNames" not in crd["spec"]["names"]  # fleetwave's short names stay on its own group
         assert [v["name"] for v in crd["spec"]["versions"]] == ["v1beta1"]
     summary = made["clustersummaries.config.projectsveltos.io"]["spec"]
@@ -80,3 +83,43 @@ def test_upstream_rbac_grants_the_native_verbs_on_the_upstream_groups_only() -> 
     assert documents[1]["subjects"] == [
         {"kind": "ServiceAccount", "name": rbac.NAME, "namespace": "fleetwave-system"}
     ]
+
+
+def test_kubefleet_crds_serve_v1beta1_and_v1_with_the_seeds_columns_and_short_names() -> None:
+    made = {c["metadata"]["name"]: c for c in crds.upstream_crds(families.UPSTREAM)}
+    run = made["clusterstagedupdateruns.placement.kubernetes-fleet.io"]["spec"]
+    assert run["names"]["shortNames"] == ["csur"]
+    assert [(v["name"], v["served"], v["storage"]) for v in run["versions"]] == [
+        ("v1beta1", True, True),
+        ("v1", True, False),
+    ]
+    columns = [c["name"].upper() for c in run["versions"][0]["additionalPrinterColumns"]]
+    assert columns == ["PLACEMENT", "RESOURCE-SNAPSHOT", "POLICY-SNAPSHOT", "INITIALIZED", "SUCCEEDED", "AGE"]
+    approval = made["clusterapprovalrequests.placement.kubernetes-fleet.io"]["spec"]
+    columns = [c["name"].upper() for c in approval["versions"][0]["additionalPrinterColumns"]]
+    assert columns == ["UPDATE-RUN", "STAGE", "APPROVED", "APPROVALACCEPTED", "AGE"]
+    member = made["memberclusters.cluster.kubernetes-fleet.io"]["spec"]
+    assert (member["scope"], member["names"]["shortNames"]) == ("Cluster", ["cluster"])
+
+
+def test_with_upstream_apis_the_native_kubefleet_kinds_are_kept_but_not_served() -> None:
+    native = {c["spec"]["names"]["kind"]: c for c in crds.all_crds(unserved=crds.UPSTREAM_ONLY)}
+    assert not native["ClusterStagedUpdateRun"]["spec"]["versions"][0]["served"]
+    assert native["ClusterStagedUpdateRun"]["spec"]["versions"][0]["storage"]  # its data stays
+    assert native["ClusterPromotion"]["spec"]["versions"][0]["served"]
+    assert native["MemberCluster"]["spec"]["versions"][0]["served"]
+    assert all(v["served"] for c in crds.all_crds() for v in c["spec"]["versions"])
+
+
+def test_a_kubefleet_member_is_viewed_in_the_controller_namespace_with_its_fixed_secret() -> None:
+    member = {
+        "apiVersion": "cluster.kubernetes-fleet.io/v1beta1",
+        "kind": "MemberCluster",
+        "metadata": {"name": "member1", "labels": {"environment": "canary"}},
+        "spec": {"heartbeatPeriodSeconds": 60, "kubeconfigSecretRef": {"name": "someone-elses"}},
+    }
+    view = families.kubefleet("ops").view("MemberCluster", member)
+    assert view["metadata"]["namespace"] == "ops"
+    # Whatever the object says, its kubeconfig is `<name>-kubeconfig` in the controller's namespace.
+    assert view["spec"]["kubeconfigSecretRef"] == {"name": "member1-kubeconfig"}
+    assert view["spec"]["heartbeatPeriodSeconds"] == 60

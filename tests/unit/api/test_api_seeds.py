@@ -143,3 +143,16 @@ def test_seed_001_status_excerpts_fit_status_models() -> None:
     assert [s.name for s in promo.stages or []] == ["dev", "staging"]
     summary = ClusterSummaryStatus.model_validate(statuses["clustersummary"])
     assert [f.feature_id for f in summary.feature_summaries or []] == ["Resources", "Helm"]
+
+
+def test_the_seed_004_commands_the_kubectl_test_runs_are_the_seeds() -> None:
+    """tests/integration/seed004_commands.txt is the seed's text, but for the `-p '...'` quotes the
+    captured page lost (without them bash would brace-expand the JSON)."""
+    seed = " ".join(_seed("004").replace("\\\n", " ").split())
+    commands = Path(__file__).resolve().parents[2] / "integration" / "seed004_commands.txt"
+    lines = [ln for ln in commands.read_text(encoding="utf-8").splitlines() if ln and not ln.startswith("#")]
+    assert len(lines) == 3
+    for line in lines:
+        command = " ".join(line.partition("\t")[2].split())
+        lost_quotes = command.replace("-p '{", "-p {").replace("}' --sub", "} --sub")
+        assert command in seed or lost_quotes in seed, command

@@ -57,12 +57,14 @@ def _informer(manager: Manager, ctx: Context, kind: str, resource: Any) -> Infor
 def register(manager: Manager, ctx: Context) -> None:
     for scope in nm.SCOPES:
         for kind in (scope.placement, scope.snapshot, scope.strategy, scope.run, scope.approval):
-            _informer(manager, ctx, kind, kinds.resource(kind))
+            _informer(manager, ctx, kind, ctx.resource(kind))
     for kind, resource in SELECTABLE.items():
         _informer(manager, ctx, kind, resource)
-    _informer(manager, ctx, "MemberCluster", kinds.resource("MemberCluster"))
+    _informer(manager, ctx, "MemberCluster", ctx.resource("MemberCluster"))
     for scope in nm.SCOPES:
         tag = "rp" if scope.namespaced else "crp"
+        if not ctx.family.native:
+            tag = f"{tag}.{ctx.family.served(scope.placement).group}"
         placements: Controller[str] = manager.add_controller(
             f"{tag}-placement", _bind(placement.reconcile, ctx, scope), workers=2
         )

@@ -14,7 +14,7 @@ from typing import Any
 from fleetwave.controllers.context import Context
 from fleetwave.controllers.kubefleet import naming as nm
 from fleetwave.core import status as st
-from fleetwave.kube import kinds, ops
+from fleetwave.kube import ops
 from fleetwave.kube.status import write_status
 
 Obj = Mapping[str, Any]
@@ -52,7 +52,7 @@ def of_run(ctx: Context, scope: nm.Scope, namespace: str | None, run: str) -> di
 async def ensure(ctx: Context, scope: nm.Scope, run: Any, stage: str, name: str) -> None:
     meta = run.metadata
     body: dict[str, Any] = {
-        "apiVersion": f"{kinds.GROUP}/{kinds.VERSION}",
+        "apiVersion": ctx.api_version(scope.approval),
         "kind": scope.approval,
         "metadata": {
             "name": name,
@@ -64,7 +64,7 @@ async def ensure(ctx: Context, scope: nm.Scope, run: Any, stage: str, name: str)
             },
             "ownerReferences": [
                 {
-                    "apiVersion": f"{kinds.GROUP}/{kinds.VERSION}",
+                    "apiVersion": ctx.api_version(scope.run),
                     "kind": scope.run,
                     "name": meta.name,
                     "uid": meta.uid,
@@ -97,4 +97,4 @@ async def accept(ctx: Context, scope: nm.Scope, name: str, namespace: str | None
             "observedGeneration": obj.metadata.generation,
         }
     )
-    await write_status(ctx.client, kinds.resource(scope.approval), obj, {**status, "conditions": conditions})
+    await write_status(ctx.client, ctx.resource(scope.approval), obj, {**status, "conditions": conditions})

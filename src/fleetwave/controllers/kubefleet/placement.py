@@ -25,7 +25,7 @@ from fleetwave.controllers.kubefleet import (
 )
 from fleetwave.controllers.kubefleet.run_status import cond
 from fleetwave.core import status as st
-from fleetwave.kube import kinds, ops
+from fleetwave.kube import ops
 from fleetwave.kube.status import StatusWrite, Versioned, write_versioned
 from fleetwave.runtime.controller import Result
 
@@ -65,7 +65,7 @@ async def reconcile(ctx: Context, scope: nm.Scope, key: str) -> Result:
 
     if external:
         written, _ = await write_versioned(
-            ctx.client, kinds.resource(scope.placement), current, render({}, ctx.clock())
+            ctx.client, ctx.resource(scope.placement), current, render({}, ctx.clock())
         )
         return Result(requeue=True) if written is StatusWrite.CONFLICT else Result()
     inventory = scope.inventory(namespace, name)
@@ -85,7 +85,7 @@ async def _invalid(ctx: Context, scope: nm.Scope, obj: Any, current: Versioned, 
         at,
     )
     body = {**current.status, "conditions": [scheduled]}
-    await write_versioned(ctx.client, kinds.resource(scope.placement), current, body)
+    await write_versioned(ctx.client, ctx.resource(scope.placement), current, body)
     return Result()
 
 
@@ -113,10 +113,12 @@ async def _snapshot(
         namespace=ns,
         limit=placement.spec.revision_history_limit,
     )
-    resource = kinds.resource(scope.snapshot)
+    resource = ctx.resource(scope.snapshot)
     if plan.create is not None:
         try:
-            if not await ops.create_if_absent(ctx.client, plan.create):
+            # Cut in the placement's API family (snapshots.plan is pure and writes the native one).
+            body = {**plan.create, "apiVersion": ctx.api_version(scope.snapshot)}
+            if not await ops.create_if_absent(ctx.client, body):
                 return None  # a concurrent writer cut it: the cache shows it shortly
         except ops.StatusError as e:
             if ops.code_of(e) in (403, 404):

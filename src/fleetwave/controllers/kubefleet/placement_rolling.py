@@ -23,7 +23,6 @@ from fleetwave.core import batching, engine
 from fleetwave.core import effects as fx
 from fleetwave.core import model as m
 from fleetwave.core import status as st
-from fleetwave.kube import kinds
 from fleetwave.kube.status import StatusWrite, Versioned, write_versioned
 from fleetwave.runtime.controller import Result
 
@@ -97,7 +96,7 @@ async def roll(ctx: Context, where: Setting, current: Versioned, render: Render)
         decision = engine.step(where.spec, where.fleet, observed, now)
         decided = Rolling(decision.status, seen.ledger, state.removals)
         body = render(decided.dump(where.content), now)
-        written, current = await write_versioned(ctx.client, kinds.resource(where.kind), current, body)
+        written, current = await write_versioned(ctx.client, ctx.resource(where.kind), current, body)
         if written is StatusWrite.CONFLICT:
             return Result(requeue=True)
         targets, gone = _targets(decision), departed(decided, where.fleet)

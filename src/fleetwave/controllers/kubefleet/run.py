@@ -24,7 +24,6 @@ from fleetwave.controllers.kubefleet import (
 from fleetwave.controllers.kubefleet import naming as nm
 from fleetwave.controllers.kubefleet.run_status import cond
 from fleetwave.core import status as st
-from fleetwave.kube import kinds
 from fleetwave.kube.status import Versioned, write_versioned
 from fleetwave.runtime.controller import Result
 
@@ -85,7 +84,7 @@ async def _fail(ctx: Context, scope: nm.Scope, obj: Any, current: Versioned, why
         cond(prev, "Succeeded", "False", "UpdateRunFailed", why, gen, at),
     ]
     await write_versioned(
-        ctx.client, kinds.resource(scope.run), current, {**current.status, "conditions": conditions}
+        ctx.client, ctx.resource(scope.run), current, {**current.status, "conditions": conditions}
     )
     await ctx.event(obj, True, "UpdateRunFailed", why)
     return Result()

@@ -191,7 +191,7 @@ async def start(ctx: Context, scope: nm.Scope, obj: Any, run: Any, current: Vers
     except Abort as e:
         return await failed(ctx, scope, obj, current, str(e))
     written, current = await write_versioned(
-        ctx.client, kinds.resource(scope.run), current, {**current.status, **fields}
+        ctx.client, ctx.resource(scope.run), current, {**current.status, **fields}
     )
     if written is StatusWrite.CONFLICT:
         return Result(requeue=True)
@@ -210,7 +210,7 @@ async def _waiting(
         previous, "Initialized", "Unknown", "UpdateRunInitializing", f"waiting: {why}", gen, st.fmt(now)
     )
     await write_versioned(
-        ctx.client, kinds.resource(scope.run), current, {**current.status, "conditions": [waiting]}
+        ctx.client, ctx.resource(scope.run), current, {**current.status, "conditions": [waiting]}
     )
     return Result(requeue_after=RETRY_SECONDS)
 
@@ -219,7 +219,7 @@ async def failed(ctx: Context, scope: nm.Scope, obj: Any, current: Versioned, wh
     gen, at = obj.metadata.generation, st.fmt(ctx.clock())
     failure = cond(None, "Initialized", "False", "UpdateRunInitializedFailed", why, gen, at)
     await write_versioned(
-        ctx.client, kinds.resource(scope.run), current, {**current.status, "conditions": [failure]}
+        ctx.client, ctx.resource(scope.run), current, {**current.status, "conditions": [failure]}
     )
     await ctx.event(obj, True, "InitializationFailed", why)
     return Result()

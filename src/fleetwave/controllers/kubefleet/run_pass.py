@@ -21,7 +21,6 @@ from fleetwave.core import effects as fx
 from fleetwave.core import model as m
 from fleetwave.core import status as st
 from fleetwave.core import timestamps as ts
-from fleetwave.kube import kinds
 from fleetwave.kube.status import StatusWrite, Versioned, write_versioned
 
 WARNINGS = frozenset({"ClusterFailed", "ProgressDeadlineExceeded", "ClusterLeft"})
@@ -75,7 +74,7 @@ async def publish(
     ctx: Context, where: Setting, current: Versioned, body: Mapping[str, Any], events: Iterable[fx.Event]
 ) -> tuple[StatusWrite, Versioned]:
     """Write the pass's status; once it is written, announce what the pass decided."""
-    written, after = await write_versioned(ctx.client, kinds.resource(where.scope.run), current, body)
+    written, after = await write_versioned(ctx.client, ctx.resource(where.scope.run), current, body)
     if written is StatusWrite.CONFLICT:
         return written, current
     for event in events:

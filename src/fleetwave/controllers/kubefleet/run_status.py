@@ -156,7 +156,9 @@ def _progressing(view: View) -> tuple[str, str, str]:
     if record.phase is st.RolloutPhase.FAILED:
         return "False", "UpdateRunFailed", record.message
     if finished(record) and _deletion_done(view):
-        return "False", "UpdateRunSucceeded", "All stages are completed"
+        # As upstream leaves it (seed 004): Progressing stays as it was set when the run started;
+        # Succeeded says it is over.
+        return "True", "UpdateRunStarted", ""
     if view.mode == "Initialize":
         return "False", "UpdateRunNotStarted", "initialized; set spec.state to Run to start the rollout"
     if view.mode == "Stop":
