@@ -31,12 +31,14 @@ CONFIG = "config.projectsveltos.io"
 
 
 class Kubectl:
-    def __init__(self, binary: str, kubeconfig: str) -> None:
-        self.binary, self.kubeconfig = binary, kubeconfig
+    def __init__(self, binary: str, kubeconfig: str, cache: Path) -> None:
+        self.binary, self.kubeconfig, self.cache = binary, kubeconfig, cache
 
     def __call__(self, command: str, *, stdin: str | None = None, ok: bool = True) -> str:
         """Run `kubectl <command>` as a shell would split it (the seeds' command lines, verbatim)."""
-        argv = [self.binary, "--kubeconfig", self.kubeconfig, *shlex.split(command)]
+        # This module's own discovery cache: another module's kubectl may have cached other groups.
+        argv = [self.binary, "--kubeconfig", self.kubeconfig, "--cache-dir", str(self.cache)]
+        argv += shlex.split(command)
         done = subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=60, check=False)
         if ok:
             assert done.returncode == 0, f"kubectl {command}: {done.stderr}"
@@ -55,8 +57,11 @@ def _table(text: str) -> list[dict[str, str]]:
 
 
 @pytest.fixture(scope="module")
-def kubectl(local_fleet: fleet.FleetState, bins: binaries.Binaries) -> Kubectl:
-    return Kubectl(bins.path("kubectl"), local_fleet.cluster(fleet.MANAGEMENT).kubeconfig)
+def kubectl(
+    local_fleet: fleet.FleetState, bins: binaries.Binaries, tmp_path_factory: pytest.TempPathFactory
+) -> Kubectl:
+    cache = tmp_path_factory.mktemp("kube-cache")
+    return Kubectl(bins.path("kubectl"), local_fleet.cluster(fleet.MANAGEMENT).kubeconfig, cache)
 
 
 @pytest.fixture(scope="module")
@@ -100,6 +105,7 @@ def controller(
     install.install(management)
     upstream_support.clear_native_kubefleet_objects(management)
     install.install(management, upstream_apis=True)
+    kubectl("api-resources")  # kubectl caches discovery: refresh it after switching (ADR 0062)
     kubectl("apply -f -", stdin=_sveltos_clusters(local_fleet))
     upstream = replace(settings(bins.path("helm"), "upstream"), upstream=families.UPSTREAM)
     thread = ControllerThread(local_fleet.cluster(fleet.MANAGEMENT).kubeconfig, upstream)

@@ -59,7 +59,12 @@ class Shell:
     """bash with the management cluster's KUBECONFIG and the pinned kubectl first on PATH."""
 
     def __init__(self, bin_dir: Path, kubeconfig: str, workdir: Path) -> None:
-        self.env = {**os.environ, "KUBECONFIG": kubeconfig, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+        self.env = {
+            **os.environ,
+            "KUBECONFIG": kubeconfig,
+            "PATH": f"{bin_dir}:{os.environ['PATH']}",
+            "KUBECACHEDIR": str(workdir / "kube-cache"),  # this module's own discovery cache
+        }
         self.workdir = workdir
 
     def __call__(self, script: str, **env: str) -> str:
@@ -145,6 +150,8 @@ def controller(
     install.install(management)
     upstream_support.clear_native_kubefleet_objects(management)
     install.install(management, upstream_apis=True)
+    # What ADR 0062 tells users: kubectl caches discovery; refresh it once after switching groups.
+    shell("kubectl api-resources > /dev/null")
     shell(f"kubectl apply -f - << EOF\n{yaml.safe_dump_all(_members(local_fleet))}EOF\n")
     upstream = replace(settings(bins.path("helm"), "seed004"), upstream=families.upstream_families())
     thread = ControllerThread(local_fleet.cluster(fleet.MANAGEMENT).kubeconfig, upstream)
@@ -206,9 +213,10 @@ def test_install_refuses_to_hide_native_placements_and_changes_nothing(
             install.ForeignCRD, match=r"ClusterResourcePlacement objects exist in fleetwave.io"
         ):
             install.install(management, upstream_apis=True)
-        assert "clusterresourceplacements.placement.kubernetes-fleet.io" not in shell(
-            "kubectl get crd -o name"
+        served = (
+            "kubectl get crd clusterresourceplacements.fleetwave.io -o jsonpath={.spec.versions[0].served}"
         )
+        assert shell(served) == "true"  # nothing was hidden
         assert "native-placement" in shell("kubectl get clusterresourceplacements.fleetwave.io")
     finally:
         shell("kubectl delete clusterresourceplacements.fleetwave.io native-placement")
