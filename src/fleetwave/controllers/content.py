@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from fleetwave.api.sveltos import HelmChart, PolicyRef, ProfileSpec, ValueFrom
-from fleetwave.controllers import members
+from fleetwave.controllers import extra_metadata, members
 from fleetwave.delivery import content as dc
 
 SNAPSHOT_PREFIX = "fw-content-"
@@ -107,8 +107,6 @@ _UNSUPPORTED = (
     "continue_on_error",
     "continue_on_conflict",
     "reloader",
-    "extra_labels",
-    "extra_annotations",
 )
 # Refused when set to anything but their default (the default is what fleetwave does).
 _DEFAULTED = ("tier", "max_consecutive_failures")
@@ -117,7 +115,7 @@ DEFAULT_TIER = 100
 
 def _refuse_unhonoured(spec: ProfileSpec, path: str) -> None:
     for name in _UNSUPPORTED:
-        if getattr(spec, name, None):  # extraLabels/extraAnnotations exist on ClusterProfiles only
+        if getattr(spec, name, None):
             raise ContentError(f"{path}.{_alias(spec, name)}: not supported by fleetwave yet")
     for name in _DEFAULTED:
         if getattr(spec, name) != ProfileSpec.model_fields[name].default:
@@ -130,6 +128,20 @@ def _refuse_unhonoured(spec: ProfileSpec, path: str) -> None:
             )
         if ref.tier != DEFAULT_TIER:
             raise ContentError(f"{path}.policyRefs[{i}].tier: only the default is supported by fleetwave yet")
+
+
+def _extras(spec: ProfileSpec, path: str) -> tuple[dict[str, str], dict[str, str]]:
+    """extraLabels / extraAnnotations (ClusterProfile only), checked (controllers/extra_metadata.py)."""
+    labels = dict(getattr(spec, "extra_labels", None) or {})
+    annotations = dict(getattr(spec, "extra_annotations", None) or {})
+    if (labels or annotations) and spec.helm_charts:
+        field = "extraLabels" if labels else "extraAnnotations"
+        raise ContentError(f"{path}.{field}: not supported together with helmCharts by fleetwave yet")
+    try:
+        extra_metadata.check(labels, annotations, path)
+    except extra_metadata.ExtraMetadataError as e:
+        raise ContentError(str(e)) from None
+    return labels, annotations
 
 
 def _alias(spec: ProfileSpec, name: str) -> str:
@@ -145,11 +157,13 @@ def resolve(
     boundary: Boundary | None = None,
 ) -> Resolved:
     _refuse_unhonoured(spec, path)
+    labels, annotations = _extras(spec, path)
     reader = _Reader(lookup, boundary or Boundary(), default_namespace)
     policies = []
     for i, ref in enumerate(spec.policy_refs or []):
         objects = reader.policy(ref, f"{path}.policyRefs[{i}]")
         if objects is not None:
+            objects = extra_metadata.stamp(objects, labels, annotations)
             policies.append({"source": reader.source(ref), "tier": ref.tier, "objects": objects})
     charts = []
     for i, chart in enumerate(spec.helm_charts or []):

@@ -33,7 +33,7 @@ _UNORDERED = (
     "driftExclusions",
 )
 # Selection and pace are not content: they never restart a rollout (ADR 0023, ADR 0030).
-_NOT_CONTENT = ("maxUpdate", "clusterSelector", "clusterRefs", "setRefs", "extraLabels", "extraAnnotations")
+_NOT_CONTENT = ("maxUpdate", "clusterSelector", "clusterRefs", "setRefs")
 
 
 def profile_content_hash(spec: ProfileSpec) -> str:

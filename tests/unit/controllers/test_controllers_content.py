@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from fleetwave.api.sveltos import ProfileSpec
+from fleetwave.api.sveltos import ClusterProfileSpec, ProfileSpec
 from fleetwave.controllers import content
 
 
@@ -162,3 +162,62 @@ def test_defaults_written_out_are_accepted() -> None:
         spec, Objects({("ConfigMap", "fw", "greeting"): _policy("v1")}), default_namespace="fw", path="spec"
     )
     assert resolved.body["policies"]
+
+
+def _profile_spec(**extra: Any) -> ClusterProfileSpec:
+    return ClusterProfileSpec.model_validate(
+        {"policyRefs": [{"kind": "ConfigMap", "name": "greeting", "namespace": "fw"}], **extra}
+    )
+
+
+def test_extra_labels_and_annotations_are_stamped_on_every_delivered_object_and_change_the_hash() -> None:
+    objects = Objects({("ConfigMap", "fw", "greeting"): _policy("v1")})
+    plain = content.resolve(_profile_spec(), objects, default_namespace="fw", path="spec")
+    extra = content.resolve(
+        _profile_spec(extraLabels={"team": "platform"}, extraAnnotations={"example.com/owner": "ops"}),
+        objects,
+        default_namespace="fw",
+        path="spec",
+    )
+    meta = extra.body["policies"][0]["objects"][0]["metadata"]
+    assert meta["labels"] == {"team": "platform"}
+    assert meta["annotations"] == {"example.com/owner": "ops"}
+    assert "labels" not in plain.body["policies"][0]["objects"][0]["metadata"]
+    assert extra.hash != plain.hash  # a new revision delivers them
+
+
+@pytest.mark.parametrize(
+    ("extra", "refused"),
+    [
+        ({"extraLabels": {"bad key!": "x"}}, r"spec\.extraLabels: key 'bad key!' is not a valid"),
+        ({"extraLabels": {"ok": "not valid!"}}, r"spec\.extraLabels\[ok\]: not a valid label value"),
+        ({"extraLabels": {"ok": "x" * 64}}, r"spec\.extraLabels\[ok\]: not a valid label value"),
+        ({"extraAnnotations": {"UPPER.example.com/x": "v"}}, r"spec\.extraAnnotations: key"),
+        (
+            {
+                "extraLabels": {"team": "a"},
+                "helmCharts": [
+                    {
+                        "repositoryURL": "https://charts.example.com",
+                        "repositoryName": "r",
+                        "chartName": "r/c",
+                        "chartVersion": "1.0.0",
+                        "releaseName": "c",
+                        "releaseNamespace": "c",
+                    }
+                ],
+            },
+            r"spec\.extraLabels: not supported together with helmCharts",
+        ),
+    ],
+)
+def test_extras_kubernetes_would_refuse_or_fleetwave_cannot_apply_everywhere_are_refused_by_name(
+    extra: dict[str, Any], refused: str
+) -> None:
+    with pytest.raises(content.ContentError, match=refused):
+        content.resolve(
+            _profile_spec(**extra),
+            Objects({("ConfigMap", "fw", "greeting"): _policy("v1")}),
+            default_namespace="fw",
+            path="spec",
+        )
