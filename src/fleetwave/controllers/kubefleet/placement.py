@@ -22,6 +22,7 @@ from fleetwave.controllers.kubefleet import (
     run_initialize,
     selection,
     snapshots,
+    unhonoured,
 )
 from fleetwave.controllers.kubefleet.run_status import cond
 from fleetwave.core import status as st
@@ -49,6 +50,9 @@ async def reconcile(ctx: Context, scope: nm.Scope, key: str) -> Result:
         )
     except (codec.ManifestError, selection.SelectionError) as e:
         return await _invalid(ctx, scope, obj, current, str(e))
+    refused = unhonoured.refusal(placement.spec)
+    if refused:
+        return await _invalid(ctx, scope, obj, current, refused, reason="UnsupportedField")
     latest = await _snapshot(ctx, scope, placement, selected)
     if latest is None:
         return Result(requeue_after=SNAPSHOT_RETRY_SECONDS)
@@ -73,13 +77,21 @@ async def reconcile(ctx: Context, scope: nm.Scope, key: str) -> Result:
     return await placement_rolling.roll(ctx, where, current, render)
 
 
-async def _invalid(ctx: Context, scope: nm.Scope, obj: Any, current: Versioned, why: str) -> Result:
+async def _invalid(
+    ctx: Context,
+    scope: nm.Scope,
+    obj: Any,
+    current: Versioned,
+    why: str,
+    *,
+    reason: str = "InvalidResourceSelectors",
+) -> Result:
     at, gen = st.fmt(ctx.clock()), obj.metadata.generation
     scheduled = cond(
         current.status.get("conditions"),
         f"{scope.placement}Scheduled",
         "False",
-        "InvalidResourceSelectors",
+        reason,
         why,
         gen,
         at,

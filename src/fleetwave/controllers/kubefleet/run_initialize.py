@@ -25,7 +25,7 @@ from fleetwave.api.kubefleet import (
 from fleetwave.api.meta import parse_duration
 from fleetwave.controllers import engine_state, members
 from fleetwave.controllers.context import Context
-from fleetwave.controllers.kubefleet import history, picking, snapshots
+from fleetwave.controllers.kubefleet import history, picking, snapshots, unhonoured
 from fleetwave.controllers.kubefleet import naming as nm
 from fleetwave.controllers.kubefleet.run_status import cond
 from fleetwave.core import batching
@@ -60,6 +60,9 @@ def placement_of(ctx: Context, scope: nm.Scope, run: Any) -> ClusterResourcePlac
         raise Retry(f"{scope.placement} {run.spec.placement_name} not found")
     placement = parse(raw, scope.placement)
     assert isinstance(placement, ClusterResourcePlacement | ResourcePlacement)
+    refused = unhonoured.refusal(placement.spec)
+    if refused:  # an edit of the placement wakes the run
+        raise Retry(f"{scope.placement} {run.spec.placement_name}: {refused}")
     return placement
 
 
