@@ -39,6 +39,7 @@ class Member:
     secret: tuple[str, str, str | None]  # namespace, name, key of the kubeconfig Secret (as referenced)
     allow_insecure: bool = False  # opted in to http:// or skip-TLS-verify servers (annotation)
     secret_problem: str = ""  # non-empty: the reference is refused and the Secret is never read
+    taints: tuple[tuple[str, str, str], ...] = ()  # (key, value, effect): KubeFleet placements' tolerations
 
 
 class Lookup(Protocol):
@@ -72,6 +73,17 @@ def from_object(obj: Obj) -> Member:
         secret=secret,
         allow_insecure=(meta.get("annotations") or {}).get(ALLOW_INSECURE_ANNOTATION) == "true",
         secret_problem=problem,
+        taints=_taints(spec.get("taints")),
+    )
+
+
+def _taints(raw: Any) -> tuple[tuple[str, str, str], ...]:
+    if not isinstance(raw, list):
+        return ()
+    return tuple(
+        (str(t.get("key") or ""), str(t.get("value") or ""), str(t.get("effect") or "NoSchedule"))
+        for t in raw
+        if isinstance(t, Mapping)
     )
 
 

@@ -26,10 +26,6 @@ TERM = {"labelSelector": {"matchLabels": {"env": "prod"}}}
     ("fields", "named"),
     [
         (
-            {"policy": {"placementType": "PickAll", "tolerations": [{"key": "k", "operator": "Exists"}]}},
-            "spec.policy.tolerations",
-        ),
-        (
             {"policy": {"placementType": "PickAll", "topologySpreadConstraints": [{"topologyKey": "zone"}]}},
             "spec.policy.topologySpreadConstraints",
         ),

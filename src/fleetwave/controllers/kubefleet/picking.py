@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 
-from fleetwave.api.kubefleet import ClusterSelectorTerm, PlacementPolicy
+from fleetwave.api.kubefleet import ClusterSelectorTerm, PlacementPolicy, Toleration
 from fleetwave.controllers.members import Member
 
 
@@ -27,14 +27,31 @@ def _affinity(policy: PlacementPolicy, member: Member) -> bool:
     return not terms or any(_term_matches(t, member) for t in terms)
 
 
+def _tolerates(toleration: Toleration, taint: tuple[str, str, str]) -> bool:
+    """Kubernetes' rule: an empty key with Exists tolerates every taint; an empty effect every effect."""
+    key, value, effect = taint
+    if toleration.effect and toleration.effect != effect:
+        return False
+    if toleration.operator == "Exists":
+        return not toleration.key or toleration.key == key
+    return toleration.key == key and (toleration.value or "") == value
+
+
+def tolerated(policy: PlacementPolicy | None, member: Member) -> bool:
+    """Every taint of the member is tolerated by one of the placement's tolerations (KubeFleet:
+    taints keep PickAll and PickN placements off a cluster; PickFixed names clusters and ignores them)."""
+    tolerations = (policy.tolerations if policy else None) or []
+    return all(any(_tolerates(t, taint) for t in tolerations) for taint in member.taints)
+
+
 def pick(policy: PlacementPolicy | None, members: Iterable[Member]) -> list[Member]:
     pool = sorted(members, key=lambda mb: (mb.name, mb.namespace))
     if policy is None or policy.placement_type == "PickAll":
-        return [mb for mb in pool if policy is None or _affinity(policy, mb)]
+        return [mb for mb in pool if tolerated(policy, mb) and (policy is None or _affinity(policy, mb))]
     if policy.placement_type == "PickFixed":
         wanted = set(policy.cluster_names or [])
         return [mb for mb in pool if mb.name in wanted or mb.key in wanted]
-    eligible = [mb for mb in pool if _affinity(policy, mb) and mb.ready]
+    eligible = [mb for mb in pool if _affinity(policy, mb) and tolerated(policy, mb) and mb.ready]
     return eligible[: policy.number_of_clusters or 0]
 
 

@@ -35,8 +35,6 @@ def refusal(spec: PlacementSpec) -> str:
 def _policy(policy: PlacementPolicy | None) -> str:
     if policy is None:
         return ""
-    if policy.tolerations:
-        return f"spec.policy.tolerations: {NOT_YET}"
     if policy.topology_spread_constraints:
         return f"spec.policy.topologySpreadConstraints: {NOT_YET}"
     cluster = policy.affinity.cluster_affinity if policy.affinity else None
