@@ -32,6 +32,7 @@ from typing import Any, Protocol
 from fleetwave.api.sveltos import HelmChart, PolicyRef, ProfileSpec, ValueFrom
 from fleetwave.controllers import extra_metadata, members
 from fleetwave.delivery import content as dc
+from fleetwave.delivery import helmoptions
 
 SNAPSHOT_PREFIX = "fw-content-"
 SECRET_SNAPSHOT_PREFIX = "fw-content-s-"  # hex hashes never start with "s-": the kinds cannot collide
@@ -120,6 +121,8 @@ def _refuse_unhonoured(spec: ProfileSpec, path: str) -> None:
     for name in _DEFAULTED:
         if getattr(spec, name) != ProfileSpec.model_fields[name].default:
             raise ContentError(f"{path}.{_alias(spec, name)}: only the default is supported by fleetwave yet")
+    for i, chart in enumerate(spec.helm_charts or []):
+        _refuse_unhonoured_chart(chart, f"{path}.helmCharts[{i}]")
     for i, ref in enumerate(spec.policy_refs or []):
         if ref.deployment_type != "Remote":
             # Local means "in the management cluster"; delivering it to members would be wrong.
@@ -128,6 +131,18 @@ def _refuse_unhonoured(spec: ProfileSpec, path: str) -> None:
             )
         if ref.tier != DEFAULT_TIER:
             raise ContentError(f"{path}.policyRefs[{i}].tier: only the default is supported by fleetwave yet")
+
+
+def _refuse_unhonoured_chart(chart: HelmChart, path: str) -> None:
+    for name in ("registry_credentials_config", "signature_verification", "provenance_verification"):
+        if getattr(chart, name):
+            raise ContentError(
+                f"{path}.{HelmChart.model_fields[name].alias or name}: not supported by fleetwave yet"
+            )
+    try:
+        helmoptions.check(chart.options, path)
+    except helmoptions.OptionError as e:
+        raise ContentError(str(e)) from None
 
 
 def _extras(spec: ProfileSpec, path: str) -> tuple[dict[str, str], dict[str, str]]:

@@ -21,6 +21,7 @@ from typing import Any
 
 from fleetwave.api import yamlsafe
 from fleetwave.api.sveltos import HelmChart
+from fleetwave.delivery import helmoptions
 from fleetwave.delivery.content import ContentError, canonical_json
 
 # Phrases helm prints when it never reached the API server (as opposed to a server-side refusal).
@@ -51,7 +52,6 @@ _SEMVER = re.compile(
 _OPERATOR_SPACE = re.compile(rf"{_OPERATOR}\s+")
 _CONSTRAINT_SPLIT = re.compile(r"\|\||,|\s+")
 _OCI = re.compile(r"^oci://[A-Za-z0-9][A-Za-z0-9.-]*(:[0-9]+)?(/[A-Za-z0-9][A-Za-z0-9._-]*)+$")
-_DURATION = re.compile(r"^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$")
 _RELEASE_MAX, _NAMESPACE_MAX, _NAME_MAX, _VERSION_MAX = 53, 63, 250, 128
 
 
@@ -93,8 +93,10 @@ def check_chart(chart: HelmChart) -> None:
         _check_chart_name(where, chart.chart_name)
     if chart.chart_version:
         check_version(where, chart.chart_version)
-    if isinstance(timeout := _opt(chart, "timeout"), str) and not _DURATION.fullmatch(timeout):
-        raise _refuse(where, "options.timeout", timeout, "a duration such as 90s or 5m")
+    try:
+        helmoptions.check(chart.options, f"helm chart {where}")
+    except helmoptions.OptionError as e:
+        raise ContentError(str(e)) from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,30 +179,9 @@ def desired_values(chart: HelmChart, resolved: Mapping[str, Any] | None = None) 
     return deep_merge(inline, resolved or {})
 
 
-def _opt(chart: HelmChart, *path: str) -> Any:
-    node: Any = chart.options or {}
-    for key in path:
-        node = node.get(key) if isinstance(node, Mapping) else None
-    return node
-
-
 def option_flags(chart: HelmChart) -> list[str]:
-    """The subset of Sveltos `options` that maps onto helm flags."""
-    flags: list[str] = []
-    if _opt(chart, "installOptions", "createNamespace") is not False:
-        flags.append("--create-namespace")
-    for key, flag in (
-        ("wait", "--wait"),
-        ("waitForJobs", "--wait-for-jobs"),
-        ("skipCRDs", "--skip-crds"),
-        ("disableHooks", "--no-hooks"),
-        ("skipSchemaValidation", "--skip-schema-validation"),
-    ):
-        if _opt(chart, key) is True:
-            flags.append(flag)
-    if isinstance(timeout := _opt(chart, "timeout"), str):
-        flags += ["--timeout", timeout]
-    return flags
+    """The Sveltos `options` fleetwave honours, as helm flags (delivery/helmoptions.py)."""
+    return helmoptions.flags(chart.options)
 
 
 def source_flags(source: ChartSource) -> list[str]:

@@ -115,6 +115,14 @@ def test_fields_not_delivered_yet_are_refused_by_name(field: str) -> None:
         )
 
 
+CHART = {
+    "repositoryURL": "https://charts.example.com",
+    "repositoryName": "r",
+    "chartName": "r/c",
+    "chartVersion": "1.0.0",
+    "releaseName": "c",
+    "releaseNamespace": "c",
+}
 CHECK = {"name": "c", "featureID": "Resources", "group": "", "version": "v1", "kind": "ConfigMap"}
 
 
@@ -129,6 +137,14 @@ CHECK = {"name": "c", "featureID": "Resources", "group": "", "version": "v1", "k
         ({"continueOnConflict": True}, r"spec\.continueOnConflict: not supported"),
         ({"reloader": True}, r"spec\.reloader: not supported"),
         ({"tier": 50}, r"spec\.tier: only the default"),
+        (
+            {"helmCharts": [{**CHART, "registryCredentialsConfig": {"insecureSkipTLSVerify": True}}]},
+            r"spec\.helmCharts\[0\]\.registryCredentialsConfig: not supported",
+        ),
+        (
+            {"helmCharts": [{**CHART, "options": {"upgradeOptions": {"recreate": True}}}]},
+            r"spec\.helmCharts\[0\]\.options\.upgradeOptions\.recreate: not supported",
+        ),
         ({"maxConsecutiveFailures": 3}, r"spec\.maxConsecutiveFailures: only the default"),
         (
             {
