@@ -27,6 +27,7 @@ PROBE_INTERVAL = 30.0
 
 REACHABLE = "APIServerReady"
 UNREACHABLE = "APIServerUnreachable"
+UNSUPPORTED = "UnsupportedField"
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +46,10 @@ async def reconcile(ctx: Context, key: str) -> Result:
     raw_obj = ctx.family.view("MemberCluster", as_dict(obj))
     member = members.from_object(raw_obj)
     found = members.credentials(ctx.cache, member)
-    if found.kubeconfig is None:
+    refused = members.unhonoured(raw_obj)
+    if refused:
+        verdict = Verdict(False, UNSUPPORTED, refused)
+    elif found.kubeconfig is None:
         verdict = Verdict(False, found.reason, found.message)
     else:
         probe = await asyncio.to_thread(

@@ -77,6 +77,30 @@ def from_object(obj: Obj) -> Member:
     )
 
 
+# Member fields fleetwave does not act on yet: a member that sets one is not used (Ready=False, reason
+# UnsupportedField) rather than used as if it were in force. KubeFleet's `identity` and
+# `heartbeatPeriodSeconds` configure its member agent; fleetwave has none and needs neither (ADR 0062).
+_UNHONOURED = (
+    "activeWindow",
+    "pullMode",
+    "workloadIdentity",
+    "tokenRequestRenewalOption",
+    "readinessChecks",
+    "livenessChecks",
+    "consecutiveFailureThreshold",
+)
+
+
+def unhonoured(obj: Obj) -> str:
+    """The first member field fleetwave would otherwise ignore ("" when there is none)."""
+    spec = obj.get("spec") or {}
+    for key in _UNHONOURED:
+        value = spec.get(key) if isinstance(spec, Mapping) else None
+        if value not in (None, False, [], {}):
+            return f"spec.{key}: not supported by fleetwave yet"
+    return ""
+
+
 def _taints(raw: Any) -> tuple[tuple[str, str, str], ...]:
     if not isinstance(raw, list):
         return ()

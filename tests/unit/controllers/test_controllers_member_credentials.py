@@ -276,3 +276,38 @@ async def test_an_accepted_kubeconfig_is_probed_with_the_opt_in(monkeypatch: pyt
         "v1.35.4",
         membercluster.REACHABLE,
     )
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {"activeWindow": {"from": "0 8 * * *", "to": "0 18 * * *"}},
+        {"pullMode": True},
+        {"consecutiveFailureThreshold": 3},
+        {"livenessChecks": [{"name": "x"}]},
+    ],
+)
+async def test_a_member_field_fleetwave_does_not_act_on_keeps_it_unused_and_says_which(
+    monkeypatch: pytest.MonkeyPatch, spec: dict[str, Any]
+) -> None:
+    monkeypatch.setattr(registration, "probe", lambda *_a, **_k: pytest.fail("probed"))
+    mc = _mc(status={"ready": True})
+    mc["spec"] = {**mc.get("spec", {}), **spec}
+    cache = _Cache({("MemberCluster", "team-a", "m1"): mc, ("Secret", "team-a", "s"): _secret(_kubeconfig())})
+    client = _Client()
+    ctx = _ctx(cache, client)
+
+    await membercluster.reconcile(ctx, "team-a/m1")
+
+    status = client.patches[0]["status"]
+    assert status["ready"] is False  # never delivered to as if the field were in force
+    (condition,) = status["conditions"]
+    assert condition["reason"] == membercluster.UNSUPPORTED
+    assert condition["message"] == f"spec.{next(iter(spec))}: not supported by fleetwave yet"
+
+
+def test_pull_mode_false_and_kubefleet_agent_fields_are_accepted() -> None:
+    mc = _mc()
+    mc["spec"] = {**mc.get("spec", {}), "pullMode": False, "identity": {"kind": "ServiceAccount"}}
+    mc["spec"]["heartbeatPeriodSeconds"] = 60
+    assert members.unhonoured(mc) == ""
