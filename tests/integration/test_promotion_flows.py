@@ -19,6 +19,7 @@ from promotion_support import (
     chart_version,
     deleted_after,
     profiles_of,
+    promotion,
     registered,
     running_controller,
     stage_phases,
@@ -266,3 +267,41 @@ def test_editing_a_referenced_configmap_is_a_new_revision_that_walks_the_stages_
         assert seen() == {"member-1": "v2", "member-2": "v2", "member-3": "v1"}, "v2 reached production early"
         management.patch(kinds.resource("ClusterPromotion"), name, approve, patch_type=PatchType.JSON)
         wait_for(lambda: seen()["member-3"] == "v2", what="v2 in production after approval")
+
+
+def test_preserve_cluster_profiles_on_delete_leaves_stage_profiles_and_their_delivery_in_place(
+    controller: ControllerThread, management: Client, members: dict[str, Client], repo: chartrepo.ChartRepo
+) -> None:
+    name = "preserved"
+    doc = promotion_doc(name, repo.url, dev_delay="0s")
+    doc["spec"]["stages"] = doc["spec"]["stages"][:1]  # dev only
+    doc["spec"]["preserveClusterProfilesOnDelete"] = True
+    apply(management, doc)
+    resource = kinds.resource("ClusterPromotion")
+    wait_for(
+        lambda: (
+            "fleetwave.io/preserve-stage-profiles" in (promotion(management, name).metadata.finalizers or [])
+        ),
+        what="the preserve finalizer",
+    )
+    wait_for(lambda: stage_phases(management, name).get("dev") == "Succeeded", what="dev done")
+    assert chart_version(members["member-1"], name, name) == "1.0.0"
+
+    management.delete(resource, name)
+
+    def gone() -> bool:
+        try:
+            promotion(management, name)
+        except ApiError as e:
+            return e.status.code == 404
+        return False
+
+    wait_for(gone, what="the promotion deleted")
+    profile = management.get(kinds.resource("ClusterProfile"), f"{name}-dev")
+    assert not profile.metadata.ownerReferences  # orphaned: garbage collection leaves it
+    assert chart_version(members["member-1"], name, name) == "1.0.0"
+    # Now a standalone profile: deleting it withdraws what it delivered, as any profile's deletion does.
+    management.delete(kinds.resource("ClusterProfile"), f"{name}-dev")
+    wait_for(
+        lambda: chart_version(members["member-1"], name, name) is None, what="withdrawn with the profile"
+    )

@@ -19,7 +19,7 @@ from typing import Any
 from fleetwave import translate
 from fleetwave.api import sveltos
 from fleetwave.api.models import ClusterPromotion
-from fleetwave.controllers import content, members, promotion_status, rollout_reconcile
+from fleetwave.controllers import content, members, promotion_preserve, promotion_status, rollout_reconcile
 from fleetwave.controllers import rollout_common as common
 from fleetwave.controllers import rollout_facts as rf
 from fleetwave.controllers.context import Context
@@ -117,6 +117,11 @@ _PROMOTIONS = _Promotions()
 
 
 async def reconcile(ctx: Context, key: str) -> Result:
+    obj = ctx.cache.obj(KIND, None, key)
+    if obj is not None:
+        ended = await promotion_preserve.guard(ctx, obj, stage_profile_name)
+        if ended is not None:
+            return ended
     return await rollout_reconcile.reconcile(ctx, key, _PROMOTIONS)
 
 
