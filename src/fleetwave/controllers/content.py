@@ -131,6 +131,24 @@ def _refuse_unhonoured(spec: ProfileSpec, path: str) -> None:
             )
         if ref.tier != DEFAULT_TIER:
             raise ContentError(f"{path}.policyRefs[{i}].tier: only the default is supported by fleetwave yet")
+        _refuse_ref_options(ref, f"{path}.policyRefs[{i}]")
+
+
+def _refuse_ref_options(ref: PolicyRef, path: str) -> None:
+    """`path` selects inside a Flux source (refused anyway); fleetwave applies with force and never
+    creates a missing namespace, so only `force: true` / `skipNamespaceCreation: true` are what it
+    does (ADR 0045)."""
+    if ref.path:
+        raise ContentError(f"{path}.path: only meaningful for Flux sources, which fleetwave does not deliver")
+    if ref.force is False:
+        raise ContentError(
+            f"{path}.force: false is not supported by fleetwave yet (it always takes over fields)"
+        )
+    if ref.skip_namespace_creation is False:
+        raise ContentError(
+            f"{path}.skipNamespaceCreation: false is not supported by fleetwave yet "
+            "(it never creates namespaces)"
+        )
 
 
 def _refuse_unhonoured_chart(chart: HelmChart, path: str) -> None:

@@ -138,6 +138,27 @@ CHECK = {"name": "c", "featureID": "Resources", "group": "", "version": "v1", "k
         ({"reloader": True}, r"spec\.reloader: not supported"),
         ({"tier": 50}, r"spec\.tier: only the default"),
         (
+            {"policyRefs": [{"kind": "ConfigMap", "name": "greeting", "namespace": "fw", "path": "x"}]},
+            r"spec\.policyRefs\[0\]\.path: only meaningful for Flux sources",
+        ),
+        (
+            {"policyRefs": [{"kind": "ConfigMap", "name": "greeting", "namespace": "fw", "force": False}]},
+            r"spec\.policyRefs\[0\]\.force: false is not supported",
+        ),
+        (
+            {
+                "policyRefs": [
+                    {
+                        "kind": "ConfigMap",
+                        "name": "greeting",
+                        "namespace": "fw",
+                        "skipNamespaceCreation": False,
+                    }
+                ]
+            },
+            r"spec\.policyRefs\[0\]\.skipNamespaceCreation: false is not supported",
+        ),
+        (
             {"helmCharts": [{**CHART, "registryCredentialsConfig": {"insecureSkipTLSVerify": True}}]},
             r"spec\.helmCharts\[0\]\.registryCredentialsConfig: not supported",
         ),

@@ -93,6 +93,10 @@ TERM = {"labelSelector": {"matchLabels": {"env": "prod"}}}
             {"strategy": {"reportBackStrategy": {"type": "Mirror", "destination": "WorkAPI"}}},
             "spec.strategy.reportBackStrategy.type: Mirror",
         ),
+        (
+            {"strategy": {"applyStrategy": {"type": "ServerSideApply"}}},
+            "spec.strategy.applyStrategy.serverSideApplyConfig.force: false",
+        ),
         ({"statusReportingScope": "NamespaceAccessible"}, "spec.statusReportingScope: NamespaceAccessible"),
     ],
 )
@@ -116,7 +120,12 @@ def test_defaults_written_out_and_what_fleetwave_does_are_accepted() -> None:
         strategy={
             "type": "RollingUpdate",
             "rollingUpdate": {"maxUnavailable": 1, "maxSurge": "25%", "unavailablePeriodSeconds": 60},
-            "applyStrategy": {"type": "ServerSideApply", "whenToApply": "Always", "whenToTakeOver": "Always"},
+            "applyStrategy": {
+                "type": "ServerSideApply",
+                "whenToApply": "Always",
+                "whenToTakeOver": "Always",
+                "serverSideApplyConfig": {"force": True},
+            },
             "deleteStrategy": {"propagationPolicy": "Delete"},
             "reportBackStrategy": {"type": "Disabled"},
         },

@@ -79,6 +79,10 @@ def _apply(apply: ApplyStrategy | None) -> str:
             return f"{where}.{alias}: {value} is {NOT_YET}"
     if apply.allow_co_ownership:
         return f"{where}.allowCoOwnership: {NOT_YET}"
+    forced = apply.server_side_apply_config is not None and apply.server_side_apply_config.force
+    if apply.type == "ServerSideApply" and not forced:
+        # Without force upstream fails on fields another manager owns; fleetwave takes them over.
+        return f"{where}.serverSideApplyConfig.force: false is {NOT_YET} (fleetwave always takes over fields)"
     return ""
 
 
