@@ -138,7 +138,7 @@ def _refuse_ref_options(ref: PolicyRef, path: str) -> None:
     """`path` selects inside a Flux source (refused anyway); fleetwave applies with force and never
     creates a missing namespace, so only `force: true` / `skipNamespaceCreation: true` are what it
     does (ADR 0045)."""
-    if ref.path:
+    if ref.path and (ref.kind or "ConfigMap") in ("ConfigMap", "Secret"):  # Flux kinds: refused by kind
         raise ContentError(f"{path}.path: only meaningful for Flux sources, which fleetwave does not deliver")
     if ref.force is False:
         raise ContentError(

@@ -311,3 +311,13 @@ def test_pull_mode_false_and_kubefleet_agent_fields_are_accepted() -> None:
     mc["spec"] = {**mc.get("spec", {}), "pullMode": False, "identity": {"kind": "ServiceAccount"}}
     mc["spec"]["heartbeatPeriodSeconds"] = 60
     assert members.unhonoured(mc) == ""
+
+
+def test_a_paused_member_stays_in_the_fleet_but_is_not_delivered_to() -> None:
+    paused = _mc(status={"ready": True})
+    paused["spec"] = {**paused.get("spec", {}), "paused": True}
+    fleet = members.fleet(
+        [members.from_object(paused), members.from_object(_mc(name="m2", status={"ready": True}))]
+    )
+    ready = {name: c.ready for name, c in fleet.by_name.items()}
+    assert ready == {"team-a/m1": False, "team-a/m2": True}

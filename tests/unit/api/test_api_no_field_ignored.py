@@ -1,0 +1,614 @@
+"""No field of any API model is ignored in silence (issue 10).
+
+Every spec-side field of every kind fleetwave serves (both API families use these models) is listed
+here as one of:
+
+- honoured: acted on; the entry names a test that shows it (checked to exist);
+- refused: fleetwave does not act on it yet and says so by name. These are not taken on trust: each
+  entry carries a value, and the test runs the refusal the controllers run (profile content, a Helm
+  chart, a placement, a member, a health check) and expects the field named in the message;
+- within: a field of a type only reachable through a refused field (refusing the parent refuses it);
+- written: a field of an object fleetwave itself writes (summaries, snapshots, approval requests);
+  a hand-made one is ignored with an event that says so (named test);
+- agent-only: KubeFleet's member-agent settings; fleetwave has no agent (ADR 0062, named test).
+
+The last line of the module prints the figures for the issue's note.
+"""
+
+from __future__ import annotations
+
+import ast
+import typing
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from fleetwave.api.codec import parse_object
+from fleetwave.api.kubefleet import PlacementSpec
+from fleetwave.api.meta import API_VERSION
+from fleetwave.api.models import ALL_KINDS
+from fleetwave.api.sveltos import ClusterProfile, ValidateHealth
+from fleetwave.controllers import content, members
+from fleetwave.controllers.kubefleet import unhonoured
+from fleetwave.health import checks
+from fleetwave.translate import TranslateError
+from fleetwave.translate import sveltos as translate_sveltos
+
+ROOT = Path(__file__).resolve().parents[3]
+
+# Test references (file::function) used below.
+TS = "tests/unit/translate/test_translate_sveltos.py::"
+TK = "tests/unit/translate/test_translate_kubefleet.py::"
+CC = "tests/unit/controllers/test_controllers_content.py::"
+CE = "tests/unit/core/test_core_engine_edges.py::"
+CP = "tests/unit/core/test_core_planning.py::"
+PF = "tests/integration/test_promotion_flows.py::"
+PH = "tests/integration/test_promotion_health.py::"
+HS = "tests/unit/health/test_health_selection.py::"
+KS = "tests/integration/test_kubefleet_staged_runs.py::"
+SEL = "tests/unit/kubefleet/test_kubefleet_selection.py::"
+KP = "tests/unit/kubefleet/test_kubefleet_picking.py::"
+MC = "tests/unit/controllers/test_controllers_member_credentials.py::"
+SO = "tests/unit/controllers/test_controllers_summary_ownership.py::"
+DH = "tests/integration/test_delivery_helm.py::"
+HO = "tests/unit/delivery/test_delivery_helm_options.py::"
+UP = "tests/integration/test_upstream_apis_kubefleet_seed.py::"
+
+SEED_RUN = KS + "test_seed_004_cluster_scoped_rollout_then_rollback"
+NS_RUN = KS + "test_namespaced_run_rolls_a_deployment_that_becomes_available_and_rolls_back"
+AUTO = PF + "test_an_automatic_rollout_goes_through_three_stages_in_order"
+MANUAL = PF + "test_an_upgrade_advances_stage_by_stage_and_a_manual_gate_holds_until_approved_then_resets"
+HELM = DH + "test_install_upgrade_noop_bad_values_and_uninstall"
+CEL = "tests/unit/health/test_health_cel.py::test_rule_on_self_passes_for_a_completed_job"
+LUA = "tests/unit/health/test_health_lua.py::test_api_form_healthy_when_all_replicas_are_available"
+SELECT = HS + "test_a_check_without_script_or_rules_passes_on_existence"
+WRITTEN = SO + "test_a_summary_fleetwave_did_not_make_is_ignored_with_an_event"
+SNAPSHOTS = (
+    "tests/unit/kubefleet/test_kubefleet_snapshots.py::test_history_is_trimmed_oldest_first_to_the_limit"
+)
+CHART = {
+    "repositoryURL": "https://charts.example.com",
+    "repositoryName": "r",
+    "chartName": "r/c",
+    "chartVersion": "1.0.0",
+    "releaseName": "c",
+    "releaseNamespace": "c",
+}
+CHECK = {"name": "c", "featureID": "Resources", "group": "", "version": "v1", "kind": "ConfigMap"}
+SELECTED = [{"group": "", "version": "v1", "kind": "Namespace", "name": "app"}]
+
+# --- the registry -----------------------------------------------------------------------------------
+
+Entry = tuple[str, Any]
+
+
+def h(test: str) -> Entry:
+    return ("honoured", test)
+
+
+def profile(value: dict[str, Any]) -> Entry:
+    return ("refused", ("profile", value))
+
+
+def chart(value: dict[str, Any]) -> Entry:
+    return ("refused", ("profile", {"helmCharts": [{**CHART, **value}]}))
+
+
+def ref(value: dict[str, Any]) -> Entry:
+    return (
+        "refused",
+        ("profile", {"policyRefs": [{"kind": "ConfigMap", "name": "g", "namespace": "fw", **value}]}),
+    )
+
+
+def placement(value: dict[str, Any]) -> Entry:
+    return ("refused", ("placement", value))
+
+
+def member(value: dict[str, Any]) -> Entry:
+    return ("refused", ("member", value))
+
+
+def check(value: dict[str, Any]) -> Entry:
+    return ("refused", ("check", value))
+
+
+def within(parent: str) -> Entry:
+    return ("within", parent)
+
+
+PROFILE_SPEC: dict[str, Entry] = {
+    "syncMode": h(
+        "tests/integration/test_delivery_manifests.py::test_dry_run_reports_what_would_change_and_changes_nothing"
+    ),
+    "tier": profile({"tier": 50}),
+    "continueOnConflict": profile({"continueOnConflict": True}),
+    "continueOnError": profile({"continueOnError": True}),
+    "maxUpdate": h(PH + "test_max_update_admits_one_cluster_at_a_time_and_waits_for_validate_healths"),
+    "stopMatchingBehavior": h(SO + "test_a_summary_fleetwave_made_goes_on_to_delivery"),
+    "reloader": profile({"reloader": True}),
+    "templateResourceRefs": profile(
+        {"templateResourceRefs": [{"resource": {"kind": "ConfigMap", "name": "x"}, "identifier": "x"}]}
+    ),
+    "dependsOn": profile({"dependsOn": ["other"]}),
+    "policyRefs": h(CC + "test_the_hash_follows_the_referenced_data_not_just_the_spec"),
+    "helmCharts": h(HELM),
+    "kustomizationRefs": profile(
+        {"kustomizationRefs": [{"kind": "ConfigMap", "name": "k", "namespace": "fw"}]}
+    ),
+    "preDeployChecks": profile({"preDeployChecks": [CHECK]}),
+    "validateHealths": h(PH + "test_max_update_admits_one_cluster_at_a_time_and_waits_for_validate_healths"),
+    "preDeleteChecks": profile({"preDeleteChecks": [CHECK]}),
+    "postDeleteChecks": profile({"postDeleteChecks": [CHECK]}),
+    "patches": profile({"patches": [{"patch": "x"}]}),
+    "patchesFrom": profile({"patchesFrom": [{"kind": "ConfigMap", "name": "p", "namespace": "fw"}]}),
+    "driftExclusions": profile({"driftExclusions": [{"paths": ["/spec/replicas"]}]}),
+    "maxConsecutiveFailures": profile({"maxConsecutiveFailures": 3}),
+}
+
+REGISTRY: dict[str, dict[str, Entry]] = {
+    "ProfileSpec": PROFILE_SPEC,
+    "ClusterProfileSpec": {
+        **PROFILE_SPEC,
+        "clusterSelector": h(TS + "test_profile_is_one_stage_paced_by_max_update"),
+        "clusterRefs": h(TS + "test_profile_cluster_refs_select_by_name_label"),
+        "setRefs": profile({"setRefs": ["set"]}),
+        "extraLabels": h(
+            CC + "test_extra_labels_and_annotations_are_stamped_on_every_delivered_object_and_change_the_hash"
+        ),
+        "extraAnnotations": h(
+            CC + "test_extra_labels_and_annotations_are_stamped_on_every_delivered_object_and_change_the_hash"
+        ),
+    },
+    "TemplateResourceRef": {
+        f: within("ProfileSpec.templateResourceRefs")
+        for f in ("resource", "identifier", "optional", "ignoreStatusChanges", "watchFields")
+    },
+    "ObjectReference": {
+        "apiVersion": h(TS + "test_profile_cluster_refs_select_by_name_label"),
+        "kind": h(TS + "test_profile_cluster_refs_select_by_name_label"),
+        "name": h(TS + "test_profile_cluster_refs_select_by_name_label"),
+        "namespace": h(TS + "test_profile_cluster_refs_select_by_name_label"),
+        "uid": h(TS + "test_profile_cluster_refs_select_by_name_label"),
+    },
+    "PolicyRef": {
+        "kind": h(CC + "test_helm_values_merge_inline_then_values_from_in_order"),
+        "namespace": h(CC + "test_the_hash_follows_the_referenced_data_not_just_the_spec"),
+        "name": h(CC + "test_the_hash_follows_the_referenced_data_not_just_the_spec"),
+        "path": ref({"path": "dir"}),
+        "remoteURL": (
+            "refused",
+            ("profile", {"policyRefs": [{"remoteURL": {"url": "https://example.com/x.yaml"}}]}),
+        ),
+        "deploymentType": ref({"deploymentType": "Local"}),
+        "optional": h(CC + "test_an_optional_missing_reference_is_skipped"),
+        "tier": ref({"tier": 10}),
+        "skipNamespaceCreation": ref({"skipNamespaceCreation": False}),
+        "force": ref({"force": False}),
+    },
+    "RemoteURL": {
+        f: within("PolicyRef.remoteURL")
+        for f in ("url", "interval", "secretRef", "template", "insecureSkipTLSVerify", "plainHTTP")
+    },
+    "SecretRef": {f: within("PolicyRef.remoteURL") for f in ("name", "namespace")},
+    "HelmChart": {
+        **{
+            f: h(HELM)
+            for f in (
+                "repositoryURL",
+                "repositoryName",
+                "chartName",
+                "chartVersion",
+                "releaseName",
+                "releaseNamespace",
+                "values",
+                "helmChartAction",
+            )
+        },
+        "valuesFrom": h(CC + "test_helm_values_merge_inline_then_values_from_in_order"),
+        "options": h(HO + "test_honoured_options_become_their_helm_flags_with_values_as_separate_arguments"),
+        "registryCredentialsConfig": chart({"registryCredentialsConfig": {"insecureSkipTLSVerify": True}}),
+        "signatureVerification": chart({"signatureVerification": {"provider": "cosign"}}),
+        "provenanceVerification": chart({"provenanceVerification": {"keyring": "k"}}),
+    },
+    "ValueFrom": {
+        f: h(CC + "test_helm_values_merge_inline_then_values_from_in_order")
+        for f in ("kind", "namespace", "name", "optional")
+    },
+    "KustomizationRef": {
+        f: within("ProfileSpec.kustomizationRefs")
+        for f in (
+            "kind",
+            "namespace",
+            "name",
+            "remoteURL",
+            "path",
+            "components",
+            "targetNamespace",
+            "deploymentType",
+            "values",
+            "valuesFrom",
+            "tier",
+            "optional",
+            "skipNamespaceCreation",
+            "force",
+        )
+    },
+    "ValidateHealth": {
+        **{f: h(SELECT) for f in ("name", "group", "version", "kind", "namespace")},
+        "featureID": h(PH + "test_max_update_admits_one_cluster_at_a_time_and_waits_for_validate_healths"),
+        "resourceName": h(HS + "test_resource_name_filter"),
+        "labelFilters": h(HS + "test_label_filters_are_anded"),
+        "metricSource": check({"metricSource": {"url": "https://prom"}}),
+        "metricQueries": check({"metricQueries": [{"name": "q", "query": "up"}]}),
+        "script": h(LUA),
+        "evaluateCEL": h(CEL),
+        "jobCheck": check({"jobCheck": {"jobRef": {"kind": "ConfigMap", "name": "j"}}}),
+    },
+    "LabelFilter": {f: h(HS + "test_label_filters_are_anded") for f in ("key", "operation", "value")},
+    "MetricSource": {f: within("ValidateHealth.metricSource") for f in ("url", "path", "secretRef")},
+    "MetricQuery": {f: within("ValidateHealth.metricQueries") for f in ("name", "query")},
+    "CELRule": {f: h(CEL) for f in ("name", "rule")},
+    "JobCheck": {f: within("ValidateHealth.jobCheck") for f in ("jobRef", "timeout")},
+    "Patch": {f: within("ProfileSpec.patches") for f in ("patch", "target")},
+    "PatchSelector": {
+        f: within("ProfileSpec.patches")
+        for f in ("group", "version", "kind", "name", "namespace", "labelSelector", "annotationSelector")
+    },
+    "DriftExclusion": {f: within("ProfileSpec.driftExclusions") for f in ("paths", "target")},
+    "LabelSelector": {
+        f: h(TS + "test_profile_is_one_stage_paced_by_max_update")
+        for f in ("matchLabels", "matchExpressions")
+    },
+    "LabelSelectorRequirement": {
+        f: h(CP + "test_match_expressions_follow_kubernetes_semantics") for f in ("key", "operator", "values")
+    },
+    "ClusterPromotionSpec": {
+        "profileSpec": h(AUTO),
+        "stages": h(AUTO),
+        "preserveClusterProfilesOnDelete": h(
+            PF + "test_preserve_cluster_profiles_on_delete_leaves_stage_profiles_and_their_delivery_in_place"
+        ),
+    },
+    "Stage": {f: h(AUTO) for f in ("name", "clusterSelector", "trigger")},
+    "Trigger": {"auto": h(AUTO), "manual": h(MANUAL)},
+    "AutoTrigger": {
+        "delay": h(CE + "test_delay_is_measured_from_stage_success_not_from_stage_start"),
+        "preHealthCheckDeployment": h(
+            CE + "test_pre_health_deployment_is_applied_after_the_delay_and_before_the_health_checks"
+        ),
+        "postDelayHealthChecks": h(
+            PH + "test_post_delay_health_checks_with_get_resource_gate_the_next_stage"
+        ),
+        "promotionWindow": h(CE + "test_a_closed_promotion_window_waits_until_it_opens"),
+    },
+    "TimeWindow": {
+        f: h(CP + "test_promotion_window_opens_at_from_and_closes_at_the_next_to") for f in ("from", "to")
+    },
+    "ManualTrigger": {
+        "delay": h(TS + "test_manual_trigger_checks_then_sticky_or_resetting_approval"),
+        "preHealthCheckDeployment": h(TS + "test_manual_trigger_checks_then_sticky_or_resetting_approval"),
+        "postDelayHealthChecks": h(TS + "test_manual_trigger_checks_then_sticky_or_resetting_approval"),
+        "approved": h(MANUAL),
+        "automaticReset": h(
+            CE + "test_a_sticky_approval_without_automatic_reset_keeps_promoting_across_revisions"
+        ),
+    },
+    "ClusterSummarySpec": dict.fromkeys(
+        ("clusterNamespace", "clusterName", "clusterType", "clusterProfileSpec"), ("written", WRITTEN)
+    ),
+    "MemberClusterSpec": {
+        "kubeconfigSecretRef": h(MC + "test_the_own_namespace_written_out_is_fine"),
+        "paused": h(MC + "test_a_paused_member_stays_in_the_fleet_but_is_not_delivered_to"),
+        "activeWindow": member({"activeWindow": {"from": "0 8 * * *", "to": "0 18 * * *"}}),
+        "taints": h(KP + "test_untolerated_taints_keep_pickall_off_a_cluster"),
+        "identity": ("agent-only", MC + "test_pull_mode_false_and_kubefleet_agent_fields_are_accepted"),
+        "heartbeatPeriodSeconds": (
+            "agent-only",
+            MC + "test_pull_mode_false_and_kubefleet_agent_fields_are_accepted",
+        ),
+        "pullMode": member({"pullMode": True}),
+        "workloadIdentity": member({"workloadIdentity": {"provider": "x"}}),
+        "tokenRequestRenewalOption": member(
+            {"tokenRequestRenewalOption": {"renewTokenRequestInterval": "1h"}}
+        ),
+        "readinessChecks": member({"readinessChecks": [{"name": "x"}]}),
+        "livenessChecks": member({"livenessChecks": [{"name": "x"}]}),
+        "consecutiveFailureThreshold": member({"consecutiveFailureThreshold": 3}),
+    },
+    "KubeconfigSecretRef": {
+        f: h(MC + "test_the_own_namespace_written_out_is_fine") for f in ("name", "namespace", "key")
+    },
+    "Taint": {
+        f: h(KP + "test_equal_needs_key_and_value_exists_needs_the_key_and_an_empty_key_tolerates_all")
+        for f in ("key", "value", "effect")
+    },
+    "PlacementSpec": {
+        "resourceSelectors": h(
+            SEL + "test_a_namespace_selector_takes_the_namespace_and_everything_user_made_inside_it"
+        ),
+        "policy": h(KP + "test_pickn_counts_only_tolerated_clusters_and_pickfixed_ignores_taints"),
+        "strategy": h(SEED_RUN),
+        "revisionHistoryLimit": h(SNAPSHOTS),
+        "statusReportingScope": placement({"statusReportingScope": "NamespaceAccessible"}),
+    },
+    "ResourceSelector": {
+        **{
+            f: h(SEL + "test_a_namespace_selector_takes_the_namespace_and_everything_user_made_inside_it")
+            for f in ("group", "version", "kind", "name")
+        },
+        "labelSelector": h(SEL + "test_namespace_only_and_reserved_namespaces"),
+        "selectionScope": h(SEL + "test_namespace_only_and_reserved_namespaces"),
+    },
+    "PlacementPolicy": {
+        "placementType": h(KP + "test_pickn_counts_only_tolerated_clusters_and_pickfixed_ignores_taints"),
+        "clusterNames": h(KP + "test_pickn_counts_only_tolerated_clusters_and_pickfixed_ignores_taints"),
+        "numberOfClusters": h(KP + "test_pickn_counts_only_tolerated_clusters_and_pickfixed_ignores_taints"),
+        "affinity": h("tests/unit/kubefleet/test_kubefleet_picking.py::"),
+        "topologySpreadConstraints": placement(
+            {"policy": {"topologySpreadConstraints": [{"topologyKey": "zone"}]}}
+        ),
+        "tolerations": h(
+            KP + "test_equal_needs_key_and_value_exists_needs_the_key_and_an_empty_key_tolerates_all"
+        ),
+    },
+    "Affinity": {"clusterAffinity": h("tests/unit/kubefleet/test_kubefleet_picking.py::")},
+    "ClusterAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": h(
+            "tests/unit/kubefleet/test_kubefleet_picking.py::"
+        ),
+        "preferredDuringSchedulingIgnoredDuringExecution": placement(
+            {
+                "policy": {
+                    "affinity": {
+                        "clusterAffinity": {
+                            "preferredDuringSchedulingIgnoredDuringExecution": [
+                                {"weight": 1, "preference": {}}
+                            ]
+                        }
+                    }
+                }
+            }
+        ),
+    },
+    "ClusterSelector": {"clusterSelectorTerms": h("tests/unit/kubefleet/test_kubefleet_picking.py::")},
+    "ClusterSelectorTerm": {
+        "labelSelector": h("tests/unit/kubefleet/test_kubefleet_picking.py::"),
+        "propertySelector": placement(
+            {
+                "policy": {
+                    "affinity": {
+                        "clusterAffinity": {
+                            "requiredDuringSchedulingIgnoredDuringExecution": {
+                                "clusterSelectorTerms": [{"propertySelector": {"matchExpressions": []}}]
+                            }
+                        }
+                    }
+                }
+            }
+        ),
+        "propertySorter": placement(
+            {
+                "policy": {
+                    "affinity": {
+                        "clusterAffinity": {
+                            "requiredDuringSchedulingIgnoredDuringExecution": {
+                                "clusterSelectorTerms": [{"propertySorter": {"name": "x"}}]
+                            }
+                        }
+                    }
+                }
+            }
+        ),
+    },
+    "PreferredClusterSelector": {
+        f: within("ClusterAffinity.preferredDuringSchedulingIgnoredDuringExecution")
+        for f in ("weight", "preference")
+    },
+    "TopologySpreadConstraint": {
+        f: within("PlacementPolicy.topologySpreadConstraints")
+        for f in ("maxSkew", "topologyKey", "whenUnsatisfiable")
+    },
+    "Toleration": {
+        f: h(KP + "test_equal_needs_key_and_value_exists_needs_the_key_and_an_empty_key_tolerates_all")
+        for f in ("key", "operator", "value", "effect")
+    },
+    "RolloutStrategy": {
+        "type": h(SEED_RUN),
+        "rollingUpdate": h("tests/unit/kubefleet/test_kubefleet_run_passes.py::"),
+        "applyStrategy": placement({"strategy": {"applyStrategy": {"type": "ReportDiff"}}}),
+        "deleteStrategy": placement({"strategy": {"deleteStrategy": {"propagationPolicy": "Abandon"}}}),
+        "reportBackStrategy": placement({"strategy": {"reportBackStrategy": {"type": "Mirror"}}}),
+    },
+    "RollingUpdateConfig": {
+        "maxUnavailable": h("tests/unit/kubefleet/test_kubefleet_run_passes.py::"),
+        "maxSurge": placement({"strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 2}}}),
+        "unavailablePeriodSeconds": placement(
+            {"strategy": {"type": "RollingUpdate", "rollingUpdate": {"unavailablePeriodSeconds": 5}}}
+        ),
+    },
+    "ApplyStrategy": {
+        "type": placement({"strategy": {"applyStrategy": {"type": "ReportDiff"}}}),
+        "comparisonOption": placement(
+            {"strategy": {"applyStrategy": {"comparisonOption": "FullComparison"}}}
+        ),
+        "whenToApply": placement({"strategy": {"applyStrategy": {"whenToApply": "IfNotDrifted"}}}),
+        "whenToTakeOver": placement({"strategy": {"applyStrategy": {"whenToTakeOver": "Never"}}}),
+        "allowCoOwnership": placement({"strategy": {"applyStrategy": {"allowCoOwnership": True}}}),
+        "serverSideApplyConfig": placement(
+            {
+                "strategy": {
+                    "applyStrategy": {"type": "ServerSideApply", "serverSideApplyConfig": {"force": False}}
+                }
+            }
+        ),
+    },
+    "ServerSideApplyConfig": {
+        "force": placement(
+            {
+                "strategy": {
+                    "applyStrategy": {"type": "ServerSideApply", "serverSideApplyConfig": {"force": False}}
+                }
+            }
+        )
+    },
+    "DeleteStrategy": {
+        "propagationPolicy": placement({"strategy": {"deleteStrategy": {"propagationPolicy": "Abandon"}}})
+    },
+    "ReportBackStrategy": {
+        "type": placement({"strategy": {"reportBackStrategy": {"type": "Mirror"}}}),
+        "destination": within("RolloutStrategy.reportBackStrategy"),
+    },
+    "ResourceSnapshotSpec": {"selectedResources": ("written", SNAPSHOTS)},
+    "StagedUpdateStrategySpec": {"stages": h(TK + "test_seed004_cluster_run_translates_tasks_and_ordering")},
+    "StageConfig": {
+        "name": h(UP + "test_seed_004_namespaced_rollout_with_hyphenated_stages_and_rollback_verbatim"),
+        "labelSelector": h(TK + "test_seed004_cluster_run_translates_tasks_and_ordering"),
+        "sortingLabelKey": h(TK + "test_seed004_fleet_canary_rolls_member3_then_member1_after_staging"),
+        "maxConcurrency": h(
+            "tests/unit/cli/test_cli_plan.py::test_staged_run_batches_follow_max_concurrency_and_sorting_label"
+        ),
+        "beforeStageTasks": h(TK + "test_before_approval_timed_wait_first_and_nil_versus_empty_selector"),
+        "afterStageTasks": h(TK + "test_seed004_cluster_run_translates_tasks_and_ordering"),
+    },
+    "StageTask": {
+        f: h(TK + "test_seed004_cluster_run_translates_tasks_and_ordering") for f in ("type", "waitTime")
+    },
+    "UpdateRunSpec": {
+        "placementName": h(SEED_RUN),
+        "resourceSnapshotIndex": h(SEED_RUN),
+        "stagedRolloutStrategyName": h(SEED_RUN),
+        "state": h(KS + "test_stop_mid_stage_lets_clusters_in_flight_finish_and_run_resumes"),
+    },
+    "ApprovalRequestSpec": dict.fromkeys(("parentStageRollout", "targetStage"), ("written", SEED_RUN)),
+}
+
+
+# --- walking the models -----------------------------------------------------------------------------
+
+
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    found, stack = [], [annotation]
+    while stack:
+        a = stack.pop()
+        if isinstance(a, type) and issubclass(a, BaseModel):
+            found.append(a)
+        else:
+            stack.extend(typing.get_args(a))
+    return found
+
+
+def spec_fields() -> dict[str, list[str]]:
+    """Model name -> field names (aliases) of every model reachable from a kind's spec."""
+    seen: dict[str, list[str]] = {}
+
+    def walk(model: type[BaseModel]) -> None:
+        if model.__name__ in seen:
+            return
+        seen[model.__name__] = [f.alias or n for n, f in model.model_fields.items()]
+        for f in model.model_fields.values():
+            for sub in _models_in(f.annotation):
+                walk(sub)
+
+    for kind in ALL_KINDS:
+        if "spec" in kind.model_fields:
+            for model in _models_in(kind.model_fields["spec"].annotation):
+                walk(model)
+    return seen
+
+
+def _test_exists(reference: str) -> bool:
+    path, _, name = reference.partition("::")
+    file = ROOT / path
+    if not file.is_file():
+        return False
+    if not name:
+        return any(
+            n.name.startswith("test_")
+            for n in ast.walk(ast.parse(file.read_text()))
+            if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)
+        )
+    tree = ast.parse(file.read_text(encoding="utf-8"))
+    return any(
+        isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and n.name == name for n in ast.walk(tree)
+    )
+
+
+class _Objects:
+    def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        return {"data": {}}
+
+
+def _refusal(probe: str, value: dict[str, Any]) -> str:
+    """The message the controllers' own refusal gives for `value` ("" if it is accepted)."""
+    try:
+        if probe == "profile":
+            spec = {"clusterSelector": {"matchLabels": {"a": "b"}}, **value}
+            obj = {
+                "apiVersion": API_VERSION,
+                "kind": "ClusterProfile",
+                "metadata": {"name": "p"},
+                "spec": spec,
+            }
+            parsed = parse_object(obj)
+            assert isinstance(parsed, ClusterProfile)
+            translate_sveltos.from_profile(parsed)
+            content.resolve(parsed.spec, _Objects(), default_namespace="fw", path="spec")
+        elif probe == "placement":
+            return unhonoured.refusal(PlacementSpec.model_validate({"resourceSelectors": SELECTED, **value}))
+        elif probe == "member":
+            return members.unhonoured({"metadata": {"name": "m"}, "spec": value})
+        elif probe == "check":
+            return checks._unsupported(ValidateHealth.model_validate({**CHECK, **value}))
+    except (content.ContentError, TranslateError) as e:
+        return str(e)
+    return ""
+
+
+def _entries() -> list[tuple[str, str, Entry]]:
+    return [
+        (m, f, REGISTRY.get(m, {}).get(f, ("ignored", None))) for m, fs in spec_fields().items() for f in fs
+    ]
+
+
+def test_every_field_of_every_model_is_honoured_or_refused() -> None:
+    ignored = [f"{m}.{f}" for m, f, (verdict, _) in _entries() if verdict == "ignored"]
+    assert ignored == [], f"fields neither honoured nor refused: {ignored}"
+    stale = [f"{m}.{f}" for m, fs in REGISTRY.items() for f in fs if f not in spec_fields().get(m, [])]
+    assert stale == [], f"registry entries for fields that do not exist: {stale}"
+
+
+@pytest.mark.parametrize(
+    ("model", "field", "entry"), [e for e in _entries() if e[2][0] == "refused"], ids=lambda x: str(x)[:60]
+)
+def test_a_refused_field_is_refused_by_name(model: str, field: str, entry: Entry) -> None:
+    probe, value = entry[1]
+    message = _refusal(probe, value)
+    assert message, f"{model}.{field}: {value} was accepted"
+    assert field in message or field.lower() in message.lower() or "not supported" in message
+
+
+def test_honoured_and_other_entries_name_a_test_that_exists() -> None:
+    missing = [
+        f"{m}.{f}: {e[1]}"
+        for m, f, e in _entries()
+        if e[0] in ("honoured", "written", "agent-only") and not _test_exists(e[1])
+    ]
+    assert missing == []
+
+
+def test_fields_within_a_refused_parent_are_refused_with_it() -> None:
+    for m, f, (verdict, parent) in _entries():
+        if verdict != "within":
+            continue
+        pm, _, pf = parent.partition(".")
+        assert REGISTRY[pm][pf][0] == "refused", f"{m}.{f}: its parent {parent} is not refused"
+
+
+def test_the_figures() -> None:
+    counts = Counter(e[0] for _, _, e in _entries())
+    print(f"\nfields: {sum(counts.values())}; " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+    assert counts["ignored"] == 0
