@@ -8,17 +8,21 @@ name: a kubeconfig Secret in another namespace is never read (`KubeconfigSecretR
 kubeconfig the policy refuses (`exec`, `auth-provider`, `tokenFile`, file paths, `http://` or
 skip-TLS-verify without the opt-in annotation) is reported as `KubeconfigRefused` and never probed.
 The `Ready` condition's reason says which; messages name fields, never values.
+
+Outside its `spec.activeWindow` a member is not ready (reason `OutsideActiveWindow`) and is not probed.
 """
 
 from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from fleetwave.controllers import members
 from fleetwave.controllers.context import Context, as_dict
-from fleetwave.core import timestamps
+from fleetwave.core import model as m
+from fleetwave.core import timestamps, windows
 from fleetwave.kube.status import StatusWrite, write_status
 from fleetwave.mgmt import registration
 from fleetwave.runtime.controller import Result
@@ -28,6 +32,7 @@ PROBE_INTERVAL = 30.0
 REACHABLE = "APIServerReady"
 UNREACHABLE = "APIServerUnreachable"
 UNSUPPORTED = "UnsupportedField"
+OUTSIDE_WINDOW = "OutsideActiveWindow"
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,19 +50,8 @@ async def reconcile(ctx: Context, key: str) -> Result:
         return Result()
     raw_obj = ctx.family.view("MemberCluster", as_dict(obj))
     member = members.from_object(raw_obj)
-    found = members.credentials(ctx.cache, member)
-    refused = members.unhonoured(raw_obj)
-    if refused:
-        verdict = Verdict(False, UNSUPPORTED, refused)
-    elif found.kubeconfig is None:
-        verdict = Verdict(False, found.reason, found.message)
-    else:
-        probe = await asyncio.to_thread(
-            registration.probe, found.kubeconfig, allow_insecure=member.allow_insecure
-        )
-        verdict = Verdict(
-            probe.ready, REACHABLE if probe.ready else UNREACHABLE, probe.message, probe.version
-        )
+    window = active_window(raw_obj, ctx.clock())
+    verdict = await _verdict(ctx, raw_obj, member, window)
     previous = raw_obj.get("status") or {}
     old: dict[str, Any] = next((c for c in previous.get("conditions") or [] if c.get("type") == "Ready"), {})
     status = {
@@ -75,8 +69,47 @@ async def reconcile(ctx: Context, key: str) -> Result:
     if written is StatusWrite.WRITTEN and changed:
         await ctx.event(obj, not verdict.ready, verdict.reason, verdict.message)
     # Refusals are re-checked too (cheap, nothing is run): a Secret without fleetwave's label is not
-    # watched for this member, so fixing it would otherwise go unnoticed.
-    return Result(requeue_after=PROBE_INTERVAL)
+    # watched for this member, so fixing it would otherwise go unnoticed. A window that opens or
+    # closes sooner than the next probe wakes us then.
+    return Result(requeue_after=min(PROBE_INTERVAL, window.seconds_left) if window else PROBE_INTERVAL)
+
+
+async def _verdict(
+    ctx: Context, raw_obj: dict[str, Any], member: members.Member, window: Window | None
+) -> Verdict:
+    refused = members.unhonoured(raw_obj)
+    if refused:
+        return Verdict(False, UNSUPPORTED, refused)
+    if window is not None and not window.open:
+        return Verdict(False, OUTSIDE_WINDOW, window.message)
+    found = members.credentials(ctx.cache, member)
+    if found.kubeconfig is None:
+        return Verdict(False, found.reason, found.message)
+    probe = await asyncio.to_thread(
+        registration.probe, found.kubeconfig, allow_insecure=member.allow_insecure
+    )
+    return Verdict(probe.ready, REACHABLE if probe.ready else UNREACHABLE, probe.message, probe.version)
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    open: bool
+    message: str
+    seconds_left: float  # until it opens or closes (a minimum of one second)
+
+
+def active_window(raw_obj: dict[str, Any], now: datetime) -> Window | None:
+    """`spec.activeWindow` (Sveltos: the member is unpaused at each `from` fire and paused at the next
+    `to` fire): outside it the member is not delivered to, as if paused (pure)."""
+    raw = (raw_obj.get("spec") or {}).get("activeWindow")
+    if not isinstance(raw, dict):
+        return None
+    state = windows.window_state(m.Window(str(raw.get("from", "")), str(raw.get("to", ""))), now)
+    if state.error:
+        return Window(False, f"spec.activeWindow: {state.error}", PROBE_INTERVAL)
+    left = max((state.changes_at - now).total_seconds(), 1.0) if state.changes_at else PROBE_INTERVAL
+    when = timestamps.fmt(state.changes_at) if state.changes_at else "unknown"
+    return Window(state.open, f"outside spec.activeWindow until {when}", left)
 
 
 def _condition(

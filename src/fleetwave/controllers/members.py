@@ -81,7 +81,6 @@ def from_object(obj: Obj) -> Member:
 # UnsupportedField) rather than used as if it were in force. KubeFleet's `identity` and
 # `heartbeatPeriodSeconds` configure its member agent; fleetwave has none and needs neither (ADR 0062).
 _UNHONOURED = (
-    "activeWindow",
     "pullMode",
     "workloadIdentity",
     "tokenRequestRenewalOption",

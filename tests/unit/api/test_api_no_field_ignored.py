@@ -303,7 +303,9 @@ REGISTRY: dict[str, dict[str, Entry]] = {
     "MemberClusterSpec": {
         "kubeconfigSecretRef": h(MC + "test_the_own_namespace_written_out_is_fine"),
         "paused": h(MC + "test_a_paused_member_stays_in_the_fleet_but_is_not_delivered_to"),
-        "activeWindow": member({"activeWindow": {"from": "0 8 * * *", "to": "0 18 * * *"}}),
+        "activeWindow": h(
+            MC + "test_outside_its_active_window_a_member_is_not_ready_and_wakes_when_it_opens"
+        ),
         "taints": h(KP + "test_untolerated_taints_keep_pickall_off_a_cluster"),
         "identity": ("agent-only", MC + "test_pull_mode_false_and_kubefleet_agent_fields_are_accepted"),
         "heartbeatPeriodSeconds": (

@@ -5,6 +5,7 @@ Ready=False with a reason, never probed, never quoted."""
 from __future__ import annotations
 
 import base64
+import datetime as dt
 import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -281,7 +282,6 @@ async def test_an_accepted_kubeconfig_is_probed_with_the_opt_in(monkeypatch: pyt
 @pytest.mark.parametrize(
     "spec",
     [
-        {"activeWindow": {"from": "0 8 * * *", "to": "0 18 * * *"}},
         {"pullMode": True},
         {"consecutiveFailureThreshold": 3},
         {"livenessChecks": [{"name": "x"}]},
@@ -321,3 +321,40 @@ def test_a_paused_member_stays_in_the_fleet_but_is_not_delivered_to() -> None:
     )
     ready = {name: c.ready for name, c in fleet.by_name.items()}
     assert ready == {"team-a/m1": False, "team-a/m2": True}
+
+
+async def test_outside_its_active_window_a_member_is_not_ready_and_wakes_when_it_opens(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(registration, "probe", lambda *_a, **_k: pytest.fail("probed"))
+    mc = _mc(status={"ready": True})  # T0 is 10:00 UTC: the window opens at 10:30
+    mc["spec"] = {**mc.get("spec", {}), "activeWindow": {"from": "30 10 * * *", "to": "0 18 * * *"}}
+    cache = _Cache({("MemberCluster", "team-a", "m1"): mc, ("Secret", "team-a", "s"): _secret(_kubeconfig())})
+    client = _Client()
+
+    result = await membercluster.reconcile(_ctx(cache, client), "team-a/m1")
+
+    status = client.patches[0]["status"]
+    assert status["ready"] is False
+    (condition,) = status["conditions"]
+    assert condition["reason"] == membercluster.OUTSIDE_WINDOW
+    assert condition["message"] == "outside spec.activeWindow until 2026-11-22T10:30:00Z"
+    assert result.requeue_after == membercluster.PROBE_INTERVAL  # 30 min away: the usual probe first
+
+
+def test_the_window_says_when_it_changes_and_an_invalid_one_keeps_the_member_out() -> None:
+    def window(spec: dict[str, str], at: dt.datetime) -> membercluster.Window | None:
+        return membercluster.active_window({"spec": {"activeWindow": spec}}, at)
+
+    inside = window({"from": "0 8 * * *", "to": "0 18 * * *"}, T0)
+    assert inside is not None
+    assert inside.open
+    assert inside.seconds_left == 8 * 3600  # closes at 18:00
+    soon = window({"from": "0 10 * * *", "to": "0 18 * * *"}, T0 - dt.timedelta(seconds=20))
+    assert soon is not None
+    assert (soon.open, soon.seconds_left) == (False, 20.0)
+    broken = window({"from": "not cron", "to": "0 18 * * *"}, T0)
+    assert broken is not None
+    assert not broken.open
+    assert "invalid cron expression" in broken.message
+    assert membercluster.active_window({"spec": {}}, T0) is None
