@@ -29,8 +29,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from fleetwave.api.sveltos import HelmChart, PolicyRef, ProfileSpec, ValueFrom
-from fleetwave.controllers import extra_metadata, members
+from fleetwave.api.sveltos import DriftExclusion, HelmChart, PolicyRef, ProfileSpec, ValueFrom
+from fleetwave.controllers import drift_exclusions, extra_metadata, members
 from fleetwave.delivery import content as dc
 from fleetwave.delivery import helmoptions
 
@@ -104,7 +104,6 @@ _UNSUPPORTED = (
     "pre_deploy_checks",
     "post_delete_checks",
     "patches_from",
-    "drift_exclusions",
     "continue_on_error",
     "continue_on_conflict",
     "reloader",
@@ -177,6 +176,18 @@ def _extras(spec: ProfileSpec, path: str) -> tuple[dict[str, str], dict[str, str
     return labels, annotations
 
 
+def _exclusions(spec: ProfileSpec, path: str) -> list[DriftExclusion]:
+    """driftExclusions, checked (controllers/drift_exclusions.py)."""
+    excluded = list(spec.drift_exclusions or [])
+    if excluded and spec.helm_charts:
+        raise ContentError(f"{path}.driftExclusions: not supported together with helmCharts by fleetwave yet")
+    try:
+        drift_exclusions.check(excluded, path)
+    except drift_exclusions.DriftExclusionError as e:
+        raise ContentError(str(e)) from None
+    return excluded
+
+
 def _alias(spec: ProfileSpec, name: str) -> str:
     return type(spec).model_fields[name].alias or name
 
@@ -191,12 +202,13 @@ def resolve(
 ) -> Resolved:
     _refuse_unhonoured(spec, path)
     labels, annotations = _extras(spec, path)
+    excluded = _exclusions(spec, path)
     reader = _Reader(lookup, boundary or Boundary(), default_namespace)
     policies = []
     for i, ref in enumerate(spec.policy_refs or []):
         objects = reader.policy(ref, f"{path}.policyRefs[{i}]")
         if objects is not None:
-            objects = extra_metadata.stamp(objects, labels, annotations)
+            objects = drift_exclusions.apply(extra_metadata.stamp(objects, labels, annotations), excluded)
             policies.append({"source": reader.source(ref), "tier": ref.tier, "objects": objects})
     charts = []
     for i, chart in enumerate(spec.helm_charts or []):

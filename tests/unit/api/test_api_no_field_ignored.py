@@ -57,6 +57,7 @@ DH = "tests/integration/test_delivery_helm.py::"
 HO = "tests/unit/delivery/test_delivery_helm_options.py::"
 UP = "tests/integration/test_upstream_apis_kubefleet_seed.py::"
 
+DRIFT = CC + "test_drift_exclusions_remove_the_paths_from_matching_objects_before_delivery"
 SEED_RUN = KS + "test_seed_004_cluster_scoped_rollout_then_rollback"
 NS_RUN = KS + "test_namespaced_run_rolls_a_deployment_that_becomes_available_and_rolls_back"
 AUTO = PF + "test_an_automatic_rollout_goes_through_three_stages_in_order"
@@ -145,7 +146,7 @@ PROFILE_SPEC: dict[str, Entry] = {
     "postDeleteChecks": profile({"postDeleteChecks": [CHECK]}),
     "patches": profile({"patches": [{"patch": "x"}]}),
     "patchesFrom": profile({"patchesFrom": [{"kind": "ConfigMap", "name": "p", "namespace": "fw"}]}),
-    "driftExclusions": profile({"driftExclusions": [{"paths": ["/spec/replicas"]}]}),
+    "driftExclusions": h(DRIFT),
     "maxConsecutiveFailures": profile({"maxConsecutiveFailures": 3}),
 }
 
@@ -254,11 +255,17 @@ REGISTRY: dict[str, dict[str, Entry]] = {
     "CELRule": {f: h(CEL) for f in ("name", "rule")},
     "JobCheck": {f: within("ValidateHealth.jobCheck") for f in ("jobRef", "timeout")},
     "Patch": {f: within("ProfileSpec.patches") for f in ("patch", "target")},
+    # Reached from patches (refused) and from driftExclusions (honoured, literal targets only).
     "PatchSelector": {
-        f: within("ProfileSpec.patches")
-        for f in ("group", "version", "kind", "name", "namespace", "labelSelector", "annotationSelector")
+        **{f: h(DRIFT) for f in ("group", "version", "kind", "name", "namespace")},
+        "labelSelector": profile(
+            {"driftExclusions": [{"paths": ["/x"], "target": {"labelSelector": "a=b"}}]}
+        ),
+        "annotationSelector": profile(
+            {"driftExclusions": [{"paths": ["/x"], "target": {"annotationSelector": "a=b"}}]}
+        ),
     },
-    "DriftExclusion": {f: within("ProfileSpec.driftExclusions") for f in ("paths", "target")},
+    "DriftExclusion": {f: h(DRIFT) for f in ("paths", "target")},
     "LabelSelector": {
         f: h(TS + "test_profile_is_one_stage_paced_by_max_update")
         for f in ("matchLabels", "matchExpressions")

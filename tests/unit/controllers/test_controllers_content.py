@@ -132,7 +132,6 @@ CHECK = {"name": "c", "featureID": "Resources", "group": "", "version": "v1", "k
         ({"preDeployChecks": [CHECK]}, r"spec\.preDeployChecks: not supported"),
         ({"postDeleteChecks": [CHECK]}, r"spec\.postDeleteChecks: not supported"),
         ({"patchesFrom": [{"kind": "ConfigMap", "name": "p", "namespace": "fw"}]}, r"spec\.patchesFrom: not"),
-        ({"driftExclusions": [{"paths": ["/spec/replicas"]}]}, r"spec\.driftExclusions: not supported"),
         ({"continueOnError": True}, r"spec\.continueOnError: not supported"),
         ({"continueOnConflict": True}, r"spec\.continueOnConflict: not supported"),
         ({"reloader": True}, r"spec\.reloader: not supported"),
@@ -254,6 +253,59 @@ def test_extras_kubernetes_would_refuse_or_fleetwave_cannot_apply_everywhere_are
     with pytest.raises(content.ContentError, match=refused):
         content.resolve(
             _profile_spec(**extra),
+            Objects({("ConfigMap", "fw", "greeting"): _policy("v1")}),
+            default_namespace="fw",
+            path="spec",
+        )
+
+
+def _deployment_policy() -> dict[str, Any]:
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": "default"},
+        "spec": {"replicas": 3, "template": {"spec": {"containers": [{"name": "w", "image": "nginx:1"}]}}},
+    }
+    other = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "default"}}
+    return {"data": {"a.yaml": yaml.safe_dump_all([deployment, other])}}
+
+
+def test_drift_exclusions_remove_the_paths_from_matching_objects_before_delivery() -> None:
+    spec = _spec(
+        driftExclusions=[
+            {
+                "paths": ["/spec/replicas", "/spec/template/spec/containers/0/image"],
+                "target": {"kind": "Deployment"},
+            },
+            {"paths": ["/data/absent"]},  # no target: every object; an absent path is no error
+        ]
+    )
+    resolved = content.resolve(
+        spec,
+        Objects({("ConfigMap", "fw", "greeting"): _deployment_policy()}),
+        default_namespace="fw",
+        path="spec",
+    )
+    deployment, config = resolved.body["policies"][0]["objects"]
+    assert "replicas" not in deployment["spec"]
+    assert deployment["spec"]["template"]["spec"]["containers"] == [{"name": "w"}]
+    assert config["metadata"] == {"name": "c", "namespace": "default"}
+
+
+@pytest.mark.parametrize(
+    ("exclusion", "refused"),
+    [
+        ({"paths": ["spec/replicas"]}, r"driftExclusions\[0\]\.paths\[0\]: not a JSON pointer"),
+        ({"paths": ["/x"], "target": {"labelSelector": "app=web"}}, r"target\.labelSelector: not supported"),
+        ({"paths": ["/x"], "target": {"name": "web-.*"}}, r"target\.name: only a literal name"),
+    ],
+)
+def test_drift_exclusions_fleetwave_cannot_apply_are_refused_by_name(
+    exclusion: dict[str, Any], refused: str
+) -> None:
+    with pytest.raises(content.ContentError, match=refused):
+        content.resolve(
+            _spec(driftExclusions=[exclusion]),
             Objects({("ConfigMap", "fw", "greeting"): _policy("v1")}),
             default_namespace="fw",
             path="spec",
