@@ -13,6 +13,7 @@ import yaml
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
 from pydantic_core import core_schema
 
+from fleetwave.api import upstream
 from fleetwave.api.families import FLEET_PLACEMENT, FLEET_PLACEMENT_ALSO, FLEET_PLACEMENT_KINDS, Family
 from fleetwave.api.meta import AGE, GROUP, VERSION, Resource, column, condition_column
 from fleetwave.api.models import ALL_KINDS, KINDS
@@ -137,7 +138,7 @@ UPSTREAM_ONLY = frozenset(FLEET_PLACEMENT_KINDS)
 
 
 FLEET_PLACEMENT_GROUP = FLEET_PLACEMENT.rpartition("/")[0]
-_SVELTOS_CONFIG = ("ClusterProfile", "ClusterPromotion", "ClusterSummary")
+_SVELTOS_CONFIG = upstream.SVELTOS_CONFIG_KINDS
 
 # Marks a CRD fleetwave installed for an upstream group, so a re-install may update it and nothing
 # else (a real Sveltos' or KubeFleet's CRD) is ever taken over. ADR 0062.

@@ -100,18 +100,7 @@ SVELTOS = Family(
     {"MemberCluster": upstream.sveltos_cluster},
 )
 
-FLEET_PLACEMENT_KINDS = (
-    "ClusterResourcePlacement",
-    "ResourcePlacement",
-    "ClusterResourceSnapshot",
-    "ResourceSnapshot",
-    "ClusterStagedUpdateStrategy",
-    "StagedUpdateStrategy",
-    "ClusterStagedUpdateRun",
-    "StagedUpdateRun",
-    "ClusterApprovalRequest",
-    "ApprovalRequest",
-)
+FLEET_PLACEMENT_KINDS = upstream.KUBEFLEET_PLACEMENT_KINDS
 
 
 def kubeconfig_secret_name(cluster: str) -> str:

@@ -12,21 +12,22 @@ from typing import Any
 
 from fleetwave.api.meta import API_VERSION
 
-_SVELTOS_CONFIG = frozenset({"ClusterProfile", "ClusterPromotion", "ClusterSummary"})
-_KUBEFLEET_PLACEMENT = frozenset(
-    {
-        "ClusterResourcePlacement",
-        "ResourcePlacement",
-        "ClusterResourceSnapshot",
-        "ResourceSnapshot",
-        "ClusterStagedUpdateStrategy",
-        "StagedUpdateStrategy",
-        "ClusterStagedUpdateRun",
-        "StagedUpdateRun",
-        "ClusterApprovalRequest",
-        "ApprovalRequest",
-    }
+SVELTOS_CONFIG_KINDS = ("ClusterProfile", "ClusterPromotion", "ClusterSummary")
+# The kinds of placement.kubernetes-fleet.io, in the order CRDs and informers are made.
+KUBEFLEET_PLACEMENT_KINDS = (
+    "ClusterResourcePlacement",
+    "ResourcePlacement",
+    "ClusterResourceSnapshot",
+    "ResourceSnapshot",
+    "ClusterStagedUpdateStrategy",
+    "StagedUpdateStrategy",
+    "ClusterStagedUpdateRun",
+    "StagedUpdateRun",
+    "ClusterApprovalRequest",
+    "ApprovalRequest",
 )
+_SVELTOS_CONFIG = frozenset(SVELTOS_CONFIG_KINDS)
+_KUBEFLEET_PLACEMENT = frozenset(KUBEFLEET_PLACEMENT_KINDS)
 
 
 class ConversionError(ValueError):
