@@ -104,7 +104,9 @@ def controller(
 ) -> Iterator[ControllerThread]:
     install.install(management)
     upstream_support.clear_native_kubefleet_objects(management)
+    assert not install.upstream_installed(management)
     install.install(management, upstream_apis=True)
+    assert install.upstream_installed(management)  # what `controller run` follows by default
     kubectl("api-resources")  # kubectl caches discovery: refresh it after switching (ADR 0062)
     kubectl("apply -f -", stdin=_sveltos_clusters(local_fleet))
     upstream = replace(settings(bins.path("helm"), "upstream"), upstream=families.UPSTREAM)
@@ -244,6 +246,10 @@ def test_seed_002_commands_run_verbatim_against_the_sveltos_groups(
                 "name": "dev",
             }
         ]
+        # Seed 001's and seed 000's forms of the same questions.
+        reordered = kubectl("get clusterprofile,clustersummary,clusterpromotion -A")
+        assert f"clusterprofile.{CONFIG}/{name}-dev" in reordered
+        assert kubectl.yaml(f"get clusterpromotion {name} -n dev -o yaml")["metadata"]["name"] == name
         summary = kubectl.yaml(f"get clustersummary.{CONFIG}/{name}-dev-sveltos-dev -n dev -o yaml")
         assert summary["spec"]["clusterType"] == "Sveltos"
         assert summary["metadata"]["ownerReferences"][0]["apiVersion"] == f"{CONFIG}/v1beta1"

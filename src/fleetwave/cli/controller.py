@@ -14,10 +14,24 @@ from fleetwave.api import families
 from fleetwave.cli.common import KubeconfigOption, fail, resolve_kubeconfig
 from fleetwave.controllers import app as controllers
 from fleetwave.kube import client as kubeclient
+from fleetwave.kube import ops
 from fleetwave.local import binaries
+from fleetwave.mgmt import install as installing
 from fleetwave.runtime.manager import LeadershipLost
 
 app = typer.Typer(help="Run the fleetwave controller.", no_args_is_help=True)
+
+
+def _upstream(kubeconfig: Path, explicit: bool | None) -> bool:
+    """The flag when given; otherwise whether `install --upstream-apis` was run in this cluster (the
+    controller must watch the groups that are served: ADR 0062)."""
+    if explicit is not None:
+        return explicit
+    try:
+        with kubeclient.client(kubeclient.config_from_file(kubeconfig)) as client:
+            return installing.upstream_installed(client)
+    except ops.ApiError as e:
+        fail(f"cannot tell whether the upstream API groups are installed: {ops.message_of(e)}")
 
 
 def _helm(explicit: str | None) -> str:
@@ -55,13 +69,13 @@ def run(
         int, typer.Option(min=256, help="Address-space limit of a health-check worker (MiB).")
     ] = 1024,
     upstream_apis: Annotated[
-        bool,
+        bool | None,
         typer.Option(
-            "--upstream-apis",
-            help="Reconcile objects of the Sveltos and KubeFleet API groups too (as installed by "
-            "`install --upstream-apis`).",
+            "--upstream-apis/--no-upstream-apis",
+            help="Reconcile objects of the Sveltos and KubeFleet API groups too. Default: whatever "
+            "`fleetwave install` set up in this cluster.",
         ),
-    ] = False,
+    ] = None,
 ) -> None:
     """Reconcile ClusterPromotions, ClusterProfiles and ClusterSummaries until stopped."""
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -78,7 +92,7 @@ def run(
         health_workers=health_workers,
         health_wall_seconds=health_wall_seconds,
         health_memory_bytes=health_memory_mib * 1024 * 1024,
-        upstream=families.upstream_families(namespace) if upstream_apis else (),
+        upstream=families.upstream_families(namespace) if _upstream(path, upstream_apis) else (),
     )
 
     async def main() -> None:

@@ -56,6 +56,18 @@ def install(
     return names
 
 
+def upstream_installed(client: Client) -> bool:
+    """Whether `install --upstream-apis` was run here: the upstream CRDs exist and are fleetwave's."""
+    name = crds.upstream_crds(families.UPSTREAM)[0]["metadata"]["name"]
+    try:
+        crd = client.get(kinds.builtin_resource(*_CRD), name)
+    except ops.ApiError as e:
+        if ops.is_not_found(e):
+            return False
+        raise
+    return (crd.metadata.labels or {}).get(crds.MANAGED_BY) == crds.FLEETWAVE
+
+
 def _refuse_foreign(client: Client, name: str) -> None:
     try:
         existing = client.get(kinds.builtin_resource(*_CRD), name)
