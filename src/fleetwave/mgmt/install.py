@@ -57,24 +57,29 @@ def install(
 
 
 def upstream_installed(client: Client) -> bool:
-    """Whether `install --upstream-apis` was run here: the upstream CRDs exist and are fleetwave's."""
-    name = crds.upstream_crds(families.UPSTREAM)[0]["metadata"]["name"]
+    """Whether the last install here was `install --upstream-apis`: the upstream CRDs are fleetwave's
+    and the native KubeFleet kinds are not served (a later plain `install` serves them again)."""
+    upstream = crds.upstream_crds(families.UPSTREAM)[0]["metadata"]["name"]
+    native = f"{kinds.native_info('ClusterResourcePlacement').plural}.{kinds.GROUP}"
+    theirs, ours_native = _crd(client, upstream), _crd(client, native)
+    ours = theirs is not None and (theirs.metadata.labels or {}).get(crds.MANAGED_BY) == crds.FLEETWAVE
+    hidden = ours_native is None or not any(v.served for v in ours_native.spec.versions)
+    return ours and hidden
+
+
+def _crd(client: Client, name: str) -> Any | None:
     try:
-        crd = client.get(kinds.builtin_resource(*_CRD), name)
+        return client.get(kinds.builtin_resource(*_CRD), name)
     except ops.ApiError as e:
         if ops.is_not_found(e):
-            return False
+            return None
         raise
-    return (crd.metadata.labels or {}).get(crds.MANAGED_BY) == crds.FLEETWAVE
 
 
 def _refuse_foreign(client: Client, name: str) -> None:
-    try:
-        existing = client.get(kinds.builtin_resource(*_CRD), name)
-    except ops.ApiError as e:
-        if ops.is_not_found(e):
-            return
-        raise
+    existing = _crd(client, name)
+    if existing is None:
+        return
     meta = existing.metadata
     if (meta.labels or {}).get(crds.MANAGED_BY) == crds.FLEETWAVE:
         return
@@ -87,12 +92,9 @@ def _refuse_foreign(client: Client, name: str) -> None:
 def _refuse_hiding(client: Client, kind: str) -> None:
     """A native kind about to stop being served must have no objects: they would be hidden."""
     info = kinds.native_info(kind)
-    try:
-        crd = client.get(kinds.builtin_resource(*_CRD), f"{info.plural}.{kinds.GROUP}")
-    except ops.ApiError as e:
-        if ops.is_not_found(e):
-            return  # not installed: nothing to hide
-        raise
+    crd = _crd(client, f"{info.plural}.{kinds.GROUP}")
+    if crd is None:
+        return  # not installed: nothing to hide
     if not any(v.served for v in crd.spec.versions):
         return  # already hidden by an earlier `install --upstream-apis`
     resource = kinds.resource(kind)
