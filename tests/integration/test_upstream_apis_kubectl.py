@@ -106,7 +106,8 @@ def controller(
     upstream_support.clear_native_kubefleet_objects(management)
     assert not install.upstream_installed(management)
     install.install(management, upstream_apis=True)
-    assert install.upstream_installed(management)  # what `controller run` follows by default
+    # What `controller run` follows by default (discovery catches up with the CRDs within moments).
+    wait_for(lambda: install.upstream_installed(management), timeout=30, what="upstream mode seen")
     kubectl("api-resources")  # kubectl caches discovery: refresh it after switching (ADR 0062)
     kubectl("apply -f -", stdin=_sveltos_clusters(local_fleet))
     upstream = replace(settings(bins.path("helm"), "upstream"), upstream=families.UPSTREAM)

@@ -204,6 +204,17 @@ class SyncKinds(_Table):
         return info
 
 
+def served_kinds(client: Any, api_version: str) -> frozenset[str]:
+    """The kinds the server lists under one group/version right now (discovery, which every
+    authenticated user may read; empty when the group/version is not served)."""
+    with internals.http(internals.config_of(client), timeout=30.0) as http:
+        response = http.get(discovery_path(api_version))
+    if response.status_code == 404:
+        return frozenset()
+    response.raise_for_status()
+    return frozenset(info.gvk.kind for info in parse_discovery(api_version, response.json()).values())
+
+
 def register_all() -> None:
     """Make every native kind known to lightkube's codecs (idempotent)."""
     for kind in models.KINDS:

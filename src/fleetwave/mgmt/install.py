@@ -57,14 +57,13 @@ def install(
 
 
 def upstream_installed(client: Client) -> bool:
-    """Whether the last install here was `install --upstream-apis`: the upstream CRDs are fleetwave's
-    and the native KubeFleet kinds are not served (a later plain `install` serves them again)."""
-    upstream = crds.upstream_crds(families.UPSTREAM)[0]["metadata"]["name"]
-    native = f"{kinds.native_info('ClusterResourcePlacement').plural}.{kinds.GROUP}"
-    theirs, ours_native = _crd(client, upstream), _crd(client, native)
-    ours = theirs is not None and (theirs.metadata.labels or {}).get(crds.MANAGED_BY) == crds.FLEETWAVE
-    hidden = ours_native is None or not any(v.served for v in ours_native.spec.versions)
-    return ours and hidden
+    """Whether the last install here was `install --upstream-apis`: the KubeFleet placement kinds are
+    served in their upstream group and not in fleetwave.io (a later plain `install` serves them again).
+    Asked through discovery, which needs no RBAC: the controller's own account can ask."""
+    kind = "ClusterResourcePlacement"
+    return kind in kinds.served_kinds(client, families.FLEET_PLACEMENT) and kind not in kinds.served_kinds(
+        client, f"{kinds.GROUP}/{kinds.VERSION}"
+    )
 
 
 def _crd(client: Client, name: str) -> Any | None:
