@@ -529,3 +529,78 @@ def test_a_controller_killed_mid_run_resumes_where_it_was(
         c: e["appliedAt"] for c, e in before["deliveries"].items()
     }
     assert all(cm_value(m, hub_ns) == "value2" for m in members.values())
+
+
+def test_a_pickfixed_rolling_update_placement_delivers_only_to_the_clusters_it_names(
+    controller: Controllers, management: Client, members: dict[str, Client], hub_ns: str
+) -> None:
+    crp = "fixed-rolling"
+    doc = crp_doc(crp, hub_ns)
+    doc["spec"]["policy"] = {"placementType": "PickFixed", "clusterNames": ["member-1", "member-3"]}
+    doc["spec"]["strategy"] = {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}}
+    apply(management, doc)
+    try:
+        wait_for(
+            lambda: [cm_value(members[m], hub_ns) for m in ("member-1", "member-3")] == ["value1", "value1"],
+            what="the named clusters updated",
+        )
+        assert cm_value(members["member-2"], hub_ns) is None  # not named: never delivered to
+    finally:
+        management.delete(kinds.resource("ClusterResourcePlacement"), crp)
+
+
+def test_a_pickn_run_in_initialize_state_freezes_its_plan_and_delivers_only_once_set_to_run(
+    controller: Controllers, management: Client, members: dict[str, Client], hub_ns: str
+) -> None:
+    crp, strategy, run = "pick-two", "all-at-once", "pick-two-run"
+    doc = crp_doc(crp, hub_ns)
+    doc["spec"]["policy"] = {"placementType": "PickN", "numberOfClusters": 2}
+    apply(management, doc)
+    wait_for(
+        lambda: snapshot_labels(management, "ClusterResourceSnapshot", f"{crp}-0-snapshot"), what="snapshot 0"
+    )
+    apply(
+        management,
+        {
+            "apiVersion": API,
+            "kind": "ClusterStagedUpdateStrategy",
+            "metadata": {"name": strategy},
+            "spec": {"stages": [{"name": "all", "labelSelector": {}, "maxConcurrency": 3}]},
+        },
+    )
+    body = run_doc(run, crp, "0", strategy)
+    body["spec"]["state"] = "Initialize"
+    apply(management, body)
+    try:
+        wait_for(
+            lambda: (
+                cond(get(management, "ClusterStagedUpdateRun", run), "Progressing").get("reason")
+                == "UpdateRunNotStarted"
+            ),
+            what="initialized, not started",
+        )
+        initialized = get(management, "ClusterStagedUpdateRun", run)
+        assert cond(initialized, "Initialized")["status"] == "True"
+        # The frozen plan (stagesStatus lists clusters once they start, so read the run's record).
+        stages = initialized.status["rollout"]["stages"]
+        planned = [c.rpartition("/")[2] for stage in stages for c in stage["clusters"]]
+        assert len(planned) == 2  # PickN: two of the three members, frozen in the plan
+        assert initialized.status["policyObservedClusterCount"] == 2
+        assert all(cm_value(c, hub_ns) is None for c in members.values())  # nothing delivered yet
+
+        management.patch(
+            kinds.resource("ClusterStagedUpdateRun"),
+            run,
+            {"spec": {"state": "Run"}},
+            patch_type=PatchType.MERGE,
+        )
+        wait_for(lambda: succeeded(management, "ClusterStagedUpdateRun", run), what="run succeeded")
+        delivered = sorted(m for m, c in members.items() if cm_value(c, hub_ns) == "value1")
+        assert delivered == sorted(planned)
+    finally:
+        for kind, name in (
+            ("ClusterStagedUpdateRun", run),
+            ("ClusterStagedUpdateStrategy", strategy),
+            ("ClusterResourcePlacement", crp),
+        ):
+            management.delete(kinds.resource(kind), name)
