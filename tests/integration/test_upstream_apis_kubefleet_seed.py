@@ -233,7 +233,10 @@ def test_seed_004_cluster_scoped_rollout_and_rollback_verbatim(
         lambda: next(iter(table(shell("kubectl get crp example-placement"))), None), what="crp listed"
     )
     assert list(crp) == ["NAME", "GEN", "SCHEDULED", "SCHEDULED-GEN", "AVAILABLE", "AVAILABLE-GEN", "AGE"]
-    snapshots = table(shell("kubectl get clusterresourcesnapshots --show-labels"))
+    # The placement is listed as soon as it is created; its first snapshot is cut a moment later.
+    snapshots = wait_for(
+        lambda: table(shell("kubectl get clusterresourcesnapshots --show-labels")), what="snapshot 0 listed"
+    )
     assert [(r["NAME"], r["GEN"]) for r in snapshots] == [("example-placement-0-snapshot", "1")]
     assert snapshots[0]["LABELS"] == (
         "kubernetes-fleet.io/is-latest-snapshot=true,kubernetes-fleet.io/parent-CRP=example-placement,"
@@ -301,8 +304,13 @@ def test_seed_004_cluster_scoped_rollout_and_rollback_verbatim(
     assert all(c["observedGeneration"] == 1 for c in done["conditions"])
     assert done["policySnapshotIndexUsed"] == "0"
     assert done["deletionStageStatus"]["stageName"] == "kubernetes-fleet.io/deleteStage"
-    crp = table(shell("kubectl get crp example-placement"))[0]
-    assert (crp["SCHEDULED"], crp["AVAILABLE"]) == ("True", "True")
+
+    # The placement's status follows its runs on its own reconcile, a moment after the run's.
+    def crp_available() -> bool:
+        row = table(shell("kubectl get crp example-placement"))[0]
+        return (row["SCHEDULED"], row["AVAILABLE"]) == ("True", "True")
+
+    wait_for(crp_available, what="crp available")
 
     # Rollback: the second run, approved with the seed's --patch-file.
     shell.apply_heredoc(objects[5])
@@ -393,8 +401,15 @@ def test_seed_004_namespaced_rollout_with_hyphenated_stages_and_rollback_verbati
         what="namespaced run succeeded",
     )
     assert {m: image_on(c) for m, c in members.items()} == dict.fromkeys(members, "nginx:1.21")
-    placement = table(shell("kubectl get resourceplacement web-app-placement -n my-app-namespace"))[0]
-    assert placement["SCHEDULED"] == "True"
+    wait_for(
+        lambda: (
+            table(shell("kubectl get resourceplacement web-app-placement -n my-app-namespace"))[0][
+                "SCHEDULED"
+            ]
+            == "True"
+        ),
+        what="resource placement scheduled",
+    )
 
     shell.apply_heredoc(objects[10])  # the rollback run, snapshot 0
     wait_for(
