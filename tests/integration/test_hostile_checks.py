@@ -122,7 +122,10 @@ class Monitor:
             spec = self.client.get(Lease, "fleetwave-controller", namespace="fleetwave-system").spec
             if spec.holderIdentity:
                 self.seen.holders.add(spec.holderIdentity)
-            if spec.renewTime and (not self.seen.renewals or self.seen.renewals[-1] != spec.renewTime):
+            # A Lease released by an earlier controller keeps its last renewTime with no holder: only
+            # renewals made while someone holds it count (that stale time once showed as a 15 s gap).
+            held = bool(spec.holderIdentity) and spec.renewTime
+            if held and (not self.seen.renewals or self.seen.renewals[-1] != spec.renewTime):
                 self.seen.renewals.append(spec.renewTime)
 
 
