@@ -186,8 +186,9 @@ def wait_for(probe: Callable[[], T | None], *, timeout: float = 120.0, what: str
             last = e
             if e.response.status_code != 429:
                 raise
-        if last:
-            return last  # type: ignore[return-value]
+        # An error tolerated above is truthy too: it must never end the wait as if it were the answer.
+        if last and not isinstance(last, ApiError | httpx2.HTTPStatusError):
+            return last  # type: ignore[no-any-return]
         time.sleep(0.25)
     pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}; last seen: {last!r}")
 

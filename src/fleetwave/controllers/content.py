@@ -104,22 +104,14 @@ _UNSUPPORTED = (
     "pre_deploy_checks",
     "post_delete_checks",
     "patches_from",
-    "continue_on_error",
-    "continue_on_conflict",
     "reloader",
 )
-# Refused when set to anything but their default (the default is what fleetwave does).
-_DEFAULTED = ("tier", "max_consecutive_failures")
-DEFAULT_TIER = 100
 
 
 def _refuse_unhonoured(spec: ProfileSpec, path: str) -> None:
     for name in _UNSUPPORTED:
         if getattr(spec, name, None):
             raise ContentError(f"{path}.{_alias(spec, name)}: not supported by fleetwave yet")
-    for name in _DEFAULTED:
-        if getattr(spec, name) != ProfileSpec.model_fields[name].default:
-            raise ContentError(f"{path}.{_alias(spec, name)}: only the default is supported by fleetwave yet")
     for i, chart in enumerate(spec.helm_charts or []):
         _refuse_unhonoured_chart(chart, f"{path}.helmCharts[{i}]")
     for i, ref in enumerate(spec.policy_refs or []):
@@ -128,8 +120,6 @@ def _refuse_unhonoured(spec: ProfileSpec, path: str) -> None:
             raise ContentError(
                 f"{path}.policyRefs[{i}].deploymentType: Local is not supported by fleetwave yet"
             )
-        if ref.tier != DEFAULT_TIER:
-            raise ContentError(f"{path}.policyRefs[{i}].tier: only the default is supported by fleetwave yet")
         _refuse_ref_options(ref, f"{path}.policyRefs[{i}]")
 
 

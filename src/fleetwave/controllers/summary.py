@@ -67,15 +67,25 @@ async def reconcile(ctx: Context, key: str) -> Result:
             ctx, namespace, name, {"finalizers": [*(meta.get("finalizers") or []), ss.FINALIZER]}
         )
         return Result(requeue=True)
+    wanted = str((meta.get("annotations") or {}).get(ss.CONTENT_HASH_ANNOTATION, ""))
+    if ss.gave_up(raw.get("status") or {}, content_hash=wanted, generation=meta.get("generation")):
+        return Result()  # maxConsecutiveFailures reached: a new revision or a spec edit wakes us
     outcome = await _deliver(ctx, raw)
+    limit = ((raw.get("spec") or {}).get("clusterProfileSpec") or {}).get("maxConsecutiveFailures")
     status = ss.status_body(
-        outcome, generation=meta.get("generation"), now=ctx.clock(), previous=raw.get("status") or {}
+        outcome,
+        generation=meta.get("generation"),
+        now=ctx.clock(),
+        previous=raw.get("status") or {},
+        max_failures=int(limit) if limit else None,
     )
     written = await write_status(ctx.client, ctx.resource("ClusterSummary"), obj, status)
     if written is StatusWrite.CONFLICT:
         return Result(requeue=True)
     if written is StatusWrite.WRITTEN and outcome.failed:
-        await ctx.event(obj, True, "DeliveryFailed", outcome.failed)
+        await ctx.event(obj, True, "DeliveryFailed", status.get("failureMessage") or outcome.failed)
+    if ss.gave_up(status, content_hash=wanted, generation=meta.get("generation")):
+        return Result()
     return _requeue(raw, outcome)
 
 
@@ -226,8 +236,20 @@ def _provisioned(status: Mapping[str, Any]) -> bool:
     )
 
 
-def _objects(body: Mapping[str, Any]) -> list[dict[str, Any]]:
-    return [o for p in body.get("policies") or [] for o in p.get("objects") or []]
+def _objects(body: Mapping[str, Any], tier: int = manifests.DEFAULT_TIER) -> list[dict[str, Any]]:
+    """The snapshot's objects, each annotated with its (profile tier, policyRef tier) when not the
+    default: who wins when another profile deploys the same object (ADR 0063)."""
+    return [
+        manifests.with_tier(o, (tier, int(p.get("tier") or manifests.DEFAULT_TIER)))
+        for p in body.get("policies") or []
+        for o in p.get("objects") or []
+    ]
+
+
+def _apply_policy(profile: ClusterProfileSpec) -> manifests.ApplyPolicy:
+    return manifests.ApplyPolicy(
+        stop_on_error=not profile.continue_on_error, stop_on_conflict=not profile.continue_on_conflict
+    )
 
 
 def _ids(objects: list[dict[str, Any]]) -> list[tuple[str, str, str | None, str]]:
@@ -273,12 +295,16 @@ async def _deliver_to(
 ) -> ss.Outcome:
     meta = raw["metadata"]
     inv = inventory(meta["namespace"], meta["name"])
-    objects = _objects(body)
+    objects = _objects(body, profile.tier)
     drift: list[str] = []
     if profile.sync_mode == "ContinuousWithDriftDetection" and objects:
         drift = [f"{d.ref}: {d.reason}" for d in await manifests.detect_drift(target, objects, inventory=inv)]
-    resources = await _resources(target, objects, inv, raw.get("status") or {}, dry_run)
-    releases = await _charts(ctx, target, body.get("helmCharts") or [], raw.get("status") or {}, dry_run)
+    resources = await _resources(
+        target, objects, inv, raw.get("status") or {}, dry_run, _apply_policy(profile)
+    )
+    releases = await _charts(
+        ctx, target, body.get("helmCharts") or [], raw.get("status") or {}, dry_run, profile.continue_on_error
+    )
     features = [resources] if objects or resources.deployed else []
     if body.get("helmCharts") or releases:
         features.append(_helm_feature(releases, body))
@@ -297,10 +323,15 @@ async def _deliver_to(
 
 
 async def _resources(
-    target: MemberTarget, objects: list[dict[str, Any]], inv: str, previous: Mapping[str, Any], dry_run: bool
+    target: MemberTarget,
+    objects: list[dict[str, Any]],
+    inv: str,
+    previous: Mapping[str, Any],
+    dry_run: bool,
+    policy: manifests.ApplyPolicy,
 ) -> ss.Feature:
     before = _previous_kinds(previous)
-    report = await manifests.apply(target, objects, inventory=inv, dry_run=dry_run)
+    report = await manifests.apply(target, objects, inventory=inv, dry_run=dry_run, policy=policy)
     if not report.ok:
         return ss.Feature(ss.FEATURE_RESOURCES, "Failed", report.content_hash, "; ".join(report.errors))
     if not dry_run:
@@ -325,12 +356,19 @@ async def _charts(
     charts: list[Mapping[str, Any]],
     previous: Mapping[str, Any],
     dry_run: bool,
+    continue_on_error: bool = False,
 ) -> list[ss.HelmRelease]:
-    releases = []
+    releases: list[ss.HelmRelease] = []
     wanted = set()
+    stopped = ""
     for entry in charts:
         chart = HelmChart.model_validate(entry["chart"])
         wanted.add((chart.release_name, chart.release_namespace))
+        if stopped:
+            releases.append(
+                ss.HelmRelease(chart.release_name, chart.release_namespace, "Failed", message=stopped)
+            )
+            continue
         if chart.helm_chart_action == "Uninstall":
             outcome = await ctx.helm.uninstall(
                 target, release=chart.release_name, namespace=chart.release_namespace
@@ -340,6 +378,9 @@ async def _charts(
                 target, chart, values=entry.get("values") or {}, dry_run=dry_run
             )
         releases.append(_release(chart.release_name, chart.release_namespace, outcome))
+        if not outcome.ok and not continue_on_error:
+            failed = f"{chart.release_namespace}/{chart.release_name}"
+            stopped = f"not deployed: {failed} failed before it (continueOnError is false)"
     for old in previous.get("helmReleaseSummaries") or []:  # charts removed from the profile
         key = (old.get("releaseName"), old.get("releaseNamespace"))
         if key not in wanted and not dry_run and old.get("status") != "Uninstalled":

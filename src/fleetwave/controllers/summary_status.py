@@ -7,6 +7,7 @@ cluster has the current revision delivered and healthy.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -152,9 +153,52 @@ def ready_condition(
     }
 
 
+NON_RETRIABLE = "FailedNonRetriable"
+
+
+def gave_up(status: Mapping[str, Any], *, content_hash: str, generation: int | None) -> bool:
+    """Whether delivery stopped retrying this content at this generation (maxConsecutiveFailures):
+    only a new revision or an edit of the summary (its profile's spec) tries again."""
+    ready: Mapping[str, Any] = next(
+        (c for c in status.get("conditions") or [] if c.get("type") == "Ready"), {}
+    )
+    return (
+        status.get("observedContentHash") == content_hash
+        and ready.get("observedGeneration") == generation
+        and any(f.get("status") == NON_RETRIABLE for f in status.get("featureSummaries") or [])
+    )
+
+
+def _give_up(outcome: Outcome, features: list[dict[str, Any]], limit: int | None) -> Outcome:
+    """The outcome once `limit` consecutive failures of a feature are reached: said in its message."""
+    if not limit or not any(f.get("consecutiveFailures", 0) >= limit for f in features):
+        return outcome
+    note = f"gave up after {limit} consecutive failures (maxConsecutiveFailures); a new revision retries"
+    for f in features:
+        if f.get("consecutiveFailures", 0) >= limit:
+            f["status"] = NON_RETRIABLE
+    changed = tuple(
+        Feature(f.feature_id, f.status, f.hash, f"{f.message}; {note}", f.deployed)
+        if f.status == "Failed"
+        else f
+        for f in outcome.features
+    )
+    for entry in features:
+        if entry["status"] == NON_RETRIABLE and "failureMessage" in entry:
+            entry["failureMessage"] = f"{entry['failureMessage']}; {note}"
+    return dataclasses.replace(outcome, features=changed)
+
+
 def status_body(
-    outcome: Outcome, *, generation: int | None, now: datetime, previous: Mapping[str, Any]
+    outcome: Outcome,
+    *,
+    generation: int | None,
+    now: datetime,
+    previous: Mapping[str, Any],
+    max_failures: int | None = None,
 ) -> dict[str, Any]:
+    features = _features(outcome, now, previous)
+    outcome = _give_up(outcome, features, max_failures)
     old_ready = next((c for c in previous.get("conditions") or [] if c.get("type") == "Ready"), None)
     deployed = [
         {"featureID": f.feature_id, "deployedGroupVersionKind": list(f.deployed)}
@@ -172,7 +216,7 @@ def status_body(
         "observedContentHash": previous.get("observedContentHash")
         if outcome.unreachable
         else outcome.content_hash,
-        "featureSummaries": _features(outcome, now, previous) or previous.get("featureSummaries"),
+        "featureSummaries": features or previous.get("featureSummaries"),
         "deployedGVKs": deployed or previous.get("deployedGVKs"),
         "helmReleaseSummaries": releases,
         "conditions": [ready_condition(outcome, generation=generation, now=now, previous=old_ready)],
@@ -197,6 +241,11 @@ def _features(outcome: Outcome, now: datetime, previous: Mapping[str, Any]) -> l
         }
         if f.message and f.status == "Failed":
             entry["failureMessage"] = f.message
+        if f.status == "Failed":
+            # Failures of the same content in a row (Sveltos' consecutiveFailures): what
+            # maxConsecutiveFailures counts; a success or other content starts again.
+            same = old.get("hash") == f.hash and old.get("status") in ("Failed", NON_RETRIABLE)
+            entry["consecutiveFailures"] = (int(old.get("consecutiveFailures") or 0) if same else 0) + 1
         features.append(entry)
     return features
 

@@ -1,9 +1,14 @@
 """Raw manifests on a member: server-side apply, prune, withdraw and drift detection by inventory.
 
-Objects are applied with field manager "fleetwave" and force, in dependency order, each labelled
-with the inventory key so later prunes find them by label (no discovery scans: callers pass the
-kinds of the last ApplyReport). Per-object API failures are reported; only an unreachable member
-raises (`MemberUnreachable`).
+Objects are applied with field manager "fleetwave", in dependency order, each labelled with the
+inventory key so later prunes find them by label (no discovery scans: callers pass the kinds of the
+last ApplyReport) and annotated with the inventory that deployed it. Per-object API failures are
+reported; only an unreachable member raises (`MemberUnreachable`).
+
+An `ApplyPolicy` says how to treat what is already there (ADR 0063): an object another inventory
+deployed is taken over only by a lower tier (Sveltos' conflict rule; equal tiers: the first keeps
+it); an object nobody of ours deployed is taken over as `take_over` says; without `force`, fields
+another manager changed are not taken back (the object has drifted) and the object is not applied.
 """
 
 from __future__ import annotations
@@ -20,7 +25,53 @@ from fleetwave.kube import kinds as kd
 from fleetwave.kube import ops
 from fleetwave.kube.client import FIELD_MANAGER, AsyncClient
 
-Action = Literal["created", "configured", "unchanged", "failed"]
+Action = Literal["created", "configured", "unchanged", "failed", "conflict", "skipped"]
+OWNER_ANNOTATION = "fleetwave.io/deployed-by"
+TIER_ANNOTATION = "fleetwave.io/tier"
+DEFAULT_TIER = 100
+Tier = tuple[int, int]  # (profile tier, policy tier): lower wins, compared in that order
+TakeOver = Literal["Always", "IfNoDiff", "Never"]
+
+
+@dataclass(frozen=True, slots=True)
+class ApplyPolicy:
+    """How an apply treats failures and what it finds already on the member (ADR 0063)."""
+
+    stop_on_error: bool = False  # Sveltos continueOnError: false
+    stop_on_conflict: bool = False  # Sveltos continueOnConflict: false
+    take_over: TakeOver = "Always"  # objects that exist and no fleetwave inventory deployed
+    force: bool = True  # False: an object with fields another manager changed is left alone
+
+
+def with_tier(obj: Mapping[str, Any], tier: Tier) -> dict[str, Any]:
+    """`obj` annotated with its tier (nothing when it is the default): who wins a conflict."""
+    out = dict(obj)
+    if tier == (DEFAULT_TIER, DEFAULT_TIER):
+        return out
+    meta = dict(out.get("metadata") or {})
+    text = str(tier[0]) if tier[1] == DEFAULT_TIER else f"{tier[0]}/{tier[1]}"
+    meta["annotations"] = {**(meta.get("annotations") or {}), TIER_ANNOTATION: text}
+    out["metadata"] = meta
+    return out
+
+
+def tier_of(obj: Mapping[str, Any]) -> Tier:
+    """The tier an object was deployed with; unreadable (someone edited it) counts as the default."""
+    text = str(((obj.get("metadata") or {}).get("annotations") or {}).get(TIER_ANNOTATION) or "")
+    first, _, second = text.partition("/")
+    try:
+        return (int(first or DEFAULT_TIER), int(second or DEFAULT_TIER))
+    except ValueError:
+        return (DEFAULT_TIER, DEFAULT_TIER)
+
+
+def _stamped(obj: Mapping[str, Any], key: str, inventory: str) -> dict[str, Any]:
+    out = ct.with_inventory(obj, key)
+    meta = out["metadata"]
+    meta["annotations"] = {**(meta.get("annotations") or {}), OWNER_ANNOTATION: inventory}
+    return out
+
+
 _DEFAULT_NAMESPACE = "default"
 _CRD_ESTABLISH_TIMEOUT = 60.0
 
@@ -55,6 +106,10 @@ class ApplyReport:
     @property
     def errors(self) -> list[str]:
         return [f"{o.ref}: {o.error}" for o in self.objects if o.error is not None]
+
+    @property
+    def conflicts(self) -> list[str]:
+        return [f"{o.ref}: {o.error}" for o in self.objects if o.action == "conflict"]
 
     @property
     def refs(self) -> set[ct.ObjectRef]:
@@ -99,7 +154,11 @@ def _action(before: dict[str, Any] | None, after: dict[str, Any]) -> Action:
 
 
 async def _apply_one(
-    client: AsyncClient, resolver: kd.AsyncKinds, obj: Mapping[str, Any], dry_run: bool
+    client: AsyncClient,
+    resolver: kd.AsyncKinds,
+    obj: Mapping[str, Any],
+    dry_run: bool,
+    policy: ApplyPolicy = ApplyPolicy(),
 ) -> AppliedObject:
     gvk = kd.GVK(str(obj["apiVersion"]), str(obj["kind"]))
     info = await resolver.find(gvk)
@@ -110,15 +169,82 @@ async def _apply_one(
     cls = kd.resource_class(info)
     try:
         before = await _live(client, cls, ref)
+        refused = _owned_elsewhere(before, body) if before is not None else ""
+        if not refused and before is not None and not _ours(before) and policy.take_over != "Always":
+            refused = await _not_taken_over(client, cls, before, body, policy.take_over)
+        if refused:
+            return AppliedObject(ref, digest, "conflict", refused)
         after = await ops.apply(
-            client, body, resource=cls, field_manager=FIELD_MANAGER, force=True, dry_run=dry_run
+            client, body, resource=cls, field_manager=FIELD_MANAGER, force=policy.force, dry_run=dry_run
         )
     except ops.StatusError as err:
         if dry_run and ops.is_not_found(err) and gvk in resolver.from_content:
             # Its CRD is part of this same content and not installed yet: it would be created.
             return AppliedObject(ref, digest, "created")
+        if not policy.force and ops.code_of(err) == ops.CONFLICT:
+            message = (
+                f"drifted, not applied: another manager changed fields fleetwave set ({ops.message_of(err)})"
+            )
+            return AppliedObject(ref, digest, "conflict", message)
         return AppliedObject(ref, digest, "failed", ops.message_of(err))
     return AppliedObject(ref, digest, _action(before, dict(after)))
+
+
+def _ours(live: Mapping[str, Any]) -> bool:
+    return bool(((live.get("metadata") or {}).get("labels") or {}).get(ct.INVENTORY_LABEL))
+
+
+def _owned_elsewhere(live: Mapping[str, Any], body: Mapping[str, Any]) -> str:
+    """Why `body` must not replace `live`, which another inventory deployed ("" when it may): only a
+    lower tier takes an object over; with equal tiers the first to deploy it keeps it."""
+    theirs = ((live.get("metadata") or {}).get("labels") or {}).get(ct.INVENTORY_LABEL)
+    mine = ((body.get("metadata") or {}).get("labels") or {}).get(ct.INVENTORY_LABEL)
+    if not theirs or theirs == mine:
+        return ""
+    their_tier, my_tier = tier_of(live), tier_of(body)
+    if my_tier < their_tier:
+        return ""
+    owner = ((live.get("metadata") or {}).get("annotations") or {}).get(OWNER_ANNOTATION) or theirs
+    return (
+        f"conflict: already deployed by {owner} (tier {_tier_text(their_tier)}); tier "
+        f"{_tier_text(my_tier)} does not take it over, only a lower tier does"
+    )
+
+
+def _tier_text(tier: Tier) -> str:
+    return str(tier[0]) if tier[1] == DEFAULT_TIER else f"{tier[0]}, policy tier {tier[1]}"
+
+
+def _without_own_metadata(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """`obj` comparable, without the label and annotations fleetwave itself adds."""
+    out = ct.comparable(obj)
+    meta = dict(out["metadata"])
+    for field, keys in (
+        ("labels", (ct.INVENTORY_LABEL,)),
+        ("annotations", (OWNER_ANNOTATION, TIER_ANNOTATION)),
+    ):
+        rest = {k: v for k, v in (meta.get(field) or {}).items() if k not in keys}
+        meta.pop(field, None)
+        if rest:
+            meta[field] = rest
+    out["metadata"] = meta
+    return out
+
+
+async def _not_taken_over(
+    client: AsyncClient, cls: type[Any], live: Mapping[str, Any], body: Mapping[str, Any], rule: TakeOver
+) -> str:
+    """Why an object that exists and that fleetwave did not deploy is left alone ("" to take it)."""
+    if rule == "Never":
+        return "exists and was not deployed by fleetwave: not taken over (whenToTakeOver: Never)"
+    would = await ops.apply(client, body, resource=cls, field_manager=FIELD_MANAGER, force=True, dry_run=True)
+    paths = ct.diff_paths(_without_own_metadata(live), _without_own_metadata(dict(would)))
+    if not paths:
+        return ""
+    return (
+        "exists and was not deployed by fleetwave: not taken over, it differs at "
+        f"{', '.join(paths[:5])} (whenToTakeOver: IfNoDiff)"
+    )
 
 
 async def _await_established(client: AsyncClient, resolver: kd.AsyncKinds, crd: AppliedObject) -> None:
@@ -142,21 +268,41 @@ def _established(crd: Mapping[str, Any]) -> bool:
 
 
 async def apply(
-    target: MemberTarget, objects: Sequence[Mapping[str, Any]], *, inventory: str, dry_run: bool = False
+    target: MemberTarget,
+    objects: Sequence[Mapping[str, Any]],
+    *,
+    inventory: str,
+    dry_run: bool = False,
+    policy: ApplyPolicy = ApplyPolicy(),
 ) -> ApplyReport:
     """Server-side apply `objects` to the member; DryRun (`dry_run=True`) changes nothing but
-    reports what would change. Objects failing on their own are reported; the rest still apply."""
+    reports what would change. Objects failing on their own are reported; the rest still apply
+    unless the policy stops at the first error or conflict (those after it are reported skipped)."""
     key = ct.inventory_key(inventory)
-    desired = [ct.with_inventory(o, key) for o in ct.sort_for_apply(objects)]
+    desired = [_stamped(o, key, inventory) for o in ct.sort_for_apply(objects)]
     results: list[AppliedObject] = []
+    stopped = ""
     async with target.session() as client:
         resolver = kd.AsyncKinds(client, desired)
         for obj in desired:
-            result = await _apply_one(client, resolver, obj, dry_run)
+            if stopped:
+                results.append(AppliedObject(ct.ref_of(obj), ct.object_hash(obj), "skipped", stopped))
+                continue
+            result = await _apply_one(client, resolver, obj, dry_run, policy)
             results.append(result)
+            stopped = _stop(result, policy)
             if result.changed and result.ref.kind == "CustomResourceDefinition" and not dry_run:
                 await _await_established(client, resolver, result)
     return ApplyReport(key, dry_run, tuple(results), ct.content_hash(desired))
+
+
+def _stop(result: AppliedObject, policy: ApplyPolicy) -> str:
+    """Why nothing after `result` is applied ("" to go on)."""
+    if result.action == "failed" and policy.stop_on_error:
+        return f"not applied: {result.ref} failed before it (continueOnError is false)"
+    if result.action == "conflict" and policy.stop_on_conflict:
+        return f"not applied: {result.ref} is in conflict before it (continueOnConflict is false)"
+    return ""
 
 
 async def _labelled(client: AsyncClient, info: kd.KindInfo, key: str) -> list[ct.ObjectRef]:
@@ -238,7 +384,7 @@ async def detect_drift(
     """Objects whose live state no longer matches what fleetwave applied (ContinuousWithDriftDetection):
     deleted, taken over by another field manager, or changed in a way re-applying would undo."""
     key = ct.inventory_key(inventory)
-    desired = [ct.with_inventory(o, key) for o in ct.sort_for_apply(objects)]
+    desired = [_stamped(o, key, inventory) for o in ct.sort_for_apply(objects)]
     drifts: list[Drift] = []
     async with target.session() as client:
         resolver = kd.AsyncKinds(client, desired)

@@ -56,6 +56,8 @@ SO = "tests/unit/controllers/test_controllers_summary_ownership.py::"
 DH = "tests/integration/test_delivery_helm.py::"
 HO = "tests/unit/delivery/test_delivery_helm_options.py::"
 UP = "tests/integration/test_upstream_apis_kubefleet_seed.py::"
+DC = "tests/integration/test_delivery_conflicts.py::"
+PC = "tests/integration/test_profile_conflicts.py::"
 
 DRIFT = CC + "test_drift_exclusions_remove_the_paths_from_matching_objects_before_delivery"
 SEED_RUN = KS + "test_seed_004_cluster_scoped_rollout_then_rollback"
@@ -125,9 +127,13 @@ PROFILE_SPEC: dict[str, Entry] = {
     "syncMode": h(
         "tests/integration/test_delivery_manifests.py::test_dry_run_reports_what_would_change_and_changes_nothing"
     ),
-    "tier": profile({"tier": 50}),
-    "continueOnConflict": profile({"continueOnConflict": True}),
-    "continueOnError": profile({"continueOnError": True}),
+    "tier": h(
+        PC + "test_a_lower_tier_takes_an_object_over_and_the_other_profile_gives_up_after_its_failures"
+    ),
+    "continueOnConflict": h(
+        PC + "test_a_lower_tier_takes_an_object_over_and_the_other_profile_gives_up_after_its_failures"
+    ),
+    "continueOnError": h(DC + "test_stop_on_error_skips_what_follows_a_failed_object"),
     "maxUpdate": h(PH + "test_max_update_admits_one_cluster_at_a_time_and_waits_for_validate_healths"),
     "stopMatchingBehavior": h(SO + "test_a_summary_fleetwave_made_goes_on_to_delivery"),
     "reloader": profile({"reloader": True}),
@@ -147,7 +153,9 @@ PROFILE_SPEC: dict[str, Entry] = {
     "patches": profile({"patches": [{"patch": "x"}]}),
     "patchesFrom": profile({"patchesFrom": [{"kind": "ConfigMap", "name": "p", "namespace": "fw"}]}),
     "driftExclusions": h(DRIFT),
-    "maxConsecutiveFailures": profile({"maxConsecutiveFailures": 3}),
+    "maxConsecutiveFailures": h(
+        PC + "test_a_lower_tier_takes_an_object_over_and_the_other_profile_gives_up_after_its_failures"
+    ),
 }
 
 REGISTRY: dict[str, dict[str, Entry]] = {
@@ -186,7 +194,7 @@ REGISTRY: dict[str, dict[str, Entry]] = {
         ),
         "deploymentType": ref({"deploymentType": "Local"}),
         "optional": h(CC + "test_an_optional_missing_reference_is_skipped"),
-        "tier": ref({"tier": 10}),
+        "tier": h(DC + "test_the_first_inventory_keeps_an_object_until_a_lower_tier_takes_it_over"),
         "skipNamespaceCreation": ref({"skipNamespaceCreation": False}),
         "force": ref({"force": False}),
     },

@@ -132,10 +132,7 @@ CHECK = {"name": "c", "featureID": "Resources", "group": "", "version": "v1", "k
         ({"preDeployChecks": [CHECK]}, r"spec\.preDeployChecks: not supported"),
         ({"postDeleteChecks": [CHECK]}, r"spec\.postDeleteChecks: not supported"),
         ({"patchesFrom": [{"kind": "ConfigMap", "name": "p", "namespace": "fw"}]}, r"spec\.patchesFrom: not"),
-        ({"continueOnError": True}, r"spec\.continueOnError: not supported"),
-        ({"continueOnConflict": True}, r"spec\.continueOnConflict: not supported"),
         ({"reloader": True}, r"spec\.reloader: not supported"),
-        ({"tier": 50}, r"spec\.tier: only the default"),
         (
             {"policyRefs": [{"kind": "ConfigMap", "name": "greeting", "namespace": "fw", "path": "x"}]},
             r"spec\.policyRefs\[0\]\.path: only meaningful for Flux sources",
@@ -165,7 +162,6 @@ CHECK = {"name": "c", "featureID": "Resources", "group": "", "version": "v1", "k
             {"helmCharts": [{**CHART, "options": {"upgradeOptions": {"recreate": True}}}]},
             r"spec\.helmCharts\[0\]\.options\.upgradeOptions\.recreate: not supported",
         ),
-        ({"maxConsecutiveFailures": 3}, r"spec\.maxConsecutiveFailures: only the default"),
         (
             {
                 "policyRefs": [
@@ -173,10 +169,6 @@ CHECK = {"name": "c", "featureID": "Resources", "group": "", "version": "v1", "k
                 ]
             },
             r"spec\.policyRefs\[0\]\.deploymentType: Local is not supported",
-        ),
-        (
-            {"policyRefs": [{"kind": "ConfigMap", "name": "greeting", "namespace": "fw", "tier": 10}]},
-            r"spec\.policyRefs\[0\]\.tier: only the default",
         ),
     ],
 )
