@@ -604,3 +604,96 @@ def test_a_pickn_run_in_initialize_state_freezes_its_plan_and_delivers_only_once
             ("ClusterResourcePlacement", crp),
         ):
             management.delete(kinds.resource(kind), name)
+
+
+def _delivery(management: Client, crp: str) -> dict[str, Any]:
+    status = get(management, "ClusterResourcePlacement", crp).status or {}
+    return dict((status.get("deliveries") or {}).get(f"{MEMBER_NS}/member-1") or {})
+
+
+def _strategy(management: Client, crp: str, apply_strategy: dict[str, Any]) -> None:
+    management.patch(
+        kinds.resource("ClusterResourcePlacement"),
+        crp,
+        {"spec": {"strategy": {"applyStrategy": apply_strategy}}},
+        patch_type=PatchType.MERGE,
+    )
+
+
+def _ours(member: Client, kind: type[Any], name: str, namespace: str | None = None) -> bool:
+    labels = member.get(kind, name, namespace=namespace).metadata.labels or {}
+    return "fleetwave.io/inventory" in labels
+
+
+def test_apply_strategies_report_diffs_take_over_only_as_told_and_leave_drifted_objects_alone(
+    controller: Controllers, management: Client, members: dict[str, Client], hub_ns: str
+) -> None:
+    crp, member = "apply-rules", members["member-1"]
+    # member-1 already has the namespace and a test-cm of its own (nobody placed them).
+    member.create(Namespace(metadata=ObjectMeta(name=hub_ns)))
+    member.create(ConfigMap(metadata=ObjectMeta(name="test-cm", namespace=hub_ns), data={"key": "local"}))
+    doc = crp_doc(crp, hub_ns)
+    doc["spec"]["policy"] = {"placementType": "PickFixed", "clusterNames": ["member-1"]}
+    doc["spec"]["strategy"] = {"type": "RollingUpdate", "applyStrategy": {"type": "ReportDiff"}}
+    apply(management, doc)
+    try:
+        # ReportDiff: nothing applied; the member's differences in upstream's shape.
+        placed = wait_for(
+            lambda: (
+                get(management, "ClusterResourcePlacement", crp)
+                if cond(
+                    get(management, "ClusterResourcePlacement", crp), "ClusterResourcePlacementDiffReported"
+                ).get("status")
+                == "True"
+                else None
+            ),
+            what="differences reported",
+        )
+        [entry] = placed.status["placementStatuses"]
+        assert entry["clusterName"] == "member-1"
+        assert entry["diffReported"] is True
+        diffed = {d["kind"]: d for d in entry["diffedPlacements"]}
+        assert set(diffed) == {"ConfigMap"}  # the namespace matches: no difference to report
+        assert {"path": "/data/key", "valueInMember": "local", "valueInHub": "value1"} in diffed["ConfigMap"][
+            "observedDiffs"
+        ]
+        assert cm_value(member, hub_ns) == "local"
+        assert not _ours(member, ConfigMap, "test-cm", hub_ns)
+
+        # whenToTakeOver: Never — what exists and was not placed stays as it is, and says so.
+        _strategy(management, crp, {"type": "ClientSideApply", "whenToTakeOver": "Never"})
+        error = wait_for(lambda: _delivery(management, crp).get("error"), what="take-over refused")
+        assert "whenToTakeOver: Never" in error
+        assert cm_value(member, hub_ns) == "local"
+
+        # IfNoDiff: the namespace (no difference) is taken over, test-cm (differs at /data/key) is not
+        # until the member's copy matches the hub's.
+        _strategy(management, crp, {"type": "ClientSideApply", "whenToTakeOver": "IfNoDiff"})
+        error = wait_for(
+            lambda: e if "IfNoDiff" in (e := str(_delivery(management, crp).get("error") or "")) else None,
+            what="IfNoDiff refuses the differing ConfigMap",
+        )
+        assert "/data/key" in error
+        wait_for(lambda: _ours(member, Namespace, hub_ns), what="the namespace taken over")
+        assert cm_value(member, hub_ns) == "local"
+        member.patch(ConfigMap, "test-cm", {"data": {"key": "value1"}}, namespace=hub_ns)
+        wait_for(
+            lambda: _ours(member, ConfigMap, "test-cm", hub_ns), what="test-cm taken over once it matches"
+        )
+
+        # whenToApply: IfNotDrifted — a hand edit on the member is not overwritten by the next snapshot.
+        _strategy(management, crp, {"type": "ClientSideApply", "whenToApply": "IfNotDrifted"})
+        wait_for(lambda: _delivery(management, crp).get("doneAt"), what="delivered under IfNotDrifted")
+        edited = member.get(ConfigMap, "test-cm", namespace=hub_ns)
+        edited.data = {"key": "edited"}
+        member.replace(edited, field_manager="kubectl-edit")
+        set_value(management, hub_ns, "value3")
+        error = wait_for(
+            lambda: e if "drifted" in (e := str(_delivery(management, crp).get("error") or "")) else None,
+            what="the drifted ConfigMap reported",
+        )
+        assert "test-cm" in error
+        assert cm_value(member, hub_ns) == "edited"
+    finally:
+        management.delete(kinds.resource("ClusterResourcePlacement"), crp)
+        member.delete(Namespace, hub_ns)

@@ -43,6 +43,9 @@ class ApplyPolicy:
     force: bool = True  # False: an object with fields another manager changed is left alone
 
 
+DEFAULT_POLICY = ApplyPolicy()
+
+
 def with_tier(obj: Mapping[str, Any], tier: Tier) -> dict[str, Any]:
     """`obj` annotated with its tier (nothing when it is the default): who wins a conflict."""
     out = dict(obj)
@@ -122,6 +125,23 @@ class ApplyReport:
 
 
 @dataclass(frozen=True, slots=True)
+class Difference:
+    """One field where the member's object differs from what fleetwave would apply (ReportDiff)."""
+
+    path: str
+    in_member: Any  # None: the member does not have it
+    in_hub: Any  # None: applying would not set it
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectDiff:
+    ref: ct.ObjectRef
+    missing: bool  # the object is not on the member at all
+    differences: tuple[Difference, ...] = ()
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Drift:
     ref: ct.ObjectRef
     reason: Literal["missing", "conflict", "modified"]
@@ -158,7 +178,7 @@ async def _apply_one(
     resolver: kd.AsyncKinds,
     obj: Mapping[str, Any],
     dry_run: bool,
-    policy: ApplyPolicy = ApplyPolicy(),
+    policy: ApplyPolicy = DEFAULT_POLICY,
 ) -> AppliedObject:
     gvk = kd.GVK(str(obj["apiVersion"]), str(obj["kind"]))
     info = await resolver.find(gvk)
@@ -273,7 +293,7 @@ async def apply(
     *,
     inventory: str,
     dry_run: bool = False,
-    policy: ApplyPolicy = ApplyPolicy(),
+    policy: ApplyPolicy = DEFAULT_POLICY,
 ) -> ApplyReport:
     """Server-side apply `objects` to the member; DryRun (`dry_run=True`) changes nothing but
     reports what would change. Objects failing on their own are reported; the rest still apply
@@ -393,3 +413,55 @@ async def detect_drift(
             if drift is not None:
                 drifts.append(drift)
     return drifts
+
+
+def _value_at(doc: Any, path: str) -> Any:
+    for part in path.strip("/").split("/") if path.strip("/") else []:
+        if isinstance(doc, Mapping):
+            doc = doc.get(part)
+        elif isinstance(doc, list) and part.isdigit() and int(part) < len(doc):
+            doc = doc[int(part)]
+        else:
+            return None
+    return doc
+
+
+async def _diff_of(client: AsyncClient, resolver: kd.AsyncKinds, obj: Mapping[str, Any]) -> ObjectDiff:
+    gvk = kd.GVK(str(obj["apiVersion"]), str(obj["kind"]))
+    info = await resolver.find(gvk)
+    if info is None:
+        return ObjectDiff(ct.ref_of(obj), True, error=f"{gvk.kind} is not served")
+    body = _placed(obj, info)
+    ref, cls = ct.ref_of(body), kd.resource_class(info)
+    try:
+        live = await _live(client, cls, ref)
+        if live is None:
+            return ObjectDiff(ref, True)
+        would = await ops.apply(
+            client, body, resource=cls, field_manager=FIELD_MANAGER, force=True, dry_run=True
+        )
+    except ops.StatusError as err:
+        return ObjectDiff(ref, False, error=ops.message_of(err))
+    left, right = _without_own_metadata(live), _without_own_metadata(dict(would))
+    paths = ct.diff_paths(left, right)
+    return ObjectDiff(
+        ref, False, tuple(Difference(p, _value_at(left, p), _value_at(right, p)) for p in paths)
+    )
+
+
+async def report_diff(
+    target: MemberTarget, objects: Sequence[Mapping[str, Any]], *, inventory: str
+) -> list[ObjectDiff]:
+    """How the member differs from `objects` (KubeFleet's ReportDiff), changing nothing: objects it
+    lacks, and per object the fields a forced apply would change (fleetwave's own label and
+    annotations aside). Objects that match are not listed."""
+    key = ct.inventory_key(inventory)
+    desired = [_stamped(o, key, inventory) for o in ct.sort_for_apply(objects)]
+    out: list[ObjectDiff] = []
+    async with target.session() as client:
+        resolver = kd.AsyncKinds(client, desired)
+        for obj in desired:
+            found = await _diff_of(client, resolver, obj)
+            if found.missing or found.differences or found.error:
+                out.append(found)
+    return out

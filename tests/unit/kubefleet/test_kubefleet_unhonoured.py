@@ -66,18 +66,6 @@ TERM = {"labelSelector": {"matchLabels": {"env": "prod"}}}
             "spec.strategy.rollingUpdate.unavailablePeriodSeconds",
         ),
         (
-            {"strategy": {"applyStrategy": {"type": "ReportDiff"}}},
-            "spec.strategy.applyStrategy.type: ReportDiff",
-        ),
-        (
-            {"strategy": {"applyStrategy": {"whenToApply": "IfNotDrifted"}}},
-            "spec.strategy.applyStrategy.whenToApply: IfNotDrifted",
-        ),
-        (
-            {"strategy": {"applyStrategy": {"whenToTakeOver": "Never"}}},
-            "spec.strategy.applyStrategy.whenToTakeOver: Never",
-        ),
-        (
             {"strategy": {"applyStrategy": {"comparisonOption": "FullComparison"}}},
             "spec.strategy.applyStrategy.comparisonOption: FullComparison",
         ),
@@ -92,10 +80,6 @@ TERM = {"labelSelector": {"matchLabels": {"env": "prod"}}}
         (
             {"strategy": {"reportBackStrategy": {"type": "Mirror", "destination": "WorkAPI"}}},
             "spec.strategy.reportBackStrategy.type: Mirror",
-        ),
-        (
-            {"strategy": {"applyStrategy": {"type": "ServerSideApply"}}},
-            "spec.strategy.applyStrategy.serverSideApplyConfig.force: false",
         ),
         ({"statusReportingScope": "NamespaceAccessible"}, "spec.statusReportingScope: NamespaceAccessible"),
     ],

@@ -7,13 +7,15 @@ member is reported as a message, never raised: the run waits and reports it.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from fleetwave.controllers import members
 from fleetwave.controllers.context import Context
-from fleetwave.controllers.kubefleet import selection
+from fleetwave.controllers.kubefleet import apply_rules, selection
+from fleetwave.core import status as st
 from fleetwave.delivery import manifests
 from fleetwave.delivery.target import MemberTarget, MemberUnreachable
 from fleetwave.kube import kinds
@@ -26,6 +28,7 @@ KINDS = frozenset(kinds.GVK(k.api_version, k.name) for k in selection.KINDS.valu
 class Outcome:
     ok: bool
     message: str
+    diffs: tuple[dict[str, Any], ...] = ()  # ReportDiff: upstream's diffedPlacements entries
 
 
 def target(ctx: Context, cluster: str) -> MemberTarget | None:
@@ -37,19 +40,80 @@ def _missing(cluster: str) -> Outcome:
 
 
 async def apply(
-    ctx: Context, cluster: str, objects: Sequence[Mapping[str, Any]], *, inventory: str
+    ctx: Context,
+    cluster: str,
+    objects: Sequence[Mapping[str, Any]],
+    *,
+    inventory: str,
+    rules: apply_rules.ApplyRules = apply_rules.DEFAULT,
 ) -> Outcome:
     tgt = target(ctx, cluster)
     if tgt is None:
         return _missing(cluster)
     try:
-        report = await manifests.apply(tgt, objects, inventory=inventory)
+        if rules.report_diff:
+            return _reported(await manifests.report_diff(tgt, objects, inventory=inventory), ctx)
+        report = await manifests.apply(tgt, objects, inventory=inventory, policy=rules.policy)
         if not report.ok:
             return Outcome(False, "apply failed: " + "; ".join(report.errors))
         await manifests.prune(tgt, inventory=inventory, kinds=KINDS, keep=report.refs)
     except MemberUnreachable as e:
         return Outcome(False, str(e))
     return Outcome(True, "applied")
+
+
+def _reported(diffs: list[manifests.ObjectDiff], ctx: Context) -> Outcome:
+    """ReportDiff: nothing was applied; the differences in upstream's diffedPlacements shape."""
+    at = st.fmt(ctx.clock())
+    entries = tuple(_diffed(d, at) for d in diffs)
+    if not diffs:
+        return Outcome(True, "ReportDiff: no differences from the resource snapshot")
+    shown = ", ".join(str(d.ref) for d in diffs[:5])
+    return Outcome(
+        True, f"ReportDiff: {len(diffs)} objects differ from the resource snapshot: {shown}", entries
+    )
+
+
+def _diffed(diff: manifests.ObjectDiff, at: str) -> dict[str, Any]:
+    gvk = diff.ref.gvk
+    entry: dict[str, Any] = {
+        "group": gvk.group,
+        "version": gvk.version,
+        "kind": diff.ref.kind,
+        "name": diff.ref.name,
+        "observationTime": at,
+    }
+    if diff.ref.namespace:
+        entry["namespace"] = diff.ref.namespace
+    if diff.missing:
+        entry["observedDiffs"] = [{"path": "/", "valueInHub": "(the whole object)"}]
+    else:
+        entry["observedDiffs"] = [
+            {
+                k: v
+                for k, v in (
+                    ("path", d.path),
+                    ("valueInMember", _text(d.in_member)),
+                    ("valueInHub", _text(d.in_hub)),
+                )
+                if v is not None
+            }
+            for d in diff.differences[:MAX_DIFFS]
+        ]
+    if diff.error:
+        entry["error"] = diff.error
+    return entry
+
+
+MAX_DIFFS = 50  # per object: status stays small whatever the member holds
+
+
+def _text(value: Any) -> str | None:
+    """Upstream reports values as strings; None stays absent (the side does not have the field)."""
+    if value is None:
+        return None
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+    return text[:256]
 
 
 async def available(ctx: Context, cluster: str, objects: Sequence[Mapping[str, Any]]) -> Outcome:

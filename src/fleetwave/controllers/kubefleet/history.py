@@ -21,12 +21,15 @@ class Held:
     index: str | None  # None once removed
     at: str  # RFC 3339 of the event (sortable as text)
     done: bool
+    diffs: tuple[Obj, ...] = ()  # ReportDiff: how the member differed from the snapshot
 
 
 def _events(status: Obj) -> Iterable[Held]:
     for cluster, entry in (status.get("deliveries") or {}).items():
         if entry.get("appliedAt"):
-            yield Held(cluster, str(entry.get("index")), str(entry["appliedAt"]), bool(entry.get("doneAt")))
+            diffs = tuple(d for d in entry.get("diffedPlacements") or () if isinstance(d, Mapping))
+            index, at = str(entry.get("index")), str(entry["appliedAt"])
+            yield Held(cluster, index, at, bool(entry.get("doneAt")), diffs)
     for cluster, entry in (status.get("deletions") or {}).items():
         if entry.get("doneAt"):
             yield Held(cluster, None, str(entry["doneAt"]), True)

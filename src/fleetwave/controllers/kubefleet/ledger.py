@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from fleetwave.controllers.context import Context
-from fleetwave.controllers.kubefleet import executor
+from fleetwave.controllers.kubefleet import apply_rules, executor
 from fleetwave.core import model as m
 from fleetwave.core import status as st
 
@@ -27,6 +27,7 @@ class Content:
     hash: str
     objects: Sequence[Mapping[str, Any]]
     inventory: str
+    rules: apply_rules.ApplyRules = apply_rules.DEFAULT
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +38,7 @@ class Delivered:
     message: str = ""
     error: str | None = None
     done_at: str | None = None
+    diffs: tuple[Mapping[str, Any], ...] = ()  # ReportDiff: how the member differs
 
     @classmethod
     def load(cls, raw: Mapping[str, Any]) -> Delivered:
@@ -47,6 +49,7 @@ class Delivered:
             message=str(raw.get("message") or ""),
             error=str(raw["error"]) if raw.get("error") else None,
             done_at=str(raw["doneAt"]) if raw.get("doneAt") else None,
+            diffs=tuple(d for d in raw.get("diffedPlacements") or () if isinstance(d, Mapping)),
         )
 
     def dump(self) -> dict[str, Any]:
@@ -56,6 +59,8 @@ class Delivered:
             out["error"] = self.error
         if self.done_at:
             out["doneAt"] = self.done_at
+        if self.diffs:
+            out["diffedPlacements"] = [dict(d) for d in self.diffs]
         return out
 
 
@@ -113,11 +118,16 @@ async def _settle(
     ctx: Context, cluster: str, entry: Delivered, content: Content
 ) -> tuple[m.Delivery, Delivered]:
     if entry.error:  # a failed apply is retried, level-triggered, until it succeeds
-        applied = await executor.apply(ctx, cluster, content.objects, inventory=content.inventory)
+        applied = await executor.apply(
+            ctx, cluster, content.objects, inventory=content.inventory, rules=content.rules
+        )
         if not applied.ok:
             failed = replace(entry, error=applied.message)
             return m.Delivery(m.DeliveryPhase.FAILED, message=applied.message), failed
-        entry = replace(entry, error=None)
+        entry = replace(entry, error=None, message=applied.message, diffs=applied.diffs)
+    if content.rules.report_diff:  # nothing was applied: the report is the whole delivery
+        entry = replace(entry, done_at=st.fmt(ctx.clock()))
+        return m.Delivery(m.DeliveryPhase.APPLIED, ready=True, message=entry.message), entry
     result = await executor.available(ctx, cluster, content.objects)
     done = st.fmt(ctx.clock()) if result.ok else None
     entry = replace(entry, message=result.message, done_at=done)
@@ -128,15 +138,22 @@ async def deliver(ctx: Context, clusters: Iterable[str], content: Content) -> Le
     """Apply `content` to `clusters`; the new ledger entries, failures included (retried later)."""
     todo = sorted(set(clusters))
     results = await asyncio.gather(
-        *(executor.apply(ctx, c, content.objects, inventory=content.inventory) for c in todo)
+        *(
+            executor.apply(ctx, c, content.objects, inventory=content.inventory, rules=content.rules)
+            for c in todo
+        )
     )
+    at = st.fmt(ctx.clock())
     return {
         cluster: Delivered(
             index=content.index,
             hash=content.hash,
-            applied_at=st.fmt(ctx.clock()),
+            applied_at=at,
             message=result.message,
             error=None if result.ok else result.message,
+            # ReportDiff applies nothing: once reported, there is nothing to wait for.
+            done_at=at if result.ok and content.rules.report_diff else None,
+            diffs=result.diffs,
         )
         for cluster, result in zip(todo, results, strict=True)
     }

@@ -15,8 +15,8 @@ from typing import Any
 from fleetwave.api import codec
 from fleetwave.controllers import members
 from fleetwave.controllers.context import Context, as_dict
-from fleetwave.controllers.kubefleet import naming as nm
 from fleetwave.controllers.kubefleet import (
+    apply_rules,
     placement_rolling,
     placement_status,
     run_initialize,
@@ -24,6 +24,7 @@ from fleetwave.controllers.kubefleet import (
     snapshots,
     unhonoured,
 )
+from fleetwave.controllers.kubefleet import naming as nm
 from fleetwave.controllers.kubefleet.run_status import cond
 from fleetwave.core import status as st
 from fleetwave.kube import ops
@@ -60,7 +61,14 @@ async def reconcile(ctx: Context, scope: nm.Scope, key: str) -> Result:
     kept = {k: current.status[k] for k in ("deliveries", "deletions") if k in current.status}
     base = {**kept, "selectedResources": [_identity(o) for o in selected]}
     external = placement.spec.strategy.type == "External"
-    frame = placement_status.Frame(scope.placement, external, fleet, names, obj.metadata.generation)
+    frame = placement_status.Frame(
+        scope.placement,
+        external,
+        fleet,
+        names,
+        obj.metadata.generation,
+        report_diff=apply_rules.of(placement.spec).report_diff,
+    )
     runs = _run_ledgers(ctx, scope, namespace, name)
 
     def render(state: Mapping[str, Any], now: datetime) -> dict[str, Any]:

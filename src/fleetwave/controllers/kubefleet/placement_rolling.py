@@ -8,6 +8,7 @@ placement's Available condition reads runs and rolling updates alike.
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -16,7 +17,7 @@ from typing import Any
 
 from fleetwave.controllers import engine_state, requeue
 from fleetwave.controllers.context import Context
-from fleetwave.controllers.kubefleet import history, run_initialize, snapshots
+from fleetwave.controllers.kubefleet import apply_rules, history, run_initialize, snapshots
 from fleetwave.controllers.kubefleet import ledger as lg
 from fleetwave.controllers.kubefleet import removals as rm
 from fleetwave.core import batching, engine
@@ -52,7 +53,8 @@ class Setting:
 
 
 def setting(kind: str, placement: Any, latest: Mapping[str, Any], fleet: m.Fleet, inventory: str) -> Setting:
-    digest = snapshots.hash_of(latest)
+    rules = apply_rules.of(placement.spec)
+    digest = _revision(snapshots.hash_of(latest), rules)
     rolling = placement.spec.strategy.rolling_update
     limit = max_unavailable(rolling.max_unavailable if rolling else "25%", len(fleet.names))
     spec = m.RolloutSpec(
@@ -62,7 +64,18 @@ def setting(kind: str, placement: Any, latest: Mapping[str, Any], fleet: m.Fleet
         poll_interval=run_initialize.POLL,
     )
     index = str(snapshots.index_of(latest))
-    return Setting(kind, spec, fleet, lg.Content(index, digest, snapshots.resources(latest), inventory))
+    return Setting(
+        kind, spec, fleet, lg.Content(index, digest, snapshots.resources(latest), inventory, rules)
+    )
+
+
+def _revision(snapshot_hash: str, rules: apply_rules.ApplyRules) -> str:
+    """The snapshot's hash, folded with the apply rules when they are not the defaults: editing the
+    applyStrategy re-delivers the same snapshot under the new rules (a ReportDiff placement switched
+    to apply does apply), as a content edit would."""
+    if rules == apply_rules.DEFAULT:
+        return snapshot_hash
+    return hashlib.sha256(f"{snapshot_hash}\n{rules!r}".encode()).hexdigest()
 
 
 def max_unavailable(raw: int | str, clusters: int) -> int:

@@ -26,17 +26,14 @@ class Frame:
     fleet: m.Fleet
     names: Mapping[str, str]  # cluster key -> the name shown
     generation: int | None
+    report_diff: bool = False  # applyStrategy ReportDiff: nothing is applied, differences are reported
 
 
 def summary(frame: Frame, ledgers: Iterable[Obj], previous: Obj, now: datetime) -> dict[str, Any]:
     held = history.latest(ledgers)
     index, available = history.common_index(held, sorted(frame.fleet.names))
     picked = [
-        {
-            "clusterName": frame.names.get(c, c),
-            "observedResourceIndex": held[c].index,
-            "available": held[c].done,
-        }
+        _cluster_status(frame, held[c], frame.names.get(c, c))
         for c in sorted(frame.fleet.names)
         if c in held and held[c].index is not None
     ]
@@ -47,12 +44,29 @@ def summary(frame: Frame, ledgers: Iterable[Obj], previous: Obj, now: datetime) 
     }
 
 
+def _cluster_status(frame: Frame, held: history.Held, name: str) -> dict[str, Any]:
+    out: dict[str, Any] = {"clusterName": name, "observedResourceIndex": held.index}
+    if frame.report_diff:
+        out["diffReported"] = held.done
+        out["diffedPlacements"] = [dict(d) for d in held.diffs]
+    else:
+        out["available"] = held.done
+    return out
+
+
 def _conditions(frame: Frame, index: str | None, available: bool, prev: Any, at: str) -> list[dict[str, Any]]:
     gen, prefix = frame.generation, frame.kind
     shown = ", ".join(sorted(frame.names.get(c, c) for c in frame.fleet.names))
     message = f"picked {len(frame.fleet.names)} clusters: {shown}"
     out = [cond(prev, f"{prefix}Scheduled", "True", "SchedulingPolicyFulfilled", message, gen, at)]
-    if available and frame.fleet.names:
+    if frame.report_diff:
+        if available and frame.fleet.names:
+            said = f"every picked cluster reported its differences from resource snapshot index {index}"
+            out.append(cond(prev, f"{prefix}DiffReported", "True", "DiffReported", said, gen, at))
+        else:
+            why = "applyStrategy ReportDiff: differences are being reported, nothing is applied"
+            out.append(cond(prev, f"{prefix}DiffReported", "Unknown", "DiffReportPending", why, gen, at))
+    elif available and frame.fleet.names:
         holds = f"every picked cluster holds resource snapshot index {index}"
         out.append(cond(prev, f"{prefix}Available", "True", "ResourcesAvailable", holds, gen, at))
     else:

@@ -13,9 +13,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from fleetwave.controllers.context import Context
+from fleetwave.controllers.kubefleet import apply_rules, run_initialize, run_status, snapshots
 from fleetwave.controllers.kubefleet import ledger as lg
 from fleetwave.controllers.kubefleet import naming as nm
-from fleetwave.controllers.kubefleet import run_initialize, run_status, snapshots
 from fleetwave.controllers.kubefleet.run_record import RunRecord
 from fleetwave.core import effects as fx
 from fleetwave.core import model as m
@@ -48,9 +48,10 @@ def setting(ctx: Context, scope: nm.Scope, obj: Any, run: Any, record: RunRecord
     if snap is None:
         raise SnapshotGone(f"resource snapshot {record.snapshot_name} was deleted")
     placement = ctx.cache.get(scope.placement, namespace, run.spec.placement_name)
+    parsed = run_initialize.parse(placement, scope.placement) if placement else None
     fleet, names = (
-        run_initialize.fleet_of(ctx, run_initialize.parse(placement, scope.placement))
-        if placement
+        run_initialize.fleet_of(ctx, parsed)
+        if parsed
         else (m.Fleet.of(()), {})  # the placement is gone: nobody is awaited, the plan stays as frozen
     )
     content = lg.Content(
@@ -58,6 +59,7 @@ def setting(ctx: Context, scope: nm.Scope, obj: Any, run: Any, record: RunRecord
         hash=record.snapshot_hash,
         objects=snapshots.resources(snap),
         inventory=scope.inventory(namespace, run.spec.placement_name),
+        rules=apply_rules.of(parsed.spec if parsed else None),
     )
     frame = run_status.Frame(
         kind=scope.run,

@@ -1,11 +1,10 @@
 """Placement fields fleetwave parses but does not act on yet, refused by name (pure).
 
-A user who writes `tolerations`, a `ReportDiff` apply strategy or `deleteStrategy: Abandon` would
-otherwise believe it in force. Until each is honoured, the placement says which field in its status
-(Scheduled=False, reason UnsupportedField) and its staged runs wait, naming it. Writing a field's
-default out is accepted: it asks for what fleetwave does. What fleetwave does: objects are applied
-server-side, taking over fields other managers set (upstream's ClientSideApply and ServerSideApply with
-force both end that way), and deleted with the default propagation. Recorded in ADR 0060.
+A user who writes `topologySpreadConstraints`, `comparisonOption: FullComparison` or a Mirror report-back
+strategy would otherwise believe it in force. Until each is honoured, the placement says which field in
+its status (Scheduled=False, reason UnsupportedField) and its staged runs wait, naming it. Writing a
+field's default out is accepted: it asks for what fleetwave does. The apply strategy's type, take-over
+and drift rules are honoured (`apply_rules`, ADR 0063). Recorded in ADR 0060.
 """
 
 from __future__ import annotations
@@ -69,20 +68,11 @@ def _strategy(spec: PlacementSpec) -> str:
 def _apply(apply: ApplyStrategy | None) -> str:
     if apply is None:
         return ""
-    where, defaults = "spec.strategy.applyStrategy", ApplyStrategy()
-    if apply.type == "ReportDiff":
-        return f"{where}.type: ReportDiff is {NOT_YET}"
-    for field in ("comparison_option", "when_to_apply", "when_to_take_over"):
-        value = getattr(apply, field)
-        if value != getattr(defaults, field):
-            alias = ApplyStrategy.model_fields[field].alias or field
-            return f"{where}.{alias}: {value} is {NOT_YET}"
+    where = "spec.strategy.applyStrategy"
+    if apply.comparison_option != ApplyStrategy().comparison_option:
+        return f"{where}.comparisonOption: {apply.comparison_option} is {NOT_YET}"
     if apply.allow_co_ownership:
         return f"{where}.allowCoOwnership: {NOT_YET}"
-    forced = apply.server_side_apply_config is not None and apply.server_side_apply_config.force
-    if apply.type == "ServerSideApply" and not forced:
-        # Without force upstream fails on fields another manager owns; fleetwave takes them over.
-        return f"{where}.serverSideApplyConfig.force: false is {NOT_YET} (fleetwave always takes over fields)"
     return ""
 
 
