@@ -70,6 +70,21 @@ def controller(
         _register(management, member)
     running = Controllers(local_fleet.cluster(fleet.MANAGEMENT).kubeconfig, bins.path("helm"))
     yield running
+    # While the controller runs: placements carry a cleanup finalizer it removes (ADR 0063).
+    for kind in ("ClusterResourcePlacement", "ResourcePlacement"):
+        for placement in management.list(
+            kinds.resource(kind), namespace="*" if kind == "ResourcePlacement" else None
+        ):
+            management.delete(
+                kinds.resource(kind), placement.metadata.name, namespace=placement.metadata.namespace
+            )
+    wait_for(
+        lambda: (
+            not list(management.list(kinds.resource("ClusterResourcePlacement")))
+            and not list(management.list(kinds.resource("ResourcePlacement"), namespace="*"))
+        ),
+        what="placements deleted",
+    )
     running.thread.stop()
     assert running.thread.error is None, running.thread.error
     # Other modules roll out to "every cluster" too: leave the fleet as this module found it.
@@ -697,3 +712,120 @@ def test_apply_strategies_report_diffs_take_over_only_as_told_and_leave_drifted_
     finally:
         management.delete(kinds.resource("ClusterResourcePlacement"), crp)
         member.delete(Namespace, hub_ns)
+
+
+def _gone(client: Client, kind: str, name: str) -> bool:
+    return found(client, kind, name) is None
+
+
+@pytest.mark.parametrize("policy", ["Delete", "Abandon"])
+def test_deleting_a_placement_withdraws_its_content_unless_it_abandons_it(
+    controller: Controllers, management: Client, members: dict[str, Client], hub_ns: str, policy: str
+) -> None:
+    crp, member = f"delete-{policy.lower()}", members["member-1"]
+    doc = crp_doc(crp, hub_ns)
+    doc["spec"]["policy"] = {"placementType": "PickFixed", "clusterNames": ["member-1"]}
+    doc["spec"]["strategy"] = {"type": "RollingUpdate", "deleteStrategy": {"propagationPolicy": policy}}
+    apply(management, doc)
+    try:
+        wait_for(lambda: cm_value(member, hub_ns) == "value1", what="delivered")
+        placed = get(management, "ClusterResourcePlacement", crp)
+        assert "fleetwave.io/placement-cleanup" in (placed.metadata.finalizers or [])
+        management.delete(kinds.resource("ClusterResourcePlacement"), crp)
+        wait_for(lambda: _gone(management, "ClusterResourcePlacement", crp), what="placement deleted")
+        if policy == "Delete":
+            wait_for(lambda: cm_value(member, hub_ns) is None, what="content withdrawn")
+        else:
+            assert cm_value(member, hub_ns) == "value1"  # left in place, still fleetwave-labelled
+    finally:
+        if found(management, "ClusterResourcePlacement", crp) is not None:
+            management.delete(kinds.resource("ClusterResourcePlacement"), crp)
+        if policy == "Abandon":
+            member.delete(Namespace, hub_ns)
+
+
+def _all_at_once(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": API,
+        "kind": "ClusterStagedUpdateStrategy",
+        "metadata": {"name": name},
+        "spec": {"stages": [{"name": "all", "labelSelector": {}, "maxConcurrency": 3}]},
+    }
+
+
+def test_a_cluster_that_left_the_placement_loses_its_content_in_the_deletion_stage(
+    controller: Controllers, management: Client, members: dict[str, Client], hub_ns: str
+) -> None:
+    crp, strategy = "shrinking", "shrinking-all"
+    doc = crp_doc(crp, hub_ns)
+    doc["spec"]["policy"] = {"placementType": "PickFixed", "clusterNames": ["member-1", "member-2"]}
+    apply(management, doc)
+    apply(management, _all_at_once(strategy))
+    try:
+        wait_for(
+            lambda: snapshot_labels(management, "ClusterResourceSnapshot", f"{crp}-0-snapshot"),
+            what="snapshot",
+        )
+        apply(management, run_doc("shrinking-run-1", crp, "0", strategy))
+        wait_for(lambda: succeeded(management, "ClusterStagedUpdateRun", "shrinking-run-1"), what="run 1")
+        assert [cm_value(members[m], hub_ns) for m in ("member-1", "member-2")] == ["value1", "value1"]
+
+        doc["spec"]["policy"]["clusterNames"] = ["member-1"]  # member-2 leaves the placement
+        apply(management, doc)
+        apply(management, run_doc("shrinking-run-2", crp, "0", strategy))
+        wait_for(lambda: succeeded(management, "ClusterStagedUpdateRun", "shrinking-run-2"), what="run 2")
+        run = get(management, "ClusterStagedUpdateRun", "shrinking-run-2")
+        deletion = run.status["deletionStageStatus"]
+        assert [c["clusterName"] for c in deletion["clusters"]] == ["member-2"]
+        assert cond_of(deletion["clusters"][0], "Succeeded")["status"] == "True"
+        assert cm_value(members["member-2"], hub_ns) is None  # withdrawn
+        assert cm_value(members["member-1"], hub_ns) == "value1"  # kept
+    finally:
+        for kind, name in (
+            ("ClusterStagedUpdateRun", "shrinking-run-1"),
+            ("ClusterStagedUpdateRun", "shrinking-run-2"),
+            ("ClusterStagedUpdateStrategy", strategy),
+            ("ClusterResourcePlacement", crp),
+        ):
+            management.delete(kinds.resource(kind), name)
+
+
+def test_a_cluster_that_never_becomes_available_makes_the_run_report_stuck(
+    controller: Controllers, management: Client, members: dict[str, Client], hub_ns: str
+) -> None:
+    crp, strategy, run = "never-ready", "never-ready-all", "never-ready-run"
+    # minReadySeconds of an hour: the Deployment runs on the member but is not available for an hour.
+    for obj in web_app(hub_ns, "registry.invalid/web:1", min_ready=3600):
+        management.apply(codecs.from_dict(obj), force=True)
+    doc = crp_doc(crp, hub_ns)
+    doc["spec"]["policy"] = {"placementType": "PickFixed", "clusterNames": ["member-1"]}
+    apply(management, doc)
+    apply(management, _all_at_once(strategy))
+    try:
+        wait_for(
+            lambda: snapshot_labels(management, "ClusterResourceSnapshot", f"{crp}-0-snapshot"),
+            what="snapshot",
+        )
+        body = run_doc(run, crp, "0", strategy)
+        body["metadata"]["annotations"] = {"fleetwave.io/stuck-threshold": "5s"}
+        apply(management, body)
+        stuck = wait_for(
+            lambda: (
+                c
+                if (c := cond(get(management, "ClusterStagedUpdateRun", run), "Progressing")).get("reason")
+                == "UpdateRunStuck"
+                else None
+            ),
+            what="the run reported stuck",
+        )
+        assert stuck["status"] == "False"
+        assert "member-1" in stuck["message"]
+        assert image_on(members["member-1"], hub_ns) == "registry.invalid/web:1"  # delivered, never available
+        assert not succeeded(management, "ClusterStagedUpdateRun", run)
+    finally:
+        for kind, name in (
+            ("ClusterStagedUpdateRun", run),
+            ("ClusterStagedUpdateStrategy", strategy),
+            ("ClusterResourcePlacement", crp),
+        ):
+            management.delete(kinds.resource(kind), name)

@@ -72,6 +72,9 @@ CLUSTER_WIDE: dict[tuple[str, str], tuple[str, ...]] = {
     (FW, _fw("ClusterProfile")): (*READ, "create", "patch", "delete"),
     (FW, _fw("ClusterSummary")): (*READ, "create", "patch", "delete"),
     (FW, _fw("ClusterPromotion")): (*READ, "patch"),
+    # Placements carry a cleanup finalizer (deleteStrategy), set by a merge patch.
+    (FW, _fw("ClusterResourcePlacement")): (*READ, "patch"),
+    (FW, _fw("ResourcePlacement")): (*READ, "patch"),
     (FW, _fw("ClusterResourceSnapshot")): (*READ, "create", "patch", "delete"),
     (FW, _fw("ResourceSnapshot")): (*READ, "create", "patch", "delete"),
     (FW, _fw("ClusterApprovalRequest")): (*READ, "create"),

@@ -168,6 +168,9 @@ def _phases(kubectl: Kubectl, name: str) -> dict[str, str]:
 def test_install_refuses_to_take_over_a_crd_another_controller_owns_and_applies_nothing(
     local_fleet: fleet.FleetState, kubectl: Kubectl
 ) -> None:
+    # A clean slate whatever ran before: another module may have installed the upstream groups.
+    ours = [c["metadata"]["name"] for c in crds.upstream_crds(families.upstream_families())]
+    kubectl(f"delete crd --ignore-not-found {' '.join(ours)}")
     theirs = crds.upstream_crd(families.SVELTOS, "ClusterPromotion")
     theirs["metadata"]["labels"] = {"app.kubernetes.io/part-of": "sveltos"}
     kubectl("apply -f -", stdin=yaml.safe_dump(theirs))

@@ -143,6 +143,10 @@ def shell(
     return Shell(bins.directory, local_fleet.cluster(fleet.MANAGEMENT).kubeconfig, workdir)
 
 
+PLACEMENTS_CLUSTER = "clusterresourceplacements.placement.kubernetes-fleet.io"
+PLACEMENTS_NAMESPACED = "resourceplacements.placement.kubernetes-fleet.io"
+
+
 @pytest.fixture(scope="module")
 def controller(
     local_fleet: fleet.FleetState, management: Client, bins: binaries.Binaries, shell: Shell
@@ -159,6 +163,9 @@ def controller(
     try:
         yield thread
     finally:
+        # While the controller runs: placements carry a cleanup finalizer it removes (ADR 0063).
+        shell(f"kubectl delete {PLACEMENTS_CLUSTER} --all --timeout=120s")
+        shell(f"kubectl delete {PLACEMENTS_NAMESPACED} --all -A --timeout=120s")
         thread.stop()
         shell("kubectl delete memberclusters.cluster.kubernetes-fleet.io --all --wait=false")
         shell("kubectl delete ns test-namespace my-app-namespace --wait=false --ignore-not-found")

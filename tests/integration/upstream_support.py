@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from lightkube import ApiError, Client
+from lightkube.types import PatchType
 from promotion_support import wait_for
 
 from fleetwave.api import crds
@@ -29,4 +31,15 @@ def clear_native_kubefleet_objects(management: Client) -> None:
 
         (objects,) = wait_for(listed, timeout=30, what=f"{kind} listable")
         for obj in objects:
-            management.delete(resource, obj.metadata.name, namespace=obj.metadata.namespace)
+            name, namespace = obj.metadata.name, obj.metadata.namespace
+            management.delete(resource, name, namespace=namespace)
+            # No controller runs here to honour a placement's cleanup finalizer: drop it, as a user
+            # whose controller is gone would.
+            with contextlib.suppress(ApiError):
+                management.patch(
+                    resource,
+                    name,
+                    {"metadata": {"finalizers": None}},
+                    namespace=namespace,
+                    patch_type=PatchType.MERGE,
+                )

@@ -100,9 +100,6 @@ _UNSUPPORTED = (
     "template_resource_refs",
     "depends_on",
     "patches",
-    "pre_delete_checks",
-    "pre_deploy_checks",
-    "post_delete_checks",
     "patches_from",
     "reloader",
 )

@@ -25,6 +25,8 @@ def delivery_of(summary: Mapping[str, Any] | None, content_hash: str) -> m.Deliv
     ready = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), None)
     if ready is not None and ready.get("reason") == "ClusterUnreachable":  # whatever revision it last had
         return m.Delivery(m.DeliveryPhase.APPLYING, message=str(ready.get("message", "")))
+    if ready is not None and ready.get("reason") == ss.WAITING:  # preDeployChecks hold the delivery
+        return m.Delivery(m.DeliveryPhase.APPLYING, message=str(ready.get("message", "")))
     if (
         annotations.get(ss.CONTENT_HASH_ANNOTATION) != content_hash
         or status.get("observedContentHash") != content_hash

@@ -21,7 +21,7 @@ from typing import Any
 
 from fleetwave import translate
 from fleetwave.api.models import ClusterProfile
-from fleetwave.api.sveltos import ClusterProfileSpec, HelmChart
+from fleetwave.api.sveltos import ClusterProfileSpec, HelmChart, ValidateHealth
 from fleetwave.controllers import content, members
 from fleetwave.controllers import rollout_common as common
 from fleetwave.controllers import summary_status as ss
@@ -208,9 +208,31 @@ async def _deliver(ctx: Context, raw: Mapping[str, Any]) -> ss.Outcome:
         await _probe(target)
         if profile.sync_mode == "OneTime" and _provisioned(previous):
             return await _health_only(ctx, target, profile, body, wanted_hash, previous)
+        waiting = await _pre_deploy(ctx, target, profile, previous, wanted_hash, dry_run)
+        if waiting:
+            # Nothing is deployed: the summary keeps what it last delivered, and says why it waits.
+            return ss.Outcome(str(previous.get("observedContentHash") or ""), waiting=waiting)
         return await _deliver_to(ctx, target, raw, profile, body, wanted_hash, dry_run)
     except MemberUnreachable as e:
         return ss.Outcome(wanted_hash, unreachable=str(e))
+
+
+async def _pre_deploy(
+    ctx: Context,
+    target: MemberTarget,
+    profile: ClusterProfileSpec,
+    previous: Mapping[str, Any],
+    wanted_hash: str,
+    dry_run: bool,
+) -> str:
+    """Why the content must not be deployed yet ("" to go on): preDeployChecks are judged on the
+    cluster before each revision is first deployed there (once it is, they are not asked again)."""
+    if not profile.pre_deploy_checks or dry_run:
+        return ""
+    if previous.get("observedContentHash") == wanted_hash and _provisioned(previous):
+        return ""
+    verdict = await ctx.health.check(target, profile.pre_deploy_checks, objects=())
+    return "" if verdict.ok else f"waiting for preDeployChecks, nothing is deployed: {verdict.message}"
 
 
 async def _probe(target: MemberTarget) -> None:
@@ -420,18 +442,49 @@ async def _finalize(ctx: Context, obj: Any, raw: Mapping[str, Any]) -> Result:
     target, _ = _target(ctx, raw.get("spec") or {})
     if target is not None and not leave and not ours:
         previous = raw.get("status") or {}
+        profile = _profile_spec(raw)
         try:
+            await _probe(target)
+            waiting = await _delete_checks(ctx, obj, target, profile.pre_delete_checks, "preDeleteChecks")
+            if waiting:
+                return waiting
             await manifests.withdraw(
                 target, inventory=inventory(meta["namespace"], meta["name"]), kinds=_previous_kinds(previous)
             )
             for release, namespace in _releases_to_uninstall(ctx, raw):
                 await ctx.helm.uninstall(target, release=release, namespace=namespace)
+            waiting = await _delete_checks(ctx, obj, target, profile.post_delete_checks, "postDeleteChecks")
+            if waiting:
+                return waiting
         except MemberUnreachable as e:
             # Never strand the summary forever on a cluster that is gone; say what was left behind.
             await ctx.event(obj, True, "WithdrawSkipped", f"{e}; its content was left in place")
     finalizers = [f for f in meta.get("finalizers") or [] if f != ss.FINALIZER]
     await _patch_meta(ctx, meta["namespace"], meta["name"], {"finalizers": finalizers})
     return Result()
+
+
+def _profile_spec(raw: Mapping[str, Any]) -> ClusterProfileSpec:
+    try:
+        return ClusterProfileSpec.model_validate((raw.get("spec") or {}).get("clusterProfileSpec") or {})
+    except ValueError:
+        return ClusterProfileSpec()  # a spec that no longer parses asks for no checks
+
+
+async def _delete_checks(
+    ctx: Context, obj: Any, target: MemberTarget, checks: list[ValidateHealth] | None, field: str
+) -> Result | None:
+    """preDeleteChecks (before withdrawing) or postDeleteChecks (after): the summary, and so its
+    deletion, waits until they pass; a Result ends this pass."""
+    if not checks:
+        return None
+    verdict = await ctx.health.check(target, checks, objects=())
+    if verdict.ok:
+        return None
+    message = f"deletion waits for {field}: {verdict.message}"
+    log.info("ClusterSummary %s/%s %s", obj.metadata.namespace, obj.metadata.name, message)
+    await ctx.event(obj, True, f"{field[0].upper()}{field[1:]}Failing", message)
+    return Result(requeue_after=NOT_READY_POLL)
 
 
 def _ours_to_withdraw(ctx: Context, raw: Mapping[str, Any]) -> str:

@@ -29,6 +29,7 @@ OWNER_API_VERSION = API_VERSION
 OWNER_KIND = "ClusterProfile"
 
 FEATURE_RESOURCES = "Resources"
+WAITING = "WaitingForPreDeployChecks"
 FEATURE_HELM = "Helm"
 
 
@@ -115,6 +116,7 @@ class Outcome:
     unreachable: str = ""  # non-empty: the member could not be reached
     dry_run: bool = False
     drift: tuple[str, ...] = ()
+    waiting: str = ""  # non-empty: nothing was deployed this pass (preDeployChecks), and why
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @property
@@ -134,6 +136,8 @@ def ready_condition(
         status, reason, message = "False", "ClusterUnreachable", outcome.unreachable
     elif outcome.failed:
         status, reason, message = "False", "Failed", outcome.failed
+    elif outcome.waiting:
+        status, reason, message = "False", WAITING, outcome.waiting
     elif outcome.dry_run:
         status, reason, message = "False", "DryRun", "DryRun: nothing is changed on the cluster"
     elif not outcome.healthy:

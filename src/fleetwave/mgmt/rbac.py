@@ -100,8 +100,11 @@ def cluster_rules() -> list[Rule]:
         # Stage profiles (promotion) and summaries (profile): server-side apply, delete; a summary's
         # finalizer is a merge patch.
         Rule(GROUP, _plurals("ClusterProfile", "ClusterSummary"), ("create", "patch", "delete")),
-        # A promotion's manual gate is reset (JSON patch of spec.stages[i].trigger.manual.approved).
-        Rule(GROUP, _plurals("ClusterPromotion"), ("patch",)),
+        # A promotion's manual gate is reset (JSON patch of spec.stages[i].trigger.manual.approved);
+        # promotions and placements carry a cleanup finalizer (merge patch of metadata.finalizers).
+        Rule(
+            GROUP, _plurals("ClusterPromotion", "ClusterResourcePlacement", "ResourcePlacement"), ("patch",)
+        ),
         # Resource snapshots: cut, unmarked as latest, pruned past the revision history limit.
         Rule(GROUP, _plurals("ClusterResourceSnapshot", "ResourceSnapshot"), ("create", "patch", "delete")),
         # Approval requests of staged update runs.
@@ -138,7 +141,7 @@ def family_rules(family: Family) -> list[Rule]:
         rules.extend(Rule(g, tuple(sorted(p)), verbs) for g, p in sorted(groups.items()))
 
     grant(("ClusterProfile", "ClusterSummary"), ("create", "patch", "delete"))
-    grant(("ClusterPromotion",), ("patch",))
+    grant(("ClusterPromotion", "ClusterResourcePlacement", "ResourcePlacement"), ("patch",))
     grant(("ClusterResourceSnapshot", "ResourceSnapshot"), ("create", "patch", "delete"))
     grant(("ClusterApprovalRequest", "ApprovalRequest"), ("create",))
     grant(STATUS_WRITTEN, ("patch",), "/status")

@@ -57,8 +57,11 @@ DH = "tests/integration/test_delivery_helm.py::"
 HO = "tests/unit/delivery/test_delivery_helm_options.py::"
 UP = "tests/integration/test_upstream_apis_kubefleet_seed.py::"
 DC = "tests/integration/test_delivery_conflicts.py::"
-PC = "tests/integration/test_profile_conflicts.py::"
+PC = "tests/integration/test_profile_delivery_rules.py::"
 
+APPLY_RULES = KS + "test_apply_strategies_report_diffs_take_over_only_as_told_and_leave_drifted_objects_alone"
+DELETE = KS + "test_deleting_a_placement_withdraws_its_content_unless_it_abandons_it"
+CHECKS = PC + "test_pre_deploy_checks_hold_delivery_and_delete_checks_hold_the_withdrawal"
 DRIFT = CC + "test_drift_exclusions_remove_the_paths_from_matching_objects_before_delivery"
 SEED_RUN = KS + "test_seed_004_cluster_scoped_rollout_then_rollback"
 NS_RUN = KS + "test_namespaced_run_rolls_a_deployment_that_becomes_available_and_rolls_back"
@@ -146,10 +149,10 @@ PROFILE_SPEC: dict[str, Entry] = {
     "kustomizationRefs": profile(
         {"kustomizationRefs": [{"kind": "ConfigMap", "name": "k", "namespace": "fw"}]}
     ),
-    "preDeployChecks": profile({"preDeployChecks": [CHECK]}),
+    "preDeployChecks": h(CHECKS),
     "validateHealths": h(PH + "test_max_update_admits_one_cluster_at_a_time_and_waits_for_validate_healths"),
-    "preDeleteChecks": profile({"preDeleteChecks": [CHECK]}),
-    "postDeleteChecks": profile({"postDeleteChecks": [CHECK]}),
+    "preDeleteChecks": h(CHECKS),
+    "postDeleteChecks": h(CHECKS),
     "patches": profile({"patches": [{"patch": "x"}]}),
     "patchesFrom": profile({"patchesFrom": [{"kind": "ConfigMap", "name": "p", "namespace": "fw"}]}),
     "driftExclusions": h(DRIFT),
@@ -436,8 +439,8 @@ REGISTRY: dict[str, dict[str, Entry]] = {
     "RolloutStrategy": {
         "type": h(SEED_RUN),
         "rollingUpdate": h("tests/unit/kubefleet/test_kubefleet_run_passes.py::"),
-        "applyStrategy": placement({"strategy": {"applyStrategy": {"type": "ReportDiff"}}}),
-        "deleteStrategy": placement({"strategy": {"deleteStrategy": {"propagationPolicy": "Abandon"}}}),
+        "applyStrategy": h(APPLY_RULES),
+        "deleteStrategy": h(DELETE),
         "reportBackStrategy": placement({"strategy": {"reportBackStrategy": {"type": "Mirror"}}}),
     },
     "RollingUpdateConfig": {
@@ -448,33 +451,23 @@ REGISTRY: dict[str, dict[str, Entry]] = {
         ),
     },
     "ApplyStrategy": {
-        "type": placement({"strategy": {"applyStrategy": {"type": "ReportDiff"}}}),
+        "type": h(APPLY_RULES),
         "comparisonOption": placement(
             {"strategy": {"applyStrategy": {"comparisonOption": "FullComparison"}}}
         ),
-        "whenToApply": placement({"strategy": {"applyStrategy": {"whenToApply": "IfNotDrifted"}}}),
-        "whenToTakeOver": placement({"strategy": {"applyStrategy": {"whenToTakeOver": "Never"}}}),
+        "whenToApply": h(APPLY_RULES),
+        "whenToTakeOver": h(APPLY_RULES),
         "allowCoOwnership": placement({"strategy": {"applyStrategy": {"allowCoOwnership": True}}}),
-        "serverSideApplyConfig": placement(
-            {
-                "strategy": {
-                    "applyStrategy": {"type": "ServerSideApply", "serverSideApplyConfig": {"force": False}}
-                }
-            }
+        "serverSideApplyConfig": h(
+            "tests/unit/kubefleet/test_kubefleet_apply_rules.py::test_each_apply_strategy_becomes_its_rules"
         ),
     },
     "ServerSideApplyConfig": {
-        "force": placement(
-            {
-                "strategy": {
-                    "applyStrategy": {"type": "ServerSideApply", "serverSideApplyConfig": {"force": False}}
-                }
-            }
+        "force": h(
+            "tests/unit/kubefleet/test_kubefleet_apply_rules.py::test_each_apply_strategy_becomes_its_rules"
         )
     },
-    "DeleteStrategy": {
-        "propagationPolicy": placement({"strategy": {"deleteStrategy": {"propagationPolicy": "Abandon"}}})
-    },
+    "DeleteStrategy": {"propagationPolicy": h(DELETE)},
     "ReportBackStrategy": {
         "type": placement({"strategy": {"reportBackStrategy": {"type": "Mirror"}}}),
         "destination": within("RolloutStrategy.reportBackStrategy"),

@@ -156,3 +156,23 @@ def test_the_seed_004_commands_the_kubectl_test_runs_are_the_seeds() -> None:
         command = " ".join(line.partition("\t")[2].split())
         lost_quotes = command.replace("-p '{", "-p {").replace("}' --sub", "} --sub")
         assert command in seed or lost_quotes in seed, command
+
+
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "seeds"
+
+
+def test_every_object_a_seed_applies_is_one_of_fleetwaves_examples() -> None:
+    """examples/seeds carry the seed flows on a plain clone; here, beside the seeds, they must hold
+    every object the seeds apply, field for field (outputs — statuses, snapshots — excepted)."""
+    examples: dict[str, list[dict[str, Any]]] = {}
+    for path in sorted(EXAMPLES.glob("*.yaml")):
+        examples.setdefault(path.name[:3], []).extend(
+            d for d in yaml.safe_load_all(path.read_text(encoding="utf-8")) if d
+        )
+    for seed, docs in seed_objects().items():
+        applied = [d for d in docs if "status" not in d and d["kind"] != "ClusterResourceSnapshot"]
+        assert applied, seed
+        for doc in applied:
+            assert doc in examples[seed], (
+                f"seed {seed}: {doc['kind']}/{doc['metadata']['name']} is not in examples/seeds"
+            )

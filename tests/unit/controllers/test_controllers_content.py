@@ -123,14 +123,11 @@ CHART = {
     "releaseName": "c",
     "releaseNamespace": "c",
 }
-CHECK = {"name": "c", "featureID": "Resources", "group": "", "version": "v1", "kind": "ConfigMap"}
 
 
 @pytest.mark.parametrize(
     ("extra", "refused"),
     [
-        ({"preDeployChecks": [CHECK]}, r"spec\.preDeployChecks: not supported"),
-        ({"postDeleteChecks": [CHECK]}, r"spec\.postDeleteChecks: not supported"),
         ({"patchesFrom": [{"kind": "ConfigMap", "name": "p", "namespace": "fw"}]}, r"spec\.patchesFrom: not"),
         ({"reloader": True}, r"spec\.reloader: not supported"),
         (

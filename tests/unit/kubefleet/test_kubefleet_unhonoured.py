@@ -74,10 +74,6 @@ TERM = {"labelSelector": {"matchLabels": {"env": "prod"}}}
             "spec.strategy.applyStrategy.allowCoOwnership",
         ),
         (
-            {"strategy": {"deleteStrategy": {"propagationPolicy": "Abandon"}}},
-            "spec.strategy.deleteStrategy.propagationPolicy: Abandon",
-        ),
-        (
             {"strategy": {"reportBackStrategy": {"type": "Mirror", "destination": "WorkAPI"}}},
             "spec.strategy.reportBackStrategy.type: Mirror",
         ),

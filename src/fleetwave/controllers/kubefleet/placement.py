@@ -17,6 +17,7 @@ from fleetwave.controllers import members
 from fleetwave.controllers.context import Context, as_dict
 from fleetwave.controllers.kubefleet import (
     apply_rules,
+    placement_delete,
     placement_rolling,
     placement_status,
     run_initialize,
@@ -38,8 +39,11 @@ SNAPSHOT_RETRY_SECONDS = 1.0
 async def reconcile(ctx: Context, scope: nm.Scope, key: str) -> Result:
     namespace, name = nm.split_key(key)
     obj = ctx.cache.obj(scope.placement, namespace, name)
-    if obj is None or obj.metadata.deletionTimestamp:
+    if obj is None:
         return Result()
+    ended = await placement_delete.guard(ctx, scope, obj, _run_ledgers(ctx, scope, namespace, name))
+    if ended is not None:
+        return ended
     current = Versioned.of(obj)
     try:
         placement = run_initialize.parse(as_dict(obj), scope.placement)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from fleetwave.api.kubefleet import (
     ApplyStrategy,
-    DeleteStrategy,
     PlacementPolicy,
     PlacementSpec,
     ReportBackStrategy,
@@ -58,11 +57,7 @@ def _strategy(spec: PlacementSpec) -> str:
         return f"spec.strategy.rollingUpdate.maxSurge: {NOT_YET} (clusters are never over-scheduled)"
     if rolling.unavailable_period_seconds != defaults.unavailable_period_seconds:
         return f"spec.strategy.rollingUpdate.unavailablePeriodSeconds: {NOT_YET}"
-    return (
-        _apply(strategy.apply_strategy)
-        or _delete(strategy.delete_strategy)
-        or _report(strategy.report_back_strategy)
-    )
+    return _apply(strategy.apply_strategy) or _report(strategy.report_back_strategy)
 
 
 def _apply(apply: ApplyStrategy | None) -> str:
@@ -73,12 +68,6 @@ def _apply(apply: ApplyStrategy | None) -> str:
         return f"{where}.comparisonOption: {apply.comparison_option} is {NOT_YET}"
     if apply.allow_co_ownership:
         return f"{where}.allowCoOwnership: {NOT_YET}"
-    return ""
-
-
-def _delete(delete: DeleteStrategy | None) -> str:
-    if delete is not None and delete.propagation_policy != DeleteStrategy().propagation_policy:
-        return f"spec.strategy.deleteStrategy.propagationPolicy: {delete.propagation_policy} is {NOT_YET}"
     return ""
 
 

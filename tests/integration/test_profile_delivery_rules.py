@@ -1,16 +1,21 @@
-"""Two ClusterProfiles that deploy the same object to one cluster, on the real fleet (ADR 0063):
-the lower tier takes it over, the other reports the conflict by name and — with
-maxConsecutiveFailures — stops retrying; continueOnConflict lets the rest of a profile through."""
+"""ClusterProfile delivery rules on the real fleet.
+
+Two profiles that deploy the same object to one cluster (ADR 0063): the lower tier takes it over,
+the other reports the conflict by name and — with maxConsecutiveFailures — stops retrying;
+continueOnConflict lets the rest of a profile through. preDeployChecks hold a delivery until they
+pass; preDeleteChecks and postDeleteChecks hold a withdrawal before and after it.
+"""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import yaml
-from lightkube import ApiError, Client
-from lightkube.resources.core_v1 import ConfigMap
+from lightkube import ApiError, Client, codecs
+from lightkube.resources.core_v1 import ConfigMap, Event
 from promotion_support import ControllerThread, registered, running_controller, wait_for
 
 from fleetwave.kube import kinds
@@ -155,3 +160,103 @@ def test_a_lower_tier_takes_an_object_over_and_the_other_profile_gives_up_after_
                 if err.status.code != 404:
                     raise
         wait_for(lambda: not any(_summary(management, n) for n in names), what="summaries withdrawn")
+
+
+def _exists_check(name: str, namespace: str, resource: str, rule: str = "true") -> dict[str, Any]:
+    return {
+        "name": name,
+        "featureID": "Resources",
+        "group": "",
+        "version": "v1",
+        "kind": "ConfigMap",
+        "namespace": namespace,
+        "resourceName": resource,
+        "evaluateCEL": [{"name": name, "rule": rule}],
+    }
+
+
+def _summaries(management: Client, profile: str) -> list[Any]:
+    return list(
+        management.list(
+            kinds.resource("ClusterSummary"), namespace="*", labels={"fleetwave.io/cluster-profile": profile}
+        )
+    )
+
+
+def test_pre_deploy_checks_hold_delivery_and_delete_checks_hold_the_withdrawal(
+    controller: ControllerThread, management: Client, members: dict[str, Client], namespace: str
+) -> None:
+    member = members["member-1"]
+    name = "guarded"
+
+    def mark(resource: str, **data: str) -> None:
+        member.apply(codecs.from_dict(_cm(namespace, resource, **data)), field_manager="test", force=True)
+
+    manifests.apply(
+        management,
+        _profile(
+            name,
+            namespace,
+            [_cm(namespace, "payload", v="1")],
+            preDeployChecks=[_exists_check("gate", namespace, "gate", "self.data.go == 'yes'")],
+            preDeleteChecks=[_exists_check("may-delete", namespace, "may-delete")],
+            postDeleteChecks=[_exists_check("cleaned-up", namespace, "cleaned-up")],
+        ),
+    )
+    try:
+        ready = wait_for(
+            lambda: (
+                r if (r := _ready(management, name)).get("reason") == "WaitingForPreDeployChecks" else None
+            ),
+            what="delivery held by preDeployChecks",
+        )
+        assert "health check 'gate'" in ready["message"]
+        assert "no resource matched" in ready["message"]
+        mark("gate", go="no")
+        wait_for(
+            lambda: (
+                "is Degraded" in _ready(management, name).get("message", "")
+                or "no CEL rule holds" in _ready(management, name).get("message", "")
+            ),
+            what="the gate's rule judged",
+        )
+        assert _data(member, namespace, "payload") is None  # nothing deployed while the check fails
+        mark("gate", go="yes")
+        wait_for(
+            lambda: _ready(management, name).get("status") == "True", what="delivered once the gate opens"
+        )
+        assert _data(member, namespace, "payload") == {"v": "1"}
+
+        # Deleting: preDeleteChecks hold the withdrawal, postDeleteChecks hold the summary after it.
+        management.delete(kinds.resource("ClusterProfile"), name)
+        time.sleep(3)
+        assert _summaries(management, name), "the summary went before preDeleteChecks passed"
+        assert _data(member, namespace, "payload") == {"v": "1"}
+        mark("may-delete")
+        wait_for(
+            lambda: _data(member, namespace, "payload") is None, what="withdrawn once preDeleteChecks pass"
+        )
+        time.sleep(3)
+        assert _summaries(management, name), "the summary went before postDeleteChecks passed"
+        events = [
+            e.reason
+            for e in summary_events(management)
+            if e.involvedObject.kind == "ClusterSummary" and (e.involvedObject.name or "").startswith(name)
+        ]
+        assert "PreDeleteChecksFailing" in events
+        assert "PostDeleteChecksFailing" in events
+        mark("cleaned-up")
+        wait_for(lambda: not _summaries(management, name), what="summary gone once postDeleteChecks pass")
+    finally:
+        try:
+            management.delete(kinds.resource("ClusterProfile"), name)
+        except ApiError as err:
+            if err.status.code != 404:
+                raise
+        mark("may-delete")
+        mark("cleaned-up")
+        wait_for(lambda: not _summaries(management, name), what="summaries withdrawn")
+
+
+def summary_events(management: Client) -> list[Any]:
+    return list(management.list(Event, namespace="*"))

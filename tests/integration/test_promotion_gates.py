@@ -1,0 +1,236 @@
+"""Promotion gates on the real local fleet, with fleetwave's own manifests of the seed flows:
+
+- seed 000's core-app rollout: staging deploys a validation Job (preHealthCheckDeployment) and only
+  promotes once it completed, judged by a CEL postDelayHealthCheck in the docs' `type`/`expression`
+  form;
+- a promotionWindow computed from the test's own clock holds the next stage until it opens;
+- `automaticReset: false` keeps a manual approval for later revisions.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import yaml
+from lightkube import ApiError, Client
+from lightkube.resources.batch_v1 import Job
+from lightkube.resources.core_v1 import ConfigMap
+from promotion_support import (
+    ControllerThread,
+    deleted_after,
+    promotion,
+    registered,
+    running_controller,
+    wait_for,
+)
+
+from fleetwave.local import binaries, fleet
+from fleetwave.mgmt import manifests
+
+API = "config.projectsveltos.io/v1beta1"
+CEL_JOB_COMPLETE = (
+    "self.status.succeeded >= 1 &&\n"
+    "self.status.conditions.filter(c, c.type == 'Complete' && c.status == 'True').size() == 1\n"
+)
+
+
+@pytest.fixture(scope="module")
+def controller(
+    local_fleet: fleet.FleetState, management: Client, bins: binaries.Binaries
+) -> Iterator[ControllerThread]:
+    with (
+        registered(management, local_fleet),
+        running_controller(local_fleet, bins.path("helm"), "gates") as thread,
+    ):
+        yield thread
+
+
+def content(name: str, objects: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": "default"},
+        "data": {"content.yaml": yaml.safe_dump_all(objects)},
+    }
+
+
+def app(namespace: str, name: str, version: str) -> dict[str, Any]:
+    meta = {"name": name, "namespace": namespace}
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": {"version": version}}
+
+
+def selector(env: str) -> dict[str, Any]:
+    return {"matchLabels": {"env": env}}
+
+
+def value(member: Client, namespace: str, name: str) -> str | None:
+    try:
+        return (member.get(ConfigMap, name, namespace=namespace).data or {}).get("version")
+    except ApiError as e:
+        if e.status.code == 404:
+            return None
+        raise
+
+
+def apply(management: Client, *docs: dict[str, Any]) -> None:
+    manifests.apply(management, manifests.documents(yaml.safe_dump_all(docs)))
+
+
+def test_core_app_rollout_waits_for_its_validation_job_judged_by_cel(
+    controller: ControllerThread, management: Client, members: dict[str, Client], namespace: str
+) -> None:
+    name, job = "core-app-rollout", "validation-job-stage-staging"
+    validation = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": job, "namespace": "default"},
+        "spec": {
+            "backoffLimit": 0,
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [{"name": "validate", "image": "registry.invalid/validate:1"}],
+                }
+            },
+        },
+    }
+    doc = {
+        "apiVersion": API,
+        "kind": "ClusterPromotion",
+        "metadata": {"name": name},
+        "spec": {
+            "profileSpec": {
+                "syncMode": "Continuous",
+                "policyRefs": [{"kind": "ConfigMap", "name": "core-app", "namespace": "default"}],
+            },
+            "stages": [
+                {
+                    "name": "staging",
+                    "clusterSelector": selector("staging"),
+                    "trigger": {
+                        "auto": {
+                            "delay": "2s",
+                            "preHealthCheckDeployment": {
+                                "configMapRefs": [{"name": "validation-job-staging", "namespace": "default"}]
+                            },
+                            "postDelayHealthChecks": [
+                                {
+                                    "type": "Job",
+                                    "group": "batch",
+                                    "version": "v1",
+                                    "name": job,
+                                    "namespace": "default",
+                                    "evaluateCEL": [{"name": "success", "expression": CEL_JOB_COMPLETE}],
+                                }
+                            ],
+                        }
+                    },
+                },
+                {"name": "production", "clusterSelector": selector("prod")},
+            ],
+        },
+    }
+    apply(
+        management,
+        content("core-app", [app(namespace, "core-app", "1")]),
+        content("validation-job-staging", [validation]),
+        doc,
+    )
+    with deleted_after(management, name):
+        wait_for(
+            lambda: value(members["member-3"], namespace, "core-app") == "1", what="production delivered"
+        )
+        # Production came only after the Job ran on staging and the CEL rule held there.
+        done = members["member-2"].get(Job, job, namespace="default")
+        assert done.status is not None
+        assert (done.status.succeeded or 0) >= 1
+        assert any(c.type == "Complete" and c.status == "True" for c in done.status.conditions or [])
+        with pytest.raises(ApiError):
+            members["member-3"].get(Job, job, namespace="default")  # verification ran on staging only
+        assert value(members["member-1"], namespace, "core-app") is None  # dev is in no stage
+
+
+def test_a_closed_promotion_window_holds_the_next_stage_until_it_opens(
+    controller: ControllerThread, management: Client, members: dict[str, Client], namespace: str
+) -> None:
+    name = "windowed"
+    # The window opens at the first whole minute at least 20 s from now (the test's own clock) and
+    # stays open for five minutes.
+    opens = (dt.datetime.now(dt.UTC) + dt.timedelta(seconds=80)).replace(second=0, microsecond=0)
+    closes = opens + dt.timedelta(minutes=5)
+    window = {"from": f"{opens.minute} {opens.hour} * * *", "to": f"{closes.minute} {closes.hour} * * *"}
+    doc = {
+        "apiVersion": API,
+        "kind": "ClusterPromotion",
+        "metadata": {"name": name},
+        "spec": {
+            "profileSpec": {
+                "syncMode": "Continuous",
+                "policyRefs": [{"kind": "ConfigMap", "name": name, "namespace": "default"}],
+            },
+            "stages": [
+                {
+                    "name": "dev",
+                    "clusterSelector": selector("dev"),
+                    "trigger": {"auto": {"promotionWindow": window}},
+                },
+                {"name": "staging", "clusterSelector": selector("staging")},
+            ],
+        },
+    }
+    apply(management, content(name, [app(namespace, name, "1")]), doc)
+    with deleted_after(management, name):
+        wait_for(lambda: value(members["member-1"], namespace, name) == "1", what="dev delivered")
+        waiting = wait_for(
+            lambda: next(
+                (
+                    s["description"]
+                    for s in (promotion(management, name).status or {}).get("stages") or []
+                    if "Waiting for Time Window" in str(s.get("description"))
+                ),
+                None,
+            ),
+            what="the window reported closed",
+        )
+        assert opens.strftime("%Y-%m-%dT%H:%M:%SZ") in waiting
+        if dt.datetime.now(dt.UTC) < opens - dt.timedelta(seconds=2):
+            assert value(members["member-2"], namespace, name) is None  # held while closed
+        wait_for(
+            lambda: value(members["member-2"], namespace, name) == "1", timeout=180, what="staging delivered"
+        )
+        assert dt.datetime.now(dt.UTC) >= opens
+
+
+def test_automatic_reset_false_keeps_a_manual_approval_for_the_next_revision(
+    controller: ControllerThread, management: Client, members: dict[str, Client], namespace: str
+) -> None:
+    name = "sticky"
+    doc = {
+        "apiVersion": API,
+        "kind": "ClusterPromotion",
+        "metadata": {"name": name},
+        "spec": {
+            "profileSpec": {
+                "syncMode": "Continuous",
+                "policyRefs": [{"kind": "ConfigMap", "name": name, "namespace": "default"}],
+            },
+            "stages": [
+                {
+                    "name": "dev",
+                    "clusterSelector": selector("dev"),
+                    "trigger": {"manual": {"approved": True, "automaticReset": False}},
+                },
+                {"name": "staging", "clusterSelector": selector("staging")},
+            ],
+        },
+    }
+    apply(management, content(name, [app(namespace, name, "1")]), doc)
+    with deleted_after(management, name):
+        wait_for(lambda: value(members["member-2"], namespace, name) == "1", what="revision 1 in staging")
+        apply(management, content(name, [app(namespace, name, "2")]))  # a new revision
+        wait_for(lambda: value(members["member-2"], namespace, name) == "2", what="revision 2 in staging")
+        trigger = promotion(management, name).spec["stages"][0]["trigger"]["manual"]
+        assert trigger["approved"] is True  # never reset: the approval holds for later revisions
