@@ -794,8 +794,9 @@ def test_a_cluster_that_never_becomes_available_makes_the_run_report_stuck(
     controller: Controllers, management: Client, members: dict[str, Client], hub_ns: str
 ) -> None:
     crp, strategy, run = "never-ready", "never-ready-all", "never-ready-run"
-    # minReadySeconds of an hour: the Deployment runs on the member but is not available for an hour.
-    for obj in web_app(hub_ns, "registry.invalid/web:1", min_ready=3600):
+    # minReadySeconds of ~10 minutes (it must stay below progressDeadlineSeconds): the Deployment runs
+    # on the member but is not available for the whole test.
+    for obj in web_app(hub_ns, "registry.invalid/web:1", min_ready=590):
         management.apply(codecs.from_dict(obj), force=True)
     doc = crp_doc(crp, hub_ns)
     doc["spec"]["policy"] = {"placementType": "PickFixed", "clusterNames": ["member-1"]}

@@ -187,15 +187,16 @@ def test_a_closed_promotion_window_holds_the_next_stage_until_it_opens(
         waiting = wait_for(
             lambda: next(
                 (
-                    s["description"]
+                    s["currentStatusDescription"]
                     for s in (promotion(management, name).status or {}).get("stages") or []
-                    if "Waiting for Time Window" in str(s.get("description"))
+                    if "waiting for promotion window" in str(s.get("currentStatusDescription"))
                 ),
                 None,
             ),
             what="the window reported closed",
         )
-        assert opens.strftime("%Y-%m-%dT%H:%M:%SZ") in waiting
+        said = waiting.partition("(opens ")[2].partition(")")[0]
+        assert dt.datetime.fromisoformat(said.replace("Z", "+00:00")) == opens
         if dt.datetime.now(dt.UTC) < opens - dt.timedelta(seconds=2):
             assert value(members["member-2"], namespace, name) is None  # held while closed
         wait_for(

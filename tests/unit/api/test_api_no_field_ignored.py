@@ -62,6 +62,8 @@ PC = "tests/integration/test_profile_delivery_rules.py::"
 APPLY_RULES = KS + "test_apply_strategies_report_diffs_take_over_only_as_told_and_leave_drifted_objects_alone"
 DELETE = KS + "test_deleting_a_placement_withdraws_its_content_unless_it_abandons_it"
 CHECKS = PC + "test_pre_deploy_checks_hold_delivery_and_delete_checks_hold_the_withdrawal"
+PG = "tests/integration/test_promotion_gates.py::"
+CORE_APP = PG + "test_core_app_rollout_waits_for_its_validation_job_judged_by_cel"
 DRIFT = CC + "test_drift_exclusions_remove_the_paths_from_matching_objects_before_delivery"
 SEED_RUN = KS + "test_seed_004_cluster_scoped_rollout_then_rollback"
 NS_RUN = KS + "test_namespaced_run_rolls_a_deployment_that_becomes_available_and_rolls_back"
@@ -257,13 +259,13 @@ REGISTRY: dict[str, dict[str, Entry]] = {
         "metricSource": check({"metricSource": {"url": "https://prom"}}),
         "metricQueries": check({"metricQueries": [{"name": "q", "query": "up"}]}),
         "script": h(LUA),
-        "evaluateCEL": h(CEL),
+        "evaluateCEL": h(CORE_APP),
         "jobCheck": check({"jobCheck": {"jobRef": {"kind": "ConfigMap", "name": "j"}}}),
     },
     "LabelFilter": {f: h(HS + "test_label_filters_are_anded") for f in ("key", "operation", "value")},
     "MetricSource": {f: within("ValidateHealth.metricSource") for f in ("url", "path", "secretRef")},
     "MetricQuery": {f: within("ValidateHealth.metricQueries") for f in ("name", "query")},
-    "CELRule": {f: h(CEL) for f in ("name", "rule")},
+    "CELRule": {f: h(CORE_APP) for f in ("name", "rule")},
     "JobCheck": {f: within("ValidateHealth.jobCheck") for f in ("jobRef", "timeout")},
     "Patch": {f: within("ProfileSpec.patches") for f in ("patch", "target")},
     # Reached from patches (refused) and from driftExclusions (honoured, literal targets only).
@@ -295,13 +297,11 @@ REGISTRY: dict[str, dict[str, Entry]] = {
     "Trigger": {"auto": h(AUTO), "manual": h(MANUAL)},
     "AutoTrigger": {
         "delay": h(CE + "test_delay_is_measured_from_stage_success_not_from_stage_start"),
-        "preHealthCheckDeployment": h(
-            CE + "test_pre_health_deployment_is_applied_after_the_delay_and_before_the_health_checks"
-        ),
+        "preHealthCheckDeployment": h(CORE_APP),
         "postDelayHealthChecks": h(
             PH + "test_post_delay_health_checks_with_get_resource_gate_the_next_stage"
         ),
-        "promotionWindow": h(CE + "test_a_closed_promotion_window_waits_until_it_opens"),
+        "promotionWindow": h(PG + "test_a_closed_promotion_window_holds_the_next_stage_until_it_opens"),
     },
     "TimeWindow": {
         f: h(CP + "test_promotion_window_opens_at_from_and_closes_at_the_next_to") for f in ("from", "to")
@@ -311,9 +311,7 @@ REGISTRY: dict[str, dict[str, Entry]] = {
         "preHealthCheckDeployment": h(TS + "test_manual_trigger_checks_then_sticky_or_resetting_approval"),
         "postDelayHealthChecks": h(TS + "test_manual_trigger_checks_then_sticky_or_resetting_approval"),
         "approved": h(MANUAL),
-        "automaticReset": h(
-            CE + "test_a_sticky_approval_without_automatic_reset_keeps_promoting_across_revisions"
-        ),
+        "automaticReset": h(PG + "test_automatic_reset_false_keeps_a_manual_approval_for_the_next_revision"),
     },
     "ClusterSummarySpec": dict.fromkeys(
         ("clusterNamespace", "clusterName", "clusterType", "clusterProfileSpec"), ("written", WRITTEN)
