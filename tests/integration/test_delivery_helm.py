@@ -19,6 +19,7 @@ from lightkube.resources.core_v1 import ConfigMap
 
 from fleetwave.api.sveltos import HelmChart
 from fleetwave.delivery import helm
+from fleetwave.delivery import helmplan as hp
 from fleetwave.delivery.target import MemberTarget, MemberUnreachable
 from fleetwave.local import binaries, chartrepo, fleet
 
@@ -266,3 +267,50 @@ async def test_names_helm_must_not_see_are_refused_before_helm_runs(
     assert refused.action == "failed"
     assert refused.error is not None
     assert "releaseName" in refused.error
+
+
+async def test_a_release_another_owner_installed_is_kept_unless_a_lower_tier_takes_it_over(
+    bins: binaries.Binaries, repo: chartrepo.ChartRepo, target: MemberTarget, namespace: str
+) -> None:
+    """Two profiles installing the same release (ADR 0063): the owner's release labels decide."""
+    helm_bin = bins.path("helm")
+    a, b, c = (hp.Ownership("summary-a"), hp.Ownership("summary-b"), hp.Ownership("summary-c", tier=50))
+
+    first = await helm.install_or_upgrade(
+        target, _chart(repo.url, namespace, "1.0.0"), helm=helm_bin, ownership=a
+    )
+    assert first.ok, first.error
+    release = await helm.status(target, helm=helm_bin, release_name="greeter", release_namespace=namespace)
+    assert release is not None
+    assert release.labels == {hp.OWNER_LABEL: "summary-a", hp.TIER_LABEL: "100"}
+
+    same_tier = await helm.install_or_upgrade(
+        target, _chart(repo.url, namespace, "1.1.0"), helm=helm_bin, ownership=b
+    )
+    assert same_tier.action == "failed"
+    assert same_tier.error is not None
+    assert "deployed by summary-a (tier 100)" in same_tier.error
+    kept = await helm.status(target, helm=helm_bin, release_name="greeter", release_namespace=namespace)
+    assert kept is not None
+    assert (kept.chart_version, kept.revision) == ("1.0.0", 1)
+
+    lower = await helm.install_or_upgrade(
+        target, _chart(repo.url, namespace, "1.1.0"), helm=helm_bin, ownership=c
+    )
+    assert lower.ok, lower.error
+    assert lower.action == "upgraded"
+    taken = await helm.status(target, helm=helm_bin, release_name="greeter", release_namespace=namespace)
+    assert taken is not None
+    assert taken.labels[hp.OWNER_LABEL] == "summary-c"
+    assert taken.chart_version == "1.1.0"
+
+    # The first owner withdrawing never removes what another owner now keeps.
+    left = await helm.uninstall(
+        target, helm=helm_bin, release_name="greeter", release_namespace=namespace, owner="summary-a"
+    )
+    assert left.action == "absent"
+    assert await helm.status(target, helm=helm_bin, release_name="greeter", release_namespace=namespace)
+    gone = await helm.uninstall(
+        target, helm=helm_bin, release_name="greeter", release_namespace=namespace, owner="summary-c"
+    )
+    assert gone.action == "uninstalled"

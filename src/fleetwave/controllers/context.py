@@ -15,6 +15,7 @@ from typing import Any, Protocol
 from fleetwave.api import families
 from fleetwave.api.families import Family
 from fleetwave.api.sveltos import HelmChart, ValidateHealth
+from fleetwave.delivery.helmplan import Ownership
 from fleetwave.delivery.target import MemberTarget
 from fleetwave.kube import kinds
 from fleetwave.kube.client import AsyncClient
@@ -80,10 +81,18 @@ class HelmOutcome:
 
 class HelmPort(Protocol):
     async def install_or_upgrade(
-        self, target: MemberTarget, chart: HelmChart, *, values: Mapping[str, Any], dry_run: bool
+        self,
+        target: MemberTarget,
+        chart: HelmChart,
+        *,
+        values: Mapping[str, Any],
+        dry_run: bool,
+        ownership: Ownership | None = None,
     ) -> HelmOutcome: ...
 
-    async def uninstall(self, target: MemberTarget, *, release: str, namespace: str) -> HelmOutcome: ...
+    async def uninstall(
+        self, target: MemberTarget, *, release: str, namespace: str, owner: str | None = None
+    ) -> HelmOutcome: ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,6 +14,7 @@ from typing import Any
 from fleetwave.api.sveltos import HelmChart, ValidateHealth
 from fleetwave.controllers.context import HealthOutcome, HelmOutcome
 from fleetwave.delivery import helm
+from fleetwave.delivery.helmplan import Ownership
 from fleetwave.delivery.target import MemberTarget
 from fleetwave.sandbox.pool import CheckPool
 
@@ -34,16 +35,24 @@ class HelmAdapter:
         self.binary = binary
 
     async def install_or_upgrade(
-        self, target: MemberTarget, chart: HelmChart, *, values: Mapping[str, Any], dry_run: bool
+        self,
+        target: MemberTarget,
+        chart: HelmChart,
+        *,
+        values: Mapping[str, Any],
+        dry_run: bool,
+        ownership: Ownership | None = None,
     ) -> HelmOutcome:
         report = await helm.install_or_upgrade(
-            target, chart, helm=self.binary, values=values, dry_run=dry_run
+            target, chart, helm=self.binary, values=values, dry_run=dry_run, ownership=ownership
         )
         return _outcome(report)
 
-    async def uninstall(self, target: MemberTarget, *, release: str, namespace: str) -> HelmOutcome:
+    async def uninstall(
+        self, target: MemberTarget, *, release: str, namespace: str, owner: str | None = None
+    ) -> HelmOutcome:
         report = await helm.uninstall(
-            target, helm=self.binary, release_name=release, release_namespace=namespace
+            target, helm=self.binary, release_name=release, release_namespace=namespace, owner=owner
         )
         return _outcome(report)
 

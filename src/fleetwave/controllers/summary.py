@@ -29,6 +29,7 @@ from fleetwave.controllers.context import Context, HelmOutcome, as_dict
 from fleetwave.core import selectors, timestamps
 from fleetwave.delivery import content as dc
 from fleetwave.delivery import manifests
+from fleetwave.delivery.helmplan import Ownership
 from fleetwave.delivery.target import MemberTarget, MemberUnreachable
 from fleetwave.kube import client as kubeclient
 from fleetwave.kube import kinds, ops
@@ -324,8 +325,15 @@ async def _deliver_to(
     resources = await _resources(
         target, objects, inv, raw.get("status") or {}, dry_run, _apply_policy(profile)
     )
+    ownership = Ownership(dc.inventory_key(inv), profile.tier)
     releases = await _charts(
-        ctx, target, body.get("helmCharts") or [], raw.get("status") or {}, dry_run, profile.continue_on_error
+        ctx,
+        target,
+        body.get("helmCharts") or [],
+        raw.get("status") or {},
+        dry_run,
+        profile.continue_on_error,
+        ownership,
     )
     features = [resources] if objects or resources.deployed else []
     if body.get("helmCharts") or releases:
@@ -379,6 +387,7 @@ async def _charts(
     previous: Mapping[str, Any],
     dry_run: bool,
     continue_on_error: bool = False,
+    ownership: Ownership | None = None,
 ) -> list[ss.HelmRelease]:
     releases: list[ss.HelmRelease] = []
     wanted = set()
@@ -391,13 +400,14 @@ async def _charts(
                 ss.HelmRelease(chart.release_name, chart.release_namespace, "Failed", message=stopped)
             )
             continue
+        owner = ownership.owner if ownership else None
         if chart.helm_chart_action == "Uninstall":
             outcome = await ctx.helm.uninstall(
-                target, release=chart.release_name, namespace=chart.release_namespace
+                target, release=chart.release_name, namespace=chart.release_namespace, owner=owner
             )
         else:
             outcome = await ctx.helm.install_or_upgrade(
-                target, chart, values=entry.get("values") or {}, dry_run=dry_run
+                target, chart, values=entry.get("values") or {}, dry_run=dry_run, ownership=ownership
             )
         releases.append(_release(chart.release_name, chart.release_namespace, outcome))
         if not outcome.ok and not continue_on_error:
@@ -406,7 +416,8 @@ async def _charts(
     for old in previous.get("helmReleaseSummaries") or []:  # charts removed from the profile
         key = (old.get("releaseName"), old.get("releaseNamespace"))
         if key not in wanted and not dry_run and old.get("status") != "Uninstalled":
-            await ctx.helm.uninstall(target, release=str(key[0]), namespace=str(key[1]))
+            owner = ownership.owner if ownership else None
+            await ctx.helm.uninstall(target, release=str(key[0]), namespace=str(key[1]), owner=owner)
     return releases
 
 
@@ -451,8 +462,9 @@ async def _finalize(ctx: Context, obj: Any, raw: Mapping[str, Any]) -> Result:
             await manifests.withdraw(
                 target, inventory=inventory(meta["namespace"], meta["name"]), kinds=_previous_kinds(previous)
             )
+            owner = dc.inventory_key(inventory(meta["namespace"], meta["name"]))
             for release, namespace in _releases_to_uninstall(ctx, raw):
-                await ctx.helm.uninstall(target, release=release, namespace=namespace)
+                await ctx.helm.uninstall(target, release=release, namespace=namespace, owner=owner)
             waiting = await _delete_checks(ctx, obj, target, profile.post_delete_checks, "postDeleteChecks")
             if waiting:
                 return waiting

@@ -33,6 +33,7 @@ from fleetwave.api.sveltos import HelmChart
 from fleetwave.delivery import helmplan as hp
 from fleetwave.delivery.content import ContentError, values_hash
 from fleetwave.delivery.target import MemberTarget, MemberUnreachable
+from fleetwave.kube import kinds
 
 HelmAction = Literal["installed", "upgraded", "unchanged", "failed", "uninstalled", "absent"]
 _COMMAND_TIMEOUT = 600.0  # seconds; helm's own --timeout (default 5m) bounds each wait inside
@@ -149,7 +150,31 @@ async def _status(h: _Helm, name: str, namespace: str) -> hp.Release | None:
     metadata = await h.run("get", "metadata", *where) if result.code == 0 else result
     if metadata.code != 0:
         raise HelmError(f"helm status {namespace}/{name}: {hp.error_text(metadata.stderr)}")
-    return hp.parse_release(result.stdout, metadata.stdout)
+    release = hp.parse_release(result.stdout, metadata.stdout)
+    return dataclasses.replace(release, labels=await _release_labels(h.target, name, namespace))
+
+
+_SECRET = kinds.builtin_resource("v1", "Secret")
+# Labels helm's storage driver sets itself; the rest of a release Secret's labels are `--labels`.
+_HELM_LABELS = frozenset({"owner", "name", "status", "version", "modifiedAt"})
+
+
+def _revision(labels: Mapping[str, str]) -> int:
+    text = labels.get("version", "")
+    return int(text) if text.isdigit() else -1
+
+
+async def _release_labels(target: MemberTarget, name: str, namespace: str) -> dict[str, str]:
+    """The labels given to the latest revision of a release (`helm --labels`): helm prints them
+    nowhere, so they are read from its storage (the release Secrets, helm's default driver)."""
+    async with target.session() as client:
+        found = [
+            dict(s.metadata.labels or {})
+            async for s in client.list(_SECRET, namespace=namespace, labels={"owner": "helm", "name": name})
+            if s.metadata is not None
+        ]
+    latest = max(found, key=_revision, default={})
+    return {k: v for k, v in latest.items() if k not in _HELM_LABELS}
 
 
 async def status(
@@ -191,7 +216,11 @@ async def _recover(h: _Helm, chart: HelmChart) -> tuple[str | None, hp.Release |
 
 
 async def _install(
-    h: _Helm, chart: HelmChart, values: Mapping[str, Any] | None, dry_run: bool
+    h: _Helm,
+    chart: HelmChart,
+    values: Mapping[str, Any] | None,
+    dry_run: bool,
+    ownership: hp.Ownership | None = None,
 ) -> HelmReleaseReport:
     source = hp.chart_source(chart)
     desired = hp.desired_values(chart, values)
@@ -206,11 +235,14 @@ async def _install(
         values_hash=values_hash(desired),
     )
     current = await _status(h, chart.release_name, chart.release_namespace)
+    conflict = hp.owned_elsewhere(current, ownership)
+    if conflict:
+        return _replace(_with(report, "failed", current), error=conflict)
     if current is not None and hp.is_up_to_date(
-        current, chart_name=chart_name, chart_version=chart_version, values=desired
+        current, chart_name=chart_name, chart_version=chart_version, values=desired, ownership=ownership
     ):
         return _with(report, "unchanged", current)
-    argv = hp.upgrade_argv(chart, source, h.values_file(desired), dry_run=dry_run)
+    argv = hp.upgrade_argv(chart, source, h.values_file(desired), dry_run=dry_run, ownership=ownership)
     result = await h.run(*argv)
     if result.code == 0:
         return _with(report, "installed" if current is None else "upgraded", hp.parse_release(result.stdout))
@@ -235,16 +267,22 @@ async def install_or_upgrade(
     helm: str,
     values: Mapping[str, Any] | None = None,
     dry_run: bool = False,
+    ownership: hp.Ownership | None = None,
 ) -> HelmReleaseReport:
     """Make the release run `chart` with its inline values plus `values` (the caller-resolved
-    valuesFrom, merged over them). `helmChartAction: Uninstall` uninstalls instead."""
+    valuesFrom, merged over them). `helmChartAction: Uninstall` uninstalls instead. With
+    `ownership`, a release another owner installed is left to it unless our tier is lower."""
     if chart.helm_chart_action == "Uninstall":
         return await uninstall(
-            target, helm=helm, release_name=chart.release_name, release_namespace=chart.release_namespace
+            target,
+            helm=helm,
+            release_name=chart.release_name,
+            release_namespace=chart.release_namespace,
+            owner=ownership.owner if ownership else None,
         )
     with _session(helm, target) as h:
         try:
-            return await _install(h, chart, values, dry_run)
+            return await _install(h, chart, values, dry_run, ownership)
         except ContentError as err:
             return HelmReleaseReport(
                 chart.release_name, chart.release_namespace, "failed", dry_run, error=str(err)
@@ -252,9 +290,10 @@ async def install_or_upgrade(
 
 
 async def uninstall(
-    target: MemberTarget, *, helm: str, release_name: str, release_namespace: str
+    target: MemberTarget, *, helm: str, release_name: str, release_namespace: str, owner: str | None = None
 ) -> HelmReleaseReport:
-    """Remove the release and wait for its objects to go; "absent" when it was not installed."""
+    """Remove the release and wait for its objects to go; "absent" when it was not installed — or,
+    with `owner`, when another owner's labels are on it (never remove what another profile keeps)."""
     try:
         hp.check_release(release_name, release_namespace)
     except ContentError as err:
@@ -264,7 +303,7 @@ async def uninstall(
             current = await _status(h, release_name, release_namespace)
         except HelmError as err:
             return HelmReleaseReport(release_name, release_namespace, "failed", error=str(err))
-        if current is None:
+        if current is None or (owner and current.labels.get(hp.OWNER_LABEL) not in (None, owner)):
             return HelmReleaseReport(release_name, release_namespace, "absent")
         result = await h.run("uninstall", "--namespace", release_namespace, "--wait", "--", release_name)
         if result.code != 0:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from fleetwave.api import yamlsafe
@@ -123,6 +123,41 @@ class Release:
     chart_name: str
     chart_version: str
     values: dict[str, Any]
+    labels: dict[str, str] = field(default_factory=dict)  # release labels (helm --labels)
+
+
+# Who installed a release, as release labels (ADR 0063): tiers decide between two profiles that
+# install the same release, as they do for objects.
+OWNER_LABEL = "fleetwave.io/deployed-by"
+TIER_LABEL = "fleetwave.io/tier"
+DEFAULT_TIER = 100
+
+
+@dataclass(frozen=True, slots=True)
+class Ownership:
+    owner: str  # a label-safe inventory key
+    tier: int = DEFAULT_TIER
+
+    def labels(self) -> dict[str, str]:
+        return {OWNER_LABEL: self.owner, TIER_LABEL: str(self.tier)}
+
+
+def owned_elsewhere(current: Release | None, ours: Ownership | None) -> str:
+    """Why `ours` must not install over the release (empty when it may): another owner keeps it
+    unless our tier is strictly lower; a release without an owner label is taken over."""
+    theirs = current.labels.get(OWNER_LABEL) if current is not None else None
+    if ours is None or current is None or not theirs or theirs == ours.owner:
+        return ""
+    try:
+        their_tier = int(current.labels.get(TIER_LABEL) or DEFAULT_TIER)
+    except ValueError:
+        their_tier = DEFAULT_TIER
+    if ours.tier < their_tier:
+        return ""
+    return (
+        f"conflict: release {current.namespace}/{current.name} is deployed by {theirs} (tier {their_tier}); "
+        f"tier {ours.tier} does not take it over, only a lower tier does"
+    )
 
 
 def chart_source(chart: HelmChart) -> ChartSource:
@@ -189,11 +224,20 @@ def source_flags(source: ChartSource) -> list[str]:
     return flags + (["--version", source.version] if source.version else [])
 
 
-def upgrade_argv(chart: HelmChart, source: ChartSource, values_file: str, *, dry_run: bool) -> list[str]:
+def upgrade_argv(
+    chart: HelmChart,
+    source: ChartSource,
+    values_file: str,
+    *,
+    dry_run: bool,
+    ownership: Ownership | None = None,
+) -> list[str]:
     """`helm upgrade --install` with its flags, then `--` and the release name and chart reference."""
     argv = ["upgrade", "--install", "--namespace", chart.release_namespace]
     argv += [*source_flags(source), "--values", values_file, "--reset-values", "--output", "json"]
     argv += option_flags(chart)
+    if ownership is not None:  # label-safe keys and values: no comma or '=' reaches helm's parser
+        argv += ["--labels", ",".join(f"{k}={v}" for k, v in ownership.labels().items())]
     argv += ["--dry-run=server"] if dry_run else []
     return [*argv, "--", chart.release_name, source.ref]
 
@@ -214,9 +258,11 @@ def parse_release(text: str, metadata: str | None = None) -> Release:
     chart) together with `helm get metadata -o json`."""
     data = json.loads(text)
     chart = (data.get("chart") or {}).get("metadata") or {}
+    labels = data.get("labels") or {}
     if metadata is not None:
         extra = json.loads(metadata)
         chart = {"name": extra.get("chart", ""), "version": extra.get("version", "")}
+        labels = extra.get("labels") or labels
     return Release(
         name=str(data["name"]),
         namespace=str(data.get("namespace", "")),
@@ -225,19 +271,27 @@ def parse_release(text: str, metadata: str | None = None) -> Release:
         chart_name=str(chart.get("name", "")),
         chart_version=str(chart.get("version", "")),
         values=dict(data.get("config") or {}),
+        labels={str(k): str(v) for k, v in dict(labels).items()},
     )
 
 
 def is_up_to_date(
-    current: Release | None, *, chart_name: str, chart_version: str, values: Mapping[str, Any]
+    current: Release | None,
+    *,
+    chart_name: str,
+    chart_version: str,
+    values: Mapping[str, Any],
+    ownership: Ownership | None = None,
 ) -> bool:
-    """The deployed revision already runs this chart version with exactly these values."""
+    """The deployed revision already runs this chart version with exactly these values (and, when
+    given, carries these owner labels)."""
     return (
         current is not None
         and current.status == "deployed"
         and current.chart_name == chart_name
         and current.chart_version == chart_version
         and canonical_json(current.values) == canonical_json(dict(values))
+        and (ownership is None or all(current.labels.get(k) == v for k, v in ownership.labels().items()))
     )
 
 

@@ -1,0 +1,52 @@
+"""Who keeps a helm release two profiles install (ADR 0063), decided from its release labels (pure)."""
+
+from __future__ import annotations
+
+from fleetwave.api.sveltos import HelmChart
+from fleetwave.delivery import helmplan as hp
+
+
+def release(**labels: str) -> hp.Release:
+    return hp.Release("web", "apps", 3, "deployed", "web", "1.0.0", {}, dict(labels))
+
+
+OWNED = {hp.OWNER_LABEL: "summary-a", hp.TIER_LABEL: "100"}
+
+
+def test_the_owner_an_unowned_release_and_a_lower_tier_may_install() -> None:
+    assert hp.owned_elsewhere(release(**OWNED), hp.Ownership("summary-a")) == ""
+    assert hp.owned_elsewhere(release(), hp.Ownership("summary-b")) == ""  # nobody's: taken over
+    assert hp.owned_elsewhere(None, hp.Ownership("summary-b")) == ""  # not installed yet
+    assert hp.owned_elsewhere(release(**OWNED), hp.Ownership("summary-b", tier=99)) == ""
+    assert hp.owned_elsewhere(release(**OWNED), None) == ""  # no owner asked (fleetwave CLI)
+
+
+def test_an_equal_or_higher_tier_is_refused_naming_the_owner() -> None:
+    refused = hp.owned_elsewhere(release(**OWNED), hp.Ownership("summary-b"))
+    assert refused.startswith("conflict: release apps/web is deployed by summary-a (tier 100)")
+    assert hp.owned_elsewhere(release(**OWNED), hp.Ownership("summary-b", tier=200))
+    garbled = release(**{hp.OWNER_LABEL: "summary-a", hp.TIER_LABEL: "high"})
+    assert "(tier 100)" in hp.owned_elsewhere(garbled, hp.Ownership("summary-b"))
+
+
+def test_the_owner_labels_go_to_helm_and_count_for_up_to_date() -> None:
+    chart = HelmChart.model_validate(
+        {
+            "repositoryURL": "https://charts.example.com",
+            "repositoryName": "r",
+            "chartName": "r/web",
+            "chartVersion": "1.0.0",
+            "releaseName": "web",
+            "releaseNamespace": "apps",
+        }
+    )
+    ours = hp.Ownership("summary-a", tier=50)
+    argv = hp.upgrade_argv(chart, hp.chart_source(chart), "/v.yaml", dry_run=False, ownership=ours)
+    assert argv[argv.index("--labels") + 1] == "fleetwave.io/deployed-by=summary-a,fleetwave.io/tier=50"
+    assert argv.index("--labels") < argv.index("--")
+    same = {"chart_name": "web", "chart_version": "1.0.0", "values": {}}
+    assert hp.is_up_to_date(
+        release(**{hp.OWNER_LABEL: "summary-a", hp.TIER_LABEL: "50"}), **same, ownership=ours
+    )
+    # Taken over, or a new tier: helm runs again so the labels say who has it now.
+    assert not hp.is_up_to_date(release(**OWNED), **same, ownership=ours)
