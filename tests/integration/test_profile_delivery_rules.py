@@ -260,3 +260,97 @@ def test_pre_deploy_checks_hold_delivery_and_delete_checks_hold_the_withdrawal(
 
 def summary_events(management: Client) -> list[Any]:
     return list(management.list(Event, namespace="*"))
+
+
+def _local_note(management: Client, namespace: str) -> Any | None:
+    try:
+        return management.get(ConfigMap, "local-note", namespace=namespace)
+    except ApiError as err:
+        if err.status.code == 404:
+            return None
+        raise
+
+
+@pytest.mark.parametrize("kind", ["ClusterProfile", "ClusterPromotion"])
+def test_local_content_goes_to_the_management_cluster_once_and_leaves_with_its_owner(
+    controller: ControllerThread, management: Client, members: dict[str, Client], namespace: str, kind: str
+) -> None:
+    name = f"local-{kind.lower()}"
+    local = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": f"content-{name}-local", "namespace": "default"},
+        "data": {"content.yaml": yaml.safe_dump(_cm(namespace, "local-note", where="management"))},
+    }
+    docs = _profile(name, namespace, [_cm(namespace, "remote-note", where="member")])
+    spec = docs[1]["spec"]
+    spec["policyRefs"].append(
+        {
+            "kind": "ConfigMap",
+            "name": f"content-{name}-local",
+            "namespace": "default",
+            "deploymentType": "Local",
+        }
+    )
+    if kind == "ClusterPromotion":  # the same content as a promotion's profileSpec, one stage
+        selector = spec.pop("clusterSelector")
+        docs[1] = {
+            "apiVersion": "fleetwave.io/v1alpha1",
+            "kind": "ClusterPromotion",
+            "metadata": {"name": name},
+            "spec": {"profileSpec": spec, "stages": [{"name": "dev", "clusterSelector": selector}]},
+        }
+    manifests.apply(management, [local, *docs])
+    try:
+        wait_for(
+            lambda: _data(members["member-1"], namespace, "remote-note"), what="remote content delivered"
+        )
+        # fleetwave grants nothing for Local content: the controller's account may not write there
+        # until an admin says so, and the rollout object says why.
+        refused = wait_for(
+            lambda: _local_status(management, kind, name).get("errors"), what="refused by RBAC"
+        )
+        assert "forbidden" in refused[0]
+        assert _local_note(management, namespace) is None
+        manifests.apply(management, _local_rights(namespace))
+        note = wait_for(
+            lambda: _local_note(management, namespace), what="Local content in the management cluster"
+        )
+        assert note.data == {"where": "management"}
+        owners = [(r.kind, r.name) for r in note.metadata.ownerReferences or []]
+        assert owners == [(kind, name)]  # the rollout object, never a stage profile or a summary
+        assert _data(members["member-1"], namespace, "local-note") is None  # never sent to a member
+        status = wait_for(
+            lambda: s if (s := _local_status(management, kind, name)) and not s.get("errors") else None,
+            what="Local content reported applied",
+        )
+        assert status["deployedKinds"] == ["ConfigMap.v1."]
+    finally:
+        management.delete(kinds.resource(kind), name)
+    wait_for(lambda: _local_note(management, namespace) is None, what="Local content garbage-collected")
+
+
+def _local_status(management: Client, kind: str, name: str) -> dict[str, Any]:
+    return dict((management.get(kinds.resource(kind), name).status or {}).get("localContent") or {})
+
+
+def _local_rights(namespace: str) -> list[dict[str, Any]]:
+    """What a platform admin grants for Local content: here, ConfigMaps in one namespace."""
+    meta = {"name": "fleetwave-local-content", "namespace": namespace}
+    verbs = ["get", "create", "patch", "delete"]
+    account = {"kind": "ServiceAccount", "name": "fleetwave-controller", "namespace": "fleetwave-system"}
+    return [
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": meta,
+            "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": verbs}],
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": meta,
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": meta["name"]},
+            "subjects": [account],
+        },
+    ]

@@ -112,12 +112,32 @@ def _refuse_unhonoured(spec: ProfileSpec, path: str) -> None:
     for i, chart in enumerate(spec.helm_charts or []):
         _refuse_unhonoured_chart(chart, f"{path}.helmCharts[{i}]")
     for i, ref in enumerate(spec.policy_refs or []):
-        if ref.deployment_type != "Remote":
-            # Local means "in the management cluster"; delivering it to members would be wrong.
-            raise ContentError(
-                f"{path}.policyRefs[{i}].deploymentType: Local is not supported by fleetwave yet"
-            )
         _refuse_ref_options(ref, f"{path}.policyRefs[{i}]")
+
+
+LOCAL = "Local"
+# Local content runs with the controller's rights in the management cluster; on these groups those
+# rights are fleetwave's own (profiles, summaries, snapshots), never a content author's to use.
+OWN_GROUPS = frozenset(
+    {
+        "fleetwave.io",
+        "config.projectsveltos.io",
+        "lib.projectsveltos.io",
+        "placement.kubernetes-fleet.io",
+        "cluster.kubernetes-fleet.io",
+    }
+)
+
+
+def _refuse_owned_kinds(objects: list[dict[str, Any]], path: str) -> None:
+    for obj in objects:
+        group = str(obj.get("apiVersion") or "").rpartition("/")[0]
+        if group in OWN_GROUPS:
+            name = (obj.get("metadata") or {}).get("name")
+            raise ContentError(
+                f"{path}.deploymentType: Local content may not hold {obj.get('kind')} {name} "
+                f"({group} is fleetwave's own API: the controller's rights there are not the author's)"
+            )
 
 
 def _refuse_ref_options(ref: PolicyRef, path: str) -> None:
@@ -196,7 +216,11 @@ def resolve(
         objects = reader.policy(ref, f"{path}.policyRefs[{i}]")
         if objects is not None:
             objects = drift_exclusions.apply(extra_metadata.stamp(objects, labels, annotations), excluded)
-            policies.append({"source": reader.source(ref), "tier": ref.tier, "objects": objects})
+            policy: dict[str, Any] = {"source": reader.source(ref), "tier": ref.tier, "objects": objects}
+            if ref.deployment_type == LOCAL:
+                _refuse_owned_kinds(objects, f"{path}.policyRefs[{i}]")
+                policy["deploymentType"] = LOCAL  # for the management cluster (ADR 0064)
+            policies.append(policy)
     charts = []
     for i, chart in enumerate(spec.helm_charts or []):
         values = reader.values(chart, f"{path}.helmCharts[{i}]")

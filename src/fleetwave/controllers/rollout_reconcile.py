@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Any, Generic, Protocol, TypeVar
 
 from fleetwave.api.families import Family
-from fleetwave.controllers import content, engine_state, requeue
+from fleetwave.controllers import content, engine_state, local_content, requeue
 from fleetwave.controllers import rollout_common as common
 from fleetwave.controllers.context import Context, as_dict
 from fleetwave.core import effects as fx
@@ -26,6 +26,7 @@ from fleetwave.core import status as st
 from fleetwave.kube.status import StatusWrite, write_status
 from fleetwave.runtime.controller import Result
 
+LOCAL_RETRY = 30.0  # seconds between attempts at Local content that failed
 P = TypeVar("P")  # the kind's parsed API object
 F = TypeVar("F")  # what the kind's effects and status need besides the engine's facts
 
@@ -95,16 +96,30 @@ async def reconcile(ctx: Context, key: str, rollout: Rollout[P, F]) -> Result:
     except common.INVALID as e:
         return await common.report_invalid(ctx, obj, raw, rollout.kind, str(e))
     await common.ensure_snapshot(ctx, prepared.resolved)
+    spec = getattr(prepared.parsed, "spec", None)
+    local = await local_content.deploy(ctx, rollout.kind, obj, raw, prepared.resolved, _profile_spec(spec))
     run = _start(ctx, key, obj, raw, prepared)
     observation = await rollout.observe(ctx, run)
     decision = engine.step(run.spec, run.fleet, observation.engine, run.now)
     await rollout.act(ctx, run, observation.facts, decision)
-    status = rollout.status(run, observation.facts, decision)
+    status = {**rollout.status(run, observation.facts, decision), **local}
     written = await write_status(ctx.client, ctx.resource(rollout.kind), obj, status)
     if written is StatusWrite.CONFLICT:
         return Result(requeue=True)  # someone wrote newer state: decide again from it
     await rollout.after_status(ctx, run, decision)
-    return requeue.after(decision, run.now)
+    result = requeue.after(decision, run.now)
+    if (local.get(local_content.STATUS_FIELD) or {}).get("errors") and not result.requeue:
+        # Local content is retried (an admin may grant the rights it lacks) without delaying the
+        # rollout's own timers.
+        wait = min(result.requeue_after or LOCAL_RETRY, LOCAL_RETRY)
+        return Result(requeue_after=wait)
+    return result
+
+
+def _profile_spec(spec: Any) -> Any:
+    """The profile spec whose tier and continueOn* govern Local content: a ClusterProfile's spec, a
+    ClusterPromotion's profileSpec."""
+    return getattr(spec, "profile_spec", None) or spec
 
 
 def _start(ctx: Context, key: str, obj: Any, raw: Mapping[str, Any], prepared: Prepared[P]) -> Pass[P]:

@@ -265,6 +265,7 @@ def _objects(body: Mapping[str, Any], tier: int = manifests.DEFAULT_TIER) -> lis
     return [
         manifests.with_tier(o, (tier, int(p.get("tier") or manifests.DEFAULT_TIER)))
         for p in body.get("policies") or []
+        if p.get("deploymentType") != content.LOCAL  # the management cluster's (local_content.py)
         for o in p.get("objects") or []
     ]
 

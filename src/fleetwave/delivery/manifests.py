@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from fleetwave.delivery import content as ct
-from fleetwave.delivery.target import MemberTarget
+from fleetwave.delivery.target import Target
 from fleetwave.kube import kinds as kd
 from fleetwave.kube import ops
 from fleetwave.kube.client import FIELD_MANAGER, AsyncClient
@@ -288,7 +288,7 @@ def _established(crd: Mapping[str, Any]) -> bool:
 
 
 async def apply(
-    target: MemberTarget,
+    target: Target,
     objects: Sequence[Mapping[str, Any]],
     *,
     inventory: str,
@@ -349,7 +349,7 @@ def _removal_order(kinds: Iterable[kd.GVK]) -> list[kd.GVK]:
 
 
 async def prune(
-    target: MemberTarget, *, inventory: str, kinds: Iterable[kd.GVK], keep: Iterable[ct.ObjectRef]
+    target: Target, *, inventory: str, kinds: Iterable[kd.GVK], keep: Iterable[ct.ObjectRef]
 ) -> list[ct.ObjectRef]:
     """Delete objects of `kinds` carrying the inventory label that are not in `keep`; returns them.
     `kinds` are those recorded by the previous ApplyReport (what may have been left behind)."""
@@ -368,7 +368,7 @@ async def prune(
     return deleted
 
 
-async def withdraw(target: MemberTarget, *, inventory: str, kinds: Iterable[kd.GVK]) -> list[ct.ObjectRef]:
+async def withdraw(target: Target, *, inventory: str, kinds: Iterable[kd.GVK]) -> list[ct.ObjectRef]:
     """Delete everything of the inventory (Sveltos WithdrawPolicies); returns what was deleted."""
     return await prune(target, inventory=inventory, kinds=kinds, keep=())
 
@@ -399,7 +399,7 @@ async def _drift_of(client: AsyncClient, resolver: kd.AsyncKinds, obj: Mapping[s
 
 
 async def detect_drift(
-    target: MemberTarget, objects: Sequence[Mapping[str, Any]], *, inventory: str
+    target: Target, objects: Sequence[Mapping[str, Any]], *, inventory: str
 ) -> list[Drift]:
     """Objects whose live state no longer matches what fleetwave applied (ContinuousWithDriftDetection):
     deleted, taken over by another field manager, or changed in a way re-applying would undo."""
@@ -450,7 +450,7 @@ async def _diff_of(client: AsyncClient, resolver: kd.AsyncKinds, obj: Mapping[st
 
 
 async def report_diff(
-    target: MemberTarget, objects: Sequence[Mapping[str, Any]], *, inventory: str
+    target: Target, objects: Sequence[Mapping[str, Any]], *, inventory: str
 ) -> list[ObjectDiff]:
     """How the member differs from `objects` (KubeFleet's ReportDiff), changing nothing: objects it
     lacks, and per object the fields a forced apply would change (fleetwave's own label and

@@ -10,9 +10,10 @@ import os
 import shutil
 import tempfile
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from fleetwave.kube import client as kubeclient
 from fleetwave.kube import ops
@@ -71,3 +72,28 @@ class MemberTarget:
             yield path
         finally:
             shutil.rmtree(directory, ignore_errors=True)
+
+
+class Target(Protocol):
+    """Where manifests are applied: a member cluster, or the management cluster itself."""
+
+    @property
+    def name(self) -> str: ...
+
+    def session(self) -> AbstractAsyncContextManager[kubeclient.AsyncClient]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ManagementTarget:
+    """The management cluster, through the controller's own client (Sveltos `deploymentType: Local`):
+    what it may do there is exactly what the controller's RBAC allows (ADR 0064)."""
+
+    client: kubeclient.AsyncClient = field(repr=False)
+    name: str = "management cluster"
+
+    @asynccontextmanager
+    async def session(self) -> AsyncIterator[kubeclient.AsyncClient]:
+        try:
+            yield self.client  # shared with the controller: never closed here
+        except ops.TransportError as err:
+            raise MemberUnreachable(self.name, f"{type(err).__name__}: {err}") from err

@@ -197,7 +197,9 @@ REGISTRY: dict[str, dict[str, Entry]] = {
             "refused",
             ("profile", {"policyRefs": [{"remoteURL": {"url": "https://example.com/x.yaml"}}]}),
         ),
-        "deploymentType": ref({"deploymentType": "Local"}),
+        "deploymentType": h(
+            PC + "test_local_content_goes_to_the_management_cluster_once_and_leaves_with_its_owner"
+        ),
         "optional": h(CC + "test_an_optional_missing_reference_is_skipped"),
         "tier": h(DC + "test_the_first_inventory_keeps_an_object_until_a_lower_tier_takes_it_over"),
         "skipNamespaceCreation": ref({"skipNamespaceCreation": False}),

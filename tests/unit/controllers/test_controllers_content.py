@@ -159,14 +159,6 @@ CHART = {
             {"helmCharts": [{**CHART, "options": {"upgradeOptions": {"recreate": True}}}]},
             r"spec\.helmCharts\[0\]\.options\.upgradeOptions\.recreate: not supported",
         ),
-        (
-            {
-                "policyRefs": [
-                    {"kind": "ConfigMap", "name": "greeting", "namespace": "fw", "deploymentType": "Local"}
-                ]
-            },
-            r"spec\.policyRefs\[0\]\.deploymentType: Local is not supported",
-        ),
     ],
 )
 def test_fields_fleetwave_would_otherwise_ignore_are_refused_by_name(
@@ -299,3 +291,29 @@ def test_drift_exclusions_fleetwave_cannot_apply_are_refused_by_name(
             default_namespace="fw",
             path="spec",
         )
+
+
+def test_local_content_is_marked_for_the_management_cluster_and_may_not_hold_fleetwaves_own_kinds() -> None:
+    local = ProfileSpec.model_validate(
+        {
+            "policyRefs": [
+                {"kind": "ConfigMap", "name": "greeting", "namespace": "fw", "deploymentType": "Local"}
+            ]
+        }
+    )
+    found = Objects({("ConfigMap", "fw", "greeting"): _policy("v1")})
+    resolved = content.resolve(local, found, default_namespace="fw", path="spec")
+    assert resolved.body["policies"][0]["deploymentType"] == "Local"
+    remote = content.resolve(_spec(), found, default_namespace="fw", path="spec")
+    assert "deploymentType" not in remote.body["policies"][0]  # unchanged hashes for remote content
+    profile = {
+        "apiVersion": "config.projectsveltos.io/v1beta1",
+        "kind": "ClusterProfile",
+        "metadata": {"name": "everywhere"},
+        "spec": {"clusterSelector": {"matchLabels": {}}},
+    }
+    own = Objects({("ConfigMap", "fw", "greeting"): {"data": {"a.yaml": yaml.safe_dump(profile)}}})
+    with pytest.raises(
+        content.ContentError, match=r"policyRefs\[0\]\.deploymentType: Local content may not hold"
+    ):
+        content.resolve(local, own, default_namespace="fw", path="spec")
