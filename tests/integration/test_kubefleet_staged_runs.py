@@ -596,10 +596,13 @@ def test_a_pickn_run_in_initialize_state_freezes_its_plan_and_delivers_only_once
         )
         initialized = get(management, "ClusterStagedUpdateRun", run)
         assert cond(initialized, "Initialized")["status"] == "True"
-        # The frozen plan (stagesStatus lists clusters once they start, so read the run's record).
+        # The frozen plan, listed from initialization on as upstream does: no conditions until started.
         stages = initialized.status["rollout"]["stages"]
         planned = [c.rpartition("/")[2] for stage in stages for c in stage["clusters"]]
         assert len(planned) == 2  # PickN: two of the three members, frozen in the plan
+        listed = [c for stage in initialized.status["stagesStatus"] for c in stage["clusters"]]
+        assert [c["clusterName"] for c in listed] == planned
+        assert all("conditions" not in c for c in listed)
         assert initialized.status["policyObservedClusterCount"] == 2
         assert all(cm_value(c, hub_ns) is None for c in members.values())  # nothing delivered yet
 

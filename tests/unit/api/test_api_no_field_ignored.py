@@ -70,7 +70,6 @@ NS_RUN = KS + "test_namespaced_run_rolls_a_deployment_that_becomes_available_and
 AUTO = PF + "test_an_automatic_rollout_goes_through_three_stages_in_order"
 MANUAL = PF + "test_an_upgrade_advances_stage_by_stage_and_a_manual_gate_holds_until_approved_then_resets"
 HELM = DH + "test_install_upgrade_noop_bad_values_and_uninstall"
-CEL = "tests/unit/health/test_health_cel.py::test_rule_on_self_passes_for_a_completed_job"
 LUA = "tests/unit/health/test_health_lua.py::test_api_form_healthy_when_all_replicas_are_available"
 SELECT = HS + "test_a_check_without_script_or_rules_passes_on_existence"
 WRITTEN = SO + "test_a_summary_fleetwave_did_not_make_is_ignored_with_an_event"

@@ -213,11 +213,19 @@ def _cluster(view: View, cluster: str, failed: Mapping[str, str]) -> dict[str, A
     return out
 
 
+def _clusters(view: View, s: st.StageStatus, failed: Mapping[str, str]) -> list[dict[str, Any]]:
+    """Every cluster of the frozen plan from initialization on, in rollout order (as upstream lists
+    them); conditions once its update started."""
+    started = set(s.started)
+    ordered = [*s.clusters, *(c for c in s.started if c not in s.clusters)]
+    return [_cluster(view, c, failed) if c in started else {"clusterName": view.display(c)} for c in ordered]
+
+
 def _stage(view: View, cfg: StageConfig, s: st.StageStatus, prev: Obj) -> dict[str, Any]:
     failed = dict(s.failed)
     out: dict[str, Any] = {
         "stageName": s.name,
-        "clusters": [_cluster(view, c, failed) for c in s.started],
+        "clusters": _clusters(view, s, failed),
         "conditions": _stage_conditions(view, cfg, s, prev.get("conditions") or []),
     }
     if s.entered_at is not None:
