@@ -264,3 +264,43 @@ def test_seed_002_commands_run_verbatim_against_the_sveltos_groups(
     wait_for(
         lambda: chart_version(members["member-1"], name, name) is None, what="release withdrawn on delete"
     )
+
+
+def test_fleetwave_status_and_approve_find_a_promotion_in_sveltos_group(
+    controller: ControllerThread,
+    kubectl: Kubectl,
+    members: dict[str, Client],
+    repo: chartrepo.ChartRepo,
+    local_fleet: fleet.FleetState,
+) -> None:
+    """A Sveltos user's promotion (config.projectsveltos.io) is shown and approved by fleetwave's own
+    commands, with no flag to say which group it lives in."""
+    name = "cli-in-sveltos-group"
+    kubeconfig = local_fleet.cluster(fleet.MANAGEMENT).kubeconfig
+    manual = "      manual:\n        approved: false"
+    kubectl("apply -f -", stdin=promotion(name, repo.url, staging=manual))
+    try:
+        wait_for(lambda: _phases(kubectl, name).get("staging") == "Succeeded", what="staging done")
+
+        def shown() -> dict[str, Any] | None:
+            said = CliRunner().invoke(
+                app, ["status", "promotion", name, "-o", "json", "--kubeconfig", kubeconfig]
+            )
+            assert said.exit_code == 0, said.output
+            return yaml.safe_load(said.output)
+
+        view = wait_for(shown, what="fleetwave status")
+        assert view["name"] == name
+        assert [s["name"] for s in view["stages"]] == ["dev", "staging", "prod-clusters"]
+        assert chart_version(members["member-3"], name, name) is None  # held by the manual gate
+
+        approved = CliRunner().invoke(
+            app, ["approve", "promotion", name, "--stage", "staging", "--kubeconfig", kubeconfig]
+        )
+        assert approved.exit_code == 0, approved.output
+        assert f"clusterpromotion/{name} stage staging approved" in approved.output
+        wait_for(
+            lambda: chart_version(members["member-3"], name, name) == "1.0.0", what="prod after approval"
+        )
+    finally:
+        kubectl(f"delete clusterpromotion.{CONFIG}/{name} --wait=false")

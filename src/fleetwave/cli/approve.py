@@ -8,6 +8,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
+from fleetwave.cli import located
 from fleetwave.cli.common import KubeconfigOption, fail, management_client
 from fleetwave.core import timestamps
 from fleetwave.kube import kinds, ops, sync_ops
@@ -24,14 +25,15 @@ def promotion(
     stage: Annotated[str, typer.Option("--stage", help="The stage with a manual trigger to approve.")],
     kubeconfig: KubeconfigOption = None,
 ) -> None:
-    """Approve a manual stage: sets its trigger.manual.approved=true (the patch checks the stage name)."""
-    resource = kinds.resource("ClusterPromotion")
+    """Approve a manual stage: sets its trigger.manual.approved=true (the patch checks the stage name).
+    The promotion is looked up in fleetwave.io, then in config.projectsveltos.io."""
     with management_client(kubeconfig) as client:
         try:
-            found = sync_ops.get(client, resource, name)
+            found = located.locate(client, "ClusterPromotion", name)
             if found is None:
                 fail(f"ClusterPromotion {name} not found")
-            current = found.to_dict()
+            resource = found.resource
+            current = found.obj.to_dict()
             if approval.is_approved(current, stage):
                 console.print(f"clusterpromotion/{name} stage {stage} is already approved")
                 return
@@ -42,7 +44,11 @@ def promotion(
             if ops.is_not_found(e):
                 fail(f"ClusterPromotion {name} not found")
             if ops.code_of(e) == FORBIDDEN:
-                fail(_not_allowed("get and patch clusterpromotions.fleetwave.io (cluster-scoped)"), code=3)
+                needs = (
+                    "get and patch clusterpromotions.fleetwave.io (or clusterpromotions."
+                    "config.projectsveltos.io for Sveltos' group; cluster-scoped)"
+                )
+                fail(_not_allowed(needs), code=3)
             # 422 here means the `test` op failed: the stages changed between our read and our write.
             fail(f"cannot approve stage {stage} of ClusterPromotion {name}: {ops.message_of(e)}")
     console.print(f"clusterpromotion/{name} stage {stage} approved")
@@ -68,9 +74,11 @@ def _pending_request(run: Any, stage: str) -> str | None:
     return None
 
 
-def approve_request(client: Client, kind: str, name: str, namespace: str | None, *, reason: str) -> None:
+def approve_request(
+    client: Client, kind: str, name: str, namespace: str | None, *, reason: str, resource: Any = None
+) -> None:
     """What the seed's `kubectl patch ... --subresource=status` does: Approved=True for this generation."""
-    resource = kinds.resource(kind)
+    resource = resource if resource is not None else kinds.resource(kind)
     request = client.get(resource, name, namespace=namespace)
     condition = {
         "type": "Approved",
@@ -101,16 +109,23 @@ def run(
     request_kind = "ApprovalRequest" if namespaced else "ClusterApprovalRequest"
     with management_client(kubeconfig) as client:
         try:
-            request = _pending_request(client.get(kinds.resource(run_kind), name, namespace=namespace), stage)
+            found = located.locate(client, run_kind, name, namespace)
+            if found is None:
+                fail(f"{run_kind} {name} not found")
+            request = _pending_request(found.obj, stage)
             if request is None:
                 fail(f"{run_kind} {name} has no pending approval for stage {stage!r}")
-            approve_request(client, request_kind, request, namespace, reason=f"{run_kind}Approved")
+            resource = found.resource_of(request_kind)
+            approve_request(
+                client, request_kind, request, namespace, reason=f"{run_kind}Approved", resource=resource
+            )
         except ops.ApiError as e:
             if ops.code_of(e) == FORBIDDEN:
                 where = f"in namespace {namespace}" if namespaced else "(cluster-scoped)"
                 needs = (
                     f"get {run_kind.lower()}s and {request_kind.lower()}s, and patch"
-                    f" {request_kind.lower()}s/status {where} (group fleetwave.io)"
+                    f" {request_kind.lower()}s/status {where} (group fleetwave.io, or"
+                    " placement.kubernetes-fleet.io for KubeFleet's)"
                 )
                 fail(_not_allowed(needs), code=3)
             fail(f"cannot approve stage {stage} of {run_kind} {name}: {ops.message_of(e)}")

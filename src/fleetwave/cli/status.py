@@ -11,6 +11,8 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from fleetwave.api.families import Family
+from fleetwave.cli import located
 from fleetwave.cli.common import KubeconfigOption, fail, management_client, resolve_kubeconfig
 from fleetwave.kube import client as kubeclient
 from fleetwave.kube import ops
@@ -38,7 +40,11 @@ def promotion(
     """Stages, clusters (pending/delivering/done/failed), gates with countdowns, approvals, conditions."""
     with management_client(kubeconfig) as client:
         try:
-            view = live.fetch_view(client, name)
+            found = located.locate(client, "ClusterPromotion", name)
+            if found is None:
+                fail(f"ClusterPromotion {name} not found")
+            family = found.family
+            view = live.fetch_view(client, name, family=family)
         except live.PromotionNotFound:
             fail(f"ClusterPromotion {name} not found")
         except ops.ApiError as e:
@@ -50,17 +56,17 @@ def promotion(
             console.print(render.render(view))
         return
     try:
-        asyncio.run(_watch(resolve_kubeconfig(kubeconfig), name, as_json=output is Output.JSON))
+        asyncio.run(_watch(resolve_kubeconfig(kubeconfig), name, family, as_json=output is Output.JSON))
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
     except live.PromotionNotFound as e:
         fail(str(e))
 
 
-async def _watch(path: Path, name: str, *, as_json: bool) -> None:
+async def _watch(path: Path, name: str, family: Family, *, as_json: bool) -> None:
     client = kubeclient.async_client(kubeclient.config_from_file(path))
     try:
         with Presenter(console, as_json=as_json) as presenter:
-            await live.follow(client, name, presenter.show)
+            await live.follow(client, name, presenter.show, family=family)
     finally:
         await client.close()

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from fleetwave.api import models
+from fleetwave.api.families import Family
 from fleetwave.api.meta import API_VERSION
 from fleetwave.kube import internals
 
@@ -83,6 +84,14 @@ def served_resource(api_version: str, kind: str, plural: str, namespaced: bool) 
     see fleetwave.api.families), registered like the native ones."""
     group, _, version = api_version.rpartition("/")
     return internals.registered_class(group, version, kind, plural, namespaced=namespaced)
+
+
+def family_resource(family: Family, kind: str) -> Any:
+    """The resource class of native `kind` as `family` serves it (KeyError when it does not)."""
+    served = family.served(kind)
+    if family.native:
+        return resource(kind)
+    return served_resource(served.api_version, served.kind, served.plural, native_info(kind).namespaced)
 
 
 def builtin(gvk: GVK) -> KindInfo | None:

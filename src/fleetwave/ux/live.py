@@ -13,6 +13,8 @@ from collections.abc import AsyncIterable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from fleetwave.api import families
+from fleetwave.api.families import Family
 from fleetwave.kube import kinds, ops, selectors, sync_ops
 from fleetwave.kube.client import AsyncClient, Client
 from fleetwave.ux import view as v
@@ -33,18 +35,21 @@ def _dict(obj: Any) -> dict[str, Any]:
     return result
 
 
-def fetch_view(client: Client, name: str, now: dt.datetime | None = None) -> View:
-    """One-shot: get the promotion and list the summaries of its stage profiles."""
-    found = sync_ops.get(client, kinds.resource("ClusterPromotion"), name)
+def fetch_view(
+    client: Client, name: str, now: dt.datetime | None = None, family: Family = families.NATIVE
+) -> View:
+    """One-shot: get the promotion and list the summaries of its stage profiles (in `family`'s groups)."""
+    found = sync_ops.get(client, kinds.family_resource(family, "ClusterPromotion"), name)
     if found is None:
         raise PromotionNotFound(name)
-    promotion = _dict(found)
+    promotion = family.view("ClusterPromotion", _dict(found))
     summaries = client.list(
-        kinds.resource("ClusterSummary"),
+        kinds.family_resource(family, "ClusterSummary"),
         namespace=ops.ALL_NAMESPACES,
         labels=selectors.exists(v.PROFILE_LABEL),
     )
-    return v.promotion_view(promotion, [_dict(s) for s in summaries], now or _now())
+    views = [family.view("ClusterSummary", _dict(s)) for s in summaries]
+    return v.promotion_view(promotion, views, now or _now())
 
 
 @dataclass
@@ -90,14 +95,23 @@ async def follow(
     stop: Callable[[View], bool] = v.is_finished,
     tick: float = 1.0,
     clock: Callable[[], dt.datetime] = _now,
+    family: Family = families.NATIVE,
 ) -> View:
     """Call `on_view` on every change (and every `tick` s) until `stop(view)`; returns that view."""
     seen = _Seen()
-    promotions, summaries = kinds.resource("ClusterPromotion"), kinds.resource("ClusterSummary")
+    promotions = kinds.family_resource(family, "ClusterPromotion")
+    summaries = kinds.family_resource(family, "ClusterSummary")
+
+    def on_promotion(kind: str, obj: dict[str, Any]) -> None:
+        seen.on_promotion(kind, family.view("ClusterPromotion", obj))
+
+    def on_summary(kind: str, obj: dict[str, Any]) -> None:
+        seen.on_summary(kind, family.view("ClusterSummary", obj))
+
     streams = [
         _pump(
             lambda: ops.watch(client, promotions, fields={"metadata.name": name}),
-            seen.on_promotion,
+            on_promotion,
             seen.dirty,
         ),
         _pump(
@@ -107,7 +121,7 @@ async def follow(
                 namespace=ops.ALL_NAMESPACES,
                 labels=selectors.exists(v.PROFILE_LABEL),
             ),
-            seen.on_summary,
+            on_summary,
             seen.dirty,
         ),
     ]

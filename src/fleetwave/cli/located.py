@@ -1,0 +1,43 @@
+"""Find a rollout object wherever fleetwave serves it: the native group first, then the upstream
+groups (ADR 0062), so `fleetwave approve` and `fleetwave status` work for Sveltos and KubeFleet
+users' objects too."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from fleetwave.api import families
+from fleetwave.api.families import Family
+from fleetwave.kube import kinds, ops, sync_ops
+from fleetwave.kube.client import Client
+
+
+@dataclass(frozen=True, slots=True)
+class Located:
+    family: Family
+    resource: Any  # the lightkube resource class of the kind in that family
+    obj: Any  # the object as read
+
+    def resource_of(self, kind: str) -> Any:
+        """Another kind of the same family (a run's approval requests, a promotion's summaries)."""
+        return kinds.family_resource(self.family, kind)
+
+
+def candidates(kind: str) -> list[Family]:
+    return [f for f in (families.NATIVE, *families.upstream_families()) if kind in f.kinds]
+
+
+def locate(client: Client, kind: str, name: str, namespace: str | None = None) -> Located | None:
+    """The first family holding `kind` `name` (a group that is not served counts as not holding it)."""
+    for family in candidates(kind):
+        resource = kinds.family_resource(family, kind)
+        try:
+            found = sync_ops.get(client, resource, name, namespace=namespace)
+        except ops.ApiError as e:
+            if ops.is_not_found(e):
+                continue
+            raise
+        if found is not None:
+            return Located(family, resource, found)
+    return None
