@@ -616,12 +616,12 @@ def test_a_pickn_run_in_initialize_state_freezes_its_plan_and_delivers_only_once
         delivered = sorted(m for m, c in members.items() if cm_value(c, hub_ns) == "value1")
         assert delivered == sorted(planned)
     finally:
-        for kind, name in (
+        delete_all(
+            management,
             ("ClusterStagedUpdateRun", run),
             ("ClusterStagedUpdateStrategy", strategy),
             ("ClusterResourcePlacement", crp),
-        ):
-            management.delete(kinds.resource(kind), name)
+        )
 
 
 def _delivery(management: Client, crp: str) -> dict[str, Any]:
@@ -784,13 +784,13 @@ def test_a_cluster_that_left_the_placement_loses_its_content_in_the_deletion_sta
         assert cm_value(members["member-2"], hub_ns) is None  # withdrawn
         assert cm_value(members["member-1"], hub_ns) == "value1"  # kept
     finally:
-        for kind, name in (
+        delete_all(
+            management,
             ("ClusterStagedUpdateRun", "shrinking-run-1"),
             ("ClusterStagedUpdateRun", "shrinking-run-2"),
             ("ClusterStagedUpdateStrategy", strategy),
             ("ClusterResourcePlacement", crp),
-        ):
-            management.delete(kinds.resource(kind), name)
+        )
 
 
 def test_a_cluster_that_never_becomes_available_makes_the_run_report_stuck(
@@ -827,9 +827,15 @@ def test_a_cluster_that_never_becomes_available_makes_the_run_report_stuck(
         assert image_on(members["member-1"], hub_ns) == "registry.invalid/web:1"  # delivered, never available
         assert not succeeded(management, "ClusterStagedUpdateRun", run)
     finally:
-        for kind, name in (
+        delete_all(
+            management,
             ("ClusterStagedUpdateRun", run),
             ("ClusterStagedUpdateStrategy", strategy),
             ("ClusterResourcePlacement", crp),
-        ):
-            management.delete(kinds.resource(kind), name)
+        )
+
+
+def delete_all(management: Client, *objects: tuple[str, str]) -> None:
+    """Delete (kind, name) cluster-scoped objects a test made, in the order given."""
+    for kind, name in objects:
+        management.delete(kinds.resource(kind), name)

@@ -75,6 +75,25 @@ def value(member: Client, namespace: str, name: str) -> str | None:
         raise
 
 
+def dev_then_staging(name: str, dev_trigger: dict[str, Any]) -> dict[str, Any]:
+    """ConfigMap `name`'s content through dev (its trigger gates staging), then staging."""
+    return {
+        "apiVersion": API,
+        "kind": "ClusterPromotion",
+        "metadata": {"name": name},
+        "spec": {
+            "profileSpec": {
+                "syncMode": "Continuous",
+                "policyRefs": [{"kind": "ConfigMap", "name": name, "namespace": "default"}],
+            },
+            "stages": [
+                {"name": "dev", "clusterSelector": selector("dev"), "trigger": dev_trigger},
+                {"name": "staging", "clusterSelector": selector("staging")},
+            ],
+        },
+    }
+
+
 def apply(management: Client, *docs: dict[str, Any]) -> None:
     manifests.apply(management, manifests.documents(yaml.safe_dump_all(docs)))
 
@@ -162,25 +181,7 @@ def test_a_closed_promotion_window_holds_the_next_stage_until_it_opens(
     opens = (dt.datetime.now(dt.UTC) + dt.timedelta(seconds=80)).replace(second=0, microsecond=0)
     closes = opens + dt.timedelta(minutes=5)
     window = {"from": f"{opens.minute} {opens.hour} * * *", "to": f"{closes.minute} {closes.hour} * * *"}
-    doc = {
-        "apiVersion": API,
-        "kind": "ClusterPromotion",
-        "metadata": {"name": name},
-        "spec": {
-            "profileSpec": {
-                "syncMode": "Continuous",
-                "policyRefs": [{"kind": "ConfigMap", "name": name, "namespace": "default"}],
-            },
-            "stages": [
-                {
-                    "name": "dev",
-                    "clusterSelector": selector("dev"),
-                    "trigger": {"auto": {"promotionWindow": window}},
-                },
-                {"name": "staging", "clusterSelector": selector("staging")},
-            ],
-        },
-    }
+    doc = dev_then_staging(name, {"auto": {"promotionWindow": window}})
     apply(management, content(name, [app(namespace, name, "1")]), doc)
     with deleted_after(management, name):
         wait_for(lambda: value(members["member-1"], namespace, name) == "1", what="dev delivered")
@@ -209,25 +210,7 @@ def test_automatic_reset_false_keeps_a_manual_approval_for_the_next_revision(
     controller: ControllerThread, management: Client, members: dict[str, Client], namespace: str
 ) -> None:
     name = "sticky"
-    doc = {
-        "apiVersion": API,
-        "kind": "ClusterPromotion",
-        "metadata": {"name": name},
-        "spec": {
-            "profileSpec": {
-                "syncMode": "Continuous",
-                "policyRefs": [{"kind": "ConfigMap", "name": name, "namespace": "default"}],
-            },
-            "stages": [
-                {
-                    "name": "dev",
-                    "clusterSelector": selector("dev"),
-                    "trigger": {"manual": {"approved": True, "automaticReset": False}},
-                },
-                {"name": "staging", "clusterSelector": selector("staging")},
-            ],
-        },
-    }
+    doc = dev_then_staging(name, {"manual": {"approved": True, "automaticReset": False}})
     apply(management, content(name, [app(namespace, name, "1")]), doc)
     with deleted_after(management, name):
         wait_for(lambda: value(members["member-2"], namespace, name) == "1", what="revision 1 in staging")

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from fleetwave.delivery import content as ct
 from fleetwave.delivery.target import Target
@@ -403,16 +403,29 @@ async def detect_drift(
 ) -> list[Drift]:
     """Objects whose live state no longer matches what fleetwave applied (ContinuousWithDriftDetection):
     deleted, taken over by another field manager, or changed in a way re-applying would undo."""
+    return await _each(target, objects, inventory, _drift_of)
+
+
+_Found = TypeVar("_Found")
+
+
+async def _each(
+    target: Target,
+    objects: Sequence[Mapping[str, Any]],
+    inventory: str,
+    judge: Callable[[AsyncClient, kd.AsyncKinds, Mapping[str, Any]], Awaitable[_Found | None]],
+) -> list[_Found]:
+    """`judge` on every object as fleetwave would apply it, read-only; what it found, in apply order."""
     key = ct.inventory_key(inventory)
     desired = [_stamped(o, key, inventory) for o in ct.sort_for_apply(objects)]
-    drifts: list[Drift] = []
+    found: list[_Found] = []
     async with target.session() as client:
         resolver = kd.AsyncKinds(client, desired)
         for obj in desired:
-            drift = await _drift_of(client, resolver, obj)
-            if drift is not None:
-                drifts.append(drift)
-    return drifts
+            one = await judge(client, resolver, obj)
+            if one is not None:
+                found.append(one)
+    return found
 
 
 def _value_at(doc: Any, path: str) -> Any:
@@ -455,13 +468,11 @@ async def report_diff(
     """How the member differs from `objects` (KubeFleet's ReportDiff), changing nothing: objects it
     lacks, and per object the fields a forced apply would change (fleetwave's own label and
     annotations aside). Objects that match are not listed."""
-    key = ct.inventory_key(inventory)
-    desired = [_stamped(o, key, inventory) for o in ct.sort_for_apply(objects)]
-    out: list[ObjectDiff] = []
-    async with target.session() as client:
-        resolver = kd.AsyncKinds(client, desired)
-        for obj in desired:
-            found = await _diff_of(client, resolver, obj)
-            if found.missing or found.differences or found.error:
-                out.append(found)
-    return out
+    return await _each(target, objects, inventory, _differing)
+
+
+async def _differing(
+    client: AsyncClient, resolver: kd.AsyncKinds, obj: Mapping[str, Any]
+) -> ObjectDiff | None:
+    found = await _diff_of(client, resolver, obj)
+    return found if found.missing or found.differences or found.error else None
