@@ -10,6 +10,8 @@
 from __future__ import annotations
 
 import datetime as dt
+import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -27,6 +29,7 @@ from promotion_support import (
     wait_for,
 )
 
+from fleetwave.kube import client as kubeclient
 from fleetwave.local import binaries, fleet
 from fleetwave.mgmt import manifests
 
@@ -99,7 +102,11 @@ def apply(management: Client, *docs: dict[str, Any]) -> None:
 
 
 def test_core_app_rollout_waits_for_its_validation_job_judged_by_cel(
-    controller: ControllerThread, management: Client, members: dict[str, Client], namespace: str
+    controller: ControllerThread,
+    management: Client,
+    members: dict[str, Client],
+    namespace: str,
+    local_fleet: fleet.FleetState,
 ) -> None:
     name, job = "core-app-rollout", "validation-job-stage-staging"
     validation = {
@@ -158,18 +165,65 @@ def test_core_app_rollout_waits_for_its_validation_job_judged_by_cel(
         content("validation-job-staging", [validation]),
         doc,
     )
-    with deleted_after(management, name):
+    staging = next(m.kubeconfig for m in local_fleet.members if m.name == "member-2")
+    with deleted_after(management, name), JobWatch(staging, job) as watch:
         wait_for(
             lambda: value(members["member-3"], namespace, "core-app") == "1", what="production delivered"
         )
         # Production came only after the Job ran on staging and the CEL rule held there.
-        done = members["member-2"].get(Job, job, namespace="default")
-        assert done.status is not None
-        assert (done.status.succeeded or 0) >= 1
-        assert any(c.type == "Complete" and c.status == "True" for c in done.status.conditions or [])
-        with pytest.raises(ApiError):
-            members["member-3"].get(Job, job, namespace="default")  # verification ran on staging only
+        assert watch.error is None, watch.error
+        assert watch.complete_at is not None, "the validation Job never completed on staging"
+        record = {s["name"]: s for s in promotion(management, name).status["rollout"]["stages"]}
+        production_started = dt.datetime.fromisoformat(
+            record["production"]["startedAt"].replace("Z", "+00:00")
+        )
+        assert production_started >= watch.complete_at - dt.timedelta(seconds=1)
+        assert job not in _jobs(members["member-3"])  # verified on staging only
         assert value(members["member-1"], namespace, "core-app") is None  # dev is in no stage
+        # The verification deployment exists only while the stage is checked: it is withdrawn after.
+        wait_for(lambda: job not in _jobs(members["member-2"]), what="validation Job withdrawn")
+
+
+def _jobs(member: Client) -> set[str]:
+    return {j.metadata.name for j in member.list(Job, namespace="default")}
+
+
+class JobWatch:
+    """Polls one Job on a member in the background: when it was first seen complete (it is
+    withdrawn soon after the check that reads it passes, so a later look may not find it)."""
+
+    def __init__(self, kubeconfig: str, name: str) -> None:
+        self.kubeconfig, self.name = kubeconfig, name
+        self.complete_at: dt.datetime | None = None
+        self.error: BaseException | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> JobWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+    def _run(self) -> None:
+        # Its own client: lightkube clients are not shared across threads.
+        with kubeclient.client(kubeclient.config_from_file(self.kubeconfig)) as member:
+            self._poll(member)
+
+    def _poll(self, member: Client) -> None:
+        while not self._stop.is_set() and self.complete_at is None:
+            try:
+                job = member.get(Job, self.name, namespace="default")
+                conditions = job.status.conditions if job.status else None
+                if any(c.type == "Complete" and c.status == "True" for c in conditions or []):
+                    self.complete_at = dt.datetime.now(dt.UTC)
+            except ApiError as e:
+                if e.status.code != 404:
+                    self.error = e
+                    return
+            time.sleep(0.1)
 
 
 def test_a_closed_promotion_window_holds_the_next_stage_until_it_opens(

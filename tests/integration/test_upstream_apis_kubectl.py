@@ -280,7 +280,10 @@ def test_fleetwave_status_and_approve_find_a_promotion_in_sveltos_group(
     manual = "      manual:\n        approved: false"
     kubectl("apply -f -", stdin=promotion(name, repo.url, staging=manual))
     try:
-        wait_for(lambda: _phases(kubectl, name).get("staging") == "Succeeded", what="staging done")
+        wait_for(lambda: chart_version(members["member-2"], name, name) == "1.0.0", what="staging delivered")
+        wait_for(
+            lambda: _phases(kubectl, name).get("staging") == "WaitingAfter", what="staging's manual gate"
+        )
 
         def shown() -> dict[str, Any] | None:
             said = CliRunner().invoke(
