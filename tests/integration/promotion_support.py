@@ -256,9 +256,11 @@ def registered(management: Client, state: fleet.FleetState) -> Iterator[None]:
             kubeconfig=Path(member.kubeconfig).read_bytes(),
             labels={"env": ENVS[member.name]},
         )
-    yield
-    for member in state.members:
-        management.delete(kinds.resource("MemberCluster"), member.name, namespace="fleetwave-system")
+    try:
+        yield
+    finally:  # also when the test failed: later modules must not see these members
+        for member in state.members:
+            management.delete(kinds.resource("MemberCluster"), member.name, namespace="fleetwave-system")
 
 
 @contextmanager

@@ -147,7 +147,7 @@ def _config_map(name: str, namespace: str, data: dict[str, str]) -> dict[str, An
     }
 
 
-def _check(name: str, namespace: str, **fields: Any) -> dict[str, Any]:
+def _check(name: str, namespace: str, marker: str, **fields: Any) -> dict[str, Any]:
     return {
         "name": name,
         "featureID": "Resources",
@@ -155,7 +155,7 @@ def _check(name: str, namespace: str, **fields: Any) -> dict[str, Any]:
         "version": "v1",
         "kind": "ConfigMap",
         "namespace": namespace,
-        "resourceName": "marker",
+        "resourceName": marker,
         **fields,
     }
 
@@ -233,17 +233,20 @@ def test_hostile_checks_fail_by_their_limits_while_the_controller_stays_responsi
     namespace: str,
 ) -> None:
     dev = {"matchLabels": {"env": "dev"}}
-    marker = _config_map("marker", namespace, {"k": "v"})
+    # One marker per hostile rollout: two profiles deploying one object is a conflict (ADR 0063).
+    markers = {n: _config_map(f"marker-{n}", namespace, {"k": "v"}) for n in ("freeze", "cel", "forever")}
     # ~600 KB: a few dozen reads reach the script's getResource data budget.
     members["member-1"].apply(
         codecs.from_dict(_config_map("big", namespace, {"blob": "x" * 600_000})), force=True
     )
-    freeze = _profile("hostile-freeze", namespace, dev, [_check("freeze", namespace, script=FREEZE_LUA)])
+    freeze = _profile(
+        "hostile-freeze", namespace, dev, [_check("freeze", namespace, "marker-freeze", script=FREEZE_LUA)]
+    )
     costly = _profile(
         "hostile-cel",
         namespace,
         dev,
-        [_check("costly", namespace, evaluateCEL=[{"name": "nested", "rule": COSTLY_CEL}])],
+        [_check("costly", namespace, "marker-cel", evaluateCEL=[{"name": "nested", "rule": COSTLY_CEL}])],
     )
     forever = {
         "apiVersion": "fleetwave.io/v1alpha1",
@@ -260,7 +263,9 @@ def test_hostile_checks_fail_by_their_limits_while_the_controller_stays_responsi
                     "trigger": {
                         "auto": {
                             "delay": "1s",
-                            "postDelayHealthChecks": [_check("forever", namespace, script=FOREVER_LUA)],
+                            "postDelayHealthChecks": [
+                                _check("forever", namespace, "marker-forever", script=FOREVER_LUA)
+                            ],
                         }
                     },
                 },
@@ -275,9 +280,9 @@ def test_hostile_checks_fail_by_their_limits_while_the_controller_stays_responsi
     policies = [
         _policy(name, namespace, [obj])
         for name, obj in (
-            ("hostile-freeze", marker),
-            ("hostile-cel", marker),
-            ("hostile-forever", marker),
+            ("hostile-freeze", markers["freeze"]),
+            ("hostile-cel", markers["cel"]),
+            ("hostile-forever", markers["forever"]),
             ("bystander", bystander_cm),
         )
     ]
