@@ -6,7 +6,9 @@ The controller runs as a `fleetwave controller run` subprocess; this script only
 a new content revision goes dev -(delay 1s)-> staging -(approval)-> production, and we measure
   delay:    the dev Delay gate's `until` (status.rollout) -> the watch event of the staging profile
             carrying the new revision (the first write for the next stage);
-  approval: just before the approval patch is sent -> the same event for the production profile.
+  approval: just before the approval patch is sent -> the same event for the production profile;
+  health:   another promotion's dev stage waits on a post-delay check of a ConfigMap on member-1:
+            just before the ConfigMap is patched to open it -> the staging profile's first write.
 Receive times of watch events are taken here, so the figures include watch propagation.
 Then: a 3-stage rollout with no gates vs applying the same content directly to the 3 members
 (waiting for the Deployment to be Available in both cases), as a ratio of wall times, same run.
@@ -104,6 +106,59 @@ def promotion(name: str, *, gated: bool) -> Obj:
     }
 
 
+HEALTH_LUA = """
+function evaluate()
+  if obj.data ~= nil and obj.data.trial == "%s" then
+    return {healthy = true, message = "gate open for this trial"}
+  end
+  return {healthy = false, message = "gate closed"}
+end
+"""
+HEALTH_GATE = "bench-health-gate"
+
+
+def health_promotion(name: str, trial: int) -> Obj:
+    """dev -> staging behind a post-delay check on member-1 that passes once its gate ConfigMap
+    names this trial (the script changes each trial, so each revision waits on its own opening)."""
+    check = {
+        "name": "gate",
+        "group": "",
+        "version": "v1",
+        "kind": "ConfigMap",
+        "namespace": NS,
+        "resourceName": HEALTH_GATE,
+        "script": HEALTH_LUA % trial,
+    }
+    return {
+        "apiVersion": f"{kinds.GROUP}/{kinds.VERSION}",
+        "kind": "ClusterPromotion",
+        "metadata": {"name": name},
+        "spec": {
+            "profileSpec": {
+                "syncMode": "Continuous",
+                "policyRefs": [{"kind": "ConfigMap", "name": f"{name}-policy", "namespace": NS}],
+            },
+            "stages": [
+                {
+                    "name": "dev",
+                    "clusterSelector": {"matchLabels": {"env": "dev"}},
+                    "trigger": {"auto": {"delay": "0s", "postDelayHealthChecks": [check]}},
+                },
+                {"name": "staging", "clusterSelector": {"matchLabels": {"env": "staging"}}},
+            ],
+        },
+    }
+
+
+def health_gate(trial: int) -> Obj:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": HEALTH_GATE, "namespace": NS},
+        "data": {"trial": str(trial)},
+    }
+
+
 class Watcher:
     """Every profile event of one promotion (with its receive time) and its latest object."""
 
@@ -194,6 +249,61 @@ async def gate_trial(client: AsyncClient, w: Watcher, trial: int) -> tuple[float
     return delay_latency, t_p - t0
 
 
+async def health_trial(client: AsyncClient, member: AsyncClient, w: Watcher, trial: int) -> float:
+    """The member's gate ConfigMap opened -> the next stage's first write (a member watch, or a poll)."""
+    staging = f"{w.name}-staging"
+    mark, old = len(w.events), w.last_hash(staging)
+    previous = w.rollout().get("contentHash")
+    await client.apply(codecs.from_dict(policy_configmap(w.name, trial)), force=True)
+    await client.apply(codecs.from_dict(health_promotion(w.name, trial)), force=True)
+
+    def judged_closed() -> bool:
+        fresh = w.rollout().get("contentHash") not in (None, previous)
+        return (
+            fresh
+            and w.stage("dev").get("phase") == "WaitingAfter"
+            and "gate closed" in json.dumps(w.promotion)
+        )
+
+    await w.until(judged_closed)
+    await asyncio.sleep(0.5)  # the check has run at least once against the closed gate
+    t0 = time.time()
+    await member.apply(codecs.from_dict(health_gate(trial)), field_manager="bench", force=True)
+    t_s, _ = await w.until(lambda: w.first_write(staging, mark, old))
+    await w.until(
+        lambda: w.stage("staging").get("phase") == "Succeeded" and w.rollout().get("phase") == "Succeeded"
+    )
+    return float(t_s) - t0
+
+
+async def health_trials(client: AsyncClient, member: AsyncClient, trials: int, name: str) -> list[float]:
+    health = Watcher(client, name)
+    health.start()
+    await member.apply(codecs.from_dict(health_gate(0)), field_manager="bench", force=True)
+    out = []
+    for trial in range(1, trials + 1):
+        h = await health_trial(client, member, health, trial)
+        out.append(h)
+        print(
+            f"trial {trial:3d}: health gate opened on member-1 -> staging write {h * 1000:7.1f} ms",
+            flush=True,
+        )
+    health.stop()
+    await client.delete(kinds.resource("ClusterPromotion"), health.name)
+    return out
+
+
+async def poll_only(state: fleet.FleetState, trials: int) -> list[float]:
+    mk = kubeclient.config_from_file(state.cluster(fleet.MANAGEMENT).kubeconfig)
+    client = kubeclient.async_client(mk)
+    member = kubeclient.async_client(kubeclient.config_from_file(state.members[0].kubeconfig))
+    try:
+        return await health_trials(client, member, trials, "bench-health-polled")
+    finally:
+        for c in (client, member):
+            await c.close()
+
+
 async def warm_up(client: AsyncClient, w: Watcher) -> None:
     """First revision through every stage, so each trial starts from a quiescent promotion."""
     await client.apply(codecs.from_dict(policy_configmap(w.name, 0)), force=True)
@@ -242,7 +352,9 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
 
 
-def start_controller(state: fleet.FleetState, helm: str, log: Path) -> subprocess.Popen[bytes]:
+def start_controller(
+    state: fleet.FleetState, helm: str, log: Path, extra: tuple[str, ...] = ()
+) -> subprocess.Popen[bytes]:
     mk = state.cluster(fleet.MANAGEMENT).kubeconfig
     argv = [
         sys.executable,
@@ -258,6 +370,7 @@ def start_controller(state: fleet.FleetState, helm: str, log: Path) -> subproces
         str(setup.free_port()),
         "--health-port",
         str(setup.free_port()),
+        *extra,
     ]
     with log.open("wb") as out:
         return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
@@ -283,6 +396,7 @@ async def measure(state: fleet.FleetState, trials: int, ratio_trials: int) -> di
             )
         gated.stop()
         await client.delete(kinds.resource("ClusterPromotion"), gated.name)
+        healths = await health_trials(client, members[0], trials, "bench-health")
         free = Watcher(client, "bench-nogates")
         free.start()
         await client.apply(codecs.from_dict(policy_configmap(free.name, 0)), force=True)
@@ -299,7 +413,7 @@ async def measure(state: fleet.FleetState, trials: int, ratio_trials: int) -> di
             )
         free.stop()
         await client.delete(kinds.resource("ClusterPromotion"), free.name)
-        return {"delay": delays, "approval": approvals, "ratio": ratios}
+        return {"delay": delays, "approval": approvals, "health": healths, "ratio": ratios}
     finally:
         for c in (client, *members):
             await c.close()
@@ -309,6 +423,8 @@ def report(results: dict[str, Any]) -> None:
     for key, label in (
         ("delay", "delay expires -> next stage's first write"),
         ("approval", "approval patched -> next stage's first write"),
+        ("health", "member change opens a health check -> next stage's first write"),
+        ("health_polled", "the same with member watches off (poll every 2 s)"),
     ):
         values = results[key]
         print(
@@ -322,13 +438,14 @@ def report(results: dict[str, Any]) -> None:
         f"direct apply to the 3 members: median {statistics.median(directs):.2f} s; "
         f"ratio {statistics.median(rollouts) / statistics.median(directs):.1f}x"
     )
-    print(json.dumps({k: results[k] for k in ("delay", "approval", "ratio")}))
+    print(json.dumps({k: results[k] for k in ("delay", "approval", "health", "health_polled", "ratio")}))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=25)
     parser.add_argument("--ratio-trials", type=int, default=5)
+    parser.add_argument("--poll-trials", type=int, default=10, help="health trials with member watches off")
     parser.add_argument("--state-dir", type=Path, default=None, help="reuse/keep a fleet here")
     args = parser.parse_args()
     bins = binaries.ensure()
@@ -346,7 +463,15 @@ def main() -> None:
             setup.install_and_register(mgmt, state, setup.DemoConfig())
             mgmt.close()
             controller = start_controller(state, bins.path("helm"), Path(tmp) / "controller.log")
-            report(asyncio.run(measure(state, args.trials, args.ratio_trials)))
+            results = asyncio.run(measure(state, args.trials, args.ratio_trials))
+            # The same health gate with member watches off (the poll alone), same fleet, same run.
+            controller.terminate()
+            controller.wait(timeout=30)
+            controller = start_controller(
+                state, bins.path("helm"), Path(tmp) / "controller-polled.log", ("--member-watches", "0")
+            )
+            results["health_polled"] = asyncio.run(poll_only(state, args.poll_trials))
+            report(results)
         finally:
             if controller is not None:
                 controller.terminate()

@@ -171,8 +171,15 @@ def settings(helm: str, identity: str) -> controllers.Settings:
     )
 
 
-def wait_for(probe: Callable[[], T | None], *, timeout: float = 120.0, what: str) -> T:
-    """Poll `probe` until it returns something truthy; fail with `what` and the last value."""
+def wait_for(
+    probe: Callable[[], T | None],
+    *,
+    timeout: float = 120.0,
+    what: str,
+    explain: Callable[[], str] | None = None,
+) -> T:
+    """Poll `probe` until it returns something truthy; fail with `what`, the last value and, when
+    given, `explain()` (the state that says why, read at the moment of failure)."""
     deadline = time.monotonic() + timeout
     last: Any = None
     while time.monotonic() < deadline:
@@ -190,7 +197,8 @@ def wait_for(probe: Callable[[], T | None], *, timeout: float = 120.0, what: str
         if last and not isinstance(last, ApiError | httpx2.HTTPStatusError):
             return last  # type: ignore[no-any-return]
         time.sleep(0.25)
-    pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}; last seen: {last!r}")
+    detail = f"\n{explain()}" if explain is not None else ""
+    pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}; last seen: {last!r}{detail}")
 
 
 def promotion(client: Client, name: str) -> Any:

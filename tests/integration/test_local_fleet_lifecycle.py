@@ -7,9 +7,13 @@ import os
 import signal
 from pathlib import Path
 
+from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.resources.core_v1 import ConfigMap
 from typer.testing import CliRunner
 
 from fleetwave.cli import app
+from fleetwave.kube import client as kubeclient
+from fleetwave.kube import kinds
 from fleetwave.local import binaries, fleet, processes
 
 
@@ -51,3 +55,26 @@ def test_up_recovers_from_a_crashed_fleet_and_down_leaves_no_process(
     fleet.down(tmp_path)
     assert not any(processes.is_ours(p) for p in second.processes)
     assert not tmp_path.exists()
+
+
+def test_a_fleet_mixes_full_and_light_members(tmp_path: Path, bins: binaries.Binaries) -> None:
+    """A light member is an API server alone (it stores and serves content, nothing reconciles it);
+    a full one also runs the workload controllers. `up` with another mix starts afresh."""
+    members = {"full": {"env": "dev"}, "light": {"env": "prod"}}
+    now = dt.datetime.now(dt.UTC)
+    state = fleet.up(tmp_path, members=members, now=now, bin_dir=bins.directory, full_members=1)
+    try:
+        assert {c.name: c.profile for c in state.members} == {"full": fleet.FULL, "light": fleet.LIGHT}
+        assert sorted(p.name for p in state.processes if p.name.startswith("light/")) == ["light/apiserver"]
+        assert "full/kwok" in {p.name for p in state.processes}
+        assert fleet.is_healthy(state)
+        light = kubeclient.client(kubeclient.config_from_file(state.cluster("light").kubeconfig))
+        assert "Deployment" in kinds.served_kinds(light, "apps/v1")
+        light.create(ConfigMap(metadata=ObjectMeta(name="stored", namespace="default"), data={"a": "b"}))
+        assert light.get(ConfigMap, "stored", namespace="default").data == {"a": "b"}
+        light.close()
+        assert fleet.load(tmp_path) == state
+        again = fleet.up(tmp_path, members=members, now=now, bin_dir=bins.directory, full_members=2)
+        assert {c.profile for c in again.members} == {fleet.FULL}  # another mix: started afresh
+    finally:
+        fleet.down(tmp_path)

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 from lightkube import ApiError, Client, codecs
-from lightkube.resources.core_v1 import Namespace
+from lightkube.resources.core_v1 import ConfigMap, Namespace
 from promotion_support import (
     ControllerThread,
     registered,
@@ -89,6 +89,19 @@ def _ready_condition(management: Client, profile: str, cluster: str) -> dict[str
             verdicts = (c for c in conditions if c["type"] == "Ready" and "gate" in c.get("message", ""))
             return next(verdicts, None)
     return None
+
+
+def explain(management: Client, promotion: str) -> str:
+    """The promotion's status and every summary of its generated profiles, for a failure message."""
+    lines = [f"promotion status: {status(management, promotion)}"]
+    for s in management.list(kinds.resource("ClusterSummary"), namespace="*"):
+        if promotion in str(s.metadata.labels.get("fleetwave.io/cluster-profile", "")):
+            lines.append(f"summary {s.metadata.namespace}/{s.metadata.name}: {s.status}")
+    clusters = management.list(kinds.resource("MemberCluster"), namespace="*")
+    lines.append(
+        "member clusters: " + ", ".join(f"{c.metadata.namespace}/{c.metadata.name}" for c in clusters)
+    )
+    return "\n".join(lines)
 
 
 def open_gate(member: Client, namespace: str) -> None:
@@ -250,3 +263,141 @@ def test_post_delay_health_checks_with_get_resource_gate_the_next_stage(
         for client in members.values():
             with contextlib.suppress(ApiError):  # best effort: the namespace may not exist there
                 client.delete(Namespace, ns)
+
+
+def test_seed_001_promotion_paces_each_stage_by_max_update_and_checks_dev_with_get_resource(
+    controller: ControllerThread, management: Client, members: dict[str, Client], namespace: str
+) -> None:
+    """Seed 001's shape as one promotion: profileSpec with maxUpdate 1 and a Lua validateHealth;
+    dev deploys a settings ConfigMap after its delay (preHealthCheckDeployment) that its post-delay
+    check reads with getResource; the next stage (two clusters) is admitted one cluster at a time."""
+    name = "seed-001-shape"
+    gate_closed = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "gate", "namespace": namespace},
+        "data": {"go": "no"},
+    }
+    greeting = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "greeting", "namespace": namespace},
+        "data": {"greeting": "hello"},
+    }
+    settings = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "settings", "namespace": namespace},
+        "data": {"expected": "hello"},
+    }
+    manifests.apply(
+        management,
+        [policy_configmap(name, [gate_closed, greeting]), policy_configmap(f"{name}-pre", [settings])],
+    )
+    gate_check = {
+        "name": "gate-open",
+        "featureID": "Resources",
+        "group": "",
+        "version": "v1",
+        "kind": "ConfigMap",
+        "namespace": namespace,
+        "resourceName": "gate",
+        "script": GATE_LUA,
+    }
+    post_check = {
+        "name": "greeting-matches",
+        "group": "",
+        "version": "v1",
+        "kind": "ConfigMap",
+        "namespace": namespace,
+        "resourceName": "greeting",
+        "script": SETTINGS_LUA.replace("{ns}", namespace),
+    }
+    promotion = {
+        "apiVersion": "config.projectsveltos.io/v1beta1",
+        "kind": "ClusterPromotion",
+        "metadata": {"name": name},
+        "spec": {
+            "profileSpec": {
+                "maxUpdate": 1,
+                "syncMode": "OneTime",  # the test opens the gates by hand; OneTime never re-applies "no"
+                "policyRefs": [{"kind": "ConfigMap", "name": name, "namespace": "default"}],
+                "validateHealths": [gate_check],
+            },
+            "stages": [
+                {
+                    "name": "dev",
+                    "clusterSelector": {"matchLabels": {"env": "dev"}},
+                    "trigger": {
+                        "auto": {
+                            "delay": "1s",
+                            "preHealthCheckDeployment": [
+                                {"kind": "ConfigMap", "name": f"{name}-pre", "namespace": "default"}
+                            ],
+                            "postDelayHealthChecks": [post_check],
+                        }
+                    },
+                },
+                {
+                    "name": "staging-and-production",
+                    "clusterSelector": {
+                        "matchExpressions": [{"key": "env", "operator": "In", "values": ["staging", "prod"]}]
+                    },
+                },
+            ],
+        },
+    }
+    manifests.apply(management, manifests.documents(yaml.safe_dump(promotion)))
+    later = f"{name}-staging-and-production"
+    try:
+        wait_for(lambda: summaries(management, f"{name}-dev"), what="dev admitted")
+        wait_for(lambda: _ready_condition(management, f"{name}-dev", "member-1"), what="dev judged")
+        assert not summaries(management, later)  # dev is not healthy yet: nothing further
+        open_gate(members["member-1"], namespace)
+        # dev healthy -> delay -> settings deployed -> getResource check passes -> next stage.
+        wait_for(
+            lambda: summaries(management, later),
+            timeout=180,
+            what="next stage admitted",
+            explain=lambda: explain(management, name),
+        )
+        # The check passed by reading settings (it says "missing" otherwise); the preHealthCheckDeployment
+        # is withdrawn once the stage is done with it.
+        wait_for(
+            lambda: (
+                not list(
+                    members["member-1"].list(
+                        ConfigMap, namespace=namespace, fields={"metadata.name": "settings"}
+                    )
+                )
+            ),
+            what="settings withdrawn after dev",
+            explain=lambda: (
+                "profiles: "
+                + str([p.metadata.name for p in management.list(kinds.resource("ClusterProfile"))])
+                + "\n"
+                + explain(management, name)
+            ),
+        )
+        opened: set[str] = set()
+        for admitted in (1, 2):
+            wait_for(lambda a=admitted: len(summaries(management, later)) == a, what=f"{admitted} admitted")
+            time.sleep(2)  # every chance to admit one too many
+            now = {s.spec["clusterName"] for s in summaries(management, later)}
+            assert len(now) == admitted, "maxUpdate 1 admitted a cluster before the previous one was healthy"
+            (cluster,) = now - opened
+            verdict = wait_for(
+                lambda c=cluster: _ready_condition(management, later, c), what=f"{cluster} judged"
+            )
+            assert verdict["status"] == "False"  # its gate is closed: it holds the next cluster back
+            open_gate(members[cluster], namespace)
+            opened.add(cluster)
+        wait_for(
+            lambda: stage_phases(management, name).get("staging-and-production") == "Succeeded", what="done"
+        )
+    finally:
+        management.delete(kinds.resource("ClusterPromotion"), name)
+        wait_for(
+            lambda: not summaries(management, f"{name}-dev") and not summaries(management, later),
+            what="withdrawn",
+        )

@@ -68,6 +68,15 @@ def run(
     health_memory_mib: Annotated[
         int, typer.Option(min=256, help="Address-space limit of a health-check worker (MiB).")
     ] = 1024,
+    member_watches: Annotated[
+        int,
+        typer.Option(
+            min=0, help="Watches per member cluster that wake health checks waiting on it (0: poll only)."
+        ),
+    ] = 16,
+    judge_poll_seconds: Annotated[
+        float, typer.Option(min=0.5, help="Seconds between re-checks of health no watch woke.")
+    ] = 2.0,
     upstream_apis: Annotated[
         bool | None,
         typer.Option(
@@ -92,6 +101,8 @@ def run(
         health_workers=health_workers,
         health_wall_seconds=health_wall_seconds,
         health_memory_bytes=health_memory_mib * 1024 * 1024,
+        member_watches_per_cluster=member_watches,
+        judge_poll_seconds=judge_poll_seconds,
         upstream=families.upstream_families(namespace) if _upstream(path, upstream_apis) else (),
     )
 

@@ -53,8 +53,17 @@ def _state_dir(state_dir: Path | None) -> Path:
 @app.command()
 def up(
     members: Annotated[
-        int, typer.Option("--members", "-n", min=1, max=20, help="Number of member clusters.")
+        int, typer.Option("--members", "-n", min=1, max=200, help="Number of member clusters.")
     ] = 3,
+    full_members: Annotated[
+        int | None,
+        typer.Option(
+            "--full-members",
+            min=0,
+            help="How many members run workload controllers (KCM, scheduler, kwok); the rest are "
+            "API servers alone (about a quarter of the memory). Default: all.",
+        ),
+    ] = None,
     labels: Annotated[
         list[str] | None,
         typer.Option(
@@ -68,7 +77,7 @@ def up(
     directory = _state_dir(state_dir)
     try:
         with console.status(f"starting 1 management + {members} member clusters (first run builds binaries)"):
-            state = fleet.up(directory, members=spec, now=dt.datetime.now(dt.UTC))
+            state = fleet.up(directory, members=spec, now=dt.datetime.now(dt.UTC), full_members=full_members)
     except (fleet.FleetError, binaries.BinariesError, RuntimeError) as e:
         console.print(f"[red]error:[/red] {e}")
         raise typer.Exit(1) from e
@@ -128,7 +137,7 @@ def _print_status(state: fleet.FleetState) -> bool:
         healthy &= ok
         table.add_row(
             h.name,
-            h.role,
+            h.role if c.role != "member" or c.profile == fleet.FULL else f"{h.role} ({c.profile})",
             c.server,
             ",".join(f"{k}={v}" for k, v in h.labels.items()) or "-",
             f"{h.processes_alive}/{h.processes_total}",

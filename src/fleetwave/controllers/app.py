@@ -21,6 +21,7 @@ from fleetwave.api import families
 from fleetwave.controllers import kubefleet, membercluster, members, profile, promotion, summary
 from fleetwave.controllers import summary_status as ss
 from fleetwave.controllers.context import Cache, Context
+from fleetwave.controllers.member_watches import MemberWatches
 from fleetwave.controllers.ports import HealthAdapter, HelmAdapter
 from fleetwave.kube import kinds
 from fleetwave.kube.client import AsyncClient
@@ -50,6 +51,10 @@ class Settings:
     health_memory_bytes: int = 1024 * 1024 * 1024
     # Upstream API families reconciled besides the native one (ADR 0062): `--upstream-apis`.
     upstream: tuple[families.Family, ...] = ()
+    # Watches per member cluster that wake judgements waiting on it (ADR 0065); 0 turns them off.
+    member_watches_per_cluster: int = 16
+    # How often a judgement waiting on a member is re-run when no watch wakes it.
+    judge_poll_seconds: float = 2.0
 
 
 def _now() -> dt.datetime:
@@ -64,14 +69,15 @@ def build(client: AsyncClient, settings: Settings, *, handle_signals: bool = Tru
             memory_bytes=settings.health_memory_bytes,
         )
     )
-    manager = _manager(client, settings, pool, handle_signals=handle_signals)
+    watches = MemberWatches(per_member=settings.member_watches_per_cluster)
+    manager = _manager(client, settings, pool, watches, handle_signals=handle_signals)
     shared = {
         "ConfigMap": manager.add_informer(Informer(client, ConfigMap)),
         "Secret": manager.add_informer(Informer(client, Secret)),
     }
     recorder = events.EventRecorder(client, "fleetwave")
     contexts = [
-        _family(manager, client, settings, family, shared, recorder, pool)
+        _family(manager, client, settings, family, shared, recorder, HealthAdapter(pool, watches))
         for family in (families.NATIVE, *settings.upstream)
     ]
     for ctx in contexts:
@@ -92,7 +98,7 @@ def _family(
     family: families.Family,
     shared: dict[str, Informer],
     recorder: events.EventRecorder,
-    pool: CheckPool,
+    health: HealthAdapter,
 ) -> Context:
     """Informers and controllers for the Sveltos-style kinds and the members one API family serves:
     each family is its own world (its profiles see its summaries and its clusters), sharing only
@@ -106,9 +112,10 @@ def _family(
         cache=Cache(informers, family),
         recorder=recorder,
         helm=HelmAdapter(settings.helm_binary),
-        health=HealthAdapter(pool),
+        health=health,
         namespace=settings.namespace,
         clock=_now,
+        judge_poll=settings.judge_poll_seconds,
     )
     _add_controllers(manager, ctx, informers, settings)
     return ctx
@@ -129,9 +136,10 @@ class _SandboxedManager(Manager):
     slow start never delays the probes; a check before it is ready starts its own worker), closed
     after the manager's own shutdown has cancelled every controller."""
 
-    def __init__(self, client: AsyncClient, pool: CheckPool, **kwargs: Any) -> None:
+    def __init__(self, client: AsyncClient, pool: CheckPool, watches: MemberWatches, **kwargs: Any) -> None:
         super().__init__(client, **kwargs)
         self.health_pool = pool
+        self.member_watches = watches
 
     async def run(self) -> None:
         warm = asyncio.create_task(self.health_pool.start(), name="health-check sandbox start")
@@ -141,6 +149,7 @@ class _SandboxedManager(Manager):
         finally:
             warm.cancel()
             await asyncio.gather(warm, return_exceptions=True)
+            await self.member_watches.close()
             try:  # bounded: a worker that cannot be reaped must not keep the process from exiting
                 await asyncio.wait_for(self.health_pool.close(), POOL_CLOSE_SECONDS)
             except TimeoutError:
@@ -154,10 +163,13 @@ def _report_warm_failure(task: asyncio.Task[None]) -> None:
         log.warning("health-check sandbox did not start ahead of need: %s", task.exception())
 
 
-def _manager(client: AsyncClient, settings: Settings, pool: CheckPool, *, handle_signals: bool) -> Manager:
+def _manager(
+    client: AsyncClient, settings: Settings, pool: CheckPool, watches: MemberWatches, *, handle_signals: bool
+) -> Manager:
     return _SandboxedManager(
         client,
         pool,
+        watches,
         namespace=settings.namespace,
         leader_election=settings.leader_election,
         metrics_port=settings.metrics_port,
@@ -193,6 +205,13 @@ def _add_controllers(
     )
     summaries: Controller[str] = manager.add_controller(
         name("ClusterSummary"), lambda k: summary.reconcile(ctx, k), workers=settings.summary_workers
+    )
+    ctx.wakers.update(
+        {
+            "ClusterPromotion": promotions.enqueue,
+            "ClusterProfile": profiles.enqueue,
+            "ClusterSummary": summaries.enqueue,
+        }
     )
     keys = _Keys(ctx.cache)
     _wire_promotions(promotions, informers, keys)

@@ -7,14 +7,15 @@ the client. The clock is passed in so that tests and the decision core agree on 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
 from fleetwave.api import families
 from fleetwave.api.families import Family
 from fleetwave.api.sveltos import HelmChart, ValidateHealth
+from fleetwave.controllers.own_writes import OwnWrites
 from fleetwave.delivery.helmplan import Ownership
 from fleetwave.delivery.target import MemberTarget
 from fleetwave.kube import kinds
@@ -96,6 +97,15 @@ class HelmPort(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
+class Wake:
+    """How a judgement that is not yet healthy is re-run when what it reads changes: `call()`
+    enqueues `key` (ADR 0065)."""
+
+    key: Hashable
+    call: Callable[[], None]
+
+
+@dataclass(frozen=True, slots=True)
 class HealthOutcome:
     ok: bool
     message: str
@@ -108,8 +118,10 @@ class HealthPort(Protocol):
         checks: Iterable[ValidateHealth],
         *,
         objects: Iterable[tuple[str, str, str | None, str]],
+        wake: Wake | None = None,
     ) -> HealthOutcome:
-        """Readiness of the delivered objects (apiVersion, kind, namespace, name) plus user checks."""
+        """Readiness of the delivered objects (apiVersion, kind, namespace, name) plus user checks;
+        while not ok, `wake` is called when something they read changes on the member."""
         ...
 
 
@@ -122,6 +134,11 @@ class Context:
     health: HealthPort
     namespace: str
     clock: Callable[[], datetime]
+    # How often a judgement waiting on a member is re-run when no watch wakes it (ADR 0065).
+    judge_poll: float = 2.0
+    own_writes: OwnWrites = field(default_factory=OwnWrites)
+    # kind -> enqueue(key) of its controller, filled in once the controllers exist (app.py).
+    wakers: dict[str, Callable[[str], None]] = field(default_factory=dict)
 
     @property
     def family(self) -> Family:
@@ -137,6 +154,13 @@ class Context:
     def api_version(self, kind: str) -> str:
         """The apiVersion of a native kind in this context's family (objects it creates, owner refs)."""
         return self.family.api_version(kind)
+
+    def wake(self, kind: str, key: str) -> Wake | None:
+        """A wake-up that re-runs the reconcile of `kind` `key` (None before controllers exist)."""
+        enqueue = self.wakers.get(kind)
+        return (
+            None if enqueue is None else Wake((self.family.controller_name(kind), key), lambda: enqueue(key))
+        )
 
     async def event(self, obj: Any, warning: bool, reason: str, message: str) -> None:
         kind = events.EventType.WARNING if warning else events.EventType.NORMAL

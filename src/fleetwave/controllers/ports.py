@@ -12,10 +12,12 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from fleetwave.api.sveltos import HelmChart, ValidateHealth
-from fleetwave.controllers.context import HealthOutcome, HelmOutcome
+from fleetwave.controllers.context import HealthOutcome, HelmOutcome, Wake
+from fleetwave.controllers.member_watches import Interest, MemberWatches
 from fleetwave.delivery import helm
 from fleetwave.delivery.helmplan import Ownership
 from fleetwave.delivery.target import MemberTarget
+from fleetwave.health import readiness
 from fleetwave.sandbox.pool import CheckPool
 
 ObjectId = tuple[str, str, str | None, str]
@@ -58,18 +60,42 @@ class HelmAdapter:
 
 
 class HealthAdapter:
-    """The HealthPort: one member's judgement in a sandbox worker (the pool's life is the manager's)."""
+    """The HealthPort: one member's judgement in a sandbox worker (the pool's life is the manager's).
+    With `watches`, a judgement that is not ok is re-run as soon as a kind it reads changes there."""
 
-    def __init__(self, pool: CheckPool) -> None:
+    def __init__(self, pool: CheckPool, watches: MemberWatches | None = None) -> None:
         self.pool = pool
+        self.watches = watches
 
     async def check(
-        self, target: MemberTarget, checks_: Iterable[ValidateHealth], *, objects: Iterable[ObjectId]
+        self,
+        target: MemberTarget,
+        checks_: Iterable[ValidateHealth],
+        *,
+        objects: Iterable[ObjectId],
+        wake: Wake | None = None,
     ) -> HealthOutcome:
-        verdict = await self.pool.check(
-            target.kubeconfig, list(checks_), list(objects), allow_insecure=target.allow_insecure
-        )
+        listed, ids = list(checks_), list(objects)
+        began = self.watches.now() if self.watches is not None else None
+        verdict = await self.pool.check(target.kubeconfig, listed, ids, allow_insecure=target.allow_insecure)
         message = verdict.message
         if message.startswith("cluster unreachable"):  # the worker does not know the member's name
             message = f"cluster {target.name} unreachable" + message.removeprefix("cluster unreachable")
+        if wake is not None and self.watches is not None:
+            if verdict.ok:
+                self.watches.release(wake.key)
+            else:
+                self.watches.subscribe(target, interests(listed, ids), wake.key, wake.call, since=began)
         return HealthOutcome(verdict.ok, message)
+
+
+def interests(checks_: Iterable[ValidateHealth], objects: Iterable[ObjectId]) -> list[Interest]:
+    """What a judgement reads: each check's kind (in its namespace, or everywhere), and the kinds
+    of delivered objects whose readiness can lag their existence (Deployments, Jobs, ...)."""
+    out = [
+        Interest(f"{c.group}/{c.version}" if c.group else c.version, c.kind, c.namespace or None)
+        for c in checks_
+        if c.kind and c.version
+    ]
+    out += [Interest(a, k, ns) for a, k, ns, _name in objects if readiness.judged(a, k)]
+    return out

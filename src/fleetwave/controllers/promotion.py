@@ -22,7 +22,7 @@ from fleetwave.api.models import ClusterPromotion
 from fleetwave.controllers import content, members, promotion_preserve, promotion_status, rollout_reconcile
 from fleetwave.controllers import rollout_common as common
 from fleetwave.controllers import rollout_facts as rf
-from fleetwave.controllers.context import Context
+from fleetwave.controllers.context import Context, Wake
 from fleetwave.controllers.rollout_reconcile import Observation, Pass, Prepared
 from fleetwave.core import effects as fx
 from fleetwave.core import model as m
@@ -36,7 +36,6 @@ log = logging.getLogger(__name__)
 KIND = "ClusterPromotion"
 PROMOTION_LABEL = "fleetwave.io/promotion"
 STAGE_LABEL = "fleetwave.io/stage"
-HEALTH_POLL = timedelta(seconds=2)
 
 Run = Pass[ClusterPromotion]
 
@@ -68,10 +67,11 @@ class _Promotions:
         promotion = common.parse_as(raw, KIND, ClusterPromotion)
         resolved = common.resolve(ctx, promotion.spec.profile_spec, "spec.profileSpec")
         _check_pre_health_refs(ctx, promotion)
-        # Deliveries and approvals wake us through watches; post-delay health checks run on member
-        # clusters we do not watch, so while waiting on facts the engine re-checks every 2 s.
+        # Deliveries and approvals wake us through watches, post-delay health checks through member
+        # watches (ADR 0065); while waiting on facts the engine also re-checks every `judge_poll`.
         spec = replace(
-            translate.from_promotion(promotion, content_hash=resolved.hash), poll_interval=HEALTH_POLL
+            translate.from_promotion(promotion, content_hash=resolved.hash),
+            poll_interval=timedelta(seconds=ctx.judge_poll),
         )
         return Prepared(promotion, resolved, spec)
 
@@ -176,21 +176,32 @@ async def _health(ctx: Context, run: Run) -> dict[tuple[str, str], m.HealthVerdi
         return {}
     trigger = _trigger(run.parsed, current.name)
     checks = (trigger.post_delay_health_checks or []) if trigger else []
+    wake = ctx.wake(KIND, run.key)
     return {
-        (current.name, check.name): await _verdict(ctx, run.fleet, check, current.clusters)
+        (current.name, check.name): await _verdict(
+            ctx,
+            run.fleet,
+            check,
+            current.clusters,
+            None if wake is None else Wake((wake.key, current.name, check.name), wake.call),
+        )
         for check in checks
     }
 
 
 async def _verdict(
-    ctx: Context, fleet: m.Fleet, check: sveltos.ValidateHealth, clusters: tuple[str, ...]
+    ctx: Context,
+    fleet: m.Fleet,
+    check: sveltos.ValidateHealth,
+    clusters: tuple[str, ...],
+    wake: Wake | None,
 ) -> m.HealthVerdict:
     """One check over the stage's clusters, in order: the first failing cluster decides."""
     for cluster in clusters:
         target = members.target_for(ctx.cache, cluster) if cluster in fleet.names else None
         if target is None:
             return m.HealthVerdict(False, cluster, "cluster is not reachable")
-        result = await ctx.health.check(target, [check], objects=())
+        result = await ctx.health.check(target, [check], objects=(), wake=wake)
         if not result.ok:
             return m.HealthVerdict(False, cluster, result.message)
     return m.HealthVerdict(ok=True)

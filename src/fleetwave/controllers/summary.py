@@ -25,7 +25,7 @@ from fleetwave.api.sveltos import ClusterProfileSpec, HelmChart, ValidateHealth
 from fleetwave.controllers import content, members
 from fleetwave.controllers import rollout_common as common
 from fleetwave.controllers import summary_status as ss
-from fleetwave.controllers.context import Context, HelmOutcome, as_dict
+from fleetwave.controllers.context import Context, HelmOutcome, Wake, as_dict
 from fleetwave.core import selectors, timestamps
 from fleetwave.delivery import content as dc
 from fleetwave.delivery import manifests
@@ -33,12 +33,11 @@ from fleetwave.delivery.helmplan import Ownership
 from fleetwave.delivery.target import MemberTarget, MemberUnreachable
 from fleetwave.kube import client as kubeclient
 from fleetwave.kube import kinds, ops
-from fleetwave.kube.status import StatusWrite, write_status
+from fleetwave.kube.status import StatusWrite, Versioned, write_status, write_versioned
 from fleetwave.runtime.controller import Result
 
 log = logging.getLogger(__name__)
 
-NOT_READY_POLL = 2.0  # member clusters are not watched: re-check readiness of a rollout in flight
 DRIFT_POLL = 30.0
 UNREACHABLE_RETRY = 5.0
 PROBE_TIMEOUT = 5.0
@@ -55,6 +54,10 @@ async def reconcile(ctx: Context, key: str) -> Result:
         return Result()
     raw = as_dict(obj)
     meta = raw["metadata"]
+    if ctx.own_writes.behind(("ClusterSummary", key), meta.get("resourceVersion")):
+        # The cache does not show our last status write yet: its event wakes us (the timer is a
+        # safety net for a watch that is down).
+        return Result(requeue_after=1.0)
     if meta.get("deletionTimestamp"):
         return await _finalize(ctx, obj, raw)
     foreign, stale = _standing(ctx, raw)
@@ -71,6 +74,10 @@ async def reconcile(ctx: Context, key: str) -> Result:
     wanted = str((meta.get("annotations") or {}).get(ss.CONTENT_HASH_ANNOTATION, ""))
     if ss.gave_up(raw.get("status") or {}, content_hash=wanted, generation=meta.get("generation")):
         return Result()  # maxConsecutiveFailures reached: a new revision or a spec edit wakes us
+    if _settled(raw, wanted) == "done":
+        # Deployed and healthy at this revision and generation: nothing to write, nothing to ask the
+        # member (our own status write wakes us, and work must not grow with the fleet's size).
+        return Result()
     outcome = await _deliver(ctx, raw)
     limit = ((raw.get("spec") or {}).get("clusterProfileSpec") or {}).get("maxConsecutiveFailures")
     status = ss.status_body(
@@ -80,14 +87,18 @@ async def reconcile(ctx: Context, key: str) -> Result:
         previous=raw.get("status") or {},
         max_failures=int(limit) if limit else None,
     )
-    written = await write_status(ctx.client, ctx.resource("ClusterSummary"), obj, status)
+    written, fresh = await write_versioned(
+        ctx.client, ctx.resource("ClusterSummary"), Versioned.of(obj), status
+    )
     if written is StatusWrite.CONFLICT:
         return Result(requeue=True)
+    if written is StatusWrite.WRITTEN:
+        ctx.own_writes.record(("ClusterSummary", key), fresh.resource_version)
     if written is StatusWrite.WRITTEN and outcome.failed:
         await ctx.event(obj, True, "DeliveryFailed", status.get("failureMessage") or outcome.failed)
     if ss.gave_up(status, content_hash=wanted, generation=meta.get("generation")):
         return Result()
-    return _requeue(raw, outcome)
+    return _requeue(ctx, raw, outcome)
 
 
 NOT_OURS = "NotCreatedByFleetwave"
@@ -162,7 +173,28 @@ async def _ignore(ctx: Context, obj: Any, raw: Mapping[str, Any], problem: str) 
     return Result()  # an edit wakes us
 
 
-def _requeue(raw: Mapping[str, Any], outcome: ss.Outcome) -> Result:
+def _settled(raw: Mapping[str, Any], wanted_hash: str) -> str:
+    """How far this summary got with what it wants now: "deliver" (apply the content), "judge" (it is
+    deployed, only its health is pending) or "done" (deployed and healthy). DryRun and drift
+    detection always deliver; OneTime content counts as deployed whatever revision it was."""
+    mode = ((raw.get("spec") or {}).get("clusterProfileSpec") or {}).get("syncMode") or "Continuous"
+    previous = raw.get("status") or {}
+    if mode not in ("Continuous", "OneTime") or not _provisioned(previous):
+        return "deliver"
+    same_revision = previous.get("observedContentHash") == wanted_hash
+    if mode == "Continuous" and not same_revision:
+        return "deliver"
+    ready: Mapping[str, Any] = next(
+        (c for c in previous.get("conditions") or [] if c.get("type") == "Ready"), {}
+    )
+    if ready.get("observedGeneration") != raw["metadata"].get("generation"):
+        return "judge" if mode == "OneTime" else "deliver"  # a spec edit (e.g. its checks)
+    if ready.get("status") == "True" and same_revision:
+        return "done"
+    return "judge" if ready.get("reason") == "Unhealthy" or mode == "OneTime" else "deliver"
+
+
+def _requeue(ctx: Context, raw: Mapping[str, Any], outcome: ss.Outcome) -> Result:
     if outcome.unreachable:
         return Result(requeue_after=UNREACHABLE_RETRY)
     if outcome.failed:
@@ -170,7 +202,7 @@ def _requeue(raw: Mapping[str, Any], outcome: ss.Outcome) -> Result:
         # arrives), but a chart with bad values must not churn helm revisions every few seconds.
         return Result(requeue=True)
     if not outcome.healthy and not outcome.dry_run:
-        return Result(requeue_after=NOT_READY_POLL)
+        return Result(requeue_after=ctx.judge_poll)  # the safety net under member watches
     if (raw.get("spec") or {}).get("clusterProfileSpec", {}).get(
         "syncMode"
     ) == "ContinuousWithDriftDetection":
@@ -205,11 +237,12 @@ async def _deliver(ctx: Context, raw: Mapping[str, Any]) -> ss.Outcome:
         return ss.Outcome(wanted_hash, health_message="waiting for the content snapshot")
     previous = raw.get("status") or {}
     dry_run = profile.sync_mode == "DryRun"
+    wake = ctx.wake("ClusterSummary", f"{raw['metadata']['namespace']}/{raw['metadata']['name']}")
     try:
         await _probe(target)
-        if profile.sync_mode == "OneTime" and _provisioned(previous):
-            return await _health_only(ctx, target, profile, body, wanted_hash, previous)
-        waiting = await _pre_deploy(ctx, target, profile, previous, wanted_hash, dry_run)
+        if _settled(raw, wanted_hash) == "judge":
+            return await _health_only(ctx, target, profile, body, wanted_hash, previous, wake)
+        waiting = await _pre_deploy(ctx, target, profile, previous, wanted_hash, dry_run, wake)
         if waiting:
             # Nothing is deployed: the summary keeps what it last delivered, and says why it waits.
             return ss.Outcome(str(previous.get("observedContentHash") or ""), waiting=waiting)
@@ -225,6 +258,7 @@ async def _pre_deploy(
     previous: Mapping[str, Any],
     wanted_hash: str,
     dry_run: bool,
+    wake: Wake | None,
 ) -> str:
     """Why the content must not be deployed yet ("" to go on): preDeployChecks are judged on the
     cluster before each revision is first deployed there (once it is, they are not asked again)."""
@@ -232,7 +266,7 @@ async def _pre_deploy(
         return ""
     if previous.get("observedContentHash") == wanted_hash and _provisioned(previous):
         return ""
-    verdict = await ctx.health.check(target, profile.pre_deploy_checks, objects=())
+    verdict = await ctx.health.check(target, profile.pre_deploy_checks, objects=(), wake=wake)
     return "" if verdict.ok else f"waiting for preDeployChecks, nothing is deployed: {verdict.message}"
 
 
@@ -290,10 +324,12 @@ async def _health_only(
     body: Mapping[str, Any],
     wanted_hash: str,
     previous: Mapping[str, Any],
+    wake: Wake | None,
 ) -> ss.Outcome:
-    """OneTime: deployed once and never re-applied (not even while unhealthy); health is still judged.
+    """Deployed already: only health is judged, nothing is re-applied while it is unhealthy.
 
-    A later revision counts as delivered: OneTime promises not to change the cluster again (ADR 0035).
+    OneTime: a later revision counts as delivered, it promises not to change the cluster again
+    (ADR 0035). What was deployed (features, kinds, helm releases) is carried over as it was.
     """
     gvks = {
         g.get("featureID"): tuple(g.get("deployedGroupVersionKind") or [])
@@ -303,9 +339,23 @@ async def _health_only(
         ss.Feature(f["featureID"], f["status"], f.get("hash", ""), deployed=gvks.get(f["featureID"], ()))
         for f in previous.get("featureSummaries") or []
     )
-    health = await ctx.health.check(target, profile.validate_healths or [], objects=_ids(_objects(body)))
-    message = health.message + "; OneTime: deployed once, later changes are not applied"
-    return ss.Outcome(wanted_hash, features, healthy=health.ok, health_message=message)
+    releases = tuple(
+        ss.HelmRelease(
+            str(r.get("releaseName")),
+            str(r.get("releaseNamespace")),
+            str(r.get("status")),
+            values_hash=str(r.get("valuesHash") or ""),
+            message=str(r.get("failureMessage") or ""),
+        )
+        for r in previous.get("helmReleaseSummaries") or []
+    )
+    health = await ctx.health.check(
+        target, profile.validate_healths or [], objects=_ids(_objects(body)), wake=wake
+    )
+    message = health.message
+    if profile.sync_mode == "OneTime":
+        message += "; OneTime: deployed once, later changes are not applied"
+    return ss.Outcome(wanted_hash, features, releases, healthy=health.ok, health_message=message)
 
 
 async def _deliver_to(
@@ -342,7 +392,10 @@ async def _deliver_to(
     outcome = ss.Outcome(wanted_hash, tuple(features), tuple(releases), dry_run=dry_run, drift=tuple(drift))
     if outcome.failed or dry_run:
         return outcome
-    health = await ctx.health.check(target, profile.validate_healths or [], objects=_ids(objects))
+    key = f"{meta['namespace']}/{meta['name']}"
+    health = await ctx.health.check(
+        target, profile.validate_healths or [], objects=_ids(objects), wake=ctx.wake("ClusterSummary", key)
+    )
     return ss.Outcome(
         wanted_hash,
         tuple(features),
@@ -461,7 +514,9 @@ async def _finalize(ctx: Context, obj: Any, raw: Mapping[str, Any]) -> Result:
             if waiting:
                 return waiting
             await manifests.withdraw(
-                target, inventory=inventory(meta["namespace"], meta["name"]), kinds=_previous_kinds(previous)
+                target,
+                inventory=inventory(meta["namespace"], meta["name"]),
+                kinds=_previous_kinds(previous) | _content_kinds(ctx, raw),
             )
             owner = dc.inventory_key(inventory(meta["namespace"], meta["name"]))
             for release, namespace in _releases_to_uninstall(ctx, raw):
@@ -497,7 +552,7 @@ async def _delete_checks(
     message = f"deletion waits for {field}: {verdict.message}"
     log.info("ClusterSummary %s/%s %s", obj.metadata.namespace, obj.metadata.name, message)
     await ctx.event(obj, True, f"{field[0].upper()}{field[1:]}Failing", message)
-    return Result(requeue_after=NOT_READY_POLL)
+    return Result(requeue_after=ctx.judge_poll)
 
 
 def _ours_to_withdraw(ctx: Context, raw: Mapping[str, Any]) -> str:
@@ -516,6 +571,17 @@ def _ours_to_withdraw(ctx: Context, raw: Mapping[str, Any]) -> str:
             raw, profile, (owner.get("metadata") or {}).get("uid"), ctx.api_version("ClusterProfile")
         )
     )
+
+
+def _content_kinds(ctx: Context, raw: Mapping[str, Any]) -> set[kinds.GVK]:
+    """The kinds of the content snapshot the summary delivers: withdrawn too, because a summary deleted
+    between applying and recording its status has no deployed kinds in its status."""
+    name = str((raw["metadata"].get("annotations") or {}).get(ss.CONTENT_ANNOTATION) or "")
+    try:
+        body = content.read_snapshot(ctx.cache, ctx.namespace, name) or {}
+    except content.ContentError:
+        return set()
+    return {kinds.GVK(str(o["apiVersion"]), str(o["kind"])) for o in _objects(body)}
 
 
 def _releases_to_uninstall(ctx: Context, raw: Mapping[str, Any]) -> list[tuple[str, str]]:

@@ -20,6 +20,11 @@ def is_ready(obj: Obj) -> tuple[bool, str]:
     return judge(obj) if judge else (True, "exists")
 
 
+def judged(api_version: str, kind: str) -> bool:
+    """Whether objects of this kind can exist and not be ready (others are ready once they exist)."""
+    return (api_version.rpartition("/")[0], kind) in _JUDGES
+
+
 def _status(obj: Obj) -> dict[str, Any]:
     status = obj.get("status")
     return status if isinstance(status, dict) else {}

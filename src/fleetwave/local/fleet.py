@@ -1,10 +1,12 @@
 """The local fleet: one management cluster and N member clusters made of real Kubernetes processes.
 
 One etcd is shared; every cluster is its own kube-apiserver (own `--etcd-prefix`, own TLS port,
-bearer-token auth, RBAC). Members also run kube-controller-manager, kube-scheduler and kwok with one
-fake Node, so Deployments become Available and Jobs complete without kubelets or containers. The
-management cluster runs kube-controller-manager too (garbage collection of owned objects, namespace
-deletion). Everything binds to 127.0.0.1 only.
+bearer-token auth, RBAC). A *full* member also runs kube-controller-manager, kube-scheduler and kwok
+with one fake Node, so Deployments become Available and Jobs complete without kubelets or containers.
+A *light* member is its API server alone, without a watch cache: content is stored and read back,
+but nothing reconciles it (no Pods for a Deployment, namespaces are not finalized). Fleets of a
+hundred members mix them (ADR 0066). The management cluster runs kube-controller-manager too
+(garbage collection of owned objects, namespace deletion). Everything binds to 127.0.0.1 only.
 
 All of it is recorded in `<state>/state.json`, which is what `status`, `kubeconfig` and `down` read.
 """
@@ -27,6 +29,8 @@ from fleetwave.local.processes import ProcessRecord
 MANAGEMENT = "management"
 DEFAULT_ENVS = ("dev", "staging", "prod")
 START_TIMEOUT = 180.0  # seconds: five apiservers starting at once on 2 cores are slow
+START_TIMEOUT_PER_CLUSTER = 3.0  # more apiservers start more slowly: added per cluster past five
+FULL, LIGHT = "full", "light"
 
 
 class FleetError(RuntimeError):
@@ -41,6 +45,7 @@ class ClusterInfo:
     kubeconfig: str
     token: str
     labels: dict[str, str] = field(default_factory=dict)
+    profile: str = FULL  # members: FULL (apiserver + KCM + scheduler + kwok) or LIGHT (apiserver)
 
     @property
     def server(self) -> str:
@@ -154,29 +159,44 @@ def up(
     members: Mapping[str, Mapping[str, str]],
     now: dt.datetime,
     bin_dir: Path | None = None,
+    full_members: int | None = None,
 ) -> FleetState:
     """Start the fleet, or return the running one when it is already healthy with the same members.
+
+    The first `full_members` members (all when None) are full, the rest light.
 
     A stale state directory (crashed fleet, half-started fleet, different members) is cleaned up:
     leftover processes we own are stopped and the directory is started afresh.
     """
     existing = load(state_dir)
     if existing is not None:
-        same = {c.name: c.labels for c in existing.members} == {k: dict(v) for k, v in members.items()}
+        same = {c.name: (c.labels, c.profile) for c in existing.members} == _wanted(members, full_members)
         if same and is_healthy(existing):
             return existing
     down(state_dir)
     bins = binaries.Binaries(bin_dir) if bin_dir else binaries.ensure()
     state_dir.mkdir(parents=True, exist_ok=True)
     try:
-        return _start(state_dir.resolve(), bins, members, now)
+        return _start(state_dir.resolve(), bins, _wanted(members, full_members), now)
     except BaseException:
         down(state_dir)
         raise
 
 
+def _wanted(
+    members: Mapping[str, Mapping[str, str]], full_members: int | None
+) -> dict[str, tuple[dict[str, str], str]]:
+    full = len(members) if full_members is None else full_members
+    return {
+        name: (dict(labels), FULL if i < full else LIGHT) for i, (name, labels) in enumerate(members.items())
+    }
+
+
 def _start(
-    state_dir: Path, bins: binaries.Binaries, members: Mapping[str, Mapping[str, str]], now: dt.datetime
+    state_dir: Path,
+    bins: binaries.Binaries,
+    members: Mapping[str, tuple[dict[str, str], str]],
+    now: dt.datetime,
 ) -> FleetState:
     keys = pki.generate(state_dir / "pki", now=now)
     marker = str(state_dir)
@@ -185,11 +205,11 @@ def _start(
     records.append(_start_etcd(bins, state_dir, etcd_port, marker))
     api.wait_etcd(etcd_port, timeout=60.0, check_alive=lambda: processes.is_ours(records[0]))
 
-    roles: list[tuple[str, str, dict[str, str]]] = [(MANAGEMENT, "management", {})] + [
-        (n, "member", dict(lbl)) for n, lbl in members.items()
+    roles: list[tuple[str, str, dict[str, str], str]] = [(MANAGEMENT, "management", {}, FULL)] + [
+        (n, "member", lbl, profile) for n, (lbl, profile) in members.items()
     ]
     clusters: list[ClusterInfo] = []
-    for name, role, labels in roles:
+    for name, role, labels, profile in roles:
         port, token = processes.free_port(), pki.new_token()
         cdir = state_dir / name
         cdir.mkdir()
@@ -198,13 +218,17 @@ def _start(
             kubeconfig, cluster=name, server=f"https://127.0.0.1:{port}", ca_cert=keys.ca_cert, token=token
         )
         (cdir / "tokens.csv").write_text(f'{token},admin,admin-uid,"system:masters"\n')
-        clusters.append(ClusterInfo(name, role, port, str(kubeconfig), token, labels))
-        records.append(_start_apiserver(bins, keys, cdir, name, port, etcd_port, marker))
+        clusters.append(ClusterInfo(name, role, port, str(kubeconfig), token, labels, profile))
+        records.append(
+            _start_apiserver(bins, keys, cdir, name, port, etcd_port, marker, light=profile == LIGHT)
+        )
 
     state = FleetState(str(state_dir), str(bins.directory), str(keys.ca_cert), etcd_port, clusters, records)
     _save(state)
     _wait_ready(state)
     for c in clusters:
+        if c.profile == LIGHT:
+            continue  # the API server alone: nothing reconciles what it stores
         records.extend(_start_controllers(bins, keys, state_dir / c.name, c, marker))
         if c.role == "member":
             api.create_fake_node(c.server, keys.ca_cert, c.token, name="kwok-node-0")
@@ -219,7 +243,8 @@ def _kwok_config(cdir: Path) -> Path:
 
 
 def _wait_ready(state: FleetState) -> None:
-    deadline = time.monotonic() + START_TIMEOUT
+    timeout = START_TIMEOUT + START_TIMEOUT_PER_CLUSTER * max(0, len(state.clusters) - 5)
+    deadline = time.monotonic() + timeout
     pending = list(state.clusters)
     while pending:
         for c in list(pending):
@@ -231,7 +256,7 @@ def _wait_ready(state: FleetState) -> None:
         if pending and time.monotonic() > deadline:
             names = ", ".join(c.name for c in pending)
             raise FleetError(
-                f"kube-apiserver of {names} not ready after {START_TIMEOUT:.0f}s; logs in {state.state_dir}"
+                f"kube-apiserver of {names} not ready after {timeout:.0f}s; logs in {state.state_dir}"
             )
         if pending:
             time.sleep(0.5)
@@ -258,7 +283,15 @@ def _start_etcd(bins: binaries.Binaries, state_dir: Path, port: int, marker: str
 
 
 def _start_apiserver(
-    bins: binaries.Binaries, keys: pki.Pki, cdir: Path, name: str, port: int, etcd_port: int, marker: str
+    bins: binaries.Binaries,
+    keys: pki.Pki,
+    cdir: Path,
+    name: str,
+    port: int,
+    etcd_port: int,
+    marker: str,
+    *,
+    light: bool = False,
 ) -> ProcessRecord:
     argv = [
         bins.path("kube-apiserver"),
@@ -283,9 +316,14 @@ def _start_apiserver(
         "--v=0",
         f"--cert-dir={cdir / 'certs'}",
     ]
-    return processes.start(
-        f"{name}/apiserver", argv, log=cdir / "apiserver.log", marker=marker, env={"GOMAXPROCS": "2"}
-    )
+    env = {"GOMAXPROCS": "2"}
+    if light:
+        # No watch cache (watches are served from etcd) and a tighter Go heap.
+        # (Trimming API groups with --runtime-config does not work: the server's own admission
+        # informers wait for storage, node and discovery groups and it never becomes ready.)
+        argv += ["--watch-cache=false", "--profiling=false"]
+        env |= {"GOMAXPROCS": "1", "GOGC": "25", "GOMEMLIMIT": "120MiB"}
+    return processes.start(f"{name}/apiserver", argv, log=cdir / "apiserver.log", marker=marker, env=env)
 
 
 def _start_controllers(

@@ -51,7 +51,7 @@ def _setting() -> Setting:
     }
     run = run_initialize.parse(raw, nm.CLUSTER.run)
     strategy = run_initialize.parse({"metadata": {"name": "s"}, "spec": STRATEGY}, nm.CLUSTER.strategy).spec
-    spec = run_initialize.rollout_spec(run, nm.CLUSTER, strategy, "h1")
+    spec = run_initialize.rollout_spec(run, nm.CLUSTER, strategy, "h1", poll=run_initialize.POLL)
     frame = run_status.Frame(nm.CLUSTER.run, 1, "run-1", lambda c: c.partition("/")[2])
     return Setting(nm.CLUSTER, None, run, frame, spec, FLEET, CONTENT, timedelta(minutes=5))
 

@@ -72,6 +72,8 @@ def register(manager: Manager, ctx: Context) -> None:
             f"{tag}-stagedupdaterun", _bind(run.reconcile, ctx, scope), workers=2
         )
         _wire(ctx, scope, placements, runs)
+        ctx.wakers[scope.placement] = placements.enqueue
+        ctx.wakers[scope.run] = runs.enqueue
 
 
 def _bind(fn: Any, ctx: Context, scope: nm.Scope) -> Callable[[str], Any]:

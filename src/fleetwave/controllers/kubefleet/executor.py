@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fleetwave.controllers import members
-from fleetwave.controllers.context import Context
+from fleetwave.controllers.context import Context, Wake
 from fleetwave.controllers.kubefleet import apply_rules, selection
 from fleetwave.core import status as st
 from fleetwave.delivery import manifests
@@ -116,7 +116,9 @@ def _text(value: Any) -> str | None:
     return text[:256]
 
 
-async def available(ctx: Context, cluster: str, objects: Sequence[Mapping[str, Any]]) -> Outcome:
+async def available(
+    ctx: Context, cluster: str, objects: Sequence[Mapping[str, Any]], *, wake: Wake | None = None
+) -> Outcome:
     """Every applied object exists and is ready (Deployments available, Jobs complete, ...)."""
     tgt = target(ctx, cluster)
     if tgt is None:
@@ -130,7 +132,7 @@ async def available(ctx: Context, cluster: str, objects: Sequence[Mapping[str, A
         )
         for o in objects
     ]
-    result = await ctx.health.check(tgt, [], objects=refs)
+    result = await ctx.health.check(tgt, [], objects=refs, wake=wake)
     return Outcome(result.ok, result.message)
 
 

@@ -13,10 +13,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from fleetwave.controllers.context import Context
+from fleetwave.controllers.context import Context, Wake
 from fleetwave.controllers.kubefleet import apply_rules, executor
 from fleetwave.core import model as m
 from fleetwave.core import status as st
+from fleetwave.kube.status import Versioned
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,9 +94,15 @@ class Observation:
 
 
 async def observe(
-    ctx: Context, rollout: st.RolloutStatus | None, fleet: m.Fleet, ledger: Ledger, content: Content
+    ctx: Context,
+    rollout: st.RolloutStatus | None,
+    fleet: m.Fleet,
+    ledger: Ledger,
+    content: Content,
+    wake: Wake | None = None,
 ) -> Observation:
-    """Deliveries of `content` to the started clusters; availability is checked live until done."""
+    """Deliveries of `content` to the started clusters; availability is checked live until done
+    (and, with `wake`, re-checked as soon as a cluster's objects change)."""
     if rollout is None:
         return Observation({}, ledger)
     deliveries: dict[str, m.Delivery] = {}
@@ -108,14 +115,23 @@ async def observe(
             deliveries[cluster] = m.Delivery(m.DeliveryPhase.APPLIED, ready=True)
         else:
             check.append(cluster)
-    settled = await asyncio.gather(*(_settle(ctx, c, ledger[c], content) for c in check))
+    settled = await asyncio.gather(*(_settle(ctx, c, ledger[c], content, _per(wake, c)) for c in check))
     deliveries.update((c, d) for c, (d, _) in zip(check, settled, strict=True))
     learnt = {c: e for c, (_, e) in zip(check, settled, strict=True)}
     return Observation(deliveries, merged(ledger, learnt))
 
 
+def wake_of(ctx: Context, kind: str, current: Versioned) -> Wake | None:
+    """The wake-up that re-runs the reconcile of the object `current` is the status of."""
+    return ctx.wake(kind, f"{current.namespace}/{current.name}" if current.namespace else current.name)
+
+
+def _per(wake: Wake | None, cluster: str) -> Wake | None:
+    return None if wake is None else Wake((wake.key, cluster), wake.call)
+
+
 async def _settle(
-    ctx: Context, cluster: str, entry: Delivered, content: Content
+    ctx: Context, cluster: str, entry: Delivered, content: Content, wake: Wake | None
 ) -> tuple[m.Delivery, Delivered]:
     if entry.error:  # a failed apply is retried, level-triggered, until it succeeds
         applied = await executor.apply(
@@ -128,7 +144,7 @@ async def _settle(
     if content.rules.report_diff:  # nothing was applied: the report is the whole delivery
         entry = replace(entry, done_at=st.fmt(ctx.clock()))
         return m.Delivery(m.DeliveryPhase.APPLIED, ready=True, message=entry.message), entry
-    result = await executor.available(ctx, cluster, content.objects)
+    result = await executor.available(ctx, cluster, content.objects, wake=wake)
     done = st.fmt(ctx.clock()) if result.ok else None
     entry = replace(entry, message=result.message, done_at=done)
     return m.Delivery(m.DeliveryPhase.APPLIED, ready=result.ok, message=result.message), entry

@@ -9,7 +9,7 @@ Status: selected resources, Scheduled, and Available once every picked cluster h
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from fleetwave.api import codec
@@ -85,7 +85,9 @@ async def reconcile(ctx: Context, scope: nm.Scope, key: str) -> Result:
         )
         return Result(requeue=True) if written is StatusWrite.CONFLICT else Result()
     inventory = scope.inventory(namespace, name)
-    where = placement_rolling.setting(scope.placement, placement, latest, fleet, inventory)
+    where = placement_rolling.setting(
+        scope.placement, placement, latest, fleet, inventory, poll=timedelta(seconds=ctx.judge_poll)
+    )
     return await placement_rolling.roll(ctx, where, current, render)
 
 

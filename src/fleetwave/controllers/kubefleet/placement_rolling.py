@@ -12,12 +12,12 @@ import hashlib
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from fleetwave.controllers import engine_state, requeue
 from fleetwave.controllers.context import Context
-from fleetwave.controllers.kubefleet import apply_rules, history, run_initialize, snapshots
+from fleetwave.controllers.kubefleet import apply_rules, history, snapshots
 from fleetwave.controllers.kubefleet import ledger as lg
 from fleetwave.controllers.kubefleet import removals as rm
 from fleetwave.core import batching, engine
@@ -52,7 +52,9 @@ class Setting:
     content: lg.Content
 
 
-def setting(kind: str, placement: Any, latest: Mapping[str, Any], fleet: m.Fleet, inventory: str) -> Setting:
+def setting(
+    kind: str, placement: Any, latest: Mapping[str, Any], fleet: m.Fleet, inventory: str, *, poll: timedelta
+) -> Setting:
     rules = apply_rules.of(placement.spec)
     digest = _revision(snapshots.hash_of(latest), rules)
     rolling = placement.spec.strategy.rolling_update
@@ -61,7 +63,7 @@ def setting(kind: str, placement: Any, latest: Mapping[str, Any], fleet: m.Fleet
         name=placement.metadata.name,
         revision=m.Revision(content_hash=digest, stages_hash=batching.compute_stages_hash(())),
         stages=(m.StageSpec("rollout", m.Selector(), max_in_flight=m.MaxInFlight(limit)),),
-        poll_interval=run_initialize.POLL,
+        poll_interval=poll,
     )
     index = str(snapshots.index_of(latest))
     return Setting(
@@ -104,7 +106,9 @@ async def roll(ctx: Context, where: Setting, current: Versioned, render: Render)
     state = load(current.status)
     for last in [False] * (PASSES - 1) + [True]:
         now = ctx.clock()
-        seen = await lg.observe(ctx, state.rollout, where.fleet, state.ledger, where.content)
+        seen = await lg.observe(
+            ctx, state.rollout, where.fleet, state.ledger, where.content, lg.wake_of(ctx, where.kind, current)
+        )
         observed = m.Observed(delivery=dict(seen.deliveries), previous=state.rollout)
         decision = engine.step(where.spec, where.fleet, observed, now)
         decided = Rolling(decision.status, seen.ledger, state.removals)

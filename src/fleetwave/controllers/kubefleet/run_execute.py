@@ -136,7 +136,14 @@ async def execute(
 ) -> Result:
     for last in [False] * (PASSES - 1) + [True]:
         now = ctx.clock()
-        seen = await lg.observe(ctx, record.rollout, where.fleet, record.ledger, where.content)
+        seen = await lg.observe(
+            ctx,
+            record.rollout,
+            where.fleet,
+            record.ledger,
+            where.content,
+            lg.wake_of(ctx, where.scope.run, current),
+        )
         step = decide(where, replace(record, ledger=seen.ledger), seen.deliveries, requests, now)
         why = stuck(where, step.record.rollout, step.record.ledger, now)
         body = run_status.render(

@@ -36,7 +36,7 @@ from fleetwave.kube.status import StatusWrite, Versioned, write_versioned
 from fleetwave.runtime.controller import Result
 
 Obj = Mapping[str, Any]
-POLL = timedelta(seconds=1)
+POLL = timedelta(seconds=2)  # only the frozen plan is read from the spec made with it
 STUCK = timedelta(minutes=5)
 DEADLINE = timedelta(minutes=30)
 RETRY_SECONDS = 2.0
@@ -94,11 +94,11 @@ def stuck_after(run: Any) -> timedelta:
 
 
 def rollout_spec(
-    run: Any, scope: nm.Scope, frozen: StagedUpdateStrategySpec, snapshot_hash: str
+    run: Any, scope: nm.Scope, frozen: StagedUpdateStrategySpec, snapshot_hash: str, *, poll: timedelta
 ) -> m.RolloutSpec:
     spec = translate.from_staged_run(run, strategy_of(run, scope, frozen), snapshot_hash=snapshot_hash)
     return replace(
-        spec, poll_interval=POLL, progress_deadline=_duration(run, nm.DEADLINE_ANNOTATION, DEADLINE)
+        spec, poll_interval=poll, progress_deadline=_duration(run, nm.DEADLINE_ANNOTATION, DEADLINE)
     )
 
 
@@ -155,7 +155,7 @@ def initialize(ctx: Context, scope: nm.Scope, run: Any, now: datetime) -> dict[s
     snapshot = _snapshot(ctx, scope, run, placement)
     fleet, _names = fleet_of(ctx, placement)
     try:
-        spec = rollout_spec(run, scope, frozen, snapshots.hash_of(snapshot))
+        spec = rollout_spec(run, scope, frozen, snapshots.hash_of(snapshot), poll=POLL)
     except translate.TranslateError as e:
         raise Abort(str(e)) from e
     plan = batching.freeze_plan(spec, fleet, now)

@@ -67,7 +67,9 @@ def setting(ctx: Context, scope: nm.Scope, obj: Any, run: Any, record: RunRecord
         run=run.metadata.name,
         display=lambda c: names.get(c, c.partition("/")[2] or c),
     )
-    spec = run_initialize.rollout_spec(run, scope, record.strategy, record.snapshot_hash)
+    spec = run_initialize.rollout_spec(
+        run, scope, record.strategy, record.snapshot_hash, poll=timedelta(seconds=ctx.judge_poll)
+    )
     stuck = run_initialize.stuck_after(run)
     return Setting(scope, obj, run, frame, spec, fleet, content, stuck)
 

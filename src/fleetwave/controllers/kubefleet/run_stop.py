@@ -34,7 +34,14 @@ async def stop(ctx: Context, where: Setting, record: RunRecord, current: Version
     delivered = await lg.deliver(ctx, unapplied(record, where), where.content)
     record = replace(record, ledger=lg.merged(record.ledger, delivered))
     now = ctx.clock()
-    seen = await lg.observe(ctx, record.rollout, where.fleet, record.ledger, where.content)
+    seen = await lg.observe(
+        ctx,
+        record.rollout,
+        where.fleet,
+        record.ledger,
+        where.content,
+        lg.wake_of(ctx, where.scope.run, current),
+    )
     record = replace(record, ledger=seen.ledger, stopped_at=record.stopped_at or ts.fmt(now))
     flying = in_flight(record.rollout, record.ledger, where.fleet)
     body = run_status.render(

@@ -1,0 +1,223 @@
+"""Wake-ups from member clusters: a judgement that is not yet healthy re-runs as soon as what it
+reads changes on the member, instead of at the next poll (ADR 0065).
+
+A stream is one watch on one member for one (apiVersion, kind, namespace): a list of one item for a
+starting resourceVersion, then a watch with bookmarks. It keeps no objects (the judgement reads the
+member itself); every event calls the wake-up of each subscriber. Streams are shared by every
+judgement reading the same kind there and end when their last subscriber leaves or stops renewing.
+Bounded: at most `per_member` streams per member and `total` overall; past a bound a judgement
+is not watched and falls back to its poll, which stays as the safety net for what no stream covers
+(a Lua `getResource`, a watch the member refuses).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import time
+from collections.abc import Callable, Coroutine, Hashable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from fleetwave.delivery.target import MemberTarget, MemberUnreachable
+from fleetwave.kube import client as kubeclient
+from fleetwave.kube import internals, kinds, ops
+from fleetwave.runtime import queueing
+
+log = logging.getLogger(__name__)
+
+Wake = Callable[[], None]
+StreamRunner = Callable[[MemberTarget, "Interest", Wake], Coroutine[Any, Any, None]]
+
+
+@dataclass(frozen=True, slots=True)
+class Interest:
+    """What a judgement reads on a member: one kind, in one namespace (None: every namespace)."""
+
+    api_version: str
+    kind: str
+    namespace: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _StreamKey:
+    member: str
+    credentials: str  # hash of the kubeconfig: a rotated credential starts a fresh stream
+    interest: Interest
+
+
+@dataclass(slots=True)
+class _Stream:
+    task: asyncio.Task[None] | None = None
+    subscribers: dict[Hashable, tuple[Wake, float]] = field(default_factory=dict)  # -> (wake, renewed)
+    events: int = 0
+    last_event: float = float("-inf")  # clock time of the last change it reported
+
+
+_BACKOFF = queueing.Backoff(base=0.5, cap=30.0)
+
+
+class MemberWatches:
+    def __init__(
+        self,
+        *,
+        per_member: int = 16,
+        total: int = 2000,
+        idle_seconds: float = 300.0,
+        server_timeout: int = 240,
+        clock: Callable[[], float] = time.monotonic,
+        stream: StreamRunner | None = None,
+    ) -> None:
+        self.per_member = per_member
+        self.total = total
+        self.idle_seconds = idle_seconds
+        self.server_timeout = server_timeout
+        self._clock = clock
+        self._streams: dict[_StreamKey, _Stream] = {}
+        self._stream = stream or self._watch
+        self.refused = 0  # subscriptions past a bound (observable in tests and benchmarks)
+
+    def now(self) -> float:
+        return self._clock()
+
+    def subscribe(
+        self,
+        target: MemberTarget,
+        interests: Iterable[Interest],
+        key: Hashable,
+        wake: Wake,
+        *,
+        since: float | None = None,
+    ) -> None:
+        """Call `wake` when something of `interests` changes on `target`, until `release(key)` (or
+        `idle_seconds` without a renewal: a subscriber that vanished must not keep streams alive).
+
+        `since`: when the judgement began reading (`now()`); a change a stream saw after that and
+        before this call wakes at once, so nothing that happened while judging is missed. A new
+        stream wakes its subscribers once it has listed, for the same reason."""
+        credentials = hashlib.sha256(target.kubeconfig).hexdigest()[:16]
+        now = self._clock()
+        self._expire(now)
+        missed = False
+        for interest in _covering(interests):
+            skey = _StreamKey(target.name, credentials, interest)
+            stream = self._streams.get(skey)
+            if stream is None:
+                if not self._room_for(target.name):
+                    self.refused += 1
+                    continue
+                stream = self._streams[skey] = _Stream()
+                stream.task = asyncio.get_running_loop().create_task(
+                    self._stream(target, interest, _waker(stream, self._clock)),
+                    name=f"member watch {target.name} {interest.kind}",
+                )
+            stream.subscribers[key] = (wake, now)
+            missed = missed or (since is not None and stream.last_event >= since)
+        # A subscriber reads only what it named last: drop it from streams it no longer needs.
+        wanted = {_StreamKey(target.name, credentials, i) for i in _covering(interests)}
+        for skey, stream in list(self._streams.items()):
+            if skey not in wanted and skey.member == target.name and key in stream.subscribers:
+                self._leave(skey, stream, key)
+        if missed:
+            wake()
+
+    def release(self, key: Hashable) -> None:
+        """`key` needs no more wake-ups (its judgement passed, or its object is gone)."""
+        for skey, stream in list(self._streams.items()):
+            if key in stream.subscribers:
+                self._leave(skey, stream, key)
+
+    def streams(self) -> int:
+        return len(self._streams)
+
+    async def close(self) -> None:
+        tasks = [s.task for s in self._streams.values() if s.task is not None]
+        self._streams.clear()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    def _room_for(self, member: str) -> bool:
+        if len(self._streams) >= self.total:
+            return False
+        return sum(1 for k in self._streams if k.member == member) < self.per_member
+
+    def _expire(self, now: float) -> None:
+        for skey, stream in list(self._streams.items()):
+            for key, (_wake, renewed) in list(stream.subscribers.items()):
+                if now - renewed > self.idle_seconds:
+                    self._leave(skey, stream, key)
+
+    def _leave(self, skey: _StreamKey, stream: _Stream, key: Hashable) -> None:
+        stream.subscribers.pop(key, None)
+        if not stream.subscribers:
+            self._streams.pop(skey, None)
+            if stream.task is not None:
+                stream.task.cancel()
+
+    async def _watch(self, target: MemberTarget, interest: Interest, changed: Wake) -> None:
+        """The stream: call `changed` on every change of `interest` on `target`, until cancelled."""
+        failures, listed = 0, False
+        while True:
+            try:
+                async with target.session() as client:
+                    resource = await _resource(client, interest)
+                    namespace = interest.namespace if internals.is_namespaced(resource) else None
+                    listing = client.list(resource, namespace=namespace or ops.ALL_NAMESPACES, chunk_size=1)
+                    async for _ in listing:
+                        break  # one item is enough: only the list's resourceVersion is wanted
+                    if failures or not listed:
+                        changed()  # what changed before this list (or while the stream was down)
+                    listed = True
+                    stream_events = internals.watch_with_bookmarks(
+                        client,
+                        resource,
+                        namespace=namespace,
+                        labels=None,
+                        resource_version=listing.resourceVersion,
+                        server_timeout=self.server_timeout,
+                    )
+                    async for event_type, _obj in stream_events:
+                        failures = 0
+                        if event_type != "BOOKMARK":
+                            changed()
+            except asyncio.CancelledError:
+                raise
+            except (kinds.UnknownKind, MemberUnreachable, ops.HTTPError, ops.StatusError, OSError) as e:
+                failures += 1
+                log.debug("member watch %s %s: %s", target.name, interest.kind, type(e).__name__)
+            except Exception:  # a stream must never take the controller down
+                failures += 1
+                log.exception("member watch %s %s failed", target.name, interest.kind)
+            await asyncio.sleep(_BACKOFF.delay(max(failures, 1)))
+
+
+def _waker(stream: _Stream, clock: Callable[[], float]) -> Wake:
+    """Wakes every subscriber of `stream` (as they are at the time of the change)."""
+
+    def wake_all() -> None:
+        stream.events += 1
+        stream.last_event = clock()
+        for wake, _renewed in list(stream.subscribers.values()):
+            try:
+                wake()
+            except Exception:  # one faulty subscriber must not silence the others
+                log.exception("member watch: a wake-up failed")
+
+    return wake_all
+
+
+def _covering(interests: Iterable[Interest]) -> set[Interest]:
+    """The streams that cover `interests`: a kind read in every namespace needs no per-namespace ones."""
+    wanted = set(interests)
+    everywhere = {(i.api_version, i.kind) for i in wanted if i.namespace is None}
+    return {i for i in wanted if i.namespace is None or (i.api_version, i.kind) not in everywhere}
+
+
+async def _resource(client: kubeclient.AsyncClient, interest: Interest) -> Any:
+    try:
+        return kinds.builtin_resource(interest.api_version, interest.kind)
+    except kinds.UnknownKind:
+        info = await kinds.AsyncKinds(client).resolve(kinds.GVK(interest.api_version, interest.kind))
+        return kinds.resource_class(info)

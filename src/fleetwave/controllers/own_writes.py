@@ -1,0 +1,41 @@
+"""Our own status writes that the informer cache has not shown yet.
+
+A reconcile woken right after this controller wrote an object's status (by a member watch, a timer)
+would read the cache from before that write and redo what the write recorded as done — for a
+ClusterSummary, re-apply its content to the member. `behind` says so; the informer event of the write
+wakes the key again once the cache holds it. Resource versions are compared for equality, and as
+numbers where both are (etcd's are); an entry older than `horizon` seconds is trusted no longer.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Hashable
+
+
+class OwnWrites:
+    def __init__(self, horizon: float = 10.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self.horizon = horizon
+        self._clock = clock
+        self._written: dict[Hashable, tuple[str, float]] = {}
+
+    def record(self, key: Hashable, resource_version: str | None) -> None:
+        if resource_version:
+            self._written[key] = (resource_version, self._clock())
+
+    def behind(self, key: Hashable, cached_version: str | None) -> bool:
+        """Whether the cached object predates our last write of `key`."""
+        entry = self._written.get(key)
+        if entry is None:
+            return False
+        written, at = entry
+        if self._clock() - at > self.horizon or cached_version == written or _newer(cached_version, written):
+            del self._written[key]
+            return False
+        return True
+
+
+def _newer(cached: str | None, written: str) -> bool:
+    if cached is None or not (cached.isdigit() and written.isdigit()):
+        return False
+    return int(cached) > int(written)

@@ -1,0 +1,66 @@
+"""How far a ClusterSummary got (ADR 0065): deliver, only judge health, or nothing to do at all."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from fleetwave.controllers.summary import _settled
+
+
+def summary(
+    mode: str = "Continuous",
+    *,
+    observed: str = "h1",
+    ready: str = "True",
+    reason: str = "Provisioned",
+    seen_generation: int = 2,
+    features: tuple[str, ...] = ("Provisioned",),
+) -> dict[str, Any]:
+    return {
+        "metadata": {"generation": 2},
+        "spec": {"clusterProfileSpec": {"syncMode": mode}},
+        "status": {
+            "observedContentHash": observed,
+            "featureSummaries": [{"featureID": f"F{i}", "status": s} for i, s in enumerate(features)],
+            "conditions": [
+                {"type": "Ready", "status": ready, "reason": reason, "observedGeneration": seen_generation}
+            ],
+        },
+    }
+
+
+@pytest.mark.parametrize("mode", ["Continuous", "OneTime"])
+def test_deployed_and_healthy_at_this_revision_and_generation_is_done(mode: str) -> None:
+    assert _settled(summary(mode), "h1") == "done"
+
+
+@pytest.mark.parametrize("mode", ["Continuous", "OneTime"])
+def test_deployed_but_unhealthy_is_only_judged(mode: str) -> None:
+    assert _settled(summary(mode, ready="False", reason="Unhealthy"), "h1") == "judge"
+
+
+def test_a_new_revision_is_delivered_in_continuous_mode_and_only_judged_in_one_time_mode() -> None:
+    assert _settled(summary("Continuous"), "h2") == "deliver"
+    assert _settled(summary("OneTime"), "h2") == "judge"
+
+
+def test_a_spec_edit_redelivers_in_continuous_mode() -> None:
+    assert _settled(summary("Continuous", seen_generation=1), "h1") == "deliver"
+    assert _settled(summary("OneTime", seen_generation=1), "h1") == "judge"
+
+
+@pytest.mark.parametrize("mode", ["DryRun", "ContinuousWithDriftDetection"])
+def test_dry_run_and_drift_detection_always_deliver(mode: str) -> None:
+    assert _settled(summary(mode), "h1") == "deliver"
+
+
+def test_a_failed_feature_or_nothing_deployed_yet_is_delivered() -> None:
+    assert _settled(summary(features=("Provisioned", "Failed")), "h1") == "deliver"
+    assert _settled(summary(features=()), "h1") == "deliver"
+    failed = summary(ready="False", reason="Failed")
+    assert _settled(failed, "h1") == "deliver"  # not unhealthy: something did not deploy
+    fresh = summary()
+    fresh["status"] = {}
+    assert _settled(fresh, "h1") == "deliver"
