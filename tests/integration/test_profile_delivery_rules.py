@@ -123,7 +123,7 @@ def test_a_lower_tier_takes_an_object_over_and_the_other_profile_gives_up_after_
         )
         assert features[0]["consecutiveFailures"] == 2
         message = _ready(management, "base")["message"]
-        assert "already deployed by summary/" in message
+        assert "already deployed by ClusterProfile/" in message
         assert "override" in message
         assert "(tier 50)" in message
         assert "gave up after 2 consecutive failures" in message

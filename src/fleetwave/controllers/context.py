@@ -92,7 +92,12 @@ class HelmPort(Protocol):
     ) -> HelmOutcome: ...
 
     async def uninstall(
-        self, target: MemberTarget, *, release: str, namespace: str, owner: str | None = None
+        self,
+        target: MemberTarget,
+        *,
+        release: str,
+        namespace: str,
+        owner: str | tuple[str, ...] | None = None,
     ) -> HelmOutcome: ...
 
 

@@ -51,7 +51,12 @@ class HelmAdapter:
         return _outcome(report)
 
     async def uninstall(
-        self, target: MemberTarget, *, release: str, namespace: str, owner: str | None = None
+        self,
+        target: MemberTarget,
+        *,
+        release: str,
+        namespace: str,
+        owner: str | tuple[str, ...] | None = None,
     ) -> HelmOutcome:
         report = await helm.uninstall(
             target, helm=self.binary, release_name=release, release_namespace=namespace, owner=owner

@@ -47,6 +47,17 @@ def inventory(namespace: str, name: str) -> str:
     return f"summary/{namespace}/{name}"
 
 
+def owner_of(raw: Mapping[str, Any]) -> str:
+    """Who a summary deploys for: its ClusterProfile. Conflicts are between profiles, so two
+    registrations of one cluster under one profile share what they deploy (ADR 0066)."""
+    profile = ((raw.get("metadata") or {}).get("labels") or {}).get(ss.PROFILE_LABEL)
+    return (
+        f"ClusterProfile/{profile}"
+        if profile
+        else inventory(raw["metadata"]["namespace"], raw["metadata"]["name"])
+    )
+
+
 async def reconcile(ctx: Context, key: str) -> Result:
     namespace, _, name = key.partition("/")
     obj = ctx.cache.obj("ClusterSummary", namespace, name)
@@ -369,14 +380,17 @@ async def _deliver_to(
 ) -> ss.Outcome:
     meta = raw["metadata"]
     inv = inventory(meta["namespace"], meta["name"])
+    owner = owner_of(raw)
     objects = _objects(body, profile.tier)
     drift: list[str] = []
     if profile.sync_mode == "ContinuousWithDriftDetection" and objects:
-        drift = [f"{d.ref}: {d.reason}" for d in await manifests.detect_drift(target, objects, inventory=inv)]
+        found = await manifests.detect_drift(target, objects, inventory=inv, owner=owner)
+        drift = [f"{d.ref}: {d.reason}" for d in found]
     resources = await _resources(
-        target, objects, inv, raw.get("status") or {}, dry_run, _apply_policy(profile)
+        target, objects, inv, raw.get("status") or {}, dry_run, _apply_policy(profile), owner
     )
-    ownership = Ownership(dc.inventory_key(inv), profile.tier)
+    # Releases installed before owners were profiles carry the summary's own key: still ours.
+    ownership = Ownership(dc.inventory_key(owner), profile.tier, formerly=(dc.inventory_key(inv),))
     releases = await _charts(
         ctx,
         target,
@@ -413,9 +427,12 @@ async def _resources(
     previous: Mapping[str, Any],
     dry_run: bool,
     policy: manifests.ApplyPolicy,
+    owner: str,
 ) -> ss.Feature:
     before = _previous_kinds(previous)
-    report = await manifests.apply(target, objects, inventory=inv, dry_run=dry_run, policy=policy)
+    report = await manifests.apply(
+        target, objects, inventory=inv, dry_run=dry_run, policy=policy, owner=owner
+    )
     if not report.ok:
         return ss.Feature(ss.FEATURE_RESOURCES, "Failed", report.content_hash, "; ".join(report.errors))
     if not dry_run:
@@ -454,7 +471,7 @@ async def _charts(
                 ss.HelmRelease(chart.release_name, chart.release_namespace, "Failed", message=stopped)
             )
             continue
-        owner = ownership.owner if ownership else None
+        owner = ownership.owners() if ownership else None
         if chart.helm_chart_action == "Uninstall":
             outcome = await ctx.helm.uninstall(
                 target, release=chart.release_name, namespace=chart.release_namespace, owner=owner
@@ -470,7 +487,7 @@ async def _charts(
     for old in previous.get("helmReleaseSummaries") or []:  # charts removed from the profile
         key = (old.get("releaseName"), old.get("releaseNamespace"))
         if key not in wanted and not dry_run and old.get("status") != "Uninstalled":
-            owner = ownership.owner if ownership else None
+            owner = ownership.owners() if ownership else None
             await ctx.helm.uninstall(target, release=str(key[0]), namespace=str(key[1]), owner=owner)
     return releases
 
@@ -518,9 +535,12 @@ async def _finalize(ctx: Context, obj: Any, raw: Mapping[str, Any]) -> Result:
                 inventory=inventory(meta["namespace"], meta["name"]),
                 kinds=_previous_kinds(previous) | _content_kinds(ctx, raw),
             )
-            owner = dc.inventory_key(inventory(meta["namespace"], meta["name"]))
+            owners = (
+                dc.inventory_key(owner_of(raw)),
+                dc.inventory_key(inventory(meta["namespace"], meta["name"])),
+            )
             for release, namespace in _releases_to_uninstall(ctx, raw):
-                await ctx.helm.uninstall(target, release=release, namespace=namespace, owner=owner)
+                await ctx.helm.uninstall(target, release=release, namespace=namespace, owner=owners)
             waiting = await _delete_checks(ctx, obj, target, profile.post_delete_checks, "postDeleteChecks")
             if waiting:
                 return waiting

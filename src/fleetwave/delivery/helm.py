@@ -278,7 +278,7 @@ async def install_or_upgrade(
             helm=helm,
             release_name=chart.release_name,
             release_namespace=chart.release_namespace,
-            owner=ownership.owner if ownership else None,
+            owner=ownership.owners() if ownership else None,
         )
     with _session(helm, target) as h:
         try:
@@ -290,7 +290,12 @@ async def install_or_upgrade(
 
 
 async def uninstall(
-    target: MemberTarget, *, helm: str, release_name: str, release_namespace: str, owner: str | None = None
+    target: MemberTarget,
+    *,
+    helm: str,
+    release_name: str,
+    release_namespace: str,
+    owner: str | tuple[str, ...] | None = None,
 ) -> HelmReleaseReport:
     """Remove the release and wait for its objects to go; "absent" when it was not installed — or,
     with `owner`, when another owner's labels are on it (never remove what another profile keeps)."""
@@ -303,7 +308,8 @@ async def uninstall(
             current = await _status(h, release_name, release_namespace)
         except HelmError as err:
             return HelmReleaseReport(release_name, release_namespace, "failed", error=str(err))
-        if current is None or (owner and current.labels.get(hp.OWNER_LABEL) not in (None, owner)):
+        owners = (owner,) if isinstance(owner, str) else owner
+        if current is None or (owners and current.labels.get(hp.OWNER_LABEL) not in (None, *owners)):
             return HelmReleaseReport(release_name, release_namespace, "absent")
         result = await h.run("uninstall", "--namespace", release_namespace, "--wait", "--", release_name)
         if result.code != 0:

@@ -137,16 +137,20 @@ DEFAULT_TIER = 100
 class Ownership:
     owner: str  # a label-safe inventory key
     tier: int = DEFAULT_TIER
+    formerly: tuple[str, ...] = ()  # keys the same owner labelled releases with before (upgrades)
 
     def labels(self) -> dict[str, str]:
         return {OWNER_LABEL: self.owner, TIER_LABEL: str(self.tier)}
+
+    def owners(self) -> tuple[str, ...]:
+        return (self.owner, *self.formerly)
 
 
 def owned_elsewhere(current: Release | None, ours: Ownership | None) -> str:
     """Why `ours` must not install over the release (empty when it may): another owner keeps it
     unless our tier is strictly lower; a release without an owner label is taken over."""
     theirs = current.labels.get(OWNER_LABEL) if current is not None else None
-    if ours is None or current is None or not theirs or theirs == ours.owner:
+    if ours is None or current is None or not theirs or theirs == ours.owner or theirs in ours.formerly:
         return ""
     try:
         their_tier = int(current.labels.get(TIER_LABEL) or DEFAULT_TIER)

@@ -214,12 +214,17 @@ def _ours(live: Mapping[str, Any]) -> bool:
     return bool(((live.get("metadata") or {}).get("labels") or {}).get(ct.INVENTORY_LABEL))
 
 
+def _owner_of(obj: Mapping[str, Any]) -> str:
+    return str(((obj.get("metadata") or {}).get("annotations") or {}).get(OWNER_ANNOTATION) or "")
+
+
 def _owned_elsewhere(live: Mapping[str, Any], body: Mapping[str, Any]) -> str:
-    """Why `body` must not replace `live`, which another inventory deployed ("" when it may): only a
-    lower tier takes an object over; with equal tiers the first to deploy it keeps it."""
+    """Why `body` must not replace `live`, which another owner deployed ("" when it may): only a
+    lower tier takes an object over; with equal tiers the first to deploy it keeps it. The same owner
+    through another inventory (one profile, two registrations of one cluster) is no conflict."""
     theirs = ((live.get("metadata") or {}).get("labels") or {}).get(ct.INVENTORY_LABEL)
     mine = ((body.get("metadata") or {}).get("labels") or {}).get(ct.INVENTORY_LABEL)
-    if not theirs or theirs == mine:
+    if not theirs or theirs == mine or (_owner_of(live) and _owner_of(live) == _owner_of(body)):
         return ""
     their_tier, my_tier = tier_of(live), tier_of(body)
     if my_tier < their_tier:
@@ -294,12 +299,14 @@ async def apply(
     inventory: str,
     dry_run: bool = False,
     policy: ApplyPolicy = DEFAULT_POLICY,
+    owner: str | None = None,
 ) -> ApplyReport:
     """Server-side apply `objects` to the member; DryRun (`dry_run=True`) changes nothing but
     reports what would change. Objects failing on their own are reported; the rest still apply
-    unless the policy stops at the first error or conflict (those after it are reported skipped)."""
+    unless the policy stops at the first error or conflict (those after it are reported skipped).
+    `owner` (default: the inventory) is who conflicts are judged against (ADR 0063, 0066)."""
     key = ct.inventory_key(inventory)
-    desired = [_stamped(o, key, inventory) for o in ct.sort_for_apply(objects)]
+    desired = [_stamped(o, key, owner or inventory) for o in ct.sort_for_apply(objects)]
     results: list[AppliedObject] = []
     stopped = ""
     async with target.session() as client:
@@ -399,11 +406,11 @@ async def _drift_of(client: AsyncClient, resolver: kd.AsyncKinds, obj: Mapping[s
 
 
 async def detect_drift(
-    target: Target, objects: Sequence[Mapping[str, Any]], *, inventory: str
+    target: Target, objects: Sequence[Mapping[str, Any]], *, inventory: str, owner: str | None = None
 ) -> list[Drift]:
     """Objects whose live state no longer matches what fleetwave applied (ContinuousWithDriftDetection):
     deleted, taken over by another field manager, or changed in a way re-applying would undo."""
-    return await _each(target, objects, inventory, _drift_of)
+    return await _each(target, objects, inventory, _drift_of, owner)
 
 
 _Found = TypeVar("_Found")
@@ -414,10 +421,11 @@ async def _each(
     objects: Sequence[Mapping[str, Any]],
     inventory: str,
     judge: Callable[[AsyncClient, kd.AsyncKinds, Mapping[str, Any]], Awaitable[_Found | None]],
+    owner: str | None = None,
 ) -> list[_Found]:
     """`judge` on every object as fleetwave would apply it, read-only; what it found, in apply order."""
     key = ct.inventory_key(inventory)
-    desired = [_stamped(o, key, inventory) for o in ct.sort_for_apply(objects)]
+    desired = [_stamped(o, key, owner or inventory) for o in ct.sort_for_apply(objects)]
     found: list[_Found] = []
     async with target.session() as client:
         resolver = kd.AsyncKinds(client, desired)

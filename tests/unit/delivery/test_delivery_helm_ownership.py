@@ -50,3 +50,11 @@ def test_the_owner_labels_go_to_helm_and_count_for_up_to_date() -> None:
     )
     # Taken over, or a new tier: helm runs again so the labels say who has it now.
     assert not hp.is_up_to_date(release(**OWNED), **same, ownership=ours)
+
+
+def test_a_release_labelled_by_the_same_owner_before_an_upgrade_is_still_its_own() -> None:
+    ours = hp.Ownership("ClusterProfile-web", formerly=("summary-a",))
+    assert hp.owned_elsewhere(release(**OWNED), ours) == ""
+    assert ours.owners() == ("ClusterProfile-web", "summary-a")
+    assert ours.labels()[hp.OWNER_LABEL] == "ClusterProfile-web"  # relabelled on the next upgrade
+    assert hp.owned_elsewhere(release(**OWNED), hp.Ownership("ClusterProfile-web", formerly=("summary-z",)))
