@@ -43,41 +43,57 @@ end
 def test_a_stream_wakes_its_subscriber_when_a_watched_kind_changes_on_the_member(
     local_fleet: fleet.FleetState, members: dict[str, Client], namespace: str
 ) -> None:
+    """One namespace, every namespace, a cluster-scoped kind, and a kind the member does not serve."""
     member = local_fleet.cluster("member-1")
-    woken = threading.Event()
-    unknown_woken = threading.Event()
+    woken = {key: threading.Event() for key in ("here", "everywhere", "namespaces", "unknown")}
+    interests = {
+        "here": Interest("v1", "ConfigMap", namespace),
+        "everywhere": Interest("v1", "ConfigMap", None),
+        "namespaces": Interest("v1", "Namespace", None),
+        # Not served: the stream retries quietly, the controller is unharmed.
+        "unknown": Interest("example.com/v1", "Nothing", None),
+    }
+
+    async def until(keys: tuple[str, ...]) -> None:
+        for _ in range(int(WAIT * 10)):
+            if all(woken[k].is_set() for k in keys):
+                return
+            await asyncio.sleep(0.1)
 
     async def scenario() -> tuple[int, int]:
         watches = MemberWatches()
         target = MemberTarget.from_file("member-1", member.kubeconfig)
-        watches.subscribe(target, [Interest("v1", "ConfigMap", namespace)], "cm", woken.set)
-        # A kind the member does not serve: the stream retries quietly, the controller is unharmed.
-        watches.subscribe(target, [Interest("example.com/v1", "Nothing", None)], "x", unknown_woken.set)
+        for key, interest in interests.items():
+            watches.subscribe(target, [interest], key, woken[key].set)
         # A new stream wakes once it has listed (what changed before it watched); then only on changes.
-        for _ in range(int(WAIT * 10)):
-            if woken.is_set():
-                break
-            await asyncio.sleep(0.1)
-        assert woken.is_set(), "a new stream did not wake its subscriber after listing"
-        woken.clear()
+        served = ("here", "everywhere", "namespaces")
+        await until(served)
+        assert all(woken[k].is_set() for k in served), "a new stream did not wake after listing"
+        for key in served:
+            woken[key].clear()
         changed = {
             "apiVersion": "v1",
             "kind": "ConfigMap",
             "metadata": {"name": "changed", "namespace": namespace},
         }
         await asyncio.to_thread(members["member-1"].create, codecs.from_dict(changed))
-        for _ in range(int(WAIT * 10)):
-            if woken.is_set():
-                break
-            await asyncio.sleep(0.1)
+        await until(("here", "everywhere"))
+        ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": f"{namespace}-extra"}}
+        await asyncio.to_thread(members["member-1"].create, codecs.from_dict(ns))
+        await until(("namespaces",))
+        await asyncio.to_thread(
+            members["member-1"].delete, codecs.from_dict(ns).__class__, f"{namespace}-extra"
+        )
         streams = watches.streams()
         await watches.close()
         return streams, watches.streams()
 
     streams, after_close = asyncio.run(scenario())
-    assert woken.is_set(), "the ConfigMap created on the member did not wake the subscriber"
-    assert not unknown_woken.is_set()  # it never listed, so it never woke
-    assert streams == 2
+    assert woken["here"].is_set(), "the ConfigMap created in the namespace did not wake its subscriber"
+    assert woken["everywhere"].is_set(), "nor the one watching every namespace"
+    assert woken["namespaces"].is_set(), "the namespace created did not wake the cluster-scoped stream"
+    assert not woken["unknown"].is_set()  # it never listed, so it never woke
+    assert streams == 4
     assert after_close == 0
 
 

@@ -163,8 +163,9 @@ class MemberWatches:
             try:
                 async with target.session() as client:
                     resource = await _resource(client, interest)
-                    namespace = interest.namespace if internals.is_namespaced(resource) else None
-                    listing = client.list(resource, namespace=namespace or ops.ALL_NAMESPACES, chunk_size=1)
+                    namespaced = internals.is_namespaced(resource)
+                    namespace = (interest.namespace or ops.ALL_NAMESPACES) if namespaced else None
+                    listing = client.list(resource, namespace=namespace, chunk_size=1)
                     async for _ in listing:
                         break  # one item is enough: only the list's resourceVersion is wanted
                     if failures or not listed:
