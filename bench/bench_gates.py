@@ -229,8 +229,12 @@ async def gate_trial(client: AsyncClient, w: Watcher, trial: int) -> tuple[float
     name = w.name
     staging, production = f"{name}-staging", f"{name}-production"
     mark, old_s, old_p = len(w.events), w.last_hash(staging), w.last_hash(production)
+    previous = w.rollout().get("contentHash")
+    # The rollout's revision hash is not the pinned content hash the profiles carry: compare each
+    # with its own previous value.
     await client.apply(codecs.from_dict(policy_configmap(name, trial)), force=True)
-    t_s, new = await w.until(lambda: w.first_write(staging, mark, old_s))
+    new = await w.until(lambda: (h := w.rollout().get("contentHash")) not in (None, previous) and h)
+    t_s, _ = await w.until(lambda: w.first_write(staging, mark, old_s))
     await w.until(lambda: w.rollout().get("contentHash") == new and w.stage("dev").get("gates"))
     until = next(g["until"] for g in w.stage("dev")["gates"] if g["kind"] == "Delay")
     delay_latency = t_s - _ts(until)

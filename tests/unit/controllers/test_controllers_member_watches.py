@@ -1,5 +1,5 @@
 """Member watches: which streams a judgement's wake-up subscribes to, shared, bounded and released
-(the streams themselves are stand-ins here; tests/integration/test_member_watches.py runs real ones)."""
+(the streams are stand-ins here; tests/integration/test_member_watches.py runs real ones)."""
 
 from __future__ import annotations
 
