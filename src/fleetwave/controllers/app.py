@@ -149,7 +149,10 @@ class _SandboxedManager(Manager):
         finally:
             warm.cancel()
             await asyncio.gather(warm, return_exceptions=True)
-            await self.member_watches.close()
+            try:  # bounded, like the pool below: a stream stuck in I/O must not keep us from exiting
+                await asyncio.wait_for(self.member_watches.close(), POOL_CLOSE_SECONDS)
+            except TimeoutError:
+                log.error("member watches: streams not closed within %ss of shutdown", POOL_CLOSE_SECONDS)
             try:  # bounded: a worker that cannot be reaped must not keep the process from exiting
                 await asyncio.wait_for(self.health_pool.close(), POOL_CLOSE_SECONDS)
             except TimeoutError:
