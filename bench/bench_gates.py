@@ -380,6 +380,18 @@ def start_controller(
         return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
 
 
+def stop_controller(controller: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, then SIGKILL after 30 s, saying so: a slow shutdown is a finding, not a reason to
+    leave the fleet running."""
+    controller.terminate()
+    try:
+        controller.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        print("controller did not exit within 30 s of SIGTERM; killed", flush=True)
+        controller.kill()
+        controller.wait()
+
+
 async def measure(state: fleet.FleetState, trials: int, ratio_trials: int) -> dict[str, Any]:
     mk = kubeclient.config_from_file(state.cluster(fleet.MANAGEMENT).kubeconfig)
     client = kubeclient.async_client(mk)
@@ -469,8 +481,7 @@ def main() -> None:
             controller = start_controller(state, bins.path("helm"), Path(tmp) / "controller.log")
             results = asyncio.run(measure(state, args.trials, args.ratio_trials))
             # The same health gate with member watches off (the poll alone), same fleet, same run.
-            controller.terminate()
-            controller.wait(timeout=30)
+            stop_controller(controller)
             controller = start_controller(
                 state, bins.path("helm"), Path(tmp) / "controller-polled.log", ("--member-watches", "0")
             )
@@ -478,8 +489,7 @@ def main() -> None:
             report(results)
         finally:
             if controller is not None:
-                controller.terminate()
-                controller.wait(timeout=30)
+                stop_controller(controller)
             if args.state_dir is None:
                 fleet.down(state_dir)
 

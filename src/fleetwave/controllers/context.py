@@ -142,6 +142,8 @@ class Context:
     # How often a judgement waiting on a member is re-run when no watch wakes it (ADR 0065).
     judge_poll: float = 2.0
     own_writes: OwnWrites = field(default_factory=OwnWrites)
+    # ClusterSummary key -> fingerprint of the credentials this process last delivered it with.
+    delivered_to: dict[str, str] = field(default_factory=dict)
     # kind -> enqueue(key) of its controller, filled in once the controllers exist (app.py).
     wakers: dict[str, Callable[[str], None]] = field(default_factory=dict)
 

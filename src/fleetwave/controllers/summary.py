@@ -85,7 +85,7 @@ async def reconcile(ctx: Context, key: str) -> Result:
     wanted = str((meta.get("annotations") or {}).get(ss.CONTENT_HASH_ANNOTATION, ""))
     if ss.gave_up(raw.get("status") or {}, content_hash=wanted, generation=meta.get("generation")):
         return Result()  # maxConsecutiveFailures reached: a new revision or a spec edit wakes us
-    if _settled(raw, wanted) == "done":
+    if _settled(raw, wanted, same_target=_same_target(ctx, key, raw)) == "done":
         # Deployed and healthy at this revision and generation: nothing to write, nothing to ask the
         # member (our own status write wakes us, and work must not grow with the fleet's size).
         return Result()
@@ -184,13 +184,17 @@ async def _ignore(ctx: Context, obj: Any, raw: Mapping[str, Any], problem: str) 
     return Result()  # an edit wakes us
 
 
-def _settled(raw: Mapping[str, Any], wanted_hash: str) -> str:
+def _settled(raw: Mapping[str, Any], wanted_hash: str, *, same_target: bool = True) -> str:
     """How far this summary got with what it wants now: "deliver" (apply the content), "judge" (it is
     deployed, only its health is pending) or "done" (deployed and healthy). DryRun and drift
-    detection always deliver; OneTime content counts as deployed whatever revision it was."""
+    detection always deliver; OneTime content counts as deployed whatever revision it was.
+    Continuous content is delivered again when this process has not delivered it to the cluster's
+    present credentials (a re-registered or rebuilt cluster, or a controller restart)."""
     mode = ((raw.get("spec") or {}).get("clusterProfileSpec") or {}).get("syncMode") or "Continuous"
     previous = raw.get("status") or {}
     if mode not in ("Continuous", "OneTime") or not _provisioned(previous):
+        return "deliver"
+    if mode == "Continuous" and not same_target:
         return "deliver"
     same_revision = previous.get("observedContentHash") == wanted_hash
     if mode == "Continuous" and not same_revision:
@@ -203,6 +207,16 @@ def _settled(raw: Mapping[str, Any], wanted_hash: str) -> str:
     if ready.get("status") == "True" and same_revision:
         return "done"
     return "judge" if ready.get("reason") == "Unhealthy" or mode == "OneTime" else "deliver"
+
+
+def _fingerprint(target: MemberTarget) -> str:
+    return hashlib.sha256(target.kubeconfig).hexdigest()
+
+
+def _same_target(ctx: Context, key: str, raw: Mapping[str, Any]) -> bool:
+    """Whether this process last delivered the summary to the cluster's present credentials."""
+    target, _ = _target(ctx, raw.get("spec") or {})
+    return target is not None and ctx.delivered_to.get(key) == _fingerprint(target)
 
 
 def _requeue(ctx: Context, raw: Mapping[str, Any], outcome: ss.Outcome) -> Result:
@@ -248,16 +262,20 @@ async def _deliver(ctx: Context, raw: Mapping[str, Any]) -> ss.Outcome:
         return ss.Outcome(wanted_hash, health_message="waiting for the content snapshot")
     previous = raw.get("status") or {}
     dry_run = profile.sync_mode == "DryRun"
-    wake = ctx.wake("ClusterSummary", f"{raw['metadata']['namespace']}/{raw['metadata']['name']}")
+    key = f"{raw['metadata']['namespace']}/{raw['metadata']['name']}"
+    wake = ctx.wake("ClusterSummary", key)
     try:
         await _probe(target)
-        if _settled(raw, wanted_hash) == "judge":
+        if _settled(raw, wanted_hash, same_target=_same_target(ctx, key, raw)) == "judge":
             return await _health_only(ctx, target, profile, body, wanted_hash, previous, wake)
         waiting = await _pre_deploy(ctx, target, profile, previous, wanted_hash, dry_run, wake)
         if waiting:
             # Nothing is deployed: the summary keeps what it last delivered, and says why it waits.
             return ss.Outcome(str(previous.get("observedContentHash") or ""), waiting=waiting)
-        return await _deliver_to(ctx, target, raw, profile, body, wanted_hash, dry_run)
+        outcome = await _deliver_to(ctx, target, raw, profile, body, wanted_hash, dry_run)
+        if not outcome.failed and not dry_run:
+            ctx.delivered_to[key] = _fingerprint(target)
+        return outcome
     except MemberUnreachable as e:
         return ss.Outcome(wanted_hash, unreachable=str(e))
 
@@ -549,6 +567,7 @@ async def _finalize(ctx: Context, obj: Any, raw: Mapping[str, Any]) -> Result:
             await ctx.event(obj, True, "WithdrawSkipped", f"{e}; its content was left in place")
     finalizers = [f for f in meta.get("finalizers") or [] if f != ss.FINALIZER]
     await _patch_meta(ctx, meta["namespace"], meta["name"], {"finalizers": finalizers})
+    ctx.delivered_to.pop(f"{meta['namespace']}/{meta['name']}", None)
     return Result()
 
 

@@ -64,3 +64,13 @@ def test_a_failed_feature_or_nothing_deployed_yet_is_delivered() -> None:
     fresh = summary()
     fresh["status"] = {}
     assert _settled(fresh, "h1") == "deliver"
+
+
+def test_continuous_content_not_delivered_by_this_process_to_these_credentials_is_delivered_again() -> None:
+    """A re-registered or rebuilt cluster (new kubeconfig), or a restarted controller: deliver once more."""
+    assert _settled(summary("Continuous"), "h1", same_target=False) == "deliver"
+    unhealthy = summary("Continuous", ready="False", reason="Unhealthy")
+    assert _settled(unhealthy, "h1", same_target=False) == "deliver"
+    # OneTime promises never to change the cluster again: who delivered it does not matter.
+    assert _settled(summary("OneTime"), "h1", same_target=False) == "done"
+    assert _settled(summary("OneTime"), "h2", same_target=False) == "judge"
