@@ -10,6 +10,7 @@ logged an authorization refusal, even one it survived (Events are best effort, f
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import re
@@ -272,8 +273,12 @@ def registered(management: Client, state: fleet.FleetState) -> Iterator[None]:
 
 
 @contextmanager
-def running_controller(state: fleet.FleetState, helm: str, identity: str) -> Iterator[ControllerThread]:
-    thread = ControllerThread(state.cluster(fleet.MANAGEMENT).kubeconfig, settings(helm, identity))
+def running_controller(
+    state: fleet.FleetState, helm: str, identity: str, **overrides: Any
+) -> Iterator[ControllerThread]:
+    """The controller in a thread for the duration of the block; `overrides` replace Settings fields."""
+    chosen = dataclasses.replace(settings(helm, identity), **overrides)
+    thread = ControllerThread(state.cluster(fleet.MANAGEMENT).kubeconfig, chosen)
     thread.start()
     try:
         yield thread

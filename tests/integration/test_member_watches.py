@@ -5,7 +5,6 @@ still open as soon as the member changes, which only a watch can make happen."""
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -16,7 +15,7 @@ from lightkube import Client, codecs
 from promotion_support import (
     ControllerThread,
     registered,
-    settings,
+    running_controller,
     stage_phases,
     wait_for,
 )
@@ -136,15 +135,11 @@ def open_gate(member: Client, namespace: str) -> None:
 def controller(
     local_fleet: fleet.FleetState, management: Client, bins: binaries.Binaries
 ) -> Iterator[ControllerThread]:
-    slow = dataclasses.replace(settings(bins.path("helm"), "watches"), judge_poll_seconds=NO_POLL)
-    with registered(management, local_fleet):
-        thread = ControllerThread(local_fleet.cluster(fleet.MANAGEMENT).kubeconfig, slow)
-        thread.start()
-        try:
-            yield thread
-        finally:
-            thread.stop()
-        assert thread.error is None, thread.error
+    with (
+        registered(management, local_fleet),
+        running_controller(local_fleet, bins.path("helm"), "watches", judge_poll_seconds=NO_POLL) as thread,
+    ):
+        yield thread
 
 
 def summary_ready(management: Client, profile: str, cluster: str) -> dict[str, Any] | None:

@@ -266,7 +266,8 @@ async def _deliver(ctx: Context, raw: Mapping[str, Any]) -> ss.Outcome:
     wake = ctx.wake("ClusterSummary", key)
     try:
         await _probe(target)
-        if _settled(raw, wanted_hash, same_target=_same_target(ctx, key, raw)) == "judge":
+        same_target = ctx.delivered_to.get(key) == _fingerprint(target)
+        if _settled(raw, wanted_hash, same_target=same_target) == "judge":
             return await _health_only(ctx, target, profile, body, wanted_hash, previous, wake)
         waiting = await _pre_deploy(ctx, target, profile, previous, wanted_hash, dry_run, wake)
         if waiting:
