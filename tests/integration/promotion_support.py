@@ -13,7 +13,10 @@ import asyncio
 import dataclasses
 import json
 import logging
+import os
 import re
+import signal
+import subprocess
 import sys
 import threading
 import time
@@ -161,6 +164,62 @@ class ControllerThread:
         if self._refusals.refusals and self.error is None:
             shown = "\n".join(sorted(set(self._refusals.refusals))[:20])
             self.error = AssertionError(f"the installed RBAC refused requests of the controller:\n{shown}")
+
+
+class ControllerProcess:
+    """`fleetwave controller run` as a real process, killed without warning when asked."""
+
+    def __init__(
+        self, kubeconfig: str, helm: str, log: Path, *, identity: str, extra: tuple[str, ...] = ()
+    ) -> None:
+        self.kubeconfig, self.helm, self.log = kubeconfig, helm, log
+        self.identity, self.extra = identity, extra
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.generation = 0
+
+    def start(self) -> None:
+        self.generation += 1
+        with self.log.open("ab") as out:
+            self.proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "fleetwave",
+                    "controller",
+                    "run",
+                    "--kubeconfig",
+                    self.kubeconfig,
+                    "--helm",
+                    self.helm,
+                    "--metrics-port",
+                    str(processes.free_port()),
+                    "--health-port",
+                    str(processes.free_port()),
+                    "--identity",
+                    f"{self.identity}-{self.generation}",
+                    *self.extra,
+                ],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+
+    @property
+    def current_identity(self) -> str:
+        return f"{self.identity}-{self.generation}"
+
+    def refusals(self) -> list[str]:
+        """Requests the installed RBAC refused, from the process's log."""
+        return [line for line in self.log.read_text(errors="replace").splitlines() if _REFUSED.search(line)]
+
+    def kill(self) -> None:
+        assert self.proc is not None
+        os.kill(self.proc.pid, signal.SIGKILL)
+        self.proc.wait()
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(30)
 
 
 def settings(helm: str, identity: str) -> controllers.Settings:

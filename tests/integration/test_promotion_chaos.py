@@ -8,8 +8,6 @@ import datetime as dt
 import os
 import random
 import signal
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -22,6 +20,7 @@ import yaml
 from lightkube import ApiError, Client
 from lightkube.types import PatchType
 from promotion_support import (
+    ControllerProcess,
     chart_version,
     deleted_after,
     registered,
@@ -33,56 +32,10 @@ from promotion_support import (
 
 from fleetwave.kube import client as kubeclient
 from fleetwave.kube import kinds
-from fleetwave.local import binaries, chartrepo, fleet, processes
+from fleetwave.local import binaries, chartrepo, fleet
 from fleetwave.mgmt import manifests
 
 CHARTS = Path(__file__).resolve().parents[1] / "charts"
-
-
-class ControllerProcess:
-    """`fleetwave controller run` as a real process, killed without warning when asked."""
-
-    def __init__(self, kubeconfig: str, helm: str, log: Path) -> None:
-        self.kubeconfig, self.helm, self.log = kubeconfig, helm, log
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.generation = 0
-
-    def start(self) -> None:
-        self.generation += 1
-        with self.log.open("ab") as out:
-            self.proc = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "fleetwave",
-                    "controller",
-                    "run",
-                    "--kubeconfig",
-                    self.kubeconfig,
-                    "--helm",
-                    self.helm,
-                    "--metrics-port",
-                    str(processes.free_port()),
-                    "--health-port",
-                    str(processes.free_port()),
-                    "--identity",
-                    f"chaos-{self.generation}",
-                    "--lease-duration",
-                    "3",
-                ],
-                stdout=out,
-                stderr=subprocess.STDOUT,
-            )
-
-    def kill(self) -> None:
-        assert self.proc is not None
-        os.kill(self.proc.pid, signal.SIGKILL)
-        self.proc.wait()
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            self.proc.wait(30)
 
 
 @pytest.fixture(scope="module")
@@ -99,7 +52,13 @@ def controller(
     kubeconfig = tmp_path / "controller.kubeconfig"
     kubeconfig.write_bytes(service_account_kubeconfig(local_fleet.cluster(fleet.MANAGEMENT).kubeconfig))
     kubeconfig.chmod(0o600)
-    ctl = ControllerProcess(str(kubeconfig), bins.path("helm"), tmp_path / "ctl.log")
+    ctl = ControllerProcess(
+        str(kubeconfig),
+        bins.path("helm"),
+        tmp_path / "ctl.log",
+        identity="chaos",
+        extra=("--lease-duration", "3"),
+    )
     ctl.start()
     yield ctl
     ctl.stop()

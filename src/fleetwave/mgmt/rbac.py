@@ -22,10 +22,11 @@ Where each rule comes from:
   API servers running the OwnerReferencesPermissionEnforcement admission plugin require it;
 - core Events: `create`, and `patch` to count repeats, in whatever namespace the object lives in
   (cluster-scoped objects: `default`);
-- in the controller's own namespace only (a Role): the leader-election Lease (`create`; `get` and
-  `update` of its one name) and content snapshots, which are immutable and content-addressed, so
-  `create` is all: ConfigMaps, and Secrets for content that came from Secrets. No `update`,
-  `patch` or `delete` of any Secret, anywhere.
+- in the controller's own namespace only (a Role): the leader-election Lease, or with `--shards`
+  the shard Leases and replica heartbeats (`create`, `get`, `list`, `update`, `patch`, `delete`:
+  their names depend on the shard count and the replica), and content snapshots, which are
+  immutable and content-addressed, so `create` is all: ConfigMaps, and Secrets for content that
+  came from Secrets. No `update`, `patch` or `delete` of any Secret, anywhere.
 """
 
 from __future__ import annotations
@@ -175,8 +176,9 @@ def upstream_documents(namespace: str, served: tuple[Family, ...]) -> list[dict[
 
 def namespace_rules() -> list[Rule]:
     return [
-        Rule("coordination.k8s.io", ("leases",), ("create",)),
-        Rule("coordination.k8s.io", ("leases",), ("get", "update"), resource_names=(NAME,)),
+        # The leader Lease, or with `--shards` the shard Leases and each replica's heartbeat (ADR 0067),
+        # whose names depend on the shard count and the replica: only here, in its own namespace.
+        Rule("coordination.k8s.io", ("leases",), ("create", "get", "list", "update", "patch", "delete")),
         # Immutable content snapshots (`fw-content-<hash>`), created once and never rewritten.
         Rule("", ("configmaps", "secrets"), ("create",)),
     ]

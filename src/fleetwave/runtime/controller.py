@@ -45,18 +45,42 @@ class Controller(Generic[K]):
         self.queue: queueing.WorkQueue[K] = queue if queue is not None else queueing.WorkQueue()
         self._metrics = metrics_ if metrics_ is not None else metrics.Metrics()
         self._metrics.queue_depth.labels(name).set_function(lambda: len(self.queue))
+        self._sharding: Sharding[K] | None = None
+        self._running: dict[K, int] = {}  # key in flight -> the shard it was admitted under
+
+    def shard(self, sharding: Sharding[K]) -> None:
+        """Reconcile only the keys of shards this replica owns (ADR 0067)."""
+        self._sharding = sharding
+
+    def _admits(self, key: K) -> bool:
+        s = self._sharding
+        return s is None or s.owns(s.shard_of(key))
+
+    def busy(self, shard: int) -> bool:
+        """Whether a reconcile of one of the shard's keys is in flight."""
+        return shard in self._running.values()
+
+    def resync(self, shard: int) -> None:
+        """Enqueue every key of a shard just taken: its events were dropped while another held it."""
+        s = self._sharding
+        if s is None:
+            return
+        for key in s.all_keys():
+            if s.shard_of(key) == shard:
+                self.queue.add(key)
 
     def watch(self, informer: watching.Informer, mapper: Callable[[Any], Iterable[K]]) -> None:
         """Enqueue `mapper(obj)` on every change the informer sees (e.g. an owner's key)."""
 
         def enqueue(_event: watching.EventType, obj: Any) -> None:
             for key in mapper(obj):
-                self.queue.add(key)
+                self.enqueue(key)
 
         informer.on_change(enqueue)
 
     def enqueue(self, key: K) -> None:
-        self.queue.add(key)
+        if self._admits(key):
+            self.queue.add(key)
 
     async def run(self) -> None:
         """Run the workers until cancelled; shuts the queue down on the way out."""
@@ -81,6 +105,21 @@ class Controller(Generic[K]):
                 self.queue.done(key)
 
     async def _process(self, key: K) -> None:
+        s = self._sharding
+        if s is None:
+            await self._reconcile_once(key)
+            return
+        shard = s.shard_of(key)
+        if not s.owns(shard):  # given up or never ours: the owner reconciles it
+            self.queue.forget(key)
+            return
+        self._running[key] = shard
+        try:
+            await self._reconcile_once(key)
+        finally:
+            del self._running[key]
+
+    async def _reconcile_once(self, key: K) -> None:
         m = self._metrics
         m.event_to_reconcile.labels(self.name).observe(self.queue.waited(key))
         started = time.perf_counter()
@@ -101,6 +140,15 @@ class Controller(Generic[K]):
         finally:
             m.reconcile_duration.labels(self.name).observe(time.perf_counter() - started)
         m.reconciles.labels(self.name, _apply(self.queue, key, result)).inc()
+
+
+@dataclass(frozen=True, slots=True)
+class Sharding(Generic[K]):
+    """How a controller's keys map to shards, and which shards this replica owns."""
+
+    shard_of: Callable[[K], int]
+    owns: Callable[[int], bool]
+    all_keys: Callable[[], Iterable[K]]  # every key the controller reconciles, from the caches
 
 
 def _apply(queue: queueing.WorkQueue[K], key: K, result: Result) -> str:

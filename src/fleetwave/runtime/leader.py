@@ -108,15 +108,26 @@ class LeaderElector:
             self.leading.set()
             while True:
                 await asyncio.sleep(self.retry_period)
-                deadline = self._last_renew() + self.renew_deadline
-                attempt = await self._bounded_attempt(deadline - self._now())
-                if attempt is Attempt.OTHER or (attempt is Attempt.FAILED and self._now() >= deadline):
-                    log.error(
-                        "leader election %s/%s: %s lost the lease", self.namespace, self.name, self.identity
-                    )
+                if not await self.renew():
                     return
         finally:
             self.leading.clear()
+
+    async def renew(self) -> bool:
+        """One renewal by the holder; False once the lease is lost: another holds it, or no attempt
+        succeeded within `renew_deadline` of the last one that did."""
+        deadline = self._last_renew() + self.renew_deadline
+        attempt = await self._bounded_attempt(deadline - self._now())
+        if attempt is Attempt.OTHER or (attempt is Attempt.FAILED and self._now() >= deadline):
+            log.error("leader election %s/%s: %s lost the lease", self.namespace, self.name, self.identity)
+            return False
+        return True
+
+    def observe(self, resource_version: str, now: float) -> None:
+        """Note a resourceVersion of the lease read elsewhere (a list), so the expiry clock of a lease
+        held by another runs even while this candidate is not contending for it."""
+        if self._observed is None or self._observed.resource_version != resource_version:
+            self._observed = Observation(resource_version, now)
 
     def _last_renew(self) -> float:
         assert self.renewed_at is not None, "only called while leading"

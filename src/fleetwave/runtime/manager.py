@@ -4,6 +4,10 @@ replica leads) the controllers, and serves /metrics, /healthz and /readyz over p
 Losing the lease stops every controller and makes `run` raise `LeadershipLost`: the process
 exits non-zero and starts afresh, so no task of the old term can still act. SIGTERM/SIGINT stop
 gracefully and release the lease, so a successor takes over without waiting for it to expire.
+
+With `shards > 1` (ADR 0067) there is no single leader: controllers start once informers sync, each
+reconciling only the keys of the shards this replica holds (`runtime/shards.py`); a shard that
+cannot be renewed ends the run the same way (`ShardLost` is a `LeadershipLost`).
 """
 
 from __future__ import annotations
@@ -12,14 +16,14 @@ import asyncio
 import contextlib
 import logging
 import signal
-from collections.abc import Awaitable, Callable, Coroutine, Hashable, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Hashable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from fleetwave.kube.client import AsyncClient
-from fleetwave.runtime import controller, leader, metrics, watching
+from fleetwave.runtime import controller, leader, metrics, shards, watching
 from fleetwave.runtime.probes import Endpoint, ProbeServer
 
 log = logging.getLogger(__name__)
@@ -29,6 +33,10 @@ K = TypeVar("K", bound=Hashable)
 
 class LeadershipLost(RuntimeError):
     """This replica stopped leading; exit non-zero and let the supervisor restart it."""
+
+
+class ShardLost(LeadershipLost):
+    """A shard's lease was not renewed in time; exit like a leader that lost its lease."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,21 +60,41 @@ class Manager:
         host: str = "127.0.0.1",
         election: Election = Election(),
         handle_signals: bool = True,
+        shard_count: int = 1,
     ) -> None:
         self.metrics = metrics.Metrics()
+        identity = election.identity or leader.default_identity()
+        self.shards = (
+            shards.ShardSet(
+                client,
+                namespace,
+                identity,
+                shard_count,
+                lease_duration=election.lease_duration,
+                renew_deadline=election.renew_deadline,
+                retry_period=election.retry_period,
+            )
+            if leader_election and shard_count > 1
+            else None
+        )
         self.elector = (
             leader.LeaderElector(
                 client,
                 namespace,
                 election.lease_name,
-                election.identity or leader.default_identity(),
+                identity,
                 lease_duration=election.lease_duration,
                 renew_deadline=election.renew_deadline,
                 retry_period=election.retry_period,
             )
-            if leader_election
+            if leader_election and self.shards is None
             else None
         )
+        if self.shards is not None:
+            self.shards.busy = lambda shard: any(c.busy(shard) for c in self._controllers)
+            self.shards.on_gain(self._resync)
+            held = self.shards
+            self.metrics.shards_held.set_function(lambda: len(held.held))
         self.probes = ProbeServer(host, metrics_port, health_port, self._endpoints())
         self.synced = asyncio.Event()
         self._informers: list[watching.Informer] = []
@@ -74,16 +102,31 @@ class Manager:
         self._handle_signals = handle_signals
         self._stop = asyncio.Event()
 
+    def _resync(self, shard: int) -> None:
+        for ctl in self._controllers:
+            ctl.resync(shard)
+
     def add_informer(self, informer: watching.Informer) -> watching.Informer:
         self._informers.append(informer)
         return informer
 
     def add_controller(
-        self, name: str, reconcile: Callable[[K], Awaitable[controller.Result]], *, workers: int = 1
+        self,
+        name: str,
+        reconcile: Callable[[K], Awaitable[controller.Result]],
+        *,
+        workers: int = 1,
+        rollout: Callable[[K], str] | None = None,
+        keys: Callable[[], Iterable[K]] = tuple,
     ) -> controller.Controller[K]:
+        """`rollout(key)` names the rollout a key is part of (its shard's hash input; default: the
+        key itself) and `keys()` lists every key, for the keys of a shard this replica takes over."""
         ctl: controller.Controller[K] = controller.Controller(
             name, reconcile, workers=workers, metrics_=self.metrics
         )
+        if self.shards is not None:
+            held, of = self.shards, rollout or (lambda key: f"{name}/{key}")
+            ctl.shard(controller.Sharding(lambda key: held.shard_of(of(key)), held.owns, keys))
         self._controllers.append(ctl)
         return ctl
 
@@ -105,6 +148,9 @@ class Manager:
             return
         self.synced.set()
         elector_task = None
+        if self.shards is not None:
+            elector_task = asyncio.create_task(self._run_shards(), name="shards")
+            tasks.append(elector_task)
         if self.elector is not None:
             elector_task = asyncio.create_task(self.elector.run(), name="leader election")
             tasks.append(elector_task)
@@ -115,6 +161,13 @@ class Manager:
         await self._until(asyncio.Event().wait(), tasks)
         if elector_task is not None and elector_task.done() and not self._stop.is_set():
             raise LeadershipLost(f"{self.elector and self.elector.identity} lost the leader lease")
+
+    async def _run_shards(self) -> None:
+        assert self.shards is not None
+        try:
+            await self.shards.run()
+        except shards.ShardLost as e:
+            raise ShardLost(str(e)) from e
 
     async def _until(self, wanted: Coroutine[Any, Any, Any], tasks: list[asyncio.Task[None]]) -> bool:
         """Wait for `wanted`; False if a stop request or a finished background task came first."""
@@ -138,6 +191,8 @@ class Manager:
         await asyncio.gather(*tasks, return_exceptions=True)
         if self.elector is not None:
             await self.elector.release()
+        if self.shards is not None:
+            await self.shards.release()
         await self.probes.stop()
 
     def _endpoints(self) -> dict[str, Endpoint]:

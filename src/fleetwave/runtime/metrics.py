@@ -43,6 +43,11 @@ class Metrics:
             ["controller"],
             registry=self.registry,
         )
+        self.shards_held = Gauge(
+            "fleetwave_shards_held",
+            "Shards whose Lease this replica holds (ADR 0067).",
+            registry=self.registry,
+        )
         self.leader = Gauge(
             "fleetwave_leader", "1 while this replica holds the leader lease.", registry=self.registry
         )

@@ -7,6 +7,7 @@ controller per scope, and the watches that map changes to their keys.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -66,14 +67,42 @@ def register(manager: Manager, ctx: Context) -> None:
         if not ctx.family.native:
             tag = f"{tag}.{ctx.family.served(scope.placement).group}"
         placements: Controller[str] = manager.add_controller(
-            f"{tag}-placement", _bind(placement.reconcile, ctx, scope), workers=2
+            f"{tag}-placement",
+            _bind(placement.reconcile, ctx, scope),
+            workers=2,
+            rollout=functools.partial(_rollout_of_placement, scope),
+            keys=functools.partial(_placements, ctx, scope),
         )
         runs: Controller[str] = manager.add_controller(
-            f"{tag}-stagedupdaterun", _bind(run.reconcile, ctx, scope), workers=2
+            f"{tag}-stagedupdaterun",
+            _bind(run.reconcile, ctx, scope),
+            workers=2,
+            rollout=functools.partial(_rollout_of_run, ctx, scope),
+            keys=functools.partial(_runs, ctx, scope),
         )
         _wire(ctx, scope, placements, runs)
         ctx.wakers[scope.placement] = placements.enqueue
         ctx.wakers[scope.run] = runs.enqueue
+
+
+def _rollout_of_placement(scope: nm.Scope, key: str) -> str:
+    return f"{scope.placement}/{key}"
+
+
+def _rollout_of_run(ctx: Context, scope: nm.Scope, key: str) -> str:
+    """A run goes to its placement's shard (ADR 0067): one process drives both."""
+    namespace, name = nm.split_key(key)
+    obj = ctx.cache.get(scope.run, namespace, name)
+    placement_name = ((obj or {}).get("spec") or {}).get("placementName")
+    if not placement_name:
+        return f"{scope.run}/{key}"
+    return f"{scope.placement}/{scope.key(namespace, str(placement_name))}"
+
+
+def _runs(ctx: Context, scope: nm.Scope) -> list[str]:
+    return [
+        scope.key(o["metadata"].get("namespace"), o["metadata"]["name"]) for o in ctx.cache.list(scope.run)
+    ]
 
 
 def _bind(fn: Any, ctx: Context, scope: nm.Scope) -> Callable[[str], Any]:
