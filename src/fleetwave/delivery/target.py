@@ -6,6 +6,7 @@ A transport failure talking to the member (connection refused, timeout, DNS) bec
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import tempfile
@@ -15,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from fleetwave.delivery import sessions
 from fleetwave.kube import client as kubeclient
 from fleetwave.kube import ops
 
@@ -40,14 +42,22 @@ class MemberTarget:
 
     @asynccontextmanager
     async def session(self) -> AsyncIterator[kubeclient.AsyncClient]:
-        """An async client for this member, closed afterwards; transport errors become MemberUnreachable."""
-        client = kubeclient.async_client(self.config())
+        """A client for this member from the event loop's pool (its connections are reused: no TLS
+        handshake per call); transport errors become MemberUnreachable and retire the client."""
+        pool = sessions.pool()
+        entry = pool.checkout(self.pool_key(), self.config)
         try:
-            yield client
+            yield entry.client
         except ops.TransportError as err:
+            pool.retire(entry)
             raise MemberUnreachable(self.name, f"{type(err).__name__}: {err}") from err
         finally:
-            await client.close()
+            pool.checkin(entry)
+
+    def pool_key(self) -> tuple[str, bool]:
+        """Clients are shared only for identical kubeconfigs (server and credentials): a rotated one
+        gets its own, and registrations of one server with one kubeconfig share one."""
+        return hashlib.sha256(self.kubeconfig).hexdigest(), self.allow_insecure
 
     def config(self) -> kubeclient.KubeConfig:
         """The member's kubeconfig once it passed the policy (no exec plugins, local files or
