@@ -1,8 +1,9 @@
 """The composition root: informers, controllers and the watches between them.
 
 Every reconcile is keyed by the object it owns; changes to related objects are mapped to those keys
-(a summary wakes its profile, a stage profile wakes its promotion, a member or a referenced
-ConfigMap wakes everything that may select or use it).
+(a summary wakes its profile, a stage profile wakes its promotion, a ConfigMap or Secret wakes the
+rollouts that name it, a member wakes every rollout only when what they read of it changed). The
+mappers look keys up in indexes kept from informer events (`fanout`), never scan a whole kind.
 
 Health checks run in a pool of sandbox worker processes (ADR 0041) that lives as long as the manager's
 `run`: started with it, killed and reaped when it returns (stop, signal, lost lease).
@@ -13,23 +14,33 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from fleetwave.api import families
-from fleetwave.controllers import kubefleet, membercluster, members, profile, promotion, summary
+from fleetwave.controllers import (
+    content,
+    fanout,
+    kubefleet,
+    membercluster,
+    members,
+    profile,
+    promotion,
+    summary,
+)
 from fleetwave.controllers import summary_status as ss
 from fleetwave.controllers.context import Cache, Context
 from fleetwave.controllers.member_watches import MemberWatches
 from fleetwave.controllers.ports import HealthAdapter, HelmAdapter
+from fleetwave.delivery import sessions
 from fleetwave.kube import kinds
 from fleetwave.kube.client import AsyncClient
 from fleetwave.kube.objects import ConfigMap, Secret
 from fleetwave.runtime import events
 from fleetwave.runtime.controller import Controller
 from fleetwave.runtime.manager import Election, Manager
-from fleetwave.runtime.watching import Informer, object_key
+from fleetwave.runtime.watching import EventType, Informer, object_key
 from fleetwave.sandbox.pool import Budget, CheckPool
 
 log = logging.getLogger(__name__)
@@ -155,6 +166,10 @@ class _SandboxedManager(Manager):
                 await asyncio.wait_for(self.member_watches.close(), POOL_CLOSE_SECONDS)
             except TimeoutError:
                 log.error("member watches: streams not closed within %ss of shutdown", POOL_CLOSE_SECONDS)
+            try:
+                await asyncio.wait_for(sessions.close_pool(), POOL_CLOSE_SECONDS)
+            except TimeoutError:
+                log.error("member clients not closed within %ss of shutdown", POOL_CLOSE_SECONDS)
             try:  # bounded: a worker that cannot be reaped must not keep the process from exiting
                 await asyncio.wait_for(self.health_pool.close(), POOL_CLOSE_SECONDS)
             except TimeoutError:
@@ -199,7 +214,7 @@ def _add_controllers(
             name("MemberCluster"),
             lambda k: membercluster.reconcile(ctx, k),
             workers=2,
-            keys=lambda: _Keys(ctx.cache).all_of("MemberCluster"),
+            keys=lambda: _all_keys(ctx.cache, "MemberCluster"),
         )
         clusters.watch(informers["MemberCluster"], lambda o: [object_key(o)])
         scoped = ctx.family.served("MemberCluster").namespaced
@@ -235,23 +250,31 @@ def _add_controllers(
             "ClusterSummary": summaries.enqueue,
         }
     )
-    _wire_promotions(promotions, informers, keys)
-    _wire_profiles(profiles, informers, keys)
-    _wire_summaries(summaries, informers, keys)
+    wire(keys, informers, promotions, profiles, summaries)
 
 
 def _labels(obj: Any) -> dict[str, str]:
     return dict(obj.metadata.labels or {})
 
 
+def _all_keys(cache: Cache, kind: str) -> list[str]:
+    return [object_key(o) for o in cache.objects(kind)]
+
+
 class _Keys:
-    """Maps a changed object to the keys of the objects whose reconcile depends on it."""
+    """Maps a changed object to the keys of the objects whose reconcile depends on it, through
+    indexes (`fanout`) kept by informer handlers: the work an event causes scales with what it
+    concerns, not with the size of the fleet (issue 11)."""
 
     def __init__(self, cache: Cache) -> None:
         self.cache = cache
+        self.summaries = fanout.SummaryIndex()
+        self.profiles = fanout.ReadIndex(fanout.profile_reads)
+        self.promotions = fanout.ReadIndex(fanout.promotion_reads)
+        self.members = fanout.MemberChanges(cache.family)
 
     def all_of(self, kind: str) -> Iterable[str]:
-        return [object_key(o) for o in self.cache.objects(kind)]
+        return _all_keys(self.cache, kind)
 
     # The rollout a key is part of decides its shard (ADR 0067): a promotion's stage profiles and
     # their summaries go where the promotion goes, a profile's summaries where the profile goes.
@@ -285,61 +308,111 @@ class _Keys:
         return keys
 
     def summaries_of_member(self, obj: Any) -> Iterable[str]:
-        return [
-            object_key(s)
-            for s in self.cache.objects("ClusterSummary")
-            if (s.spec or {}).get("clusterName") == obj.metadata.name
-            and (s.spec or {}).get("clusterNamespace") == obj.metadata.namespace
-        ]
+        return self.summaries.of_member(obj.metadata.namespace, obj.metadata.name)
 
     def summaries_of_content(self, obj: Any) -> Iterable[str]:
-        name = obj.metadata.name
-        return [
-            object_key(s)
-            for s in self.cache.objects("ClusterSummary")
-            if (s.metadata.annotations or {}).get(ss.CONTENT_ANNOTATION) == name
-        ]
+        return self.summaries.of_content(obj.metadata.name)
+
+    def summaries_of_member_secret(self, secret: Any) -> Iterable[str]:
+        """A kubeconfig Secret concerns the summaries delivering with it: the member its label names,
+        and every member whose kubeconfigSecretRef names it (labelled or not)."""
+        meta = secret.metadata
+        member = (meta.labels or {}).get(members.SECRET_LABEL)
+        keys = set(self.summaries.of_member(meta.namespace, member)) if member else set()
+        for named in self.members.names(str(meta.namespace), str(meta.name)):
+            namespace, _, name = named.partition("/")
+            keys.update(self.summaries.of_member(namespace, name))
+        return sorted(keys)
+
+    def promotions_of_source(self, kind: str) -> Callable[[Any], Iterable[str]]:
+        """The promotions a ConfigMap/Secret event concerns: those whose profileSpec (or
+        preHealthCheckDeployment) names it; for a member's kubeconfig, every promotion."""
+
+        def mapper(obj: Any) -> Iterable[str]:
+            if kind == "Secret" and self.members.is_kubeconfig(obj):
+                # postDelayHealthChecks reach members through it (promotion._verdict); which promotion
+                # judges which member lives in its status, unindexed: kubeconfig events are rare.
+                return self.all_of("ClusterPromotion")
+            meta = obj.metadata
+            return sorted(self.promotions.readers(kind, meta.namespace, str(meta.name)))
+
+        return mapper
+
+    def profiles_of_source(self, kind: str) -> Callable[[Any], Iterable[str]]:
+        """The profiles a ConfigMap/Secret event concerns: those that name it (a stage profile: the
+        snapshot it is pinned to); for a content snapshot also the profiles delivering it, which make
+        it again should it go."""
+
+        def mapper(obj: Any) -> Iterable[str]:
+            meta = obj.metadata
+            name = str(meta.name)
+            keys = self.profiles.readers(kind, meta.namespace, name)
+            if content.is_snapshot_name(name):
+                keys |= self.summaries.profiles_of_content(name)
+            return sorted(keys)
+
+        return mapper
 
 
-def _unless_snapshot(mapper: Any) -> Any:
-    # Content snapshots are written by us and immutable: they only concern the summaries using them.
-    return lambda obj: [] if (obj.metadata.name or "").startswith("fw-content-") else mapper(obj)
+def wire(
+    keys: _Keys,
+    informers: Mapping[str, Informer],
+    promotions: Controller[str],
+    profiles: Controller[str],
+    summaries: Controller[str],
+) -> None:
+    """The watches between the kinds; the indexes first, so that a mapper never reads one that has
+    not yet taken in the event the mapper is handling."""
+    informers["ClusterSummary"].on_change(keys.summaries.on_change)
+    informers["ClusterProfile"].on_change(keys.profiles.on_change)
+    informers["ClusterPromotion"].on_change(keys.promotions.on_change)
+    _wire_members(informers["MemberCluster"], keys, promotions, profiles)
+    _wire_promotions(promotions, informers, keys)
+    _wire_profiles(profiles, informers, keys)
+    _wire_summaries(summaries, informers, keys)
 
 
-def _wire_promotions(promotions: Controller[str], informers: dict[str, Informer], keys: _Keys) -> None:
+def _wire_members(
+    informer: Informer, keys: _Keys, promotions: Controller[str], profiles: Controller[str]
+) -> None:
+    """Any rollout may select or deliver to any member, so a member change wakes them all: but only
+    a change to what they read of it, not the status the membercluster controller keeps writing."""
+
+    def on_member(event: EventType, obj: Any) -> None:
+        if not keys.members.observe(event, obj):
+            return
+        for key in keys.all_of("ClusterPromotion"):
+            promotions.enqueue(key)
+        for key in keys.all_of("ClusterProfile"):
+            profiles.enqueue(key)
+
+    informer.on_change(on_member)
+
+
+def _wire_promotions(promotions: Controller[str], informers: Mapping[str, Informer], keys: _Keys) -> None:
     promotions.watch(informers["ClusterPromotion"], lambda o: [object_key(o)])
     promotions.watch(informers["ClusterProfile"], keys.promotion_of_profile)
     promotions.watch(informers["ClusterSummary"], keys.promotion_of_summary)
-    promotions.watch(informers["MemberCluster"], lambda _o: keys.all_of("ClusterPromotion"))
-    promotions.watch(informers["ConfigMap"], _unless_snapshot(lambda _o: keys.all_of("ClusterPromotion")))
-    promotions.watch(informers["Secret"], lambda _o: keys.all_of("ClusterPromotion"))
+    # A content snapshot is nobody's source: it wakes no promotion (a Secret one used to wake all),
+    # only the stage profiles pinned to it, whose invalid status wakes the promotion should it go.
+    promotions.watch(informers["ConfigMap"], keys.promotions_of_source("ConfigMap"))
+    promotions.watch(informers["Secret"], keys.promotions_of_source("Secret"))
 
 
-def _wire_profiles(profiles: Controller[str], informers: dict[str, Informer], keys: _Keys) -> None:
+def _wire_profiles(profiles: Controller[str], informers: Mapping[str, Informer], keys: _Keys) -> None:
     profiles.watch(informers["ClusterProfile"], lambda o: [object_key(o)])
     profiles.watch(informers["ClusterSummary"], keys.profile_of_summary)
-    profiles.watch(informers["MemberCluster"], lambda _o: keys.all_of("ClusterProfile"))
-    profiles.watch(informers["ConfigMap"], lambda _o: keys.all_of("ClusterProfile"))
-    profiles.watch(informers["Secret"], lambda _o: keys.all_of("ClusterProfile"))
+    profiles.watch(informers["ConfigMap"], keys.profiles_of_source("ConfigMap"))
+    profiles.watch(informers["Secret"], keys.profiles_of_source("Secret"))
 
 
-def _wire_summaries(summaries: Controller[str], informers: dict[str, Informer], keys: _Keys) -> None:
+def _wire_summaries(summaries: Controller[str], informers: Mapping[str, Informer], keys: _Keys) -> None:
     summaries.watch(informers["ClusterSummary"], lambda o: [object_key(o)])
     summaries.watch(informers["MemberCluster"], keys.summaries_of_member)
-    summaries.watch(informers["Secret"], lambda o: summaries_of_member_secret(keys.cache, o))
+    summaries.watch(informers["Secret"], keys.summaries_of_member_secret)
+    # A summary reads its snapshot, kept as a Secret when any content came from one.
     summaries.watch(informers["ConfigMap"], keys.summaries_of_content)
-
-
-def summaries_of_member_secret(cache: Cache, secret: Any) -> Iterable[str]:
-    member = (secret.metadata.labels or {}).get(members.SECRET_LABEL)
-    if not member:
-        return []
-    return [
-        object_key(s)
-        for s in cache.objects("ClusterSummary")
-        if (s.spec or {}).get("clusterName") == member
-        and (s.spec or {}).get("clusterNamespace") == secret.metadata.namespace
-    ]
+    summaries.watch(informers["Secret"], keys.summaries_of_content)
 
 
 def _member_of_secret(secret: Any, *, namespaced: bool = True) -> Iterable[str]:

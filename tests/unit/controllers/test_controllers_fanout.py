@@ -1,0 +1,331 @@
+"""Event fan-out scales with what an event concerns (issue 11): a ConfigMap or Secret wakes the rollouts
+that name it, a member wakes the rollouts only when what they read of it changed, and a member's
+summaries are looked up, not scanned for. The wiring of `app` runs over stand-in informers here."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from fleetwave.controllers import app, fanout, members
+from fleetwave.controllers import rollout_common as common
+from fleetwave.controllers import summary_status as ss
+from fleetwave.controllers.context import Cache
+from fleetwave.runtime.controller import Controller, Result
+from fleetwave.runtime.watching import EventType, object_key
+
+NS = "fleetwave-system"
+API = "fleetwave.io/v1alpha1"
+
+
+class _Obj:
+    """A cached object as the informers hold it: attribute metadata/spec, `to_dict()`."""
+
+    def __init__(self, body: dict[str, Any]) -> None:
+        self._body = body
+        meta = {"namespace": None, "labels": None, "annotations": None, **body["metadata"]}
+        self.metadata = SimpleNamespace(**meta)
+        self.spec = body.get("spec")
+
+    def to_dict(self) -> dict[str, Any]:
+        return self._body
+
+
+class _Informer:
+    """The part of `Informer` the wiring uses: a store, handlers in registration order, and `emit`."""
+
+    def __init__(self) -> None:
+        self.store: dict[str, Any] = {}
+        self._handlers: list[Any] = []
+
+    def get(self, key: str) -> Any | None:
+        return self.store.get(key)
+
+    def on_change(self, handler: Any) -> None:
+        self._handlers.append(handler)
+
+    def emit(self, event: EventType, obj: _Obj) -> None:
+        if event == "DELETED":
+            self.store.pop(object_key(obj), None)
+        else:
+            self.store[object_key(obj)] = obj
+        for handler in self._handlers:
+            handler(event, obj)
+
+
+class _Unscannable(dict[str, Any]):
+    """A store that can be kept up to date but fails any test that lists it: lookups must go
+    through the indexes."""
+
+    def _scanned(self, *_args: Any) -> Any:
+        raise AssertionError("the store was scanned")
+
+    __iter__ = values = items = keys = __len__ = _scanned
+
+
+async def _never(_key: str) -> Result:
+    raise AssertionError("no reconcile runs in these tests")
+
+
+class _Recorder(Controller[str]):
+    """A controller that records what it is asked to enqueue."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name, _never)
+        self.woken: set[str] = set()
+
+    def enqueue(self, key: str) -> None:
+        self.woken.add(key)
+
+
+KINDS = ("ConfigMap", "Secret", "ClusterPromotion", "ClusterProfile", "ClusterSummary", "MemberCluster")
+
+
+@dataclass
+class World:
+    informers: dict[str, _Informer] = field(default_factory=lambda: {k: _Informer() for k in KINDS})
+    promotions: _Recorder = field(default_factory=lambda: _Recorder("promotions"))
+    profiles: _Recorder = field(default_factory=lambda: _Recorder("profiles"))
+    summaries: _Recorder = field(default_factory=lambda: _Recorder("summaries"))
+
+    def __post_init__(self) -> None:
+        self.keys = app._Keys(Cache(self.informers))  # type: ignore[arg-type]
+        app.wire(self.keys, self.informers, self.promotions, self.profiles, self.summaries)  # type: ignore[arg-type]
+
+    def emit(self, event: EventType, kind: str, body: dict[str, Any]) -> _Obj:
+        obj = _Obj(body)
+        self.informers[kind].emit(event, obj)
+        return obj
+
+    def woken(self) -> tuple[set[str], set[str], set[str]]:
+        """(promotions, profiles, summaries) woken since the last call."""
+        out = (self.promotions.woken, self.profiles.woken, self.summaries.woken)
+        self.promotions.woken, self.profiles.woken, self.summaries.woken = set(), set(), set()
+        return out
+
+
+NOTHING: tuple[set[str], set[str], set[str]] = (set(), set(), set())
+
+
+def _ref(name: str, namespace: str | None = "apps", kind: str = "ConfigMap") -> dict[str, Any]:
+    return {"kind": kind, "name": name, **({"namespace": namespace} if namespace else {})}
+
+
+def _profile(name: str, spec: dict[str, Any], annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    metadata = {"name": name, "annotations": annotations or {}, "labels": {}}
+    return {"apiVersion": API, "kind": "ClusterProfile", "metadata": metadata, "spec": spec}
+
+
+def _promotion(
+    name: str, profile_spec: dict[str, Any], trigger: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    stages = [{"name": "dev", "trigger": trigger or {"auto": {}}}]
+    spec = {"profileSpec": profile_spec, "stages": stages}
+    return {"apiVersion": API, "kind": "ClusterPromotion", "metadata": {"name": name}, "spec": spec}
+
+
+def _configmap(name: str, namespace: str = "apps") -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": namespace}, "data": {}}
+
+
+def _secret(name: str, namespace: str = "apps", labels: dict[str, str] | None = None) -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": namespace, "labels": labels or {}}, "data": {}}
+
+
+def _member(
+    name: str,
+    namespace: str = "fleet",
+    labels: dict[str, str] | None = None,
+    status: dict[str, Any] | None = None,
+    secret: str | None = None,
+) -> dict[str, Any]:
+    return {
+        "apiVersion": API,
+        "kind": "MemberCluster",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels or {}, "annotations": {}},
+        "spec": {"kubeconfigSecretRef": {"name": secret or f"{name}-kubeconfig"}},
+        "status": status or {},
+    }
+
+
+def _summary(
+    name: str, member: str, *, namespace: str = "fleet", profile: str = "p", content: str = ""
+) -> dict[str, Any]:
+    return {
+        "apiVersion": API,
+        "kind": "ClusterSummary",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": {ss.PROFILE_LABEL: profile},
+            "annotations": {ss.CONTENT_ANNOTATION: content or "fw-content-0"},
+        },
+        "spec": {"clusterNamespace": namespace, "clusterName": member},
+    }
+
+
+@pytest.fixture
+def world() -> World:
+    w = World()
+    w.emit("ADDED", "ClusterProfile", _profile("p-web", {"policyRefs": [_ref("web")]}))
+    w.emit("ADDED", "ClusterProfile", _profile("p-db", {"policyRefs": [_ref("db")]}))
+    w.emit("ADDED", "ClusterPromotion", _promotion("promo-web", {"policyRefs": [_ref("web")]}))
+    w.emit("ADDED", "ClusterPromotion", _promotion("promo-cache", {"policyRefs": [_ref("cache")]}))
+    w.woken()
+    return w
+
+
+# ---- ConfigMaps and Secrets ----
+
+
+def test_a_configmap_no_rollout_names_wakes_nothing(world: World) -> None:
+    world.emit("ADDED", "ConfigMap", _configmap("unrelated"))
+    world.emit("MODIFIED", "ConfigMap", _configmap("web", namespace="elsewhere"))  # same name, other place
+    world.emit("MODIFIED", "Secret", _secret("web"))  # same name, other kind
+    assert world.woken() == NOTHING
+
+
+def test_a_configmap_a_profile_names_wakes_that_profile_only(world: World) -> None:
+    world.emit("MODIFIED", "ConfigMap", _configmap("db"))
+    assert world.woken() == (set(), {"p-db"}, set())
+
+
+def test_a_configmap_a_promotions_profile_spec_names_wakes_that_promotion_only(world: World) -> None:
+    world.emit("MODIFIED", "ConfigMap", _configmap("web"))
+    assert world.woken() == ({"promo-web"}, {"p-web"}, set())
+    world.emit("DELETED", "ConfigMap", _configmap("cache"))
+    assert world.woken() == ({"promo-cache"}, set(), set())
+
+
+def test_helm_values_and_pre_health_check_refs_are_indexed_and_a_default_namespace_matches_any() -> None:
+    world = World()
+    chart = {"repositoryURL": "https://charts", "releaseName": "r", "releaseNamespace": "r"}
+    values = {"helmCharts": [{**chart, "valuesFrom": [{"kind": "Secret", "name": "vals"}]}]}
+    world.emit("ADDED", "ClusterProfile", _profile("p-helm", values))
+    trigger = {"manual": {"preHealthCheckDeployment": [_ref("pre", namespace="checks")]}}
+    world.emit("ADDED", "ClusterPromotion", _promotion("promo", {}, trigger))
+    world.woken()
+    world.emit("MODIFIED", "Secret", _secret("vals", namespace="anywhere"))
+    assert world.woken() == (set(), {"p-helm"}, set())
+    world.emit("MODIFIED", "ConfigMap", _configmap("pre", namespace="checks"))
+    assert world.woken() == ({"promo"}, set(), set())
+
+
+def test_an_edited_profile_is_woken_by_what_it_names_now(world: World) -> None:
+    world.emit("MODIFIED", "ClusterProfile", _profile("p-web", {"policyRefs": [_ref("api")]}))
+    world.woken()
+    world.emit("MODIFIED", "ConfigMap", _configmap("web"))
+    assert world.woken() == ({"promo-web"}, set(), set())
+    world.emit("MODIFIED", "ConfigMap", _configmap("api"))
+    assert world.woken() == (set(), {"p-web"}, set())
+    world.emit("DELETED", "ClusterProfile", _profile("p-web", {"policyRefs": [_ref("api")]}))
+    world.woken()
+    world.emit("MODIFIED", "ConfigMap", _configmap("api"))
+    assert world.woken() == NOTHING
+
+
+def test_a_stage_profile_is_woken_by_its_pinned_snapshot_not_by_the_refs_it_copies(world: World) -> None:
+    snapshot = "fw-content-" + "a" * 40
+    pinned = {common.PINNED_ANNOTATION: snapshot}
+    world.emit("ADDED", "ClusterProfile", _profile("promo-web-dev", {"policyRefs": [_ref("web")]}, pinned))
+    world.woken()
+    world.emit("MODIFIED", "ConfigMap", _configmap("web"))
+    assert world.woken() == ({"promo-web"}, {"p-web"}, set())
+    world.emit("ADDED", "ConfigMap", _configmap(snapshot, namespace=NS))
+    assert world.woken() == (set(), {"promo-web-dev"}, set())  # no promotion: snapshots name none
+
+
+def test_a_snapshot_wakes_the_summaries_delivering_it_and_their_profiles_whatever_its_kind() -> None:
+    world = World()
+    secret_snapshot = "fw-content-s-" + "b" * 40
+    world.emit("ADDED", "ClusterSummary", _summary("s1", "m1", profile="p", content=secret_snapshot))
+    world.emit("ADDED", "ClusterSummary", _summary("s2", "m2", profile="q"))
+    world.woken()
+    world.emit("ADDED", "Secret", _secret(secret_snapshot, namespace=NS))
+    assert world.woken() == (set(), {"p"}, {"fleet/s1"})
+
+
+def test_a_spec_that_does_not_parse_reads_nothing_and_one_not_understood_is_woken_by_everything() -> None:
+    world = World()
+    world.emit("ADDED", "ClusterProfile", _profile("broken", {"policyRefs": "not a list"}))
+    world.emit("MODIFIED", "ConfigMap", _configmap("web"))
+    assert world.woken()[1] == {"broken"}  # its own event only
+    world.emit("MODIFIED", "ConfigMap", _configmap("web"))
+    assert world.woken() == NOTHING
+
+    def baffling(_raw: Mapping[str, Any]) -> frozenset[fanout.Source]:
+        raise RuntimeError("a spec shape nobody foresaw")
+
+    index = fanout.ReadIndex(baffling)
+    index.on_change("ADDED", _Obj(_profile("odd", {})))
+    assert index.readers("Secret", "any", "thing") == {"odd"}
+    index.on_change("DELETED", _Obj(_profile("odd", {})))
+    assert index.readers("Secret", "any", "thing") == set()
+
+
+# ---- members ----
+
+
+def test_a_member_status_only_change_wakes_no_rollout_but_a_label_change_does(world: World) -> None:
+    world.emit("ADDED", "ClusterSummary", _summary("s1", "m1", profile="p-web"))
+    world.emit("ADDED", "MemberCluster", _member("m1", labels={"env": "dev"}, status={"ready": True}))
+    everything = ({"promo-web", "promo-cache"}, {"p-web", "p-db"})
+    assert world.woken()[:2] == everything
+    probed = {
+        "ready": True,
+        "version": "v1.31",
+        "conditions": [{"type": "Ready", "reason": "APIServerReady"}],
+    }
+    world.emit("MODIFIED", "MemberCluster", _member("m1", labels={"env": "dev"}, status=probed))
+    assert world.woken() == (set(), set(), {"fleet/s1"})  # its summaries still hear of it, as before
+    world.emit("MODIFIED", "MemberCluster", _member("m1", labels={"env": "prod"}, status=probed))
+    assert world.woken()[:2] == everything
+
+
+def test_member_readiness_spec_and_deletion_wake_the_rollouts(world: World) -> None:
+    everything = ({"promo-web", "promo-cache"}, {"p-web", "p-db"})
+    world.emit("ADDED", "MemberCluster", _member("m1", status={"ready": True}))
+    world.woken()
+    world.emit("MODIFIED", "MemberCluster", _member("m1", status={"ready": False}))
+    assert world.woken()[:2] == everything
+    world.emit("MODIFIED", "MemberCluster", _member("m1", status={"ready": False}, secret="other"))
+    assert world.woken()[:2] == everything
+    world.emit("DELETED", "MemberCluster", _member("m1", status={"ready": False}, secret="other"))
+    assert world.woken()[:2] == everything
+
+
+def test_summaries_of_a_member_are_looked_up_not_scanned() -> None:
+    world = World()
+    world.emit("ADDED", "ClusterSummary", _summary("p-m1", "m1"))
+    world.emit("ADDED", "ClusterSummary", _summary("q-m1", "m1", profile="q"))
+    world.emit("ADDED", "ClusterSummary", _summary("p-m2", "m2"))
+    world.emit("ADDED", "ClusterSummary", _summary("p-m1-other", "m1", namespace="other"))
+    world.emit("MODIFIED", "ClusterSummary", _summary("q-m1", "m1", profile="q"))  # no duplicate
+    world.informers["ClusterSummary"].store = _Unscannable()
+    m1 = _Obj(_member("m1"))
+    assert list(world.keys.summaries_of_member(m1)) == ["fleet/p-m1", "fleet/q-m1"]
+    world.emit("DELETED", "ClusterSummary", _summary("p-m1", "m1"))
+    assert list(world.keys.summaries_of_member(m1)) == ["fleet/q-m1"]
+    world.emit("MODIFIED", "ClusterSummary", _summary("q-m1", "m2", profile="q"))  # moved to another member
+    assert list(world.keys.summaries_of_member(m1)) == []
+    assert list(world.keys.summaries_of_member(_Obj(_member("m2")))) == ["fleet/p-m2", "fleet/q-m1"]
+
+
+def test_a_kubeconfig_secret_wakes_its_members_summaries_and_the_promotions_not_the_profiles(
+    world: World,
+) -> None:
+    world.emit("ADDED", "ClusterSummary", _summary("s1", "m1", profile="p-web"))
+    world.emit("ADDED", "ClusterSummary", _summary("s2", "m2", profile="p-web"))
+    world.emit("ADDED", "MemberCluster", _member("m2", secret="m2-creds"))
+    world.woken()
+    labelled = _secret("m1-kubeconfig", namespace="fleet", labels={members.SECRET_LABEL: "m1"})
+    world.emit("MODIFIED", "Secret", labelled)
+    assert world.woken() == ({"promo-web", "promo-cache"}, set(), {"fleet/s1"})
+    world.emit("MODIFIED", "Secret", _secret("m2-creds", namespace="fleet"))  # named by m2, unlabelled
+    assert world.woken() == ({"promo-web", "promo-cache"}, set(), {"fleet/s2"})
+    world.emit("MODIFIED", "Secret", _secret("tls-cert", namespace="fleet"))
+    assert world.woken() == NOTHING
