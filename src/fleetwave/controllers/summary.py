@@ -31,8 +31,7 @@ from fleetwave.delivery import content as dc
 from fleetwave.delivery import manifests
 from fleetwave.delivery.helmplan import Ownership
 from fleetwave.delivery.target import MemberTarget, MemberUnreachable
-from fleetwave.kube import client as kubeclient
-from fleetwave.kube import kinds, ops
+from fleetwave.kube import internals, kinds, ops
 from fleetwave.kube.status import StatusWrite, Versioned, write_status, write_versioned
 from fleetwave.runtime.controller import Result
 
@@ -302,10 +301,11 @@ async def _pre_deploy(
 
 async def _probe(target: MemberTarget) -> None:
     """Fail fast on a member that does not answer: helm and watches would otherwise hang for minutes."""
-    config = target.config()  # the member kubeconfig policy first: nothing it refuses is run or read
+    # The member kubeconfig policy runs first (in `session`): nothing it refuses is run or read.
+    # The pooled client's connection is reused: a probe costs one request, not a TLS handshake.
     try:
-        async with kubeclient.async_http(config, timeout=PROBE_TIMEOUT) as http:
-            response = await http.get("/readyz")
+        async with target.session() as client:
+            response = await internals.raw_http(client).get("/readyz", timeout=PROBE_TIMEOUT)
     except (ops.HTTPError, OSError) as e:
         raise MemberUnreachable(target.name, f"{type(e).__name__}: {e or 'no answer'}") from e
     if response.status_code != 200:

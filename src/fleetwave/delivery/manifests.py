@@ -173,12 +173,29 @@ def _action(before: dict[str, Any] | None, after: dict[str, Any]) -> Action:
     return "unchanged" if ct.comparable(before) == ct.comparable(after) else "configured"
 
 
+_UNREAD: Any = object()  # `before` not read ahead: `_apply_one` reads it itself
+
+
+async def _before(client: AsyncClient, resolver: kd.AsyncKinds, obj: Mapping[str, Any]) -> Any:
+    """The live object (None when absent) read ahead of its apply; `_UNREAD` when it cannot be read
+    yet (a kind this same content defines): `_apply_one` then reads it, and reports any error."""
+    info = await resolver.find(kd.GVK(str(obj["apiVersion"]), str(obj["kind"])))
+    if info is None:
+        return _UNREAD
+    body = _placed(obj, info)
+    try:
+        return await _live(client, kd.resource_class(info), ct.ref_of(body))
+    except ops.StatusError:
+        return _UNREAD
+
+
 async def _apply_one(
     client: AsyncClient,
     resolver: kd.AsyncKinds,
     obj: Mapping[str, Any],
     dry_run: bool,
     policy: ApplyPolicy = DEFAULT_POLICY,
+    before: Any = _UNREAD,
 ) -> AppliedObject:
     gvk = kd.GVK(str(obj["apiVersion"]), str(obj["kind"]))
     info = await resolver.find(gvk)
@@ -188,7 +205,8 @@ async def _apply_one(
     ref, digest = ct.ref_of(body), ct.object_hash(body)
     cls = kd.resource_class(info)
     try:
-        before = await _live(client, cls, ref)
+        if before is _UNREAD:
+            before = await _live(client, cls, ref)
         refused = _owned_elsewhere(before, body) if before is not None else ""
         if not refused and before is not None and not _ours(before) and policy.take_over != "Always":
             refused = await _not_taken_over(client, cls, before, body, policy.take_over)
@@ -311,16 +329,59 @@ async def apply(
     stopped = ""
     async with target.session() as client:
         resolver = kd.AsyncKinds(client, desired)
-        for obj in desired:
-            if stopped:
-                results.append(AppliedObject(ct.ref_of(obj), ct.object_hash(obj), "skipped", stopped))
-                continue
-            result = await _apply_one(client, resolver, obj, dry_run, policy)
-            results.append(result)
-            stopped = _stop(result, policy)
-            if result.changed and result.ref.kind == "CustomResourceDefinition" and not dry_run:
-                await _await_established(client, resolver, result)
+        if policy.stop_on_error or policy.stop_on_conflict:
+            # Whatever follows a failure must stay untouched: one object at a time.
+            for obj in desired:
+                if stopped:
+                    results.append(AppliedObject(ct.ref_of(obj), ct.object_hash(obj), "skipped", stopped))
+                    continue
+                result = await _apply_one(client, resolver, obj, dry_run, policy)
+                results.append(result)
+                stopped = _stop(result, policy)
+                if result.changed and result.ref.kind == "CustomResourceDefinition" and not dry_run:
+                    await _await_established(client, resolver, result)
+        else:
+            # What is live now is read for every object at once (reads change nothing); then nothing
+            # depends on another object of its own wave, so a wave's objects go concurrently: one
+            # round trip per wave instead of two per object, waves in dependency order.
+            befores = iter(await _bounded_gather(_before(client, resolver, o) for o in desired))
+            for wave in _waves(desired):
+                done = await _bounded_gather(
+                    _apply_one(client, resolver, o, dry_run, policy, next(befores)) for o in wave
+                )
+                results += done
+                for result in done:
+                    if result.changed and result.ref.kind == "CustomResourceDefinition" and not dry_run:
+                        await _await_established(client, resolver, result)
     return ApplyReport(key, dry_run, tuple(results), ct.content_hash(desired))
+
+
+APPLY_CONCURRENCY = 8
+_T = TypeVar("_T")
+
+
+def _waves(objects: Sequence[Mapping[str, Any]]) -> list[list[Mapping[str, Any]]]:
+    """Consecutive objects of one apply wave, in order (`objects` are sorted for apply)."""
+    out: list[list[Mapping[str, Any]]] = []
+    last = -1
+    for obj in objects:
+        wave = ct.apply_wave(str(obj.get("kind", "")))
+        if not out or wave != last:
+            out.append([])
+            last = wave
+        out[-1].append(obj)
+    return out
+
+
+async def _bounded_gather(calls: Iterable[Awaitable[_T]]) -> list[_T]:
+    """The results in order, at most APPLY_CONCURRENCY requests in flight to one member."""
+    gate = asyncio.Semaphore(APPLY_CONCURRENCY)
+
+    async def one(call: Awaitable[_T]) -> _T:
+        async with gate:
+            return await call
+
+    return list(await asyncio.gather(*(one(c) for c in calls)))
 
 
 def _stop(result: AppliedObject, policy: ApplyPolicy) -> str:
@@ -365,11 +426,11 @@ async def prune(
     deleted: list[ct.ObjectRef] = []
     async with target.session() as client:
         resolver = kd.AsyncKinds(client)
-        for gvk in _removal_order(kinds):
-            info = await resolver.find(gvk)
-            if info is None:
-                continue
-            for ref in await _labelled(client, info, key):
+        infos = [i for i in [await resolver.find(g) for g in _removal_order(kinds)] if i is not None]
+        # The lists are reads: all at once. Deletions stay in removal order.
+        found = await _bounded_gather(_labelled(client, info, key) for info in infos)
+        for info, refs in zip(infos, found, strict=True):
+            for ref in refs:
                 if ref.identity not in kept and await _delete(client, info, ref):
                     deleted.append(ref)
     return deleted

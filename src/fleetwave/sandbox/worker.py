@@ -27,16 +27,26 @@ def _cap_memory(limit_bytes: int) -> None:
         resource.setrlimit(resource.RLIMIT_AS, (limit_bytes, limit_bytes))
 
 
+# Member clients kept between jobs: this process runs one job at a time.
+_CLIENTS = cluster_check.Clients()
+
+
 def _job(message: dict[str, Any]) -> dict[str, Any]:
     checks = [ValidateHealth.model_validate(c) for c in message.get("checks") or []]
     objects = [(str(a), str(k), n if n is None else str(n), str(m)) for a, k, n, m in message["objects"]]
-    verdict = cluster_check.judge(
-        base64.b64decode(message["kubeconfig"]),
-        checks,
-        objects,
-        limits=Limits(**message["limits"]),
-        allow_insecure=message.get("allowInsecure") is True,
-    )
+    kubeconfig, insecure = base64.b64decode(message["kubeconfig"]), message.get("allowInsecure") is True
+    try:
+        verdict = cluster_check.judge(
+            kubeconfig,
+            checks,
+            objects,
+            limits=Limits(**message["limits"]),
+            allow_insecure=insecure,
+            clients=_CLIENTS,
+        )
+    except BaseException:
+        _CLIENTS.drop(kubeconfig, insecure)  # a broken connection must not poison the next job
+        raise
     return {"ok": verdict.ok, "message": verdict.message}
 
 
