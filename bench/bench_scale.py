@@ -1,0 +1,537 @@
+"""Fleet scale (issue 11): many registered clusters, many concurrent rollouts, one 2-core machine.
+
+    .venv/bin/python bench/bench_scale.py [--sizes 100,250,500,1000] [--servers 20] [--promotions 10]
+        [--staged-runs 2] [--budget 900] [--shards 1]
+
+Registrations alias onto `--servers` light member API servers (API server only, ADR 0066): every
+registration is its own MemberCluster with its own kubeconfig Secret, and every delivery, health
+read and status probe is a real request to a real server. All registrations of one server are in
+the same stage (env=dev for the first 10% of servers, staging up to 40%, prod for the rest).
+
+For each size N (ascending; registrations are added, earlier points' rollouts stay settled in the
+cluster, so later points carry them too):
+  1. no load: one ClusterPromotion over the N clusters, 3 stages, maxUpdate 10%, until Succeeded;
+  2. load: `--promotions` such promotions at once (each with a 2 s delay gate after dev) and
+     `--staged-runs` ClusterStagedUpdateRuns over the same N clusters (3 stages, maxConcurrency 10%),
+     until every one succeeded, within `--budget` seconds.
+Reported per point: time of the single rollout and of the loaded batch, their ratio, the delay
+gate's reaction under load (the gate's `until` -> the staging profile's first write with clusters,
+as seen by a watch here), controller RSS (its process tree: main + health-check workers) and CPU,
+management API server and etcd RSS, fleetwave objects in the management cluster, and requests per
+second served by the member API servers (their `apiserver_request_total`). A point that does not
+finish within its budget is reported with its progress, and the curve stops there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import concurrent.futures
+import contextlib
+import datetime as dt
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from lightkube import AsyncClient, Client, codecs
+from lightkube.types import on_error_retry
+
+from fleetwave.kube import client as kubeclient
+from fleetwave.kube import internals, kinds
+from fleetwave.local import binaries, fleet, processes
+from fleetwave.mgmt import install, registration
+
+API = f"{kinds.GROUP}/{kinds.VERSION}"
+NS = "default"
+MEMBERS_NS = "bench-scale"
+DELAY_SECONDS = 2
+Obj = dict[str, Any]
+
+
+def env_of(server: int, servers: int) -> str:
+    if server < max(1, servers // 10):
+        return "dev"
+    if server < max(2, servers * 4 // 10):
+        return "staging"
+    return "prod"
+
+
+def register_upto(
+    mgmt_kubeconfig: str, servers: list[fleet.ClusterInfo], start: int, stop: int, sizes: list[int]
+) -> None:
+    """Registrations start..stop-1, round-robin over the servers, labelled with every point they
+    belong to (`p<N>: "y"` when their index is below N)."""
+    kubeconfigs = [Path(s.kubeconfig).read_bytes() for s in servers]
+    local = threading.local()
+
+    def one(i: int) -> None:
+        if not hasattr(local, "client"):
+            local.client = kubeclient.client(kubeclient.config_from_file(mgmt_kubeconfig))
+        server = i % len(servers)
+        labels = {"env": env_of(server, len(servers)), **{f"p{n}": "y" for n in sizes if i < n}}
+        registration.register(
+            local.client,
+            name=f"c-{i:04d}",
+            namespace=MEMBERS_NS,
+            kubeconfig=kubeconfigs[server],
+            labels=labels,
+        )
+
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        list(pool.map(one, range(start, stop)))
+
+
+def content(name: str) -> Obj:
+    text = json.dumps({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": NS}})
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": f"{name}-policy", "namespace": NS},
+        "data": {"content.yaml": text},
+    }
+
+
+def promotion(name: str, point: int, *, gated: bool) -> Obj:
+    def stage(stage_name: str, env: str, trigger: Obj | None) -> Obj:
+        out: Obj = {"name": stage_name, "clusterSelector": {"matchLabels": {"env": env, f"p{point}": "y"}}}
+        return {**out, "trigger": trigger} if trigger else out
+
+    dev = {"auto": {"delay": f"{DELAY_SECONDS}s"}} if gated else {"auto": {}}
+    return {
+        "apiVersion": API,
+        "kind": "ClusterPromotion",
+        "metadata": {"name": name},
+        "spec": {
+            "profileSpec": {
+                "maxUpdate": "10%",
+                "policyRefs": [{"kind": "ConfigMap", "name": f"{name}-policy", "namespace": NS}],
+            },
+            "stages": [
+                stage("dev", "dev", dev),
+                stage("staging", "staging", {"auto": {}}),
+                stage("production", "prod", None),
+            ],
+        },
+    }
+
+
+def staged_docs(name: str, point: int) -> list[Obj]:
+    """A placement of one namespace (with a ConfigMap), a 3-stage strategy, and a run of snapshot 0."""
+    stages = [
+        {
+            "name": env,
+            "labelSelector": {"matchLabels": {"env": env, f"p{point}": "y"}},
+            "maxConcurrency": "10%",
+        }
+        for env in ("dev", "staging", "prod")
+    ]
+    return [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "settings", "namespace": name}},
+        {
+            "apiVersion": API,
+            "kind": "ClusterResourcePlacement",
+            "metadata": {"name": name},
+            "spec": {
+                "resourceSelectors": [{"group": "", "version": "v1", "kind": "Namespace", "name": name}],
+                "policy": {"placementType": "PickAll", "affinity": _affinity(point)},
+                "strategy": {"type": "External"},
+            },
+        },
+        {
+            "apiVersion": API,
+            "kind": "ClusterStagedUpdateStrategy",
+            "metadata": {"name": name},
+            "spec": {"stages": stages},
+        },
+    ]
+
+
+def _affinity(point: int) -> Obj:
+    term = {"labelSelector": {"matchLabels": {f"p{point}": "y"}}}
+    return {
+        "clusterAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"clusterSelectorTerms": [term]}
+        }
+    }
+
+
+def run_doc(name: str) -> Obj:
+    return {
+        "apiVersion": API,
+        "kind": "ClusterStagedUpdateRun",
+        "metadata": {"name": name},
+        "spec": {"placementName": name, "resourceSnapshotIndex": "0", "stagedRolloutStrategyName": name},
+    }
+
+
+# --- observation ---------------------------------------------------------------------------------
+
+
+def _proc_children(pid: int) -> list[int]:
+    out: list[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        with contextlib.suppress(OSError):
+            out += [int(c) for c in (task / "children").read_text().split()]
+    return out
+
+
+def tree(pid: int) -> list[int]:
+    pids, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        pids.append(p)
+        todo += _proc_children(p)
+    return pids
+
+
+def rss_bytes(pids: list[int]) -> int:
+    total = 0
+    for p in pids:
+        try:
+            m = re.search(r"VmRSS:\s+(\d+) kB", Path(f"/proc/{p}/status").read_text())
+        except OSError:
+            continue
+        total += int(m.group(1)) * 1024 if m else 0
+    return total
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for p in pids:
+        try:
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / tick  # utime + stime
+    return total
+
+
+class Sampler:
+    """Peak RSS of the controller tree and the management API server and etcd, every second."""
+
+    def __init__(self, controller: int, apiserver: int, etcd: int) -> None:
+        self.pids = {"controller": controller, "apiserver": apiserver, "etcd": etcd}
+        self.peak = dict.fromkeys(self.pids, 0)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> Sampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            for name, pid in self.pids.items():
+                self.peak[name] = max(
+                    self.peak[name], rss_bytes(tree(pid) if name == "controller" else [pid])
+                )
+            self._stop.wait(1.0)
+
+
+def member_requests(servers: list[fleet.ClusterInfo]) -> float:
+    """Requests the member API servers have served so far (sum of apiserver_request_total)."""
+    total = 0.0
+    for s in servers:
+        with internals.http(kubeclient.config_from_file(s.kubeconfig), timeout=10) as http:
+            text = http.get("/metrics").text
+        total += sum(
+            float(m.group(1)) for m in re.finditer(r"^apiserver_request_total\{[^}]*\} (\S+)$", text, re.M)
+        )
+    return total
+
+
+def object_counts(client: Client) -> dict[str, int]:
+    out = {}
+    for kind in (
+        "MemberCluster",
+        "ClusterPromotion",
+        "ClusterProfile",
+        "ClusterSummary",
+        "ClusterStagedUpdateRun",
+    ):
+        out[kind] = len(
+            list(
+                client.list(
+                    kinds.resource(kind),
+                    namespace="*" if kind in ("MemberCluster", "ClusterSummary") else None,
+                )
+            )
+        )
+    return out
+
+
+class Watch:
+    """Stage profiles' first writes with clusters, and promotion/run completion, as events arrive."""
+
+    def __init__(self, client: AsyncClient) -> None:
+        self.client = client
+        self.first_write: dict[str, float] = {}  # profile name -> receive time
+        self.done: dict[str, float] = {}  # promotion or run name -> time seen Succeeded
+        self.promotions: dict[str, Obj] = {}
+        self.changed = asyncio.Event()
+        self.tasks: list[asyncio.Task[None]] = []
+
+    def start(self) -> None:
+        self.tasks = [
+            asyncio.create_task(self._profiles()),
+            asyncio.create_task(self._promotions()),
+            asyncio.create_task(self._runs()),
+        ]
+
+    async def _profiles(self) -> None:
+        async for _, obj in self.client.watch(
+            kinds.resource("ClusterProfile"), labels={"fleetwave.io/promotion": ""}, on_error=on_error_retry
+        ):
+            if (obj.spec or {}).get("clusterRefs"):
+                self.first_write.setdefault(obj.metadata.name, time.time())
+
+    async def _promotions(self) -> None:
+        async for _, obj in self.client.watch(kinds.resource("ClusterPromotion"), on_error=on_error_retry):
+            self.promotions[obj.metadata.name] = obj.to_dict()
+            rollout = (obj.status or {}).get("rollout") or {}
+            if rollout.get("phase") == "Succeeded":
+                self.done.setdefault(obj.metadata.name, time.time())
+                self.changed.set()
+
+    async def _runs(self) -> None:
+        async for _, obj in self.client.watch(
+            kinds.resource("ClusterStagedUpdateRun"), on_error=on_error_retry
+        ):
+            conditions = (obj.status or {}).get("conditions") or []
+            if any(c.get("type") == "Succeeded" and c.get("status") == "True" for c in conditions):
+                self.done.setdefault(obj.metadata.name, time.time())
+                self.changed.set()
+
+    async def until_done(self, names: list[str], budget: float) -> bool:
+        deadline = time.monotonic() + budget
+        while not all(n in self.done for n in names):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            self.changed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.changed.wait(), min(left, 5.0))
+        return True
+
+    def gate_reactions(self, names: list[str]) -> list[float]:
+        out = []
+        for name in names:
+            stages = ((self.promotions.get(name, {}).get("status") or {}).get("rollout") or {}).get(
+                "stages"
+            ) or []
+            dev: Obj = next((s for s in stages if s.get("name") == "dev"), {})
+            until = next((g.get("until") for g in dev.get("gates") or [] if g.get("kind") == "Delay"), None)
+            seen = self.first_write.get(f"{name}-staging")
+            if until and seen:
+                out.append(seen - dt.datetime.fromisoformat(until.replace("Z", "+00:00")).timestamp())
+        return out
+
+    def stop(self) -> None:
+        for task in self.tasks:
+            task.cancel()
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))] if ordered else float("nan")
+
+
+# --- one point -----------------------------------------------------------------------------------
+
+
+async def point(
+    state: fleet.FleetState, n: int, args: argparse.Namespace, controller_pid: int
+) -> dict[str, Any]:
+    mk = state.cluster(fleet.MANAGEMENT).kubeconfig
+    client = kubeclient.async_client(kubeclient.config_from_file(mk))
+    sync = kubeclient.client(kubeclient.config_from_file(mk))
+    watch = Watch(client)
+    watch.start()
+    try:
+        single = f"single-{n}"
+        await client.apply(codecs.from_dict(content(single)), force=True)
+        t0 = time.monotonic()
+        await client.apply(codecs.from_dict(promotion(single, n, gated=False)), force=True)
+        if not await watch.until_done([single], args.budget):
+            return {"clusters": n, "completed": False, "stage": "single rollout"}
+        t_single = time.monotonic() - t0
+
+        names = [f"load-{n}-{j}" for j in range(args.promotions)]
+        runs = [f"run-{n}-{j}" for j in range(args.staged_runs)]
+        for name in names:
+            await client.apply(codecs.from_dict(content(name)), force=True)
+        for name in runs:
+            for doc in staged_docs(name, n):
+                await client.apply(codecs.from_dict(doc), force=True)
+        apiserver = next(p.pid for p in state.processes if p.name == "management/apiserver")
+        etcd = next(p.pid for p in state.processes if p.name == "management/etcd")
+        requests_before = await asyncio.to_thread(member_requests, state.members)
+        cpu_before = cpu_seconds(tree(controller_pid))
+        with Sampler(controller_pid, apiserver, etcd) as sampler:
+            t0 = time.monotonic()
+            await asyncio.gather(
+                *(
+                    client.apply(codecs.from_dict(promotion(name, n, gated=True)), force=True)
+                    for name in names
+                ),
+                *(_create_run_when_snapshotted(client, name) for name in runs),
+            )
+            completed = await watch.until_done(names + runs, args.budget)
+            t_load = time.monotonic() - t0
+        cpu = cpu_seconds(tree(controller_pid)) - cpu_before
+        requests = await asyncio.to_thread(member_requests, state.members) - requests_before
+        reactions = watch.gate_reactions(names)
+        counts = await asyncio.to_thread(object_counts, sync)
+        finished = [x for x in names + runs if x in watch.done]
+        return {
+            "clusters": n,
+            "completed": completed,
+            "finished": f"{len(finished)}/{len(names) + len(runs)}",
+            "single_s": round(t_single, 1),
+            "load_s": round(t_load, 1),
+            "ratio": round(t_load / t_single, 2),
+            "gate_p50_ms": round(pct(reactions, 0.5) * 1000),
+            "gate_p99_ms": round(pct(reactions, 0.99) * 1000),
+            "gate_samples": len(reactions),
+            "controller_rss_mib": round(sampler.peak["controller"] / 2**20),
+            "controller_cpu_s": round(cpu, 1),
+            "controller_cores": round(cpu / t_load, 2),
+            "apiserver_rss_mib": round(sampler.peak["apiserver"] / 2**20),
+            "etcd_rss_mib": round(sampler.peak["etcd"] / 2**20),
+            "member_requests_per_s": round(requests / t_load),
+            "objects": counts,
+        }
+    finally:
+        watch.stop()
+        await client.close()
+        sync.close()
+
+
+async def _create_run_when_snapshotted(client: AsyncClient, name: str) -> None:
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            await client.get(kinds.resource("ClusterResourceSnapshot"), f"{name}-0-snapshot")
+            break
+        except Exception:
+            await asyncio.sleep(0.2)
+    await client.create(codecs.from_dict(run_doc(name)))
+
+
+# --- the run -------------------------------------------------------------------------------------
+
+
+def start_controller(state: fleet.FleetState, helm: str, log: Path, shards: int) -> subprocess.Popen[bytes]:
+    argv = [
+        sys.executable,
+        "-m",
+        "fleetwave",
+        "controller",
+        "run",
+        "--kubeconfig",
+        state.cluster(fleet.MANAGEMENT).kubeconfig,
+        "--helm",
+        helm,
+        "--metrics-port",
+        str(processes.free_port()),
+        "--health-port",
+        str(processes.free_port()),
+        "--log-level",
+        "WARNING",
+    ]
+    if shards > 1:
+        argv += ["--shards", str(shards)]
+    with log.open("wb") as out:
+        return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
+
+
+def report(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
+    print(
+        f"\n{args.servers} light member API servers; {args.promotions} promotions + "
+        f"{args.staged_runs} staged runs per point, 3 stages, maxUpdate/maxConcurrency 10%"
+    )
+    head = (
+        "clusters | single rollout | loaded batch | ratio | gate p50/p99 | controller RSS | controller CPU "
+        "| mgmt apiserver / etcd RSS | member req/s | summaries"
+    )
+    print(head)
+    for r in rows:
+        if "single_s" not in r:
+            print(f"{r['clusters']:>8} | did not finish: {r.get('stage')}")
+            continue
+        done = "" if r["completed"] else f" (NOT done: {r['finished']})"
+        print(
+            f"{r['clusters']:>8} | {r['single_s']:>12} s | {r['load_s']:>10} s{done} | {r['ratio']:>5} | "
+            f"{r['gate_p50_ms']}/{r['gate_p99_ms']} ms | {r['controller_rss_mib']:>10} MiB | "
+            f"{r['controller_cpu_s']} s ({r['controller_cores']} cores) | "
+            f"{r['apiserver_rss_mib']} / {r['etcd_rss_mib']} MiB | {r['member_requests_per_s']} | "
+            f"{r['objects']['ClusterSummary']}"
+        )
+    print(json.dumps(rows))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="100,250,500,1000")
+    parser.add_argument("--servers", type=int, default=20)
+    parser.add_argument("--promotions", type=int, default=10)
+    parser.add_argument("--staged-runs", type=int, default=2)
+    parser.add_argument("--budget", type=float, default=900.0, help="seconds each point may take")
+    parser.add_argument("--shards", type=int, default=1)
+    args = parser.parse_args()
+    sizes = sorted(int(s) for s in args.sizes.split(","))
+    bins = binaries.ensure()
+    with tempfile.TemporaryDirectory(prefix="fleetwave-bench-scale-") as tmp:
+        state_dir = Path(tmp) / "fleet"
+        state = fleet.up(
+            state_dir,
+            members={f"member-{i + 1}": {} for i in range(args.servers)},
+            now=dt.datetime.now(dt.UTC),
+            bin_dir=bins.directory,
+            full_members=0,
+        )
+        controller = None
+        rows: list[dict[str, Any]] = []
+        try:
+            mk = state.cluster(fleet.MANAGEMENT).kubeconfig
+            with kubeclient.client(kubeclient.config_from_file(mk)) as mgmt:
+                install.install(mgmt)
+            controller = start_controller(state, bins.path("helm"), Path(tmp) / "controller.log", args.shards)
+            registered = 0
+            for n in sizes:
+                t = time.monotonic()
+                register_upto(mk, state.members, registered, n, sizes)
+                registered = n
+                print(f"{n} clusters registered ({time.monotonic() - t:.0f} s)", flush=True)
+                row = asyncio.run(point(state, n, args, controller.pid))
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+                if not row.get("completed"):
+                    break
+        finally:
+            if controller is not None:
+                controller.terminate()
+                try:
+                    controller.wait(30)
+                except subprocess.TimeoutExpired:
+                    controller.kill()
+            report(rows, args)
+            fleet.down(state_dir)
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    main()
