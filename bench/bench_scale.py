@@ -40,6 +40,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import httpx2
 from lightkube import AsyncClient, Client, codecs
 from lightkube.types import on_error_retry
 
@@ -53,6 +54,28 @@ NS = "default"
 MEMBERS_NS = "bench-scale"
 DELAY_SECONDS = 2
 Obj = dict[str, Any]
+METRICS_PORT = processes.free_port()
+
+
+def reconcile_seconds() -> dict[str, tuple[int, float]]:
+    """Reconciles per controller so far: (count, seconds spent), from the controller's /metrics."""
+    text = httpx2.get(f"http://127.0.0.1:{METRICS_PORT}/metrics", timeout=10).text
+    out: dict[str, tuple[int, float]] = {}
+    for m in re.finditer(
+        r'^fleetwave_reconcile_duration_seconds_(count|sum)\{controller="([^"]+)"\} (\S+)$', text, re.M
+    ):
+        count, total = out.get(m.group(2), (0, 0.0))
+        out[m.group(2)] = (
+            (int(float(m.group(3))), total) if m.group(1) == "count" else (count, float(m.group(3)))
+        )
+    for m in re.finditer(
+        r'^fleetwave_reconcile_total\{controller="([^"]+)",result="([^"]+)"\} (\S+)$', text, re.M
+    ):
+        RESULTS[f"{m.group(1)}/{m.group(2)}"] = int(float(m.group(3)))
+    return out
+
+
+RESULTS: dict[str, int] = {}  # reconciles by controller/result, as last read
 
 
 def env_of(server: int, servers: int) -> str:
@@ -292,9 +315,7 @@ class Watch:
         ]
 
     async def _profiles(self) -> None:
-        async for _, obj in self.client.watch(
-            kinds.resource("ClusterProfile"), labels={"fleetwave.io/promotion": ""}, on_error=on_error_retry
-        ):
+        async for _, obj in self.client.watch(kinds.resource("ClusterProfile"), on_error=on_error_retry):
             if (obj.spec or {}).get("clusterRefs"):
                 self.first_write.setdefault(obj.metadata.name, time.time())
 
@@ -368,6 +389,7 @@ async def point(
         if not await watch.until_done([single], args.budget):
             return {"clusters": n, "completed": False, "stage": "single rollout"}
         t_single = time.monotonic() - t0
+        work_single = await asyncio.to_thread(reconcile_seconds)
 
         names = [f"load-{n}-{j}" for j in range(args.promotions)]
         runs = [f"run-{n}-{j}" for j in range(args.staged_runs)]
@@ -377,7 +399,7 @@ async def point(
             for doc in staged_docs(name, n):
                 await client.apply(codecs.from_dict(doc), force=True)
         apiserver = next(p.pid for p in state.processes if p.name == "management/apiserver")
-        etcd = next(p.pid for p in state.processes if p.name == "management/etcd")
+        etcd = next(p.pid for p in state.processes if p.name == "etcd")
         requests_before = await asyncio.to_thread(member_requests, state.members)
         cpu_before = cpu_seconds(tree(controller_pid))
         with Sampler(controller_pid, apiserver, etcd) as sampler:
@@ -392,6 +414,7 @@ async def point(
             completed = await watch.until_done(names + runs, args.budget)
             t_load = time.monotonic() - t0
         cpu = cpu_seconds(tree(controller_pid)) - cpu_before
+        work = await asyncio.to_thread(reconcile_seconds)
         requests = await asyncio.to_thread(member_requests, state.members) - requests_before
         reactions = watch.gate_reactions(names)
         counts = await asyncio.to_thread(object_counts, sync)
@@ -402,17 +425,24 @@ async def point(
             "finished": f"{len(finished)}/{len(names) + len(runs)}",
             "single_s": round(t_single, 1),
             "load_s": round(t_load, 1),
-            "ratio": round(t_load / t_single, 2),
-            "gate_p50_ms": round(pct(reactions, 0.5) * 1000),
-            "gate_p99_ms": round(pct(reactions, 0.99) * 1000),
+            "ratio": round(t_load / t_single, 2) if names or runs else None,
+            "gate_p50_ms": round(pct(reactions, 0.5) * 1000) if reactions else None,
+            "gate_p99_ms": round(pct(reactions, 0.99) * 1000) if reactions else None,
             "gate_samples": len(reactions),
             "controller_rss_mib": round(sampler.peak["controller"] / 2**20),
             "controller_cpu_s": round(cpu, 1),
-            "controller_cores": round(cpu / t_load, 2),
+            "controller_cores": round(cpu / max(t_load, 1e-3), 2),
             "apiserver_rss_mib": round(sampler.peak["apiserver"] / 2**20),
             "etcd_rss_mib": round(sampler.peak["etcd"] / 2**20),
-            "member_requests_per_s": round(requests / t_load),
+            "member_requests_per_s": round(requests / max(t_load, 1e-3)),
             "objects": counts,
+            # Reconciles per controller and the seconds spent in them: single rollout, then load.
+            "results": dict(RESULTS),
+            "reconciles_single": {k: [c, round(t, 1)] for k, (c, t) in work_single.items()},
+            "reconciles_load": {
+                k: [c - work_single.get(k, (0, 0.0))[0], round(t - work_single.get(k, (0, 0.0))[1], 1)]
+                for k, (c, t) in work.items()
+            },
         }
     finally:
         watch.stop()
@@ -434,11 +464,18 @@ async def _create_run_when_snapshotted(client: AsyncClient, name: str) -> None:
 # --- the run -------------------------------------------------------------------------------------
 
 
-def start_controller(state: fleet.FleetState, helm: str, log: Path, shards: int) -> subprocess.Popen[bytes]:
+def start_controller(
+    state: fleet.FleetState, helm: str, log: Path, shards: int, profile: str | None = None
+) -> subprocess.Popen[bytes]:
     argv = [
         sys.executable,
-        "-m",
-        "fleetwave",
+        *(["-m", "cProfile", "-o", profile] if profile else []),
+        # FLEETWAVE_BENCH_ENTRY=<script>: run the controller through a script (instrumented runs).
+        *(
+            [os.environ["FLEETWAVE_BENCH_ENTRY"]]
+            if os.environ.get("FLEETWAVE_BENCH_ENTRY")
+            else ["-m", "fleetwave"]
+        ),
         "controller",
         "run",
         "--kubeconfig",
@@ -446,7 +483,7 @@ def start_controller(state: fleet.FleetState, helm: str, log: Path, shards: int)
         "--helm",
         helm,
         "--metrics-port",
-        str(processes.free_port()),
+        str(METRICS_PORT),
         "--health-port",
         str(processes.free_port()),
         "--log-level",
@@ -468,11 +505,12 @@ def report(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
         "| mgmt apiserver / etcd RSS | member req/s | summaries"
     )
     print(head)
-    for r in rows:
-        if "single_s" not in r:
-            print(f"{r['clusters']:>8} | did not finish: {r.get('stage')}")
+    for row in rows:
+        if "single_s" not in row:
+            print(f"{row['clusters']:>8} | did not finish: {row.get('stage')}")
             continue
-        done = "" if r["completed"] else f" (NOT done: {r['finished']})"
+        done = "" if row["completed"] else f" (NOT done: {row['finished']})"
+        r: dict[str, Any] = {k: ("-" if v is None else v) for k, v in row.items()}
         print(
             f"{r['clusters']:>8} | {r['single_s']:>12} s | {r['load_s']:>10} s{done} | {r['ratio']:>5} | "
             f"{r['gate_p50_ms']}/{r['gate_p99_ms']} ms | {r['controller_rss_mib']:>10} MiB | "
@@ -491,6 +529,7 @@ def main() -> None:
     parser.add_argument("--staged-runs", type=int, default=2)
     parser.add_argument("--budget", type=float, default=900.0, help="seconds each point may take")
     parser.add_argument("--shards", type=int, default=1)
+    parser.add_argument("--profile", default=None, help="run the controller under cProfile, into this file")
     args = parser.parse_args()
     sizes = sorted(int(s) for s in args.sizes.split(","))
     bins = binaries.ensure()
@@ -509,7 +548,9 @@ def main() -> None:
             mk = state.cluster(fleet.MANAGEMENT).kubeconfig
             with kubeclient.client(kubeclient.config_from_file(mk)) as mgmt:
                 install.install(mgmt)
-            controller = start_controller(state, bins.path("helm"), Path(tmp) / "controller.log", args.shards)
+            controller = start_controller(
+                state, bins.path("helm"), Path(tmp) / "controller.log", args.shards, args.profile
+            )
             registered = 0
             for n in sizes:
                 t = time.monotonic()

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from fleetwave.api import families
 from fleetwave.api.families import Family
@@ -21,9 +21,10 @@ from fleetwave.delivery.target import MemberTarget
 from fleetwave.kube import kinds
 from fleetwave.kube.client import AsyncClient
 from fleetwave.runtime import events
-from fleetwave.runtime.watching import Informer
+from fleetwave.runtime.watching import Informer, object_key
 
 Objects = list[dict[str, Any]]
+T = TypeVar("T")
 
 
 class Cache:
@@ -36,6 +37,8 @@ class Cache:
         # The caches of the other API families this process serves (set by the composition root):
         # a kubeconfig named by any family's member is a credential to every family.
         self.peers: list[Cache] = []
+        self._memo: dict[str, tuple[tuple[int, ...], Any]] = {}
+        self._indexes: dict[tuple[str, str], _LabelIndex] = {}
 
     def obj(self, kind: str, namespace: str | None, name: str) -> Any | None:
         if kind in self.family.kinds and not self.family.served(kind).namespaced:
@@ -58,11 +61,70 @@ class Cache:
                 out += cache.list("MemberCluster")
         return out
 
+    def labelled(self, kind: str, label: str, value: str) -> Objects:
+        """The objects of `kind` whose `label` is `value`, through an index kept from informer events
+        (made on first use), in native form: no scan of the whole kind."""
+        index = self._indexes.get((kind, label))
+        if index is None:
+            index = self._indexes[(kind, label)] = _LabelIndex(self.informers[kind], label)
+        informer = self.informers[kind]
+        found = (informer.get(key) for key in sorted(index.keys_of(value)))
+        return [self._view(kind, as_dict(o)) for o in found if o is not None]
+
+    def memo(self, name: str, kind: str, build: Callable[[], T], *, everywhere: bool = False) -> T:
+        """`build()` once per state of the `kind` informer (of every family's cache when
+        `everywhere`): what is derived from a whole kind is not rebuilt on every reconcile."""
+        caches = (self, *self.peers) if everywhere else (self,)
+        stamps = [getattr(c.informers[kind], "revision", None) for c in caches if kind in c.informers]
+        if None in stamps:  # an informer that does not count its changes: nothing can be kept
+            return build()
+        stamp = tuple(int(s) for s in stamps if s is not None)
+        found = self._memo.get(name)
+        if found is not None and found[0] == stamp:
+            return found[1]  # type: ignore[no-any-return]
+        value = build()
+        self._memo[name] = (stamp, value)
+        return value
+
     def _view(self, kind: str, obj: dict[str, Any]) -> dict[str, Any]:
         return self.family.view(kind, obj) if kind in self.family.kinds else obj
 
     def objects(self, kind: str) -> Iterable[Any]:
         return list(self.informers[kind].store.values())
+
+
+class _LabelIndex:
+    """Keys of an informer's objects by the value of one label, kept up to date by its events."""
+
+    def __init__(self, informer: Informer, label: str) -> None:
+        self.label = label
+        self._value_of: dict[str, str] = {}
+        self._keys: dict[str, set[str]] = {}
+        for key, obj in informer.store.items():
+            self._put(key, obj)
+        informer.on_change(self._on_change)
+
+    def keys_of(self, value: str) -> set[str]:
+        return self._keys.get(value, set())
+
+    def _on_change(self, event: str, obj: Any) -> None:
+        key = object_key(obj)
+        self._drop(key)
+        if event != "DELETED":
+            self._put(key, obj)
+
+    def _put(self, key: str, obj: Any) -> None:
+        value = (obj.metadata.labels or {}).get(self.label)
+        if value is not None:
+            self._value_of[key] = value
+            self._keys.setdefault(value, set()).add(key)
+
+    def _drop(self, key: str) -> None:
+        old = self._value_of.pop(key, None)
+        if old is not None:
+            self._keys[old].discard(key)
+            if not self._keys[old]:
+                del self._keys[old]
 
 
 def as_dict(obj: Any) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -183,11 +184,21 @@ def credentials(cache: Lookup, member: Member) -> Credentials:
         return Credentials(
             None, KUBECONFIG_MISSING, f"{where} has no readable key {member.secret[2] or 'kubeconfig'}"
         )
-    try:
-        kubeconfig_policy.load(raw, allow_insecure=member.allow_insecure)
-    except kubeconfig_policy.KubeconfigRefused as e:
-        return Credentials(None, KUBECONFIG_REFUSED, f"{where}: {_unquoted(str(e))}")
+    refused = _refusal(raw, member.allow_insecure)
+    if refused:
+        return Credentials(None, KUBECONFIG_REFUSED, f"{where}: {_unquoted(refused)}")
     return Credentials(raw)
+
+
+@functools.lru_cache(maxsize=4096)
+def _refusal(raw: bytes, allow_insecure: bool) -> str:
+    """Why the policy refuses this kubeconfig ("" when it accepts it): judged once per content, as
+    every delivery to a member asks again (a kubeconfig is a few KiB: the cache stays small)."""
+    try:
+        kubeconfig_policy.load(raw, allow_insecure=allow_insecure)
+    except kubeconfig_policy.KubeconfigRefused as e:
+        return str(e)
+    return ""
 
 
 def _unquoted(message: str) -> str:

@@ -8,6 +8,9 @@ change the decision.
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
+import json
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -64,8 +67,16 @@ class _Profiles:
                 await common.emit(ctx, run.obj, effect)
         # Level-triggered: every admitted cluster has a summary at the current revision; nothing else does.
         admitted = {c for s in decision.status.stages for c in s.started}
-        for cluster in sorted(admitted & facts.matching):
-            await apply_summary(ctx, run.obj, run.parsed, run.resolved, cluster)
+        # The spec every summary carries is dumped once, not once per cluster; the summaries that
+        # must be written go concurrently (a batch of a large stage is dozens of them).
+        dumped = summary_spec(run.parsed)
+        gate = asyncio.Semaphore(SUMMARY_WRITES)
+
+        async def one(cluster: str) -> None:
+            async with gate:
+                await apply_summary(ctx, run.obj, run.parsed, run.resolved, cluster, dumped)
+
+        await asyncio.gather(*(one(c) for c in sorted(admitted & facts.matching)))
         for cluster, summary in facts.existing.items():
             if cluster not in facts.matching:
                 await delete_summary(ctx, summary)
@@ -110,11 +121,28 @@ def _content(ctx: Context, raw: Mapping[str, Any], profile: ClusterProfile) -> c
     )
 
 
+def summary_spec(profile: ClusterProfile) -> dict[str, Any]:
+    """The profile spec a summary carries: all of it but `clusterRefs`, which a promotion's stage
+    profile grows batch by batch; copied, it rewrote every summary of the stage at every batch
+    (quadratic in the stage's size), and no delivery reads it."""
+    dumped = profile.spec.model_dump(mode="json", by_alias=True, exclude_none=True)
+    dumped.pop("clusterRefs", None)
+    return dumped
+
+
+SUMMARY_WRITES = 8  # summary writes of one profile in flight at once
+
+
 async def apply_summary(
-    ctx: Context, owner: Any, profile: ClusterProfile, resolved: content.Resolved, cluster: str
+    ctx: Context,
+    owner: Any,
+    profile: ClusterProfile,
+    resolved: content.Resolved,
+    cluster: str,
+    dumped_spec: dict[str, Any],
 ) -> None:
     """Server-side apply the cluster's ClusterSummary unless the cache shows it already as wanted."""
-    summary = _summary_body(ctx, owner, profile, resolved, cluster)
+    summary = _summary_body(ctx, owner, profile, resolved, cluster, dumped_spec)
     meta = summary["metadata"]
     current = ctx.cache.get("ClusterSummary", meta["namespace"], meta["name"])
     if current is not None and _same(current, summary):
@@ -123,12 +151,17 @@ async def apply_summary(
 
 
 def _summary_body(
-    ctx: Context, owner: Any, profile: ClusterProfile, resolved: content.Resolved, cluster: str
+    ctx: Context,
+    owner: Any,
+    profile: ClusterProfile,
+    resolved: content.Resolved,
+    cluster: str,
+    dumped_spec: dict[str, Any],
 ) -> dict[str, Any]:
     namespace, _, name = cluster.partition("/")
     profile_name = profile.metadata.name
     leave = profile.spec.stop_matching_behavior == "LeavePolicies"
-    metadata = {
+    metadata: dict[str, Any] = {
         "name": ss.summary_name(profile_name, name),
         "namespace": namespace,
         "labels": {
@@ -147,20 +180,23 @@ def _summary_body(
         "clusterNamespace": namespace,
         "clusterName": name,
         "clusterType": "Sveltos",
-        "clusterProfileSpec": profile.spec.model_dump(mode="json", by_alias=True, exclude_none=True),
+        "clusterProfileSpec": dumped_spec,
     }
-    return {
+    body = {
         "apiVersion": ctx.api_version("ClusterSummary"),
         "kind": "ClusterSummary",
         "metadata": metadata,
         "spec": spec,
     }
+    written = hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()[:32]
+    metadata["annotations"][ss.WRITTEN_HASH_ANNOTATION] = written
+    return body
 
 
 def _same(current: Mapping[str, Any], desired: Mapping[str, Any]) -> bool:
-    return current.get("spec") == desired["spec"] and common.annotations_hold(
-        current, desired["metadata"]["annotations"]
-    )
+    """Whether the summary already holds what we would write: by the hash we wrote with it (a summary
+    written before the hash existed is written once more, then compared by hash)."""
+    return common.annotations_hold(current, desired["metadata"]["annotations"])
 
 
 async def delete_summary(ctx: Context, summary: Mapping[str, Any]) -> None:

@@ -6,6 +6,7 @@ other. Everything that touches Kubernetes goes through `fleetwave.kube`; reads c
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
@@ -33,15 +34,44 @@ INVALID = (codec.ManifestError, content.ContentError, translate.TranslateError)
 T = TypeVar("T")
 
 
+_PARSED: OrderedDict[tuple[str, str, str, str, str], Any] = OrderedDict()
+_PARSED_SIZE = 4096
+
+
 def parse_as(raw: Mapping[str, Any], kind: str, model: type[T]) -> T:
-    """The cached object as its API model; the cache may hold it under another apiVersion spelling."""
-    parsed = codec.parse_object({**raw, "apiVersion": NATIVE_API_VERSION, "kind": kind})
+    """The cached object as its API model; the cache may hold it under another apiVersion spelling.
+
+    Parsed once per resourceVersion (a reconcile re-reads an unchanged object all the time, and a
+    summary reads its profile's spec on every pass); models are never modified after parsing."""
+    meta = raw.get("metadata") or {}
+    version = str(meta.get("resourceVersion") or "")
+    key = (
+        kind,
+        str(meta.get("namespace") or ""),
+        str(meta.get("name") or ""),
+        str(meta.get("uid") or ""),
+        version,
+    )
+    parsed = _PARSED.get(key) if version else None
+    if parsed is None:
+        parsed = codec.parse_object({**raw, "apiVersion": NATIVE_API_VERSION, "kind": kind})
+        if version:
+            _PARSED[key] = parsed
+            if len(_PARSED) > _PARSED_SIZE:
+                _PARSED.popitem(last=False)
+    else:
+        _PARSED.move_to_end(key)
     assert isinstance(parsed, model)
     return parsed
 
 
 def fleet_of(cache: Cache) -> m.Fleet:
-    return members.fleet(members.from_object(o) for o in cache.list("MemberCluster"))
+    """The fleet as rollouts see it, rebuilt only when a MemberCluster changed."""
+    return cache.memo(
+        "fleet",
+        "MemberCluster",
+        lambda: members.fleet(members.from_object(o) for o in cache.list("MemberCluster")),
+    )
 
 
 def summaries_of(cache: Cache, profile: str) -> dict[str, dict[str, Any]]:
@@ -50,9 +80,7 @@ def summaries_of(cache: Cache, profile: str) -> dict[str, dict[str, Any]]:
     owner = cache.get("ClusterProfile", None, profile)
     uid = ((owner or {}).get("metadata") or {}).get("uid")
     out = {}
-    for s in cache.list("ClusterSummary"):
-        if ((s.get("metadata") or {}).get("labels") or {}).get(ss.PROFILE_LABEL) != profile:
-            continue
+    for s in cache.labelled("ClusterSummary", ss.PROFILE_LABEL, profile):
         if uid is not None and not ss.foreign(s, profile, uid, cache.family.api_version("ClusterProfile")):
             spec = s.get("spec") or {}
             out[members.member_key(spec["clusterNamespace"], spec["clusterName"])] = s
@@ -97,7 +125,12 @@ def content_boundary(ctx: Context) -> content.Boundary:
     """What a cluster-scoped profile may read: anything but fleetwave's namespace and kubeconfigs."""
     return content.Boundary(
         controller_namespace=ctx.namespace,
-        kubeconfig_secrets=content.kubeconfig_secrets(ctx.cache.members_everywhere()),
+        kubeconfig_secrets=ctx.cache.memo(
+            "kubeconfig secrets",
+            "MemberCluster",
+            lambda: content.kubeconfig_secrets(ctx.cache.members_everywhere()),
+            everywhere=True,
+        ),
     )
 
 

@@ -23,6 +23,9 @@ SVELTOS_PROFILE_LABEL = "projectsveltos.io/cluster-profile-name"
 CONTENT_ANNOTATION = "fleetwave.io/content"
 CONTENT_HASH_ANNOTATION = "fleetwave.io/content-hash"
 LEAVE_POLICIES_ANNOTATION = "fleetwave.io/leave-policies"
+# The hash of what the profile last wrote into a summary (spec, labels, annotations, owner): the API
+# server adds defaults to the spec, so comparing the stored spec with the wanted one never matches.
+WRITTEN_HASH_ANNOTATION = "fleetwave.io/written-hash"
 FINALIZER = "fleetwave.io/cleanup"
 
 OWNER_API_VERSION = API_VERSION

@@ -31,12 +31,15 @@ def track(
         index = known.get(name)
         if index is None:
             index = batching.stage_index_for(spec.stages, fleet.by_name[name].labels)
-            where = f"stage {spec.stages[index].name}" if index >= 0 else "no stage"
-            effects.append(
-                fx.Event(
-                    "ClusterJoined", f"cluster {name} joined after the plan was frozen (matches {where})"
+            # One that matches no stage concerns this rollout in no way: said nothing about (a stage
+            # profile of a promotion re-plans at every batch, and most of the fleet matches none).
+            if index >= 0:
+                where = f"stage {spec.stages[index].name}"
+                effects.append(
+                    fx.Event(
+                        "ClusterJoined", f"cluster {name} joined after the plan was frozen (matches {where})"
+                    )
                 )
-            )
         joiners.append((name, index))
     late_started = tuple(n for n in status.late_started if n in fleet.names)
     return replace(status, departed=departed, late_joiners=tuple(joiners), late_started=late_started)

@@ -53,6 +53,26 @@ class _Seen:
     count: int
 
 
+class SpamFilter:
+    """Like client-go's spam filter: per key (object and reason), a burst of `burst` Events, then one
+    per `refill_seconds`. Every Event is a write to the API server; a rollout that re-plans at every
+    batch must not turn each re-plan into one."""
+
+    def __init__(self, *, burst: int = 25, refill_seconds: float = 300.0, size: int = 4096) -> None:
+        self.burst, self.refill_seconds, self.size = burst, refill_seconds, size
+        self._buckets: collections.OrderedDict[Any, tuple[float, float]] = collections.OrderedDict()
+
+    def allow(self, key: Any, now: float) -> bool:
+        tokens, at = self._buckets.get(key, (float(self.burst), now))
+        tokens = min(float(self.burst), tokens + (now - at) / self.refill_seconds)
+        allowed = tokens >= 1.0
+        self._buckets[key] = (tokens - 1.0 if allowed else tokens, now)
+        self._buckets.move_to_end(key)
+        while len(self._buckets) > self.size:
+            self._buckets.popitem(last=False)
+        return allowed
+
+
 class EventRecorder:
     def __init__(
         self,
@@ -67,10 +87,14 @@ class EventRecorder:
         self.instance = instance or component
         self._cache_size = cache_size
         self._seen: collections.OrderedDict[tuple[Any, ...], _Seen] = collections.OrderedDict()
+        self._spam = SpamFilter(size=cache_size)
 
     async def record(self, ref: ObjectRef, type_: EventType, reason: str, message: str) -> None:
         key = (ref, type_, reason, message)
         now = dt.datetime.now(dt.UTC)
+        if not self._spam.allow((ref, reason), now.timestamp()):
+            log.debug("event %s on %s/%s dropped: too many of it lately", reason, ref.kind, ref.name)
+            return
         seen = self._seen.get(key)
         try:
             if seen is not None and await self._bump(seen, now):

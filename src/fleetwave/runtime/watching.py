@@ -55,6 +55,8 @@ class Informer:
         self._server_timeout = server_timeout
         self._backoff = backoff
         self._store: dict[str, Any] = {}
+        # Bumped on every change of the store: what is derived from it can be kept until it moves.
+        self.revision = 0
         self._handlers: list[Handler] = []
         self.has_synced = asyncio.Event()
         self.relists = 0
@@ -99,6 +101,7 @@ class Informer:
         fresh = {object_key(obj): obj async for obj in listing}
         resource_version: str = listing.resourceVersion
         old, self._store = self._store, fresh
+        self.revision += 1
         self.relists += 1
         for key, obj in fresh.items():
             previous = old.get(key)
@@ -122,6 +125,7 @@ class Informer:
                 self._store.pop(key, None)
             else:
                 self._store[key] = obj
+            self.revision += 1
             self._dispatch("DELETED" if event_type == "DELETED" else _upsert(event_type), obj)
             yield None
 

@@ -94,6 +94,14 @@ class _Cache:
         self.reads.append((kind, namespace or "", name))
         return self.objects.get((kind, namespace or "", name))
 
+    def memo(self, name: str, kind: str, build: Any, *, everywhere: bool = False) -> Any:
+        return build()  # nothing kept: every call sees the objects as they are now
+
+    def labelled(self, kind: str, label: str, value: str) -> list[dict[str, Any]]:
+        return [
+            o for o in self.list(kind) if ((o.get("metadata") or {}).get("labels") or {}).get(label) == value
+        ]
+
 
 @dataclass
 class _Client:

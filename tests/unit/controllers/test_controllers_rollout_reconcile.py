@@ -65,6 +65,14 @@ class _Cache:
     def list(self, kind: str) -> list[dict[str, Any]]:
         return [o.to_dict() for (k, _), o in self.objects_.items() if k == kind]
 
+    def memo(self, name: str, kind: str, build: Any, *, everywhere: bool = False) -> Any:
+        return build()  # nothing kept: every call sees the objects as they are now
+
+    def labelled(self, kind: str, label: str, value: str) -> list[dict[str, Any]]:
+        return [
+            o for o in self.list(kind) if ((o.get("metadata") or {}).get("labels") or {}).get(label) == value
+        ]
+
 
 def _conflict() -> ApiError:
     return ApiError(status=meta_v1.Status(code=409, message="conflict"))

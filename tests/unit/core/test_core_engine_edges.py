@@ -304,3 +304,12 @@ def test_the_last_stage_succeeding_completes_the_rollout() -> None:
     assert decision.status.phase is st.RolloutPhase.SUCCEEDED
     assert decision.status.condition("Succeeded").status is st.ConditionStatus.TRUE  # type: ignore[union-attr]
     assert decision.requeue_at is None
+
+
+def test_a_cluster_matching_no_stage_joins_silently() -> None:
+    d = Driver(spec(stage("dev")), fleet(dev=1))
+    d.step()
+    d.fleet = m.Fleet.of([*d.fleet.by_name.values(), m.Cluster("elsewhere", {"env": "qa"})])
+    decision = d.step(T0 + minutes(1))
+    assert "ClusterJoined" not in events(decision)
+    assert decision.status.late_joiners == (("elsewhere", -1),)

@@ -9,7 +9,7 @@ import httpx2
 import pytest
 
 from fleetwave.kube import ops, status
-from fleetwave.runtime import controller, leader, metrics, probes, queueing
+from fleetwave.runtime import controller, events, leader, metrics, probes, queueing
 
 
 class Recorder:
@@ -168,3 +168,14 @@ async def http_get(port: int, path: str) -> tuple[int, bytes]:
     await writer.wait_closed()
     head, body = raw.split(b"\r\n\r\n", 1)
     return int(head.split()[1]), body
+
+
+def test_event_spam_filter_allows_a_burst_then_one_per_refill_period() -> None:
+    spam = events.SpamFilter(burst=3, refill_seconds=10.0, size=2)
+    assert [spam.allow("a", 0.0) for _ in range(4)] == [True, True, True, False]
+    assert spam.allow("b", 0.0)  # another key has its own bucket
+    assert not spam.allow("a", 5.0)
+    assert spam.allow("a", 10.5)  # one token back after the refill period
+    assert not spam.allow("a", 10.6)
+    spam.allow("c", 11.0)  # beyond `size` keys the least recently used is forgotten: "b" went
+    assert len(spam._buckets) == 2

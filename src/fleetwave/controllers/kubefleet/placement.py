@@ -51,7 +51,12 @@ async def reconcile(ctx: Context, scope: nm.Scope, key: str) -> Result:
             placement.spec,
             ctx.cache.list,
             namespace=namespace,
-            credentials=members.kubeconfig_secrets(ctx.cache.members_everywhere()),
+            credentials=ctx.cache.memo(
+                "member kubeconfig secrets",
+                "MemberCluster",
+                lambda: members.kubeconfig_secrets(ctx.cache.members_everywhere()),
+                everywhere=True,
+            ),
         )
     except (codec.ManifestError, selection.SelectionError) as e:
         return await _invalid(ctx, scope, obj, current, str(e))
