@@ -1,0 +1,127 @@
+"""What the controllers derive from whole kinds is kept until the kind changes: the cache's memo
+(keyed by informer revisions), its label index, and specs parsed once per resourceVersion."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from lightkube.generic_resource import create_global_resource
+
+from fleetwave.api.sveltos import ClusterProfile
+from fleetwave.controllers import profile, rollout_common
+from fleetwave.controllers.context import Cache
+
+Summary = create_global_resource("fleetwave.io", "v1alpha1", "ClusterSummaryT", "clustersummariest")
+
+
+class FakeInformer:
+    """The parts of an Informer the cache uses: a store, a revision, change handlers."""
+
+    def __init__(self) -> None:
+        self.store: dict[str, Any] = {}
+        self.revision = 0
+        self.handlers: list[Callable[[str, Any], None]] = []
+
+    def get(self, key: str) -> Any:
+        return self.store.get(key)
+
+    def on_change(self, handler: Callable[[str, Any], None]) -> None:
+        self.handlers.append(handler)
+
+    def put(self, name: str, labels: dict[str, str], event: str = "ADDED") -> None:
+        obj = Summary.from_dict({"metadata": {"name": name, "labels": labels}})
+        self.store[name] = obj
+        self.revision += 1
+        for h in self.handlers:
+            h(event, obj)
+
+    def delete(self, name: str) -> None:
+        obj = self.store.pop(name)
+        self.revision += 1
+        for h in self.handlers:
+            h("DELETED", obj)
+
+
+def test_memo_rebuilds_only_when_the_kind_changed() -> None:
+    informer = FakeInformer()
+    cache = Cache({"ClusterSummary": informer})  # type: ignore[dict-item]
+    builds: list[int] = []
+
+    def build() -> int:
+        builds.append(len(informer.store))
+        return len(informer.store)
+
+    assert cache.memo("n", "ClusterSummary", build) == 0
+    assert cache.memo("n", "ClusterSummary", build) == 0
+    informer.put("a", {})
+    assert cache.memo("n", "ClusterSummary", build) == 1
+    assert builds == [0, 1]
+
+
+def test_memo_counts_the_peers_changes_when_asked_to() -> None:
+    mine, theirs = FakeInformer(), FakeInformer()
+    cache, peer = Cache({"ClusterSummary": mine}), Cache({"ClusterSummary": theirs})  # type: ignore[dict-item]
+    cache.peers = [peer]
+    calls = []
+    cache.memo("everywhere", "ClusterSummary", lambda: calls.append(1), everywhere=True)
+    theirs.put("x", {})
+    cache.memo("everywhere", "ClusterSummary", lambda: calls.append(1), everywhere=True)
+    cache.memo("mine only", "ClusterSummary", lambda: calls.append(1))
+    theirs.put("y", {})
+    cache.memo("mine only", "ClusterSummary", lambda: calls.append(1))
+    assert len(calls) == 3  # the peer's second change does not concern "mine only"
+
+
+def test_labelled_follows_adds_relabels_and_deletes() -> None:
+    informer = FakeInformer()
+    informer.put("before-index", {"profile": "p"})
+    cache = Cache({"ClusterSummary": informer})  # type: ignore[dict-item]
+
+    def names(value: str) -> list[str]:
+        return [o["metadata"]["name"] for o in cache.labelled("ClusterSummary", "profile", value)]
+
+    assert names("p") == ["before-index"]
+    informer.put("b", {"profile": "p"})
+    informer.put("c", {"profile": "q"})
+    assert names("p") == ["b", "before-index"]
+    informer.put("b", {"profile": "q"}, event="MODIFIED")
+    assert names("p") == ["before-index"]
+    assert names("q") == ["b", "c"]
+    informer.delete("c")
+    assert names("q") == ["b"]
+
+
+def _profile(rv: str, max_update: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "fleetwave.io/v1alpha1",
+        "kind": "ClusterProfile",
+        "metadata": {"name": "p", "uid": "u1", "resourceVersion": rv},
+        "spec": {"maxUpdate": max_update, "clusterSelector": {"matchLabels": {"env": "dev"}}},
+    }
+
+
+def test_a_spec_is_parsed_once_per_resource_version() -> None:
+    first = rollout_common.parse_as(_profile("1", "10%"), "ClusterProfile", ClusterProfile)
+    again = rollout_common.parse_as(_profile("1", "10%"), "ClusterProfile", ClusterProfile)
+    changed = rollout_common.parse_as(_profile("2", "50%"), "ClusterProfile", ClusterProfile)
+    assert again is first
+    assert changed is not first
+    assert changed.spec.max_update == "50%"
+    unversioned = _profile("", "20%")
+    assert rollout_common.parse_as(unversioned, "ClusterProfile", ClusterProfile) is not (
+        rollout_common.parse_as(unversioned, "ClusterProfile", ClusterProfile)
+    )
+
+
+def test_the_spec_a_summary_carries_does_not_change_when_a_stage_admits_more_clusters() -> None:
+    def stage_profile(refs: list[str], rv: str) -> ClusterProfile:
+        raw = _profile(rv, "10%")
+        del raw["spec"]["clusterSelector"]
+        raw["spec"]["clusterRefs"] = [{"namespace": "ns", "name": r} for r in refs]
+        return rollout_common.parse_as(raw, "ClusterProfile", ClusterProfile)
+
+    one, two = stage_profile(["a"], "10"), stage_profile(["a", "b"], "11")
+    assert profile.summary_spec(one) == profile.summary_spec(two)
+    assert "clusterRefs" not in profile.summary_spec(two)
+    assert profile.summary_spec(two)["maxUpdate"] == "10%"
