@@ -69,14 +69,14 @@ def register(manager: Manager, ctx: Context) -> None:
         placements: Controller[str] = manager.add_controller(
             f"{tag}-placement",
             _bind(placement.reconcile, ctx, scope),
-            workers=2,
+            workers=4,
             rollout=functools.partial(_rollout_of_placement, scope),
             keys=functools.partial(_placements, ctx, scope),
         )
         runs: Controller[str] = manager.add_controller(
             f"{tag}-stagedupdaterun",
             _bind(run.reconcile, ctx, scope),
-            workers=2,
+            workers=4,
             rollout=functools.partial(_rollout_of_run, ctx, scope),
             keys=functools.partial(_runs, ctx, scope),
         )
