@@ -173,29 +173,12 @@ def _action(before: dict[str, Any] | None, after: dict[str, Any]) -> Action:
     return "unchanged" if ct.comparable(before) == ct.comparable(after) else "configured"
 
 
-_UNREAD: Any = object()  # `before` not read ahead: `_apply_one` reads it itself
-
-
-async def _before(client: AsyncClient, resolver: kd.AsyncKinds, obj: Mapping[str, Any]) -> Any:
-    """The live object (None when absent) read ahead of its apply; `_UNREAD` when it cannot be read
-    yet (a kind this same content defines): `_apply_one` then reads it, and reports any error."""
-    info = await resolver.find(kd.GVK(str(obj["apiVersion"]), str(obj["kind"])))
-    if info is None:
-        return _UNREAD
-    body = _placed(obj, info)
-    try:
-        return await _live(client, kd.resource_class(info), ct.ref_of(body))
-    except ops.StatusError:
-        return _UNREAD
-
-
 async def _apply_one(
     client: AsyncClient,
     resolver: kd.AsyncKinds,
     obj: Mapping[str, Any],
     dry_run: bool,
     policy: ApplyPolicy = DEFAULT_POLICY,
-    before: Any = _UNREAD,
 ) -> AppliedObject:
     gvk = kd.GVK(str(obj["apiVersion"]), str(obj["kind"]))
     info = await resolver.find(gvk)
@@ -205,8 +188,7 @@ async def _apply_one(
     ref, digest = ct.ref_of(body), ct.object_hash(body)
     cls = kd.resource_class(info)
     try:
-        if before is _UNREAD:
-            before = await _live(client, cls, ref)
+        before = await _live(client, cls, ref)
         refused = _owned_elsewhere(before, body) if before is not None else ""
         if not refused and before is not None and not _ours(before) and policy.take_over != "Always":
             refused = await _not_taken_over(client, cls, before, body, policy.take_over)
@@ -341,14 +323,10 @@ async def apply(
                 if result.changed and result.ref.kind == "CustomResourceDefinition" and not dry_run:
                     await _await_established(client, resolver, result)
         else:
-            # What is live now is read for every object at once (reads change nothing); then nothing
-            # depends on another object of its own wave, so a wave's objects go concurrently: one
-            # round trip per wave instead of two per object, waves in dependency order.
-            befores = iter(await _bounded_gather(_before(client, resolver, o) for o in desired))
+            # Nothing depends on another object of its own wave: a wave's objects go concurrently
+            # (each read just before its apply, so what it reports is what that apply changed).
             for wave in _waves(desired):
-                done = await _bounded_gather(
-                    _apply_one(client, resolver, o, dry_run, policy, next(befores)) for o in wave
-                )
+                done = await _bounded_gather(_apply_one(client, resolver, o, dry_run, policy) for o in wave)
                 results += done
                 for result in done:
                     if result.changed and result.ref.kind == "CustomResourceDefinition" and not dry_run:
