@@ -19,7 +19,7 @@ import pytest
 import yaml
 from lightkube import ApiError, Client
 from lightkube.resources.batch_v1 import Job
-from lightkube.resources.core_v1 import ConfigMap
+from lightkube.resources.core_v1 import ConfigMap, Pod
 from promotion_support import (
     ControllerThread,
     deleted_after,
@@ -182,10 +182,17 @@ def test_core_app_rollout_waits_for_its_validation_job_judged_by_cel(
         assert value(members["member-1"], namespace, "core-app") is None  # dev is in no stage
         # The verification deployment exists only while the stage is checked: it is withdrawn after.
         wait_for(lambda: job not in _jobs(members["member-2"]), what="validation Job withdrawn")
+        # ... and its Pods with it: a withdrawal cascades, it does not orphan what the Job ran.
+        wait_for(lambda: not _job_pods(members["member-2"], job), what="validation Job's Pods removed")
 
 
 def _jobs(member: Client) -> set[str]:
     return {j.metadata.name for j in member.list(Job, namespace="default")}
+
+
+def _job_pods(member: Client, job: str) -> list[str]:
+    pods = member.list(Pod, namespace="default", labels={"job-name": job})
+    return [p.metadata.name for p in pods if not (p.metadata and p.metadata.deletionTimestamp)]
 
 
 class JobWatch:

@@ -386,7 +386,10 @@ async def _labelled(client: AsyncClient, info: kd.KindInfo, key: str) -> list[ct
 
 
 async def _delete(client: AsyncClient, info: kd.KindInfo, ref: ct.ObjectRef) -> bool:
-    return await ops.delete_if_exists(client, kd.resource_class(info), ref.name, namespace=ref.namespace)
+    # A withdrawn Job or ReplicaSet takes its Pods with it, as with `kubectl delete`.
+    return await ops.delete_if_exists(
+        client, kd.resource_class(info), ref.name, namespace=ref.namespace, dependents=True
+    )
 
 
 def _removal_order(kinds: Iterable[kd.GVK]) -> list[kd.GVK]:

@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx2
 from lightkube import ApiError, AsyncClient, LoadResourceError, codecs
-from lightkube.types import PatchType, on_error_retry
+from lightkube.types import CascadeType, PatchType, on_error_retry
 
 from fleetwave.kube import kinds
 
@@ -113,11 +113,21 @@ async def get(client: AsyncClient, resource: type[Any], name: str, *, namespace:
 
 
 async def delete_if_exists(
-    client: AsyncClient, resource: type[Any], name: str, *, namespace: str | None = None
+    client: AsyncClient,
+    resource: type[Any],
+    name: str,
+    *,
+    namespace: str | None = None,
+    dependents: bool = False,
 ) -> bool:
-    """Delete; False when it was already gone (or its kind is no longer served)."""
+    """Delete; False when it was already gone (or its kind is no longer served).
+
+    `dependents`: the object's dependents go too, in the background (what `kubectl delete` does).
+    Without it the kind's own default applies, which for a batch/v1 Job is to orphan its Pods and
+    keep the Job until the member's garbage collector has released them."""
+    cascade = CascadeType.BACKGROUND if dependents else None
     try:
-        await client.delete(resource, name, namespace=namespace)
+        await client.delete(resource, name, namespace=namespace, cascade=cascade)
     except StatusError as e:
         if not is_not_found(e):
             raise
