@@ -101,6 +101,7 @@ async def test_event_recorder_writes_one_event_and_counts_repeats(
     for _ in range(3):
         await recorder.record(ref, events.EventType.NORMAL, "StageStarted", "stage canary started")
     await recorder.record(ref, events.EventType.WARNING, "GateFailed", "health check failed")
+    await recorder.close()  # written in the background, in order: wait for the queue to drain
     found = list(management.list(Event, namespace=namespace, fields={"involvedObject.name": "subject"}))
     by_reason = {e.reason: e for e in found}
     assert len(found) == 2

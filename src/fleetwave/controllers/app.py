@@ -93,6 +93,7 @@ def build(client: AsyncClient, settings: Settings, *, handle_signals: bool = Tru
         "Secret": manager.add_informer(Informer(client, Secret)),
     }
     recorder = events.EventRecorder(client, "fleetwave")
+    manager.recorder = recorder
     contexts = [
         _family(manager, client, settings, family, shared, recorder, HealthAdapter(pool, watches))
         for family in (families.NATIVE, *settings.upstream)
@@ -157,6 +158,7 @@ class _SandboxedManager(Manager):
         super().__init__(client, **kwargs)
         self.health_pool = pool
         self.member_watches = watches
+        self.recorder: events.EventRecorder | None = None
 
     async def run(self) -> None:
         warm = asyncio.create_task(self.health_pool.start(), name="health-check sandbox start")
@@ -166,6 +168,8 @@ class _SandboxedManager(Manager):
         finally:
             warm.cancel()
             await asyncio.gather(warm, return_exceptions=True)
+            if self.recorder is not None:  # what the last reconciles queued (bounded)
+                await self.recorder.close(within=5.0)
             try:  # bounded, like the pool below: a stream stuck in I/O must not keep us from exiting
                 await asyncio.wait_for(self.member_watches.close(), POOL_CLOSE_SECONDS)
             except TimeoutError:
@@ -189,7 +193,7 @@ def _report_warm_failure(task: asyncio.Task[None]) -> None:
 
 def _manager(
     client: AsyncClient, settings: Settings, pool: CheckPool, watches: MemberWatches, *, handle_signals: bool
-) -> Manager:
+) -> _SandboxedManager:
     return _SandboxedManager(
         client,
         pool,

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import base64
 import binascii
+import collections
 import copy
 import hashlib
 import json
 import re
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -212,7 +214,55 @@ def load_yaml_map(text: str, source: str, *, redact: bool) -> dict[str, Any]:
     return parsed
 
 
+class _ParsedCache:
+    """Documents already parsed, by a digest of their text: a rollout re-reads the same policy
+    ConfigMap on every pass, and parsing YAML in Python is the costliest step of that read. Bounded
+    by the total size of the texts it remembers (least recently used go first); callers get copies,
+    so nothing they change leaks into a later read."""
+
+    def __init__(self, max_bytes: int = 32 * 1024 * 1024) -> None:
+        self.max_bytes = max_bytes
+        self._held = 0
+        self._entries: collections.OrderedDict[str, tuple[int, list[dict[str, Any]]]] = (
+            collections.OrderedDict()
+        )
+        self._lock = threading.Lock()  # the CLI and tests call in from more than one thread
+
+    def get(self, key: str) -> list[dict[str, Any]] | None:
+        with self._lock:
+            found = self._entries.get(key)
+            if found is None:
+                return None
+            self._entries.move_to_end(key)
+        return copy.deepcopy(found[1])
+
+    def put(self, key: str, size: int, parsed: list[dict[str, Any]]) -> None:
+        kept = copy.deepcopy(parsed)
+        with self._lock:
+            if size > self.max_bytes or key in self._entries:
+                return
+            self._entries[key] = (size, kept)
+            self._held += size
+            while self._held > self.max_bytes:
+                _key, (dropped, _) = self._entries.popitem(last=False)
+                self._held -= dropped
+
+
+_PARSED = _ParsedCache()
+
+
 def _documents(text: str, source: str, *, redact: bool = False) -> list[dict[str, Any]]:
+    # Only a text that parsed is remembered, so the errors (which name the source) are never cached.
+    key = hashlib.sha256(text.encode()).hexdigest()
+    cached = _PARSED.get(key)
+    if cached is not None:
+        return cached
+    parsed = _parse_documents(text, source, redact=redact)
+    _PARSED.put(key, len(text), parsed)
+    return parsed
+
+
+def _parse_documents(text: str, source: str, *, redact: bool) -> list[dict[str, Any]]:
     try:
         docs = yamlsafe.load_all(text, what=source)
     except yamlsafe.YamlError as err:

@@ -3,10 +3,16 @@
 Like client-go's correlator, the same (object, type, reason, message) within the cache's memory
 bumps `count` and `lastTimestamp` instead of creating another Event. Events are best effort: a
 failed write is logged, never raised, so it cannot fail a reconcile.
+
+Like client-go's broadcaster, `record` only queues the Event: one writer task per recorder sends
+them in order, off the reconcile's path (each Event is a write to the API server, and a rollout's
+stage transitions emit several). The queue is bounded; past it an Event is dropped and counted.
+`flush()` waits for what was queued; `close()` does so within a time limit, at shutdown.
 """
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import datetime as dt
 import logging
@@ -73,6 +79,10 @@ class SpamFilter:
         return allowed
 
 
+# What `record` queued: the object, type, reason, message and when it happened.
+_Pending = tuple[ObjectRef, EventType, str, str, dt.datetime]
+
+
 class EventRecorder:
     def __init__(
         self,
@@ -81,6 +91,7 @@ class EventRecorder:
         *,
         instance: str | None = None,
         cache_size: int = 4096,
+        max_pending: int = 1000,
     ) -> None:
         self._api = client
         self.component = component
@@ -88,13 +99,61 @@ class EventRecorder:
         self._cache_size = cache_size
         self._seen: collections.OrderedDict[tuple[Any, ...], _Seen] = collections.OrderedDict()
         self._spam = SpamFilter(size=cache_size)
+        self.max_pending = max_pending
+        self.dropped = 0  # Events not written because the queue was full
+        self._pending: asyncio.Queue[_Pending] | None = None
+        self._writer: asyncio.Task[None] | None = None
 
     async def record(self, ref: ObjectRef, type_: EventType, reason: str, message: str) -> None:
-        key = (ref, type_, reason, message)
+        """Queue the Event (its time is now); it is written in the background, in order."""
         now = dt.datetime.now(dt.UTC)
         if not self._spam.allow((ref, reason), now.timestamp()):
             log.debug("event %s on %s/%s dropped: too many of it lately", reason, ref.kind, ref.name)
             return
+        pending = self._queue()
+        if pending.qsize() >= self.max_pending:
+            self.dropped += 1
+            log.debug("event %s on %s/%s dropped: %d waiting", reason, ref.kind, ref.name, pending.qsize())
+            return
+        pending.put_nowait((ref, type_, reason, message, now))
+
+    async def flush(self) -> None:
+        """Wait until every queued Event was written (or failed)."""
+        if self._pending is not None:
+            await self._pending.join()
+
+    async def close(self, within: float = 5.0) -> None:
+        """Write what is queued, within `within` seconds, then stop the writer."""
+        try:
+            await asyncio.wait_for(self.flush(), within)
+        except TimeoutError:
+            left = self._pending.qsize() if self._pending is not None else 0
+            log.warning("%d events not written within %ss of shutdown", left, within)
+        if self._writer is not None:
+            self._writer.cancel()
+            await asyncio.gather(self._writer, return_exceptions=True)
+        self._pending, self._writer = None, None
+
+    def _queue(self) -> asyncio.Queue[_Pending]:
+        loop = asyncio.get_running_loop()
+        writer = self._writer
+        if self._pending is None or writer is None or writer.done() or writer.get_loop() is not loop:
+            self._pending = asyncio.Queue()
+            self._writer = loop.create_task(self._write_all(self._pending), name="event writer")
+        return self._pending
+
+    async def _write_all(self, pending: asyncio.Queue[_Pending]) -> None:
+        while True:
+            item = await pending.get()
+            try:
+                await self._write(*item)
+            finally:
+                pending.task_done()
+
+    async def _write(
+        self, ref: ObjectRef, type_: EventType, reason: str, message: str, now: dt.datetime
+    ) -> None:
+        key = (ref, type_, reason, message)
         seen = self._seen.get(key)
         try:
             if seen is not None and await self._bump(seen, now):

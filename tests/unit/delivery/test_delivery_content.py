@@ -203,3 +203,46 @@ def test_kinds_are_known_from_lightkube_and_from_crds_in_the_content() -> None:
     assert found[kinds.GVK("example.com/v2", "Widget")] == kinds.KindInfo(
         kinds.GVK("example.com/v2", "Widget"), "widgets", False
     )
+
+
+def test_parsed_policies_are_remembered_but_every_caller_gets_its_own_copy(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(ct, "_PARSED", ct._ParsedCache())
+    parses = 0
+    real = ct._parse_documents
+
+    def counting(text: str, source: str, *, redact: bool) -> list[dict[str, Any]]:
+        nonlocal parses
+        parses += 1
+        return real(text, source, redact=redact)
+
+    monkeypatch.setattr(ct, "_parse_documents", counting)
+    data = {"a.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: one, namespace: x}\n"}
+    first = ct.parse_policy_data(data, base64_encoded=False, source="ref")
+    first[0]["metadata"]["name"] = "changed by the caller"
+    second = ct.parse_policy_data(data, base64_encoded=False, source="ref")
+    assert parses == 1
+    assert second[0]["metadata"]["name"] == "one"
+    ct.parse_policy_data({"a.yaml": data["a.yaml"] + "data: {k: v}\n"}, base64_encoded=False, source="ref")
+    assert parses == 2  # another text is parsed, never answered from the cache
+
+
+def test_the_parse_cache_forgets_the_least_recently_used_texts_past_its_size() -> None:
+    cache = ct._ParsedCache(max_bytes=100)
+    cache.put("a", 60, [{"kind": "A"}])
+    cache.put("b", 30, [{"kind": "B"}])
+    assert cache.get("a") == [{"kind": "A"}]  # now the most recently used
+    cache.put("c", 30, [{"kind": "C"}])
+    assert cache.get("b") is None
+    assert cache.get("a") == [{"kind": "A"}]
+    assert cache.get("c") == [{"kind": "C"}]
+    cache.put("huge", 101, [{"kind": "H"}])
+    assert cache.get("huge") is None
+
+
+def test_a_text_that_fails_to_parse_fails_every_time() -> None:
+    bad = {"a.yaml": "kind: ConfigMap\n"}
+    for _ in range(2):
+        with pytest.raises(ct.ContentError, match="apiVersion and kind"):
+            ct.parse_policy_data(bad, base64_encoded=False, source="ref")
