@@ -4,6 +4,8 @@ leaves a drifted object alone, and continueOnError/continueOnConflict stop or go
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
@@ -190,3 +192,69 @@ async def test_without_force_a_drifted_object_is_reported_and_left_alone(
         target, [_configmap(namespace, "tuned", limit="12")], inventory="placement/q", policy=careful
     )
     assert calm.ok, calm.errors
+
+
+class _TakenOverAfterRead:
+    """A member session in which another inventory takes the object over, for real, right after
+    fleetwave read it: the interleaving two profiles delivering one object can hit."""
+
+    def __init__(self, inner: MemberTarget, takeover: Callable[[], None]) -> None:
+        self.inner, self.takeover, self.name = inner, takeover, inner.name
+
+    @asynccontextmanager
+    async def session(self) -> AsyncIterator[Any]:
+        async with self.inner.session() as client:
+            yield _ReadThenTakeOver(client, self.takeover)
+
+
+class _ReadThenTakeOver:
+    def __init__(self, client: Any, takeover: Callable[[], None]) -> None:
+        self._client, self._takeover, self._done = client, takeover, False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+    async def get(self, *args: Any, **kwargs: Any) -> Any:
+        found = await self._client.get(*args, **kwargs)
+        if not self._done:
+            self._done = True
+            self._takeover()
+        return found
+
+
+async def test_a_takeover_between_read_and_apply_is_refused_not_overwritten(
+    target: MemberTarget, member: Client, namespace: str
+) -> None:
+    first = await manifests.apply(target, [_configmap(namespace, "shared", v="a")], inventory="summary/x/a")
+    assert first.ok, first.errors
+
+    def lower_tier_takes_it() -> None:
+        member.apply(
+            ConfigMap.from_dict(
+                manifests.with_tier(
+                    content.with_inventory(
+                        {
+                            "apiVersion": "v1",
+                            "kind": "ConfigMap",
+                            "metadata": {
+                                "name": "shared",
+                                "namespace": namespace,
+                                "annotations": {manifests.OWNER_ANNOTATION: "summary/x/c"},
+                            },
+                            "data": {"v": "c"},
+                        },
+                        content.inventory_key("summary/x/c"),
+                    ),
+                    (50, 100),
+                )
+            ),
+            field_manager=manifests.FIELD_MANAGER,
+            force=True,
+        )
+
+    # `a` read its own object, then `c` (tier 50) took it: `a`'s apply must not put it back.
+    racing = _TakenOverAfterRead(target, lower_tier_takes_it)
+    again = await manifests.apply(racing, [_configmap(namespace, "shared", v="a2")], inventory="summary/x/a")
+    assert [o.action for o in again.objects] == ["conflict"], again.objects
+    assert "summary/x/c (tier 50)" in again.conflicts[0]
+    assert member.get(ConfigMap, "shared", namespace=namespace).data == {"v": "c"}

@@ -30,6 +30,7 @@ from promotion_support import (
 )
 
 from fleetwave.kube import client as kubeclient
+from fleetwave.kube import kinds
 from fleetwave.local import binaries, fleet
 from fleetwave.mgmt import manifests
 
@@ -184,6 +185,38 @@ def test_core_app_rollout_waits_for_its_validation_job_judged_by_cel(
         wait_for(lambda: job not in _jobs(members["member-2"]), what="validation Job withdrawn")
         # ... and its Pods with it: a withdrawal cascades, it does not orphan what the Job ran.
         wait_for(lambda: not _job_pods(members["member-2"], job), what="validation Job's Pods removed")
+
+        # A pass that decided from a cache older than the stage's success may deploy the verification
+        # profile once more: it is removed again, because the stage is done, not only on the transition.
+        verification = f"preverification-{name}-staging"
+        manifests.apply(
+            management,
+            [
+                {
+                    "apiVersion": API,
+                    "kind": "ClusterProfile",
+                    "metadata": {
+                        "name": verification,
+                        "labels": {"fleetwave.io/promotion": name, "fleetwave.io/stage": "staging"},
+                    },
+                    "spec": {"clusterSelector": {"matchLabels": {"env": "no-such-env"}}},
+                }
+            ],
+        )
+        wait_for(
+            lambda: not _exists(management, "ClusterProfile", verification),
+            what="the stray verification profile removed",
+        )
+
+
+def _exists(client: Client, kind: str, name: str) -> bool:
+    try:
+        client.get(kinds.resource(kind), name)
+    except ApiError as err:
+        if err.status.code == 404:
+            return False
+        raise
+    return True
 
 
 def _jobs(member: Client) -> set[str]:

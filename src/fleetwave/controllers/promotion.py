@@ -92,6 +92,7 @@ class _Promotions:
                 await _ensure_profile(ctx, run, _delivery_profile(run, stage.name), stage.started)
         for effect in decision.effects:
             await _carry_out(ctx, run, decision, effect)
+        await _remove_finished_verifications(ctx, run, decision)
 
     def status(self, run: Run, facts: _Facts, decision: fx.Decision) -> dict[str, Any]:
         return promotion_status.build(
@@ -212,9 +213,6 @@ async def _carry_out(ctx: Context, run: Run, decision: fx.Decision, effect: fx.E
         case fx.DeployPreHealthCheck(stage=stage_name):
             clusters = next(s.clusters for s in decision.status.stages if s.name == stage_name)
             await _ensure_profile(ctx, run, _pre_verification_profile(run, stage_name), clusters)
-        case fx.RemovePreHealthCheck(stage=stage_name):
-            name = translate.sveltos.pre_verification_name(run.parsed.metadata.name, stage_name)
-            await ops.delete_if_exists(ctx.client, ctx.resource("ClusterProfile"), name)
         case fx.RequestApproval(stage=stage_name):
             await ctx.event(
                 run.obj, False, "ApprovalRequired", f"stage {stage_name} waits for manual approval"
@@ -223,6 +221,22 @@ async def _carry_out(ctx: Context, run: Run, decision: fx.Decision, effect: fx.E
             await common.emit(ctx, run.obj, effect)
         case _:
             pass  # Deliver/Withdraw are carried out level-triggered in `act`
+
+
+async def _remove_finished_verifications(ctx: Context, run: Run, decision: fx.Decision) -> None:
+    """A preHealthCheckDeployment lives only while its stage's after-gates are judged (kept when the
+    stage failed, to look at). Level-triggered, not only on the RemovePreHealthCheck effect: a pass
+    that decided from a cache older than our own status write may deploy it again after the stage
+    succeeded, and nothing would ever remove it."""
+    keep = (st.StagePhase.WAITING_AFTER, st.StagePhase.FAILED)
+    for stage in decision.status.stages:
+        trigger = _trigger(run.parsed, stage.name)
+        if stage.phase in keep or trigger is None or not trigger.pre_health_check_deployment:
+            continue
+        name = translate.sveltos.pre_verification_name(run.parsed.metadata.name, stage.name)
+        current = ctx.cache.get("ClusterProfile", None, name)
+        if current is not None and not (current.get("metadata") or {}).get("deletionTimestamp"):
+            await ops.delete_if_exists(ctx.client, ctx.resource("ClusterProfile"), name)
 
 
 def _delivery_profile(run: Run, stage: str) -> _StageProfile:

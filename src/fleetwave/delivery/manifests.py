@@ -77,6 +77,9 @@ def _stamped(obj: Mapping[str, Any], key: str, inventory: str) -> dict[str, Any]
 
 _DEFAULT_NAMESPACE = "default"
 _CRD_ESTABLISH_TIMEOUT = 60.0
+# Re-reads when an object changed between our read and our apply (a controller's status write does
+# that too); past them the object is reported failed and the next reconcile tries again.
+_STALE_RETRIES = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,15 +191,27 @@ async def _apply_one(
     ref, digest = ct.ref_of(body), ct.object_hash(body)
     cls = kd.resource_class(info)
     try:
-        before = await _live(client, cls, ref)
-        refused = _owned_elsewhere(before, body) if before is not None else ""
-        if not refused and before is not None and not _ours(before) and policy.take_over != "Always":
-            refused = await _not_taken_over(client, cls, before, body, policy.take_over)
-        if refused:
-            return AppliedObject(ref, digest, "conflict", refused)
-        after = await ops.apply(
-            client, body, resource=cls, field_manager=FIELD_MANAGER, force=policy.force, dry_run=dry_run
-        )
+        for attempt in range(_STALE_RETRIES + 1):
+            before = await _live(client, cls, ref)
+            refused = _owned_elsewhere(before, body) if before is not None else ""
+            if not refused and before is not None and not _ours(before) and policy.take_over != "Always":
+                refused = await _not_taken_over(client, cls, before, body, policy.take_over)
+            if refused:
+                return AppliedObject(ref, digest, "conflict", refused)
+            try:
+                after = await ops.apply(
+                    client,
+                    _read_at(body, before),
+                    resource=cls,
+                    field_manager=FIELD_MANAGER,
+                    force=policy.force,
+                    dry_run=dry_run,
+                )
+                break
+            except ops.StatusError as err:
+                # Changed since it was read (another profile may have taken it over): judge again.
+                if not ops.is_stale(err) or attempt == _STALE_RETRIES:
+                    raise
     except ops.StatusError as err:
         if dry_run and ops.is_not_found(err) and gvk in resolver.from_content:
             # Its CRD is part of this same content and not installed yet: it would be created.
@@ -208,6 +223,16 @@ async def _apply_one(
             return AppliedObject(ref, digest, "conflict", message)
         return AppliedObject(ref, digest, "failed", ops.message_of(err))
     return AppliedObject(ref, digest, _action(before, dict(after)))
+
+
+def _read_at(body: Mapping[str, Any], live: Mapping[str, Any] | None) -> dict[str, Any]:
+    """`body` applied only over the version of the object its ownership was judged on: the
+    resourceVersion is a precondition of the apply, so a takeover between our read and our write
+    (two profiles delivering one object) is refused by the API server instead of overwritten."""
+    version = ((live or {}).get("metadata") or {}).get("resourceVersion")
+    if not version:
+        return dict(body)
+    return {**body, "metadata": {**(body.get("metadata") or {}), "resourceVersion": version}}
 
 
 def _ours(live: Mapping[str, Any]) -> bool:

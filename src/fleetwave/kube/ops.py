@@ -65,6 +65,12 @@ def is_not_found(error: StatusError) -> bool:
     return code_of(error) == NOT_FOUND
 
 
+def is_stale(error: StatusError) -> bool:
+    """A write refused because the object changed since it was read (its resourceVersion
+    precondition failed), as opposed to a field-manager conflict of server-side apply."""
+    return code_of(error) == CONFLICT and "the object has been modified" in message_of(error)
+
+
 def to_resource(body: Mapping[str, Any]) -> Any:
     """The lightkube object for a dict body (our kinds and built-ins; registered on first use);
     `kinds.UnknownKind` for a kind neither we nor lightkube know (a CRD's kind: resolve it instead)."""
