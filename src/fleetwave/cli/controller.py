@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import shutil
 from pathlib import Path
 from typing import Annotated
@@ -22,13 +23,24 @@ from fleetwave.runtime.manager import LeadershipLost
 app = typer.Typer(help="Run the fleetwave controller.", no_args_is_help=True)
 
 
-def _upstream(kubeconfig: Path, explicit: bool | None) -> bool:
+def _config(explicit: Path | None) -> kubeclient.KubeConfig:
+    """--kubeconfig, else $KUBECONFIG, else the pod's ServiceAccount when running in a cluster, else
+    the local fleet or ~/.kube/config."""
+    if explicit is None and not os.environ.get("KUBECONFIG") and kubeclient.in_cluster():
+        return kubeclient.in_cluster_config()
+    path: Path = resolve_kubeconfig(explicit)
+    if not path.is_file():
+        fail(f"no kubeconfig at {path}: pass --kubeconfig, set KUBECONFIG, or run in a pod")
+    return kubeclient.config_from_file(path)
+
+
+def _upstream(config: kubeclient.KubeConfig, explicit: bool | None) -> bool:
     """The flag when given; otherwise whether `install --upstream-apis` was run in this cluster (the
     controller must watch the groups that are served: ADR 0062)."""
     if explicit is not None:
         return explicit
     try:
-        with kubeclient.client(kubeclient.config_from_file(kubeconfig)) as client:
+        with kubeclient.client(config) as client:
             return installing.upstream_installed(client)
     except ops.ApiError as e:
         fail(f"cannot tell whether the upstream API groups are installed: {ops.message_of(e)}")
@@ -52,9 +64,15 @@ def run(
     namespace: Annotated[str, typer.Option(help="The controller's own namespace.")] = "fleetwave-system",
     helm: Annotated[str | None, typer.Option(help="Path of the helm binary.")] = None,
     leader_elect: Annotated[bool, typer.Option(help="Take a Lease before acting.")] = True,
-    metrics_port: Annotated[int, typer.Option(help="Port of /metrics (127.0.0.1).")] = 8080,
-    health_port: Annotated[int, typer.Option(help="Port of /healthz and /readyz (127.0.0.1).")] = 8081,
-    identity: Annotated[str | None, typer.Option(help="Leader-election identity.")] = None,
+    metrics_port: Annotated[int, typer.Option(help="Port of /metrics.")] = 8080,
+    health_port: Annotated[int, typer.Option(help="Port of /healthz and /readyz.")] = 8081,
+    bind_address: Annotated[
+        str, typer.Option(help="Address /metrics, /healthz and /readyz listen on (0.0.0.0 in a pod).")
+    ] = "127.0.0.1",
+    identity: Annotated[
+        str | None,
+        typer.Option(envvar="FLEETWAVE_IDENTITY", help="Leader-election identity (default: host and pid)."),
+    ] = None,
     lease_duration: Annotated[
         float, typer.Option(help="Seconds a crashed leader blocks a successor.")
     ] = 15.0,
@@ -98,13 +116,14 @@ def run(
     """Reconcile ClusterPromotions, ClusterProfiles and ClusterSummaries until stopped."""
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("httpx2").setLevel(logging.WARNING)  # one line per request drowns everything else
-    path: Path = resolve_kubeconfig(kubeconfig)
+    config = _config(kubeconfig)
     settings = controllers.Settings(
         namespace=namespace,
         helm_binary=_helm(helm),
         leader_election=leader_elect,
         metrics_port=metrics_port,
         health_port=health_port,
+        bind_address=bind_address,
         identity=identity,
         lease_duration=lease_duration,
         health_workers=health_workers,
@@ -113,11 +132,11 @@ def run(
         member_watches_per_cluster=member_watches,
         judge_poll_seconds=judge_poll_seconds,
         shards=shards,
-        upstream=families.upstream_families(namespace) if _upstream(path, upstream_apis) else (),
+        upstream=families.upstream_families(namespace) if _upstream(config, upstream_apis) else (),
     )
 
     async def main() -> None:
-        client = kubeclient.async_client(kubeclient.config_from_file(path))
+        client = kubeclient.async_client(config)
         try:
             await controllers.build(client, settings).run()
         finally:

@@ -53,6 +53,8 @@ class Settings:
     leader_election: bool = True
     metrics_port: int = 8080
     health_port: int = 8081
+    # Where /metrics, /healthz and /readyz listen: loopback out of cluster, every address in a pod.
+    bind_address: str = "127.0.0.1"
     identity: str | None = None
     # Reconciles of different keys in flight at once per controller (one key never runs twice at
     # once). They wait on API calls far more than they compute: with 2 workers, 10 rollouts over 100
@@ -202,6 +204,7 @@ def _manager(
         leader_election=settings.leader_election,
         metrics_port=settings.metrics_port,
         health_port=settings.health_port,
+        host=settings.bind_address,
         election=Election(
             identity=settings.identity,
             lease_duration=settings.lease_duration,

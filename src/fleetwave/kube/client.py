@@ -7,6 +7,7 @@ becomes a client. Controllers annotate with the aliases here and never import li
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import httpx2
@@ -29,6 +30,8 @@ __all__ = [
     "config_from_bytes",
     "config_from_file",
     "http",
+    "in_cluster",
+    "in_cluster_config",
     "member_config",
 ]
 
@@ -41,6 +44,21 @@ async_http = internals.async_http
 
 def config_from_file(path: str | Path) -> KubeConfig:
     return KubeConfig.from_file(str(path))
+
+
+# Where the kubelet mounts a pod's ServiceAccount token, CA and namespace.
+SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+
+
+def in_cluster(account_dir: Path = SERVICE_ACCOUNT_DIR) -> bool:
+    """Whether this process runs in a pod with a mounted ServiceAccount token."""
+    return bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and (account_dir / "token").is_file()
+
+
+def in_cluster_config(account_dir: Path = SERVICE_ACCOUNT_DIR) -> KubeConfig:
+    """The pod's own identity: the API server from the service environment, the mounted CA, and the
+    token file (re-read when the server answers 401, so the kubelet's token rotation is followed)."""
+    return KubeConfig.from_service_account(service_account=account_dir)
 
 
 def config_from_bytes(data: bytes | str) -> KubeConfig:

@@ -80,7 +80,9 @@ def _refuse_foreign(client: Client, name: str) -> None:
     if existing is None:
         return
     meta = existing.metadata
-    if (meta.labels or {}).get(crds.MANAGED_BY) == crds.FLEETWAVE:
+    labels = meta.labels or {}
+    # Ours: installed by `fleetwave install`, or by fleetwave's Helm chart (Helm relabels managed-by).
+    if crds.FLEETWAVE in (labels.get(crds.MANAGED_BY), labels.get("app.kubernetes.io/part-of")):
         return
     raise ForeignCRD(
         f"CRD {name} already exists and is owned by {owner_of(meta)}; fleetwave does not take over "

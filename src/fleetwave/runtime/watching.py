@@ -12,7 +12,7 @@ import logging
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, Literal
 
-from fleetwave.kube import internals
+from fleetwave.kube import internals, ops
 from fleetwave.kube.client import AsyncClient
 from fleetwave.runtime import queueing
 
@@ -22,6 +22,9 @@ EventType = Literal["ADDED", "MODIFIED", "DELETED"]
 Handler = Callable[[EventType, Any], None]
 ALL_NAMESPACES = "*"
 _RELIST_BACKOFF = queueing.Backoff(base=0.2, cap=30.0)
+# A just-created CRD's watch cache answers 429 "try again" while it initializes: expected right after
+# an install, so the first few are not worth a warning (a lasting 429 still is).
+_QUIET_BUSY = 3
 
 
 def object_key(obj: Any) -> str:
@@ -91,7 +94,9 @@ class Informer:
                 failures += 1
                 self.last_error = exc
                 delay = self._backoff.delay(failures)
-                log.warning("informer %s: %s; relisting in %.2fs", self.name, exc, delay)
+                busy = isinstance(exc, ops.StatusError) and ops.code_of(exc) == ops.TOO_MANY_REQUESTS
+                level = logging.DEBUG if busy and failures <= _QUIET_BUSY else logging.WARNING
+                log.log(level, "informer %s: %s; relisting in %.2fs", self.name, exc, delay)
                 await asyncio.sleep(delay)
 
     async def _relist(self) -> str:
