@@ -23,7 +23,7 @@ from fleetwave.core import effects as fx
 from fleetwave.core import engine
 from fleetwave.core import model as m
 from fleetwave.core import status as st
-from fleetwave.kube.status import StatusWrite, write_status
+from fleetwave.kube.status import StatusWrite, Versioned, write_versioned
 from fleetwave.runtime.controller import Result
 
 LOCAL_RETRY = 30.0  # seconds between attempts at Local content that failed
@@ -91,6 +91,11 @@ async def reconcile(ctx: Context, key: str, rollout: Rollout[P, F]) -> Result:
     if obj is None or obj.metadata.deletionTimestamp:
         return Result()  # what a rollout generates is owned by it: garbage collection takes it
     raw = as_dict(obj)
+    if ctx.own_writes.behind((rollout.kind, key), raw["metadata"].get("resourceVersion")):
+        # The cache predates our last status write: deciding from it would act on an old record (a
+        # stage profile cut back to an earlier batch, a finished stage's verification redeployed).
+        # The write's own informer event wakes us; the timer is a safety net for a watch that is down.
+        return Result(requeue_after=1.0)
     try:
         prepared = rollout.prepare(ctx, raw)
     except common.INVALID as e:
@@ -103,9 +108,11 @@ async def reconcile(ctx: Context, key: str, rollout: Rollout[P, F]) -> Result:
     decision = engine.step(run.spec, run.fleet, observation.engine, run.now)
     await rollout.act(ctx, run, observation.facts, decision)
     status = {**rollout.status(run, observation.facts, decision), **local}
-    written = await write_status(ctx.client, ctx.resource(rollout.kind), obj, status)
+    written, fresh = await write_versioned(ctx.client, ctx.resource(rollout.kind), Versioned.of(obj), status)
     if written is StatusWrite.CONFLICT:
         return Result(requeue=True)  # someone wrote newer state: decide again from it
+    if written is StatusWrite.WRITTEN:
+        ctx.own_writes.record((rollout.kind, key), fresh.resource_version)
     await rollout.after_status(ctx, run, decision)
     result = requeue.after(decision, run.now)
     if (local.get(local_content.STATUS_FIELD) or {}).get("errors") and not result.requeue:

@@ -37,12 +37,12 @@ class _Obj:
         return self._body
 
 
-def _profile(*, deleting: bool = False) -> _Obj:
+def _profile(*, deleting: bool = False, version: str = "7") -> _Obj:
     meta = {
         "name": "p",
         "namespace": None,
         "uid": "u1",
-        "resourceVersion": "7",
+        "resourceVersion": version,
         "generation": 3,
         "deletionTimestamp": "2026-11-22T09:00:00Z" if deleting else None,
     }
@@ -82,11 +82,16 @@ def _conflict() -> ApiError:
 class _Client:
     conflict: bool = False
     calls: list[tuple[str, Any]] = field(default_factory=list)
+    written_version: str | None = None  # what the API server answers a status write with
 
-    async def patch(self, resource: Any, name: str, body: Any, **_: Any) -> None:
+    async def patch(self, resource: Any, name: str, body: Any, **_: Any) -> Any:
         self.calls.append(("patch", body))
         if self.conflict:
             raise _conflict()
+        if self.written_version is None:
+            return None
+        meta = {"name": name, "namespace": None, "resourceVersion": self.written_version}
+        return _Obj({"apiVersion": "v", "kind": KIND, "metadata": meta, "status": body["status"]})
 
     async def create(self, obj: Any) -> None:
         self.calls.append(("create", obj.metadata.name))
@@ -251,3 +256,23 @@ def test_annotations_hold_ignores_annotations_added_by_others() -> None:
     assert rollout_common.annotations_hold(current, {"a": "1"})
     assert not rollout_common.annotations_hold(current, {"a": "2"})
     assert rollout_common.annotations_hold({"metadata": {}}, {})
+
+
+async def test_a_pass_does_not_decide_from_a_cache_older_than_its_own_status_write() -> None:
+    client, rollout = _Client(written_version="8"), _Fake()
+    cache = _Cache({(KIND, "p"): _profile(), ("MemberCluster", "a"): _member("a")})
+    ctx = _ctx(cache, client)
+    await rollout_reconcile.reconcile(ctx, "p", rollout)
+    assert rollout.log[-1] == "after_status"
+
+    # Woken again before the informer shows version 8: acting now would replay an older record.
+    rollout.log.clear()
+    stale = await rollout_reconcile.reconcile(ctx, "p", rollout)
+    assert rollout.log == []
+    assert stale.requeue_after is not None
+    assert stale.requeue_after > 0
+
+    # Once the cache holds the write, passes go on as usual.
+    cache.objects_[(KIND, "p")] = _profile(version="8")
+    await rollout_reconcile.reconcile(ctx, "p", rollout)
+    assert "act facts=42" in rollout.log
