@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Annotated
+
 import typer
 
-from fleetwave import __version__
 from fleetwave.cli import approve, controller, crds, demo, local, manage, plan
 from fleetwave.cli import status as status_cli
+from fleetwave.cli import version as version_cli
+from fleetwave.cli.common import Globals
 
 app = typer.Typer(
     name="fleetwave",
@@ -24,12 +28,21 @@ app.add_typer(manage.cluster_app, name="cluster")
 app.add_typer(controller.app, name="controller")
 app.add_typer(status_cli.app, name="status")
 app.add_typer(approve.app, name="approve")
+app.command(name="version")(version_cli.version)
 
 
-@app.command()
-def version() -> None:
-    """Print fleetwave's version."""
-    typer.echo(__version__)
+@app.callback()
+def connection(
+    kubeconfig: Annotated[
+        Path | None,
+        typer.Option("--kubeconfig", help="Management cluster kubeconfig for every command (as kubectl's)."),
+    ] = None,
+    context: Annotated[
+        str | None, typer.Option("--context", help="The kubeconfig context to use (kubectl's flag).")
+    ] = None,
+) -> None:
+    """Progressive, staged rollouts of add-ons and configuration across a fleet of Kubernetes clusters."""
+    Globals.kubeconfig, Globals.context = kubeconfig, context
 
 
 def main() -> None:

@@ -25,9 +25,19 @@ KubeconfigOption = Annotated[
 ]
 
 
+class Globals:
+    """kubectl's global connection flags, given before the command (`fleetwave --context C status ...`,
+    and what `kubectl fleetwave` passes on): a command's own --kubeconfig still wins."""
+
+    kubeconfig: Path | None = None
+    context: str | None = None
+
+
 def resolve_kubeconfig(explicit: Path | None) -> Path:
     if explicit:
         return explicit
+    if Globals.kubeconfig:
+        return Globals.kubeconfig
     if os.environ.get("KUBECONFIG"):
         return Path(os.environ["KUBECONFIG"].split(os.pathsep)[0])
     state = fleet.load(fleet.default_state_dir())
@@ -36,11 +46,19 @@ def resolve_kubeconfig(explicit: Path | None) -> Path:
     return Path.home() / ".kube" / "config"
 
 
-def management_client(explicit: Path | None) -> kubeclient.Client:
+def management_config(explicit: Path | None) -> kubeclient.KubeConfig:
+    """The management cluster's kubeconfig, in the --context given (else its current-context)."""
     path = resolve_kubeconfig(explicit)
     if not path.is_file():
         fail(f"no kubeconfig at {path}: pass --kubeconfig, set KUBECONFIG, or start a local fleet")
-    return kubeclient.client(kubeclient.config_from_file(path))
+    try:
+        return kubeclient.config_from_file(path, context=Globals.context)
+    except kubeclient.ConfigError as e:
+        fail(str(e))
+
+
+def management_client(explicit: Path | None) -> kubeclient.Client:
+    return kubeclient.client(management_config(explicit))
 
 
 def fail(message: str, *, code: int = 1) -> NoReturn:

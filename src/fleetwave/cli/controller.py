@@ -12,11 +12,11 @@ from typing import Annotated
 import typer
 
 from fleetwave.api import families
-from fleetwave.cli.common import KubeconfigOption, fail, resolve_kubeconfig
+from fleetwave.cli.common import Globals, KubeconfigOption, fail, resolve_kubeconfig
 from fleetwave.controllers import app as controllers
 from fleetwave.kube import client as kubeclient
 from fleetwave.kube import ops
-from fleetwave.local import binaries
+from fleetwave.local import binaries, recipe
 from fleetwave.mgmt import install as installing
 from fleetwave.runtime.manager import LeadershipLost
 
@@ -26,12 +26,16 @@ app = typer.Typer(help="Run the fleetwave controller.", no_args_is_help=True)
 def _config(explicit: Path | None) -> kubeclient.KubeConfig:
     """--kubeconfig, else $KUBECONFIG, else the pod's ServiceAccount when running in a cluster, else
     the local fleet or ~/.kube/config."""
-    if explicit is None and not os.environ.get("KUBECONFIG") and kubeclient.in_cluster():
+    given = explicit or Globals.kubeconfig or os.environ.get("KUBECONFIG")
+    if not given and kubeclient.in_cluster():
         return kubeclient.in_cluster_config()
     path: Path = resolve_kubeconfig(explicit)
     if not path.is_file():
         fail(f"no kubeconfig at {path}: pass --kubeconfig, set KUBECONFIG, or run in a pod")
-    return kubeclient.config_from_file(path)
+    try:
+        return kubeclient.config_from_file(path, context=Globals.context)
+    except kubeclient.ConfigError as e:
+        fail(str(e))
 
 
 def _upstream(config: kubeclient.KubeConfig, explicit: bool | None) -> bool:
@@ -52,10 +56,17 @@ def _helm(explicit: str | None) -> str:
     found = shutil.which("helm")
     if found:
         return found
+    pinned = recipe.pinned().get("helm", "v3")
+    if not recipe.in_checkout():
+        # An installed package never starts a Go build on its own: say what to install.
+        fail(
+            f"no helm binary on PATH: install helm {pinned} (https://helm.sh/docs/intro/install/) "
+            "and put it on PATH, or pass --helm /path/to/helm"
+        )
     try:
         return binaries.ensure().path("helm")
     except binaries.BinariesError as e:
-        fail(f"no helm binary: pass --helm or put helm on PATH ({e})")
+        fail(f"no helm binary: pass --helm or put helm {pinned} on PATH ({e})")
 
 
 @app.command("run")

@@ -42,8 +42,14 @@ http = internals.http
 async_http = internals.async_http
 
 
-def config_from_file(path: str | Path) -> KubeConfig:
-    return KubeConfig.from_file(str(path))
+def config_from_file(path: str | Path, *, context: str | None = None) -> KubeConfig:
+    """A kubeconfig file; `context` picks one of its contexts instead of its current-context."""
+    config = KubeConfig.from_file(str(path))
+    if context:
+        if context not in config.contexts:
+            raise ConfigError(f"context {context!r} is not in {path}")
+        config.current_context = context
+    return config
 
 
 # Where the kubelet mounts a pod's ServiceAccount token, CA and namespace.

@@ -1,7 +1,8 @@
 """Find (building once if needed) the control-plane binaries the local fleet runs.
 
-The build itself is `tools/binaries/build.sh` (wrapper Go modules pinned in the repository, a cache
-outside it keyed by version). `FLEETWAVE_BIN_DIR` points at pre-built binaries instead.
+The build itself is `tools/binaries/build.sh` (wrapper Go modules pinned in the repository and copied
+into the wheel, a cache outside both keyed by version). `FLEETWAVE_BIN_DIR` points at pre-built
+binaries instead.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+
+from fleetwave.local import recipe
 
 NAMES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "etcd", "helm", "kwok")
 
@@ -27,11 +30,8 @@ class Binaries:
 
 
 def _build_script() -> Path | None:
-    for parent in Path(__file__).resolve().parents:
-        candidate = parent / "tools" / "binaries" / "build.sh"
-        if candidate.is_file():
-            return candidate
-    return None
+    where = recipe.directory()
+    return None if where is None else where / "build.sh"
 
 
 def ensure() -> Binaries:
@@ -42,8 +42,9 @@ def ensure() -> Binaries:
         if override and all((Path(override) / n).is_file() for n in NAMES):
             return Binaries(Path(override))
         raise BinariesError(
-            "cannot find tools/binaries/build.sh (fleetwave is not running from a source checkout); "
-            f"set FLEETWAVE_BIN_DIR to a directory holding {', '.join(NAMES)}"
+            "cannot find the binaries' build recipe (tools/binaries/build.sh in a checkout, or "
+            "fleetwave/_recipe in the package); set FLEETWAVE_BIN_DIR to a directory holding "
+            f"{', '.join(NAMES)}"
         )
     proc = subprocess.run(["bash", str(script)], stdout=subprocess.PIPE, stderr=None, text=True, check=False)
     if proc.returncode != 0:

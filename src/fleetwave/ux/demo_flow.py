@@ -25,7 +25,10 @@ from fleetwave.ux import demo_setup as setup
 from fleetwave.ux.demo_setup import DemoConfig
 from fleetwave.ux.present import Presenter
 
-CHART = Path(__file__).resolve().parents[3] / "tests" / "charts" / "hello"
+# The demo's chart: the checkout's test chart, else the copy packaged in the wheel.
+_CHECKOUT_CHART = Path(__file__).resolve().parents[3] / "tests" / "charts" / "hello"
+_PACKAGED_CHART = Path(__file__).resolve().parents[1] / "_demo" / "hello"
+CHART = _CHECKOUT_CHART if (_CHECKOUT_CHART / "Chart.yaml").is_file() else _PACKAGED_CHART
 
 
 @dataclass
@@ -38,7 +41,9 @@ class DemoResult:
 
 def chart_dir() -> Path:
     if not (CHART / "Chart.yaml").is_file():
-        raise FileNotFoundError(f"the demo chart is missing: {CHART} (run from a fleetwave checkout)")
+        raise FileNotFoundError(
+            f"the demo chart is missing: {CHART} (reinstall fleetwave: its package has it)"
+        )
     return CHART
 
 

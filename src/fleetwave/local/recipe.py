@@ -1,0 +1,41 @@
+"""Where the pinned control-plane build recipe is (`tools/binaries`: build.sh, versions.env, the
+wrapper Go modules): the source checkout's, else the copy packaged in the wheel, so an installed
+fleetwave can build the same binaries and say which versions it pins."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+_PACKAGED = Path(__file__).resolve().parent.parent / "_recipe" / "binaries"
+
+
+def _checkout() -> Path | None:
+    for parent in Path(__file__).resolve().parents:
+        candidate = parent / "tools" / "binaries"
+        if (candidate / "build.sh").is_file():
+            return candidate
+    return None
+
+
+def in_checkout() -> bool:
+    """Whether fleetwave runs from a source checkout (not from an installed package)."""
+    return _checkout() is not None
+
+
+def directory() -> Path | None:
+    """The recipe directory, or None when neither a checkout nor the wheel's copy holds one."""
+    return _checkout() or (_PACKAGED if (_PACKAGED / "build.sh").is_file() else None)
+
+
+def pinned() -> dict[str, str]:
+    """The pinned versions (`versions.env`: KUBERNETES_VERSION=v1.35.4 ...) by component, e.g.
+    {"kubernetes": "v1.35.4"}; empty when there is no recipe."""
+    where = directory()
+    if where is None:
+        return {}
+    out: dict[str, str] = {}
+    for line in (where / "versions.env").read_text(encoding="utf-8").splitlines():
+        key, sep, value = line.strip().partition("=")
+        if sep and not key.startswith("#") and key.endswith("_VERSION"):
+            out[key.removesuffix("_VERSION").lower()] = value.strip().strip('"')
+    return out
