@@ -46,11 +46,14 @@ def resolve_kubeconfig(explicit: Path | None) -> Path:
     return Path.home() / ".kube" / "config"
 
 
-def management_config(explicit: Path | None) -> kubeclient.KubeConfig:
-    """The management cluster's kubeconfig, in the --context given (else its current-context)."""
+def management_config(
+    explicit: Path | None, *, otherwise: str = "start a local fleet"
+) -> kubeclient.KubeConfig:
+    """The management cluster's kubeconfig, in the --context given (else its current-context);
+    `otherwise` is the last way out the error names."""
     path = resolve_kubeconfig(explicit)
     if not path.is_file():
-        fail(f"no kubeconfig at {path}: pass --kubeconfig, set KUBECONFIG, or start a local fleet")
+        fail(f"no kubeconfig at {path}: pass --kubeconfig, set KUBECONFIG, or {otherwise}")
     try:
         return kubeclient.config_from_file(path, context=Globals.context)
     except kubeclient.ConfigError as e:

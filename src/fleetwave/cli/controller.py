@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 
 from fleetwave.api import families
-from fleetwave.cli.common import Globals, KubeconfigOption, fail, resolve_kubeconfig
+from fleetwave.cli.common import Globals, KubeconfigOption, fail, management_config
 from fleetwave.controllers import app as controllers
 from fleetwave.kube import client as kubeclient
 from fleetwave.kube import ops
@@ -29,13 +29,7 @@ def _config(explicit: Path | None) -> kubeclient.KubeConfig:
     given = explicit or Globals.kubeconfig or os.environ.get("KUBECONFIG")
     if not given and kubeclient.in_cluster():
         return kubeclient.in_cluster_config()
-    path: Path = resolve_kubeconfig(explicit)
-    if not path.is_file():
-        fail(f"no kubeconfig at {path}: pass --kubeconfig, set KUBECONFIG, or run in a pod")
-    try:
-        return kubeclient.config_from_file(path, context=Globals.context)
-    except kubeclient.ConfigError as e:
-        fail(str(e))
+    return management_config(explicit, otherwise="run in a pod")
 
 
 def _upstream(config: kubeclient.KubeConfig, explicit: bool | None) -> bool:
