@@ -80,6 +80,11 @@ def test_fleetwave_and_the_pinned_helm_run_inside_as_the_image_user(
     assert data["binaries"]["helm"] == _pins()["HELM_VERSION"]
     assert _run(*inside, "helm", "version", "--template", "{{.Version}}").strip() == _pins()["HELM_VERSION"]
     assert _run(*inside, "id", "-u").strip() == "65532"
+    # The controller's native dependencies load on the image's own Python (Lua, CEL, TLS).
+    imports = (
+        "import lupa, celpy, cryptography, fleetwave.controllers.app; print(lupa.LuaRuntime().eval('1+1'))"
+    )
+    assert _run(*inside, "python3", "-c", imports).strip() == "2"
     # Nothing of the image belongs to its user: it can write only where the chart mounts /tmp.
     refused = subprocess.run(
         [*inside, "touch", "/opt/fleetwave/x"], capture_output=True, text=True, timeout=120, check=False
