@@ -70,22 +70,26 @@ def controller(
         _register(management, member)
     running = Controllers(local_fleet.cluster(fleet.MANAGEMENT).kubeconfig, bins.path("helm"))
     yield running
-    # While the controller runs: placements carry a cleanup finalizer it removes (ADR 0063).
-    for kind in ("ClusterResourcePlacement", "ResourcePlacement"):
-        for placement in management.list(
-            kinds.resource(kind), namespace="*" if kind == "ResourcePlacement" else None
-        ):
-            management.delete(
-                kinds.resource(kind), placement.metadata.name, namespace=placement.metadata.namespace
-            )
-    wait_for(
-        lambda: (
-            not list(management.list(kinds.resource("ClusterResourcePlacement")))
-            and not list(management.list(kinds.resource("ResourcePlacement"), namespace="*"))
-        ),
-        what="placements deleted",
-    )
-    running.thread.stop()
+    try:
+        # While the controller runs: placements carry a cleanup finalizer it removes (ADR 0063).
+        for kind in ("ClusterResourcePlacement", "ResourcePlacement"):
+            for placement in management.list(
+                kinds.resource(kind), namespace="*" if kind == "ResourcePlacement" else None
+            ):
+                management.delete(
+                    kinds.resource(kind), placement.metadata.name, namespace=placement.metadata.namespace
+                )
+        wait_for(
+            lambda: (
+                not list(management.list(kinds.resource("ClusterResourcePlacement")))
+                and not list(management.list(kinds.resource("ResourcePlacement"), namespace="*"))
+            ),
+            what="placements deleted",
+        )
+    finally:
+        # Whatever happened above, this controller must not outlive the module: a second controller
+        # acting on the next module's objects would fail tests that have nothing to do with this one.
+        running.thread.stop()
     assert running.thread.error is None, running.thread.error
     # Other modules roll out to "every cluster" too: leave the fleet as this module found it.
     for mc in management.list(kinds.resource("MemberCluster"), namespace=MEMBER_NS):
