@@ -18,6 +18,7 @@ cluster-scoped names. The members are the session fleet's.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import os
@@ -496,6 +497,147 @@ def test_the_controller_with_the_charts_service_account_token_runs_both_flows(
     finally:
         thread.stop()
     assert thread.error is None, thread.error  # includes: no request refused by the chart's RBAC
+
+
+def _ready(hub: Client, kind: str, name: str) -> dict[str, Any]:
+    return _condition(hub.get(kinds.resource(kind), name), "Ready")
+
+
+def test_watch_namespaces_bind_namespaced_rights_there_only_and_the_rest_is_refused_in_status(
+    installed: str,
+    helm: Helm,
+    hub: fleet.FleetState,
+    hub_client: Client,
+    members: dict[str, Client],
+    flows_namespace: str,
+    bins: binaries.Binaries,
+) -> None:
+    """`watchNamespaces` (ADR 0074): the chart binds every namespaced right (Secrets included) in the
+    watched namespaces and its own only; the controller run with the same `--watch-namespace` and a
+    token of the chart's account needs nothing more (no refusal), delivers content from a watched
+    namespace, and refuses, in status, a profile or a placement that reads another one."""
+    other = f"unwatched-{uuid.uuid4().hex[:6]}"
+    hub_client.create(Namespace(metadata=ObjectMeta(name=other)))
+    secret_ref = {"kind": "Secret", "name": "team-secret", "namespace": other}
+    try:
+        helm.run(
+            "upgrade", RELEASE, str(CHART), "--namespace", NS, "--reuse-values",
+            "--set", f"watchNamespaces={{{flows_namespace}}}",
+        )  # fmt: skip
+        for namespace in (flows_namespace, NS):
+            assert _review(hub_client, "watch", "secrets", "", namespace), namespace
+            assert _review(hub_client, "list", "configmaps", "", namespace), namespace
+        for namespace in (other, None):  # None: cluster-wide
+            assert not _review(hub_client, "get", "secrets", "", namespace), namespace
+            assert not _review(hub_client, "list", "configmaps", "", namespace), namespace
+        assert _review(hub_client, "list", "namespaces")  # cluster-scoped: still cluster-wide
+
+        page = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "scoped", "namespace": flows_namespace},
+        }
+        manifests.apply(
+            hub_client,
+            [
+                {
+                    "apiVersion": "v1",
+                    "kind": "ConfigMap",
+                    "metadata": {"name": "scoped-content", "namespace": flows_namespace},
+                    "data": {"content.yaml": yaml.safe_dump({**page, "data": {"from": "watched"}})},
+                },
+                {
+                    "apiVersion": API,
+                    "kind": "ClusterProfile",
+                    "metadata": {"name": "scoped-in"},
+                    "spec": {
+                        "clusterSelector": {"matchLabels": {"env": "dev"}},
+                        "policyRefs": [
+                            {"kind": "ConfigMap", "name": "scoped-content", "namespace": flows_namespace}
+                        ],
+                    },
+                },
+                {
+                    "apiVersion": API,
+                    "kind": "ClusterProfile",
+                    "metadata": {"name": "scoped-out"},
+                    "spec": {"clusterSelector": {"matchLabels": {"env": "dev"}}, "policyRefs": [secret_ref]},
+                },
+                {
+                    "apiVersion": API,
+                    "kind": "ClusterResourcePlacement",
+                    "metadata": {"name": "scoped-out"},
+                    "spec": {
+                        "resourceSelectors": [
+                            {"group": "", "kind": "Namespace", "name": other, "version": "v1"}
+                        ],
+                        "policy": {"placementType": "PickAll"},
+                    },
+                },
+            ],
+        )
+        chosen = dataclasses.replace(
+            settings(bins.path("helm"), f"scoped-{uuid.uuid4().hex[:4]}"), watch_namespaces=(flows_namespace,)
+        )
+        thread = ControllerThread(hub.cluster(fleet.MANAGEMENT).kubeconfig, chosen)
+        thread.start()
+        try:
+            wait_for(
+                lambda: _landed(members["member-1"], flows_namespace, "scoped") == "watched", what="delivered"
+            )
+            refused = wait_for(
+                lambda: (
+                    (c := _ready(hub_client, "ClusterProfile", "scoped-out")).get("reason") == "InvalidSpec"
+                    and c
+                ),
+                what="the unwatched reference refused",
+            )
+            assert refused["message"] == (
+                f"spec.policyRefs[0]: Secret {other}/team-secret: namespace {other} is not watched by this "
+                f"controller (it watches {', '.join(sorted({flows_namespace, NS}))}; see --watch-namespace)"
+            )
+            placement = wait_for(
+                lambda: (
+                    _condition(
+                        hub_client.get(kinds.resource("ClusterResourcePlacement"), "scoped-out"),
+                        "ClusterResourcePlacementScheduled",
+                    ).get("status")
+                    == "False"
+                    and hub_client.get(kinds.resource("ClusterResourcePlacement"), "scoped-out")
+                ),
+                what="the placement of an unwatched namespace refused",
+            )
+            message = _condition(placement, "ClusterResourcePlacementScheduled")["message"]
+            assert f"selects the content of namespace {other} is not watched" in message, message
+            assert _landed(members["member-1"], other, "anything") is None
+        finally:
+            for kind, name in (
+                ("ClusterResourcePlacement", "scoped-out"),
+                ("ClusterProfile", "scoped-out"),
+                ("ClusterProfile", "scoped-in"),
+            ):
+                hub_client.delete(kinds.resource(kind), name)
+            wait_for(
+                lambda: (
+                    _landed(members["member-1"], flows_namespace, "scoped") is None
+                    and _found(hub_client, "ClusterResourcePlacement", "scoped-out") is None
+                ),
+                what="the profile's content withdrawn and the placement gone",
+            )
+            thread.stop()
+        assert thread.error is None, thread.error  # includes: no request refused by the scoped RBAC
+    finally:
+        helm.run(
+            "upgrade",
+            RELEASE,
+            str(CHART),
+            "--namespace",
+            NS,
+            "--reuse-values",
+            "--set",
+            "watchNamespaces=null",
+        )
+        hub_client.delete(Namespace, other)
 
 
 def _release_objects(bins: binaries.Binaries, kubeconfig: str, *, owned: bool = False) -> list[str]:

@@ -15,7 +15,7 @@ from lightkube.config import client_adapter
 from lightkube.generic_resource import create_namespaced_resource
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
-from lightkube.resources.core_v1 import ConfigMap, Secret
+from lightkube.resources.core_v1 import ConfigMap, Namespace, Secret
 from lightkube.types import PatchType
 
 from fleetwave.kube import client as kubeclient
@@ -204,6 +204,63 @@ async def test_informer_relists_after_watch_errors_and_catches_up_on_missed_chan
     finally:
         await stop(task)
         await client.close()
+
+
+class FailingWatchesIn(FailingWatches):
+    """Watches of one namespace only fail while `failing`."""
+
+    def __init__(self, inner: httpx2.AsyncBaseTransport, namespace: str) -> None:
+        super().__init__(inner)
+        self.namespace = namespace
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        if f"/namespaces/{self.namespace}/" not in request.url.path:
+            return await self.inner.handle_async_request(request)
+        return await super().handle_async_request(request)
+
+
+async def test_an_informer_over_some_namespaces_sees_only_those_and_relists_each_on_its_own(
+    local_fleet: fleet.FleetState, management: Client, namespace: str
+) -> None:
+    """--watch-namespace (ADR 0074): one list-and-watch per namespace over one store; a relist of one
+    namespace diffs only its own slice, so the others' objects stay (no spurious DELETED)."""
+    second = f"{namespace}-b"
+    management.create(Namespace(metadata=ObjectMeta(name=second)))
+    config = kubeclient.config_from_file(local_fleet.cluster(fleet.MANAGEMENT).kubeconfig)
+    single = config.get()
+    ssl_ctx = client_adapter.verify_cluster(single.cluster, single.user, single.abs_file, trust_env=False)
+    transport = FailingWatchesIn(httpx2.AsyncHTTPTransport(verify=ssl_ctx), second)
+    client = AsyncClient(config=config, transport=transport, trust_env=False)
+    management.create(ConfigMap(metadata=ObjectMeta(name="one", namespace=namespace)))
+    management.create(ConfigMap(metadata=ObjectMeta(name="two", namespace=second)))
+    management.create(ConfigMap(metadata=ObjectMeta(name="unwatched", namespace="default")))
+    informer = watching.Informer(client, ConfigMap, namespaces=(second, namespace), server_timeout=1)
+    assert informer.namespaces == tuple(sorted((namespace, second)))
+    seen = Seen()
+    informer.on_change(seen)
+    task = await start(informer)
+    try:
+        assert {k for k in informer.store if not k.endswith("kube-root-ca.crt")} == {
+            f"{namespace}/one",
+            f"{second}/two",
+        }
+        management.create(ConfigMap(metadata=ObjectMeta(name="three", namespace=namespace)))
+        await seen.wait_for(("ADDED", "three"))
+        transport.failing = True  # only the second namespace's watch: only its slice relists
+        async with asyncio.timeout(20):
+            await transport.failed.wait()
+        management.delete(ConfigMap, "two", namespace=second)
+        await seen.wait_for(("DELETED", "two"))
+        assert f"{namespace}/one" in informer.store
+        assert f"{namespace}/three" in informer.store
+        assert ("DELETED", "one") not in seen.events
+        assert ("DELETED", "three") not in seen.events
+        assert not [k for k in informer.store if k.startswith("default/")]
+    finally:
+        await stop(task)
+        await client.close()
+        management.delete(ConfigMap, "unwatched", namespace="default")
+        management.delete(Namespace, second)
 
 
 async def test_controller_reconciles_on_change_and_requeue_after_fires_not_before_its_time(

@@ -10,6 +10,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from fleetwave.api import validation
 from fleetwave.kube import client as kubeclient
 from fleetwave.local import fleet
 
@@ -23,6 +24,27 @@ KubeconfigOption = Annotated[
         "else ~/.kube/config).",
     ),
 ]
+
+WatchNamespaceOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--watch-namespace",
+        help="Read namespaced objects (MemberClusters, content ConfigMaps and Secrets, namespaced "
+        "placements and runs) only in this namespace; repeat for several. Default: every namespace. "
+        "The controller's own namespace is always watched. Install and controller must agree.",
+    ),
+]
+
+
+def watch_namespaces(given: list[str] | None) -> tuple[str, ...]:
+    """--watch-namespace values, checked as namespace names, sorted and without repeats."""
+    chosen = sorted(set(given or []))
+    for name in chosen:
+        try:
+            validation.check_dns1123_label(name)
+        except ValueError:
+            fail(f"--watch-namespace {escape(name[:80])!r}: not a namespace name", code=2)
+    return tuple(chosen)
 
 
 class Globals:

@@ -12,7 +12,14 @@ from typing import Annotated
 import typer
 
 from fleetwave.api import families
-from fleetwave.cli.common import Globals, KubeconfigOption, fail, management_config
+from fleetwave.cli.common import (
+    Globals,
+    KubeconfigOption,
+    WatchNamespaceOption,
+    fail,
+    management_config,
+    watch_namespaces,
+)
 from fleetwave.controllers import app as controllers
 from fleetwave.kube import client as kubeclient
 from fleetwave.kube import ops
@@ -117,10 +124,12 @@ def run(
             "`fleetwave install` set up in this cluster.",
         ),
     ] = None,
+    watch_namespace: WatchNamespaceOption = None,
 ) -> None:
     """Reconcile ClusterPromotions, ClusterProfiles and ClusterSummaries until stopped."""
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("httpx2").setLevel(logging.WARNING)  # one line per request drowns everything else
+    watch = watch_namespaces(watch_namespace)  # refused before anything connects
     config = _config(kubeconfig)
     settings = controllers.Settings(
         namespace=namespace,
@@ -137,6 +146,7 @@ def run(
         member_watches_per_cluster=member_watches,
         judge_poll_seconds=judge_poll_seconds,
         shards=shards,
+        watch_namespaces=watch,
         upstream=families.upstream_families(namespace) if _upstream(config, upstream_apis) else (),
     )
 

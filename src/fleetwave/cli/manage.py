@@ -12,7 +12,13 @@ from rich.table import Table
 from fleetwave.api import yamlsafe
 from fleetwave.api.codec import ManifestError
 from fleetwave.cli import inputs
-from fleetwave.cli.common import KubeconfigOption, fail, management_client
+from fleetwave.cli.common import (
+    KubeconfigOption,
+    WatchNamespaceOption,
+    fail,
+    management_client,
+    watch_namespaces,
+)
 from fleetwave.kube import kinds, ops
 from fleetwave.mgmt import install as installing
 from fleetwave.mgmt import manifests, registration
@@ -33,16 +39,19 @@ def install(
             "owns those CRDs.",
         ),
     ] = False,
+    watch_namespace: WatchNamespaceOption = None,
 ) -> None:
     """Install fleetwave's CRDs and least-privilege RBAC into the management cluster."""
+    watch = watch_namespaces(watch_namespace)
     with management_client(kubeconfig) as client:
         try:
-            names = installing.install(client, upstream_apis=upstream_apis)
+            names = installing.install(client, upstream_apis=upstream_apis, watch=watch)
         except installing.ForeignCRD as e:
             fail(f"install refused: {e}", code=2)
         except (ops.ApiError, TimeoutError) as e:
             fail(f"install failed: {e}")
-    console.print(f"installed {len(names)} CRDs and RBAC (namespace {installing.NAMESPACE})")
+    scope = f"; namespaced rights only in {', '.join(watch)}" if watch else ""
+    console.print(f"installed {len(names)} CRDs and RBAC (namespace {installing.NAMESPACE}{scope})")
 
 
 def apply(

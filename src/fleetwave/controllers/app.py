@@ -74,6 +74,16 @@ class Settings:
     judge_poll_seconds: float = 2.0
     # Leases the rollouts are split over between replicas (ADR 0067); 1: one leader does everything.
     shards: int = 1
+    # Namespaces whose namespaced objects the controller reads (ADR 0074); empty: every namespace.
+    # Its own namespace is always one of them (content snapshots, leases).
+    watch_namespaces: tuple[str, ...] = ()
+
+    @property
+    def watched(self) -> frozenset[str] | None:
+        """The namespaces watched, None for all of them."""
+        if not self.watch_namespaces:
+            return None
+        return frozenset({*self.watch_namespaces, self.namespace})
 
 
 def _now() -> dt.datetime:
@@ -90,9 +100,10 @@ def build(client: AsyncClient, settings: Settings, *, handle_signals: bool = Tru
     )
     watches = MemberWatches(per_member=settings.member_watches_per_cluster)
     manager = _manager(client, settings, pool, watches, handle_signals=handle_signals)
+    watched = settings.watched or ()
     shared = {
-        "ConfigMap": manager.add_informer(Informer(client, ConfigMap)),
-        "Secret": manager.add_informer(Informer(client, Secret)),
+        "ConfigMap": manager.add_informer(Informer(client, ConfigMap, namespaces=watched)),
+        "Secret": manager.add_informer(Informer(client, Secret, namespaces=watched)),
     }
     recorder = events.EventRecorder(client, "fleetwave")
     manager.recorder = recorder
@@ -126,7 +137,10 @@ def _family(
     informers = dict(shared)
     for name in _SVELTOS_KINDS:
         if name in family.kinds:
-            informers[name] = manager.add_informer(Informer(client, _resource(family, name)))
+            resource = _resource(family, name)
+            informers[name] = manager.add_informer(
+                Informer(client, resource, namespaces=settings.watched or ())
+            )
     ctx = Context(
         client=client,
         cache=Cache(informers, family),
@@ -136,6 +150,7 @@ def _family(
         namespace=settings.namespace,
         clock=_now,
         judge_poll=settings.judge_poll_seconds,
+        watched=settings.watched,
     )
     _add_controllers(manager, ctx, informers, settings)
     return ctx

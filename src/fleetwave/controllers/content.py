@@ -31,6 +31,7 @@ from typing import Any, Protocol
 
 from fleetwave.api.sveltos import DriftExclusion, HelmChart, PolicyRef, ProfileSpec, ValueFrom
 from fleetwave.controllers import drift_exclusions, extra_metadata, members
+from fleetwave.controllers.watch_scope import unwatched
 from fleetwave.delivery import content as dc
 from fleetwave.delivery import helmoptions
 
@@ -60,19 +61,21 @@ class Boundary:
 
     `controller_namespace`: fleetwave's own namespace, never a source. `own_namespace`: set for a
     namespaced profile, which reads only there. `kubeconfig_secrets`: (namespace, name) of every
-    Secret a MemberCluster references, never a source whatever its type or labels.
+    Secret a MemberCluster references, never a source whatever its type or labels. `watched`: the
+    namespaces the controller reads (`--watch-namespace`), None for all.
     """
 
     controller_namespace: str | None = None
     own_namespace: str | None = None
     kubeconfig_secrets: frozenset[tuple[str, str]] = field(default_factory=frozenset)
+    watched: frozenset[str] | None = None
 
     def namespace_problem(self, namespace: str) -> str:
         if self.own_namespace is not None and namespace != self.own_namespace:
             return f"a namespaced profile reads only its own namespace ({self.own_namespace})"
         if namespace == self.controller_namespace:
             return "fleetwave's own namespace is never a content source"
-        return ""
+        return unwatched(namespace, self.watched)
 
 
 kubeconfig_secrets = members.kubeconfig_secrets  # what Boundary.kubeconfig_secrets is built from

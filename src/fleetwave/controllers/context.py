@@ -203,6 +203,8 @@ class Context:
     clock: Callable[[], datetime]
     # How often a judgement waiting on a member is re-run when no watch wakes it (ADR 0065).
     judge_poll: float = 2.0
+    # The namespaces whose objects this controller reads (`--watch-namespace`), None for all.
+    watched: frozenset[str] | None = None
     own_writes: OwnWrites = field(default_factory=OwnWrites)
     # ClusterSummary key -> fingerprint of the credentials this process last delivered it with.
     delivered_to: dict[str, str] = field(default_factory=dict)

@@ -131,6 +131,7 @@ def content_boundary(ctx: Context) -> content.Boundary:
             lambda: content.kubeconfig_secrets(ctx.cache.members_everywhere()),
             everywhere=True,
         ),
+        watched=ctx.watched,
     )
 
 

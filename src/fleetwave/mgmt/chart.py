@@ -56,11 +56,15 @@ def render_files() -> dict[str, str]:
         files[f"files/crds/upstream/{crds.file_name(crd)}"] = _dump(
             "fleetwave.api upstream families", _chart_crd(crd)
         )
-    files["files/rbac/cluster-rules.yaml"] = _dump("fleetwave.mgmt.rbac", _rules(rbac.cluster_rules()))
+    upstream = [r for f in families.UPSTREAM for r in rbac.family_rules(f)]
+    for name, rules in (("", rbac.cluster_rules()), ("upstream-", upstream)):
+        files[f"files/rbac/{name}rules.yaml"] = _dump("fleetwave.mgmt.rbac", _rules(rules))
+        # With `watchNamespaces`: the cluster-scoped part stays in the ClusterRole, the namespaced
+        # part is bound in each watched namespace only (ADR 0074).
+        cluster, namespaced = rbac.split(rules)
+        files[f"files/rbac/{name}cluster-scoped-rules.yaml"] = _dump("fleetwave.mgmt.rbac", _rules(cluster))
+        files[f"files/rbac/{name}watched-rules.yaml"] = _dump("fleetwave.mgmt.rbac", _rules(namespaced))
     files["files/rbac/namespace-rules.yaml"] = _dump("fleetwave.mgmt.rbac", _rules(rbac.namespace_rules()))
-    files["files/rbac/upstream-rules.yaml"] = _dump(
-        "fleetwave.mgmt.rbac", [r for f in families.UPSTREAM for r in _rules(rbac.family_rules(f))]
-    )
     policy, binding = crds.admission_policies()
     files["files/admission/policy-spec.yaml"] = _dump("fleetwave.api.crds", policy["spec"])
     files["files/admission/binding-spec.yaml"] = _dump(

@@ -15,9 +15,10 @@ SERVICE_ACCOUNT = rbac.NAME
 _CRD = ("apiextensions.k8s.io/v1", "CustomResourceDefinition")
 
 
-def rbac_documents(namespace: str = NAMESPACE) -> list[dict[str, Any]]:
-    """The controller's namespace, ServiceAccount and least-privilege roles (`mgmt.rbac`, ADR 0047)."""
-    return rbac.documents(namespace)
+def rbac_documents(namespace: str = NAMESPACE, watch: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    """The controller's namespace, ServiceAccount and least-privilege roles (`mgmt.rbac`, ADR 0047);
+    with `watch`, rights on namespaced resources only in those namespaces (ADR 0074)."""
+    return rbac.documents(namespace, watch)
 
 
 class ForeignCRD(Exception):
@@ -25,7 +26,12 @@ class ForeignCRD(Exception):
 
 
 def install(
-    client: Client, *, timeout: float = 60.0, namespace: str = NAMESPACE, upstream_apis: bool = False
+    client: Client,
+    *,
+    timeout: float = 60.0,
+    namespace: str = NAMESPACE,
+    upstream_apis: bool = False,
+    watch: tuple[str, ...] = (),
 ) -> list[str]:
     """Apply every CRD and the RBAC, wait until the CRDs are Established, then apply the admission
     policies. Returns CRD names. With `upstream_apis`, also the CRDs of the upstream API families
@@ -33,7 +39,8 @@ def install(
     if one does).
 
     Server-side apply replaces each role's whole rule list, so re-installing over an older release
-    also takes away what it no longer grants."""
+    also takes away what it no longer grants. `watch`: the namespaces the controller will be run
+    with (`--watch-namespace`); its namespaced rights are bound only there."""
     extra = crds.upstream_crds(families.UPSTREAM) if upstream_apis else []
     for crd in extra:
         _refuse_foreign(client, crd["metadata"]["name"])
@@ -44,9 +51,9 @@ def install(
     for crd in [*crds.all_crds(unserved=hidden), *extra]:
         sync_ops.apply(client, crd)
         names.append(crd["metadata"]["name"])
-    for doc in rbac_documents(namespace):
+    for doc in rbac_documents(namespace, watch):
         sync_ops.apply(client, doc)
-    for doc in rbac.upstream_documents(namespace, families.UPSTREAM) if upstream_apis else []:
+    for doc in rbac.upstream_documents(namespace, families.UPSTREAM, watch) if upstream_apis else []:
         sync_ops.apply(client, doc)
     _wait_established(client, names, timeout)
     # After the CRDs serve: the policy validates MemberClusters (a namespaced one may only name a

@@ -22,6 +22,11 @@ Where each rule comes from:
   API servers running the OwnerReferencesPermissionEnforcement admission plugin require it;
 - core Events: `create`, and `patch` to count repeats, in whatever namespace the object lives in
   (cluster-scoped objects: `default`);
+- with `--watch-namespace` (ADR 0074) every rule on a namespaced resource moves out of the
+  ClusterRole into a second ClusterRole granted only through a RoleBinding in each watched
+  namespace (`fleetwave-controller-watched`), so Secrets and everything else namespaced are read
+  nowhere else. Events stay cluster-wide (`create`/`patch` only: the Events of cluster-scoped objects
+  go to `default`);
 - in the controller's own namespace only (a Role): the leader-election Lease, or with `--shards`
   the shard Leases and replica heartbeats (`create`, `get`, `list`, `update`, `patch`, `delete`:
   their names depend on the shard count and the replica), and content snapshots, which are
@@ -34,11 +39,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from fleetwave.api import models
+from fleetwave.api import families, models
 from fleetwave.api.families import Family
 from fleetwave.api.meta import API_VERSION
 
 NAME = "fleetwave-controller"  # the ServiceAccount, roles, bindings and the leader-election Lease
+WATCHED_NAME = f"{NAME}-watched"  # bound in each watched namespace (`--watch-namespace`)
 GROUP = API_VERSION.split("/")[0]
 RBAC_API = "rbac.authorization.k8s.io/v1"
 READ = ("get", "list", "watch")
@@ -122,6 +128,48 @@ def cluster_rules() -> list[Rule]:
     ]
 
 
+# Built-in resources the rules name that are not namespaced; fleetwave's kinds (native and upstream)
+# say their own scope.
+_CLUSTER_SCOPED_BUILTIN = frozenset(
+    {
+        ("", "namespaces"),
+        ("rbac.authorization.k8s.io", "clusterroles"),
+        ("rbac.authorization.k8s.io", "clusterrolebindings"),
+    }
+)
+# Kept cluster-wide even when namespaces are watched: write-only, and the Events of cluster-scoped
+# objects are recorded in `default`.
+_ALWAYS_CLUSTER_WIDE = frozenset({("", "events")})
+
+
+def _namespaced(group: str, resource: str) -> bool:
+    plural = resource.partition("/")[0]  # a subresource has its parent's scope
+    if (group, plural) in _CLUSTER_SCOPED_BUILTIN:
+        return False
+    for family in (families.NATIVE, *families.UPSTREAM):
+        for served in family.kinds.values():
+            if (served.group, served.plural) == (group, plural):
+                return served.namespaced
+    return True  # every other built-in resource named here (configmaps, deployments, ...) is
+
+
+def split(rules: list[Rule]) -> tuple[list[Rule], list[Rule]]:
+    """`rules` as (cluster-scoped part, namespaced part): each rule's resources sorted by scope."""
+    cluster: list[Rule] = []
+    namespaced: list[Rule] = []
+    for rule in rules:
+        if all((rule.group, r) in _ALWAYS_CLUSTER_WIDE for r in rule.resources):
+            cluster.append(rule)
+            continue
+        inside = tuple(r for r in rule.resources if _namespaced(rule.group, r))
+        outside = tuple(r for r in rule.resources if not _namespaced(rule.group, r))
+        if outside:
+            cluster.append(Rule(rule.group, outside, rule.verbs, rule.resource_names))
+        if inside:
+            namespaced.append(Rule(rule.group, inside, rule.verbs, rule.resource_names))
+    return cluster, namespaced
+
+
 UPSTREAM_NAME = f"{NAME}-upstream-apis"
 
 
@@ -150,28 +198,14 @@ def family_rules(family: Family) -> list[Rule]:
     return rules
 
 
-def upstream_documents(namespace: str, served: tuple[Family, ...]) -> list[dict[str, Any]]:
+def upstream_documents(
+    namespace: str, served: tuple[Family, ...], watch: tuple[str, ...] = ()
+) -> list[dict[str, Any]]:
     """A ClusterRole + binding for the upstream API families (`install --upstream-apis` only: a
-    fleetwave without them has no rights on another project's groups)."""
-    return [
-        {
-            "apiVersion": RBAC_API,
-            "kind": "ClusterRole",
-            "metadata": {"name": UPSTREAM_NAME},
-            "rules": [r.manifest() for f in served for r in family_rules(f)],
-        },
-        {
-            "apiVersion": RBAC_API,
-            "kind": "ClusterRoleBinding",
-            "metadata": {"name": UPSTREAM_NAME},
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "ClusterRole",
-                "name": UPSTREAM_NAME,
-            },
-            "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": namespace}],
-        },
-    ]
+    fleetwave without them has no rights on another project's groups); with `watch`, their
+    namespaced part is bound only in those namespaces."""
+    rules = [r for f in served for r in family_rules(f)]
+    return _scoped(UPSTREAM_NAME, namespace, rules, watch)
 
 
 def namespace_rules() -> list[Rule]:
@@ -184,36 +218,72 @@ def namespace_rules() -> list[Rule]:
     ]
 
 
-def documents(namespace: str) -> list[dict[str, Any]]:
-    """Namespace, ServiceAccount, ClusterRole + binding, Role + binding in `namespace`."""
-    subject = [{"kind": "ServiceAccount", "name": NAME, "namespace": namespace}]
+def documents(namespace: str, watch: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    """Namespace, ServiceAccount, ClusterRole + binding, Role + binding in `namespace`; with `watch`
+    (the controller's `--watch-namespace`), the namespaced rules only in those namespaces."""
     return [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": NAME, "namespace": namespace}},
-        {
-            "apiVersion": RBAC_API,
-            "kind": "ClusterRole",
-            "metadata": {"name": NAME},
-            "rules": [r.manifest() for r in cluster_rules()],
-        },
-        {
-            "apiVersion": RBAC_API,
-            "kind": "ClusterRoleBinding",
-            "metadata": {"name": NAME},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": NAME},
-            "subjects": subject,
-        },
-        {
-            "apiVersion": RBAC_API,
-            "kind": "Role",
-            "metadata": {"name": NAME, "namespace": namespace},
-            "rules": [r.manifest() for r in namespace_rules()],
-        },
-        {
-            "apiVersion": RBAC_API,
-            "kind": "RoleBinding",
-            "metadata": {"name": NAME, "namespace": namespace},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": NAME},
-            "subjects": subject,
-        },
+        *_scoped(NAME, namespace, cluster_rules(), watch),
+        _role(NAME, namespace, namespace_rules()),
+        _binding(NAME, namespace, "Role", NAME, namespace),
     ]
+
+
+def watched_namespaces(namespace: str, watch: tuple[str, ...]) -> list[str]:
+    """Where the namespaced rules are bound: the watched namespaces and the controller's own."""
+    return sorted({*watch, namespace})
+
+
+def _scoped(name: str, namespace: str, rules: list[Rule], watch: tuple[str, ...]) -> list[dict[str, Any]]:
+    """`rules` granted cluster-wide, or with `watch` their namespaced part as a ClusterRole
+    `<name>-watched` bound by a RoleBinding in each watched namespace (a RoleBinding to a ClusterRole
+    grants it in that namespace only)."""
+    if not watch:
+        return [_cluster_role(name, rules), _binding(name, namespace, "ClusterRole", name)]
+    cluster, namespaced = split(rules)
+    watched = f"{name}-watched"
+    return [
+        _cluster_role(name, cluster),
+        _binding(name, namespace, "ClusterRole", name),
+        _cluster_role(watched, namespaced),
+        *(
+            _binding(watched, namespace, "ClusterRole", watched, ns)
+            for ns in watched_namespaces(namespace, watch)
+        ),
+    ]
+
+
+def _cluster_role(name: str, rules: list[Rule]) -> dict[str, Any]:
+    return {
+        "apiVersion": RBAC_API,
+        "kind": "ClusterRole",
+        "metadata": {"name": name},
+        "rules": [r.manifest() for r in rules],
+    }
+
+
+def _role(name: str, namespace: str, rules: list[Rule]) -> dict[str, Any]:
+    return {
+        "apiVersion": RBAC_API,
+        "kind": "Role",
+        "metadata": {"name": name, "namespace": namespace},
+        "rules": [r.manifest() for r in rules],
+    }
+
+
+def _binding(
+    name: str, namespace: str, role_kind: str, role: str, where: str | None = None
+) -> dict[str, Any]:
+    """A binding of the controller's ServiceAccount (in `namespace`) to `role`: cluster-wide, or a
+    RoleBinding in `where`."""
+    meta: dict[str, Any] = {"name": name}
+    if where is not None:
+        meta["namespace"] = where
+    return {
+        "apiVersion": RBAC_API,
+        "kind": "ClusterRoleBinding" if where is None else "RoleBinding",
+        "metadata": meta,
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": role_kind, "name": role},
+        "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": namespace}],
+    }

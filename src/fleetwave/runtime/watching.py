@@ -3,13 +3,17 @@
 Any watch failure (410 Gone included) leads to a fresh list with backoff; the relist is diffed
 against the store, so handlers also hear about deletions that happened while the watch was down.
 Bookmarks are requested through lightkube's request builder, which has no public parameter for them.
+
+An informer of a namespaced kind may be limited to some namespaces (`--watch-namespace`): it then
+runs one list-and-watch per namespace — the API has no multi-namespace watch, and a namespaced Role
+grants no cluster-wide one — over one store, each relist diffing only its own namespace's slice.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import Any, Literal
 
 from fleetwave.kube import internals, ops
@@ -36,8 +40,9 @@ def object_key(obj: Any) -> str:
 class Informer:
     """Keeps `store` (key -> latest lightkube object) in step with the API server.
 
-    `namespace=None` watches every namespace of a namespaced kind. Handlers run synchronously
-    on the event loop and must be quick (typically: map the object to keys and enqueue them).
+    `namespace=None` watches every namespace of a namespaced kind; `namespaces` names several (it is
+    ignored for cluster-scoped kinds). Handlers run synchronously on the event loop and must be quick
+    (typically: map the object to keys and enqueue them).
     """
 
     def __init__(
@@ -46,6 +51,7 @@ class Informer:
         resource: type[Any],
         *,
         namespace: str | None = None,
+        namespaces: Iterable[str] = (),
         labels: dict[str, str] | None = None,
         server_timeout: int = 300,
         backoff: queueing.Backoff = _RELIST_BACKOFF,
@@ -53,7 +59,9 @@ class Informer:
         self.resource = resource
         self._api = client
         namespaced = internals.is_namespaced(resource)
-        self._namespace = (namespace or ALL_NAMESPACES) if namespaced else None
+        chosen: list[str | None] = [*sorted({*namespaces, *([namespace] if namespace else [])})]
+        # One list-and-watch per entry: None for a cluster-scoped kind, "*" for every namespace.
+        self._scopes = (chosen or [ALL_NAMESPACES]) if namespaced else [None]
         self._labels: dict[str, Any] | None = dict(labels) if labels else None
         self._server_timeout = server_timeout
         self._backoff = backoff
@@ -67,7 +75,14 @@ class Informer:
 
     @property
     def name(self) -> str:
-        return f"{self.resource.__name__}@{self._namespace or 'cluster'}"
+        return f"{self.resource.__name__}@{','.join(s or 'cluster' for s in self._scopes)}"
+
+    @property
+    def namespaces(self) -> tuple[str, ...] | None:
+        """The namespaces watched; None when every one is (or the kind is cluster-scoped)."""
+        if self._scopes in ([None], [ALL_NAMESPACES]):
+            return None
+        return tuple(s for s in self._scopes if s)
 
     @property
     def store(self) -> Mapping[str, Any]:
@@ -81,12 +96,28 @@ class Informer:
 
     async def run(self) -> None:
         """List and watch until cancelled."""
+        if len(self._scopes) == 1:
+            await self._run(self._scopes[0], self.has_synced)
+            return
+        synced = [asyncio.Event() for _ in self._scopes]
+        loops = [asyncio.create_task(self._run(s, e)) for s, e in zip(self._scopes, synced, strict=True)]
+        try:
+            await asyncio.gather(*(e.wait() for e in synced))
+            self.has_synced.set()
+            await asyncio.gather(*loops)
+        finally:
+            for loop in loops:
+                loop.cancel()
+            await asyncio.gather(*loops, return_exceptions=True)
+
+    async def _run(self, scope: str | None, synced: asyncio.Event) -> None:
         failures = 0
+        where = self.name if len(self._scopes) == 1 else f"{self.resource.__name__}@{scope}"
         while True:
             try:
-                resource_version = await self._relist()
-                self.has_synced.set()
-                async for _ in self._watch(resource_version):
+                resource_version = await self._relist(scope)
+                synced.set()
+                async for _ in self._watch(scope, resource_version):
                     failures = 0  # the stream is healthy again; restart backoff from the base
             except asyncio.CancelledError:
                 raise
@@ -96,16 +127,20 @@ class Informer:
                 delay = self._backoff.delay(failures)
                 busy = isinstance(exc, ops.StatusError) and ops.code_of(exc) == ops.TOO_MANY_REQUESTS
                 level = logging.DEBUG if busy and failures <= _QUIET_BUSY else logging.WARNING
-                log.log(level, "informer %s: %s; relisting in %.2fs", self.name, exc, delay)
+                log.log(level, "informer %s: %s; relisting in %.2fs", where, exc, delay)
                 await asyncio.sleep(delay)
 
-    async def _relist(self) -> str:
-        listing = self._api.list(
-            self.resource, namespace=self._namespace, labels=self._labels, chunk_size=500
-        )
+    async def _relist(self, scope: str | None) -> str:
+        listing = self._api.list(self.resource, namespace=scope, labels=self._labels, chunk_size=500)
         fresh = {object_key(obj): obj async for obj in listing}
         resource_version: str = listing.resourceVersion
-        old, self._store = self._store, fresh
+        if len(self._scopes) == 1:
+            old, self._store = self._store, fresh
+        else:  # this scope's slice of the store; the other namespaces' loops keep theirs
+            old = {k: o for k, o in self._store.items() if o.metadata.namespace == scope}
+            for key in old.keys() - fresh.keys():
+                del self._store[key]
+            self._store.update(fresh)
         self.revision += 1
         self.relists += 1
         for key, obj in fresh.items():
@@ -119,9 +154,9 @@ class Informer:
                 self._dispatch("DELETED", obj)
         return resource_version
 
-    async def _watch(self, resource_version: str) -> AsyncIterator[None]:
+    async def _watch(self, scope: str | None, resource_version: str) -> AsyncIterator[None]:
         """Apply watch events to the store; yields after each so `run` can see the stream is alive."""
-        async for event_type, obj in self._open_watch(resource_version):
+        async for event_type, obj in self._open_watch(scope, resource_version):
             if event_type == "BOOKMARK":
                 yield None
                 continue
@@ -134,11 +169,11 @@ class Informer:
             self._dispatch("DELETED" if event_type == "DELETED" else _upsert(event_type), obj)
             yield None
 
-    def _open_watch(self, resource_version: str) -> AsyncIterator[tuple[str, Any]]:
+    def _open_watch(self, scope: str | None, resource_version: str) -> AsyncIterator[tuple[str, Any]]:
         return internals.watch_with_bookmarks(
             self._api,
             self.resource,
-            namespace=self._namespace,
+            namespace=scope,
             labels=self._labels,
             resource_version=resource_version,
             server_timeout=self._server_timeout,

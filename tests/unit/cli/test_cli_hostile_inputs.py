@@ -118,3 +118,12 @@ def test_apply_reads_stdin_with_the_same_checks(tmp_path: Path) -> None:
     line = _one_clean_line(result.output)
     assert line.startswith("error: stdin: ")
     assert "alias" in line
+
+
+@pytest.mark.parametrize("command", [["controller", "run"], ["install"]])
+@pytest.mark.parametrize("name", ["Team_A", "-rf", "a" * 64, "../x"])
+def test_watch_namespace_must_be_a_namespace_name(tmp_path: Path, command: list[str], name: str) -> None:
+    kubeconfig = tmp_path / "nowhere.yaml"  # never read: refused before connecting
+    code, output = _run(*command, "--kubeconfig", str(kubeconfig), f"--watch-namespace={name}")
+    assert code == 2, output
+    assert "not a namespace name" in _one_clean_line(output)

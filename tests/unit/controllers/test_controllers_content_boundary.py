@@ -109,6 +109,24 @@ def test_a_namespaced_profile_reads_only_its_own_namespace() -> None:
     assert ("ConfigMap", "team-b", "c") not in objects.reads
 
 
+def test_a_namespace_the_controller_does_not_watch_is_refused_by_name_not_reported_missing() -> None:
+    boundary = content.Boundary(
+        controller_namespace=CONTROLLER_NS, watched=frozenset({"team-a", CONTROLLER_NS})
+    )
+    objects = Objects(
+        {("ConfigMap", "team-a", "c"): _configmap(), ("Secret", "team-b", "s"): _secret(_manifest("x"))}
+    )
+    resolved = _resolve(_spec({"kind": "ConfigMap", "namespace": "team-a", "name": "c"}), objects, boundary)
+    assert resolved.body["policies"][0]["source"] == "ConfigMap/team-a/c"
+    with pytest.raises(content.ContentError) as refused:
+        _resolve(_spec({"kind": "Secret", "namespace": "team-b", "name": "s"}), objects, boundary)
+    assert str(refused.value) == (
+        "spec.policyRefs[0]: Secret team-b/s: namespace team-b is not watched by this controller "
+        "(it watches fleetwave-system, team-a; see --watch-namespace)"
+    )
+    assert ("Secret", "team-b", "s") not in objects.reads
+
+
 @pytest.mark.parametrize("type_", ["Opaque", "kubernetes.io/service-account-token", "kubernetes.io/tls"])
 def test_a_secret_is_content_only_when_its_type_says_so(type_: str) -> None:
     objects = Objects({("Secret", "team", "s"): _secret(_manifest(SECRET_VALUE), type_=type_)})

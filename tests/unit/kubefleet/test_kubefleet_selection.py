@@ -85,6 +85,31 @@ def test_cleaning_strips_server_fields_and_per_cluster_allocations() -> None:
     assert picked["Job"]["spec"]["template"]["metadata"]["labels"] == {"a": "b"}
 
 
+def test_the_content_of_a_namespace_the_controller_does_not_watch_is_refused_not_left_out() -> None:
+    whole = spec({"group": "", "version": "v1", "kind": "Namespace", "labelSelector": {}})
+    watched = frozenset({"app", "fleetwave-system"})
+    with pytest.raises(
+        selection.SelectionError, match=r"selects the content of namespace other is not watched"
+    ):
+        selection.select(whole, lister, namespace=None, watched=watched)
+    one = spec({"group": "", "version": "v1", "kind": "Namespace", "name": "app"})
+    assert "ConfigMap/cm" in names(selection.select(one, lister, namespace=None, watched=watched))
+    # The Namespace object alone is cluster-scoped and visible: NamespaceOnly needs no watch.
+    only = spec(
+        {
+            "group": "",
+            "version": "v1",
+            "kind": "Namespace",
+            "labelSelector": {},
+            "selectionScope": "NamespaceOnly",
+        }
+    )
+    assert names(selection.select(only, lister, namespace=None, watched=watched)) == [
+        "Namespace/app",
+        "Namespace/other",
+    ]
+
+
 def test_namespace_only_and_reserved_namespaces() -> None:
     only = spec(
         {

@@ -35,10 +35,26 @@ def test_generated_files_match_their_sources() -> None:
 
 def test_chart_rules_are_the_install_rules() -> None:
     by_kind = {d["kind"]: d for d in install.rbac_documents()}
-    assert _load("files/rbac/cluster-rules.yaml") == by_kind["ClusterRole"]["rules"]
+    assert _load("files/rbac/rules.yaml") == by_kind["ClusterRole"]["rules"]
     assert _load("files/rbac/namespace-rules.yaml") == by_kind["Role"]["rules"]
     upstream = rbac.upstream_documents(install.NAMESPACE, families.UPSTREAM)[0]["rules"]
     assert _load("files/rbac/upstream-rules.yaml") == upstream
+
+
+def test_chart_scoped_rules_are_the_install_rules_with_watched_namespaces() -> None:
+    watch = ("team-a",)
+    roles = {
+        d["metadata"]["name"]: d["rules"]
+        for d in [
+            *install.rbac_documents(watch=watch),
+            *rbac.upstream_documents(install.NAMESPACE, families.UPSTREAM, watch),
+        ]
+        if d["kind"] == "ClusterRole"
+    }
+    assert _load("files/rbac/cluster-scoped-rules.yaml") == roles[rbac.NAME]
+    assert _load("files/rbac/watched-rules.yaml") == roles[rbac.WATCHED_NAME]
+    assert _load("files/rbac/upstream-cluster-scoped-rules.yaml") == roles[rbac.UPSTREAM_NAME]
+    assert _load("files/rbac/upstream-watched-rules.yaml") == roles[f"{rbac.UPSTREAM_NAME}-watched"]
 
 
 def test_chart_crds_are_the_models_kept_on_uninstall_and_marked_ours() -> None:

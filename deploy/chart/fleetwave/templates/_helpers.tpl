@@ -37,3 +37,64 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- $_ := set $crd.metadata "labels" (merge (default (dict) $crd.metadata.labels) $labels) -}}
 {{ toYaml $crd }}
 {{- end -}}
+
+{{/* Where namespaced rights are bound with watchNamespaces (ADR 0074): those and the release's own. */}}
+{{- define "fleetwave.watched" -}}
+{{- $all := append (default (list) .Values.watchNamespaces) .Release.Namespace | uniq | sortAlpha -}}
+{{- join "," $all -}}
+{{- end -}}
+
+{{/* A ClusterRole of generated rules (.rules: a file under files/rbac) with the release's labels. */}}
+{{- define "fleetwave.clusterRole" -}}
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: {{ .name }}
+  labels:
+    {{- include "fleetwave.labels" .root | nindent 4 }}
+rules:
+{{ .root.Files.Get .rules }}
+{{- end -}}
+
+{{/* The controller's ServiceAccount bound to ClusterRole .role: cluster-wide, or in namespace .where. */}}
+{{- define "fleetwave.binding" -}}
+apiVersion: rbac.authorization.k8s.io/v1
+kind: {{ if .where }}RoleBinding{{ else }}ClusterRoleBinding{{ end }}
+metadata:
+  name: {{ .name }}
+  {{- if .where }}
+  namespace: {{ .where }}
+  {{- end }}
+  labels:
+    {{- include "fleetwave.labels" .root | nindent 4 }}
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: {{ .kind | default "ClusterRole" }}
+  name: {{ .role }}
+subjects:
+  - kind: ServiceAccount
+    name: {{ include "fleetwave.controller" .root }}
+    namespace: {{ .root.Release.Namespace }}
+{{- end -}}
+
+{{/* ClusterRole .name over generated rules .prefix: all of them cluster-wide, or with watchNamespaces
+     the cluster-scoped part cluster-wide and the namespaced part (.name-watched) in each watched namespace. */}}
+{{- define "fleetwave.scopedRoles" -}}
+{{- $root := .root -}}
+{{- if $root.Values.watchNamespaces }}
+{{ include "fleetwave.clusterRole" (dict "root" $root "name" .name "rules" (printf "files/rbac/%scluster-scoped-rules.yaml" .prefix)) }}
+---
+{{ include "fleetwave.binding" (dict "root" $root "name" .name "role" .name) }}
+---
+{{ include "fleetwave.clusterRole" (dict "root" $root "name" (printf "%s-watched" .name) "rules" (printf "files/rbac/%swatched-rules.yaml" .prefix)) }}
+{{- $name := .name }}
+{{- range splitList "," (include "fleetwave.watched" $root) }}
+---
+{{ include "fleetwave.binding" (dict "root" $root "name" (printf "%s-watched" $name) "role" (printf "%s-watched" $name) "where" .) }}
+{{- end }}
+{{- else }}
+{{ include "fleetwave.clusterRole" (dict "root" $root "name" .name "rules" (printf "files/rbac/%srules.yaml" .prefix)) }}
+---
+{{ include "fleetwave.binding" (dict "root" $root "name" .name "role" .name) }}
+{{- end }}
+{{- end -}}

@@ -50,7 +50,7 @@ def _informer(manager: Manager, ctx: Context, kind: str, resource: Any) -> Infor
     existing = ctx.cache.informers.get(kind)
     if existing is not None:
         return existing
-    informer = manager.add_informer(Informer(ctx.client, resource))
+    informer = manager.add_informer(Informer(ctx.client, resource, namespaces=ctx.watched or ()))
     ctx.cache.informers[kind] = informer
     return informer
 

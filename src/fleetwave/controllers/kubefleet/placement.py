@@ -57,6 +57,7 @@ async def reconcile(ctx: Context, scope: nm.Scope, key: str) -> Result:
                 lambda: members.kubeconfig_secrets(ctx.cache.members_everywhere()),
                 everywhere=True,
             ),
+            watched=ctx.watched,
         )
     except (codec.ManifestError, selection.SelectionError) as e:
         return await _invalid(ctx, scope, obj, current, str(e))

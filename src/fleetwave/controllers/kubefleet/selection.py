@@ -15,6 +15,7 @@ from typing import Any
 
 from fleetwave.api.kubefleet import PlacementSpec, ResourceSelector
 from fleetwave.controllers import members
+from fleetwave.controllers.watch_scope import unwatched
 
 Obj = Mapping[str, Any]
 
@@ -106,9 +107,12 @@ def select(
     *,
     namespace: str | None,
     credentials: frozenset[tuple[str, str]] = frozenset(),
+    watched: frozenset[str] | None = None,
 ) -> list[dict[str, Any]]:
     """The cleaned manifests selected by `spec`; `namespace` is set for a ResourcePlacement.
-    `credentials`: the (namespace, name) of every Secret a member cluster names as its kubeconfig."""
+    `credentials`: the (namespace, name) of every Secret a member cluster names as its kubeconfig.
+    `watched`: the namespaces the controller reads (None: all); selecting the content of another is
+    refused, since placing the namespace without what the controller cannot see would be half of it."""
     chosen: dict[tuple[str, str, str], dict[str, Any]] = {}
 
     def add(kind: Kind, obj: Obj) -> None:
@@ -132,6 +136,10 @@ def select(
         _select_in(inner, lister, {namespace}, add)
         return _ordered(chosen)
     whole, picked = _cluster_scoped(typed, lister, add)
+    for name in sorted(whole | picked):
+        problem = unwatched(name, watched)
+        if problem:
+            raise SelectionError(f"spec.resourceSelectors: selects the content of {problem}")
     if inner and not picked:
         raise SelectionError(
             "spec.resourceSelectors: namespaced kinds need a Namespace selector with"
