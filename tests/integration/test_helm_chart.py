@@ -113,6 +113,7 @@ def test_helm_lint_is_clean(helm: Helm) -> None:
     for values in (
         [],
         ["--set", "upstreamApis.enabled=true", "--set", "metrics.serviceMonitor.enabled=true"],
+        ["--set", "watchNamespaces={team-a,team-b}", "--set", "upstreamApis.enabled=true"],
     ):
         out = helm.run("lint", "--strict", str(CHART), *values).stdout
         assert "1 chart(s) linted, 0 chart(s) failed" in out, out
@@ -198,7 +199,8 @@ def test_rendered_manifests_pass_a_server_side_dry_run(
 ) -> None:
     restricted = {"pod-security.kubernetes.io/enforce": "restricted"}
     hub_client.apply(Namespace(metadata=ObjectMeta(name=NS, labels=restricted)), force=True)
-    for values in ([], ["--set", "upstreamApis.enabled=true"]):
+    watched = ["--set", f"watchNamespaces={{{NS},default}}", "--set", "upstreamApis.enabled=true"]
+    for values in ([], ["--set", "upstreamApis.enabled=true"], watched):
         rendered = helm.run("template", RELEASE, str(CHART), "--namespace", NS, *values).stdout
         proc = subprocess.run(
             [
