@@ -26,7 +26,9 @@ from promotion_support import (
     status,
     wait_for,
 )
+from typer.testing import CliRunner
 
+from fleetwave.cli import app as cli_app
 from fleetwave.kube import kinds
 from fleetwave.local import binaries, chartrepo, fleet
 from fleetwave.mgmt import manifests
@@ -305,3 +307,48 @@ def test_preserve_cluster_profiles_on_delete_leaves_stage_profiles_and_their_del
     wait_for(
         lambda: chart_version(members["member-1"], name, name) is None, what="withdrawn with the profile"
     )
+
+
+def _cli(local_fleet: fleet.FleetState, *args: str) -> str:
+    kubeconfig = local_fleet.cluster(fleet.MANAGEMENT).kubeconfig
+    result = CliRunner().invoke(cli_app, [*args, "--kubeconfig", kubeconfig])
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_a_paused_promotion_starts_nothing_new_and_resumes_where_it_stopped(
+    controller: ControllerThread,
+    management: Client,
+    members: dict[str, Client],
+    repo: chartrepo.ChartRepo,
+    local_fleet: fleet.FleetState,
+) -> None:
+    """`fleetwave pause promotion` (spec.paused): dev's delay runs out while paused and staging still
+    gets nothing; `fleetwave resume promotion` goes on at once (the delay kept its start), no restart."""
+    name = "paused-rollout"
+    apply(management, promotion_doc(name, repo.url, dev_delay="4s"))
+    with deleted_after(management, name):
+        wait_for(lambda: stage_phases(management, name).get("dev") == "WaitingAfter", what="dev delivered")
+        out = _cli(local_fleet, "pause", "promotion", name)
+        assert f"clusterpromotion/{name} paused" in out
+        paused = wait_for(
+            lambda: (st := status(management, name)).get("rollout", {}).get("phase") == "Paused" and st,
+            what="the promotion paused",
+        )
+        progressing = next(c for c in paused["conditions"] if c["type"] == "Progressing")
+        assert (progressing["status"], progressing["reason"]) == ("False", "Paused")
+        delivered = _t(paused["rollout"]["stages"][0]["deliveredAt"])
+        # Well past the dev delay: still nothing beyond dev.
+        wait_for(
+            lambda: dt.datetime.now(dt.UTC) > delivered + dt.timedelta(seconds=6), what="the delay ran out"
+        )
+        assert stage_phases(management, name).get("staging") == "Pending"
+        assert versions(members, name) == {"member-1": "1.0.0", "member-2": None, "member-3": None}
+        assert "already paused" in _cli(local_fleet, "pause", "promotion", name)
+        _cli(local_fleet, "resume", "promotion", name)
+        wait_for(
+            lambda: stage_phases(management, name).get("production") == "Succeeded", what="production done"
+        )
+        assert versions(members, name) == {"member-1": "1.0.0", "member-2": "1.0.0", "member-3": "1.0.0"}
+        record = status(management, name)["rollout"]
+        assert _t(record["startedAt"]) < delivered  # the same rollout went on: it was never restarted

@@ -337,6 +337,13 @@ class ClusterPromotionSpec(Model):
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
     )
     preserve_cluster_profiles_on_delete: bool = False
+    # fleetwave's (Sveltos has none): clusters in flight finish, nothing new starts until false again.
+    paused: bool = Field(
+        default=False,
+        description="Pause the promotion: clusters already being updated finish, no other cluster "
+        "or stage starts, gate timers keep their start. Set back to false (or `fleetwave resume "
+        "promotion NAME`) to go on from where it stopped.",
+    )
 
     @model_validator(mode="after")
     def _unique(self) -> ClusterPromotionSpec:

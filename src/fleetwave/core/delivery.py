@@ -64,9 +64,12 @@ def _admit(stage: st.StageStatus, fleet: m.Fleet, slots: int) -> tuple[list[str]
     return admitted, not_ready
 
 
-def advance(stage: st.StageStatus, fleet: m.Fleet, delivery: Mapping[str, m.Delivery]) -> Progress:
+def advance(
+    stage: st.StageStatus, fleet: m.Fleet, delivery: Mapping[str, m.Delivery], *, admit: bool = True
+) -> Progress:
+    """`admit=False` (a paused rollout): the started clusters go on, no new one starts."""
     done, in_flight, failed = _scan(stage, fleet, delivery)
-    slots = 0 if failed else stage.max_in_flight - in_flight
+    slots = 0 if failed or not admit else stage.max_in_flight - in_flight
     admitted, not_ready = _admit(stage, fleet, slots)
     started = stage.started + tuple(admitted)
     # Newly admitted clusters always get a Deliver, so no member counts as done in this revision

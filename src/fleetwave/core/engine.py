@@ -48,10 +48,12 @@ def step(spec: m.RolloutSpec, fleet: m.Fleet, observed: m.Observed, now: datetim
         return fx.Decision(status, tuple(acc.effects), None, None, None, False)
     status = membership.track(status, spec, fleet, acc.effects)
     status = _advance(ctx, status, acc)
-    status = membership.deliver_late(status, fleet, observed.delivery, acc.effects)
+    # A cluster that joined late starts its delivery like any other: not while paused.
+    if not spec.paused:
+        status = membership.deliver_late(status, fleet, observed.delivery, acc.effects)
     if membership.late_in_flight(status, fleet, observed.delivery):
         acc.wait(None, True)
-    status = _summarize(status, now)
+    status = _summarize(status, now, spec.paused)
     return _decide(ctx, status, acc)
 
 
@@ -105,6 +107,8 @@ def _advance(ctx: _Ctx, status: st.RolloutStatus, acc: _Acc) -> st.RolloutStatus
     """Walk stages while they complete within this same instant."""
     while status.current < len(status.stages):
         index = status.current
+        if ctx.spec.paused and status.stages[index].phase is SP.PENDING:
+            return status  # entering a stage starts its timers and, soon, its deliveries
         stage = _step_stage(ctx, status, index, acc)
         status = status.with_stage(index, stage)
         if stage.phase is SP.FAILED:
@@ -178,6 +182,9 @@ def _before(
     if not verdict.open:
         acc.wait(verdict.wake_at, verdict.waiting_on_facts)
         return replace(stage, gates=verdict.gates, message=f"before-gates: {verdict.message}")
+    if ctx.spec.paused:
+        acc.wait(None, True)  # resuming is a spec edit, which wakes the rollout
+        return replace(stage, gates=verdict.gates, message="before-gates open; paused")
     acc.effects.extend(opened)
     acc.effects.append(
         fx.Event("StageStarted", f"stage {stage.name}: delivering to {len(stage.clusters)} clusters")
@@ -188,14 +195,17 @@ def _before(
 
 
 def _deliver(ctx: _Ctx, stage: st.StageStatus, acc: _Acc) -> st.StageStatus:
-    progress = delivery.advance(stage, ctx.fleet, ctx.observed.delivery)
+    progress = delivery.advance(stage, ctx.fleet, ctx.observed.delivery, admit=not ctx.spec.paused)
     acc.effects.extend(progress.effects)
     old_failed = {name for name, _ in stage.failed}
     for name, why in progress.failed:
         if name not in old_failed:
             acc.effects.append(fx.Event("ClusterFailed", f"stage {stage.name}: cluster {name} failed: {why}"))
     moved = progress.completed > stage.completed or len(progress.started) > len(stage.started)
-    last = ctx.now if moved else stage.last_progress_at
+    # The progress deadline measures a running rollout: a pause neither fails it nor eats into it.
+    prev = ctx.observed.previous
+    resumed = not ctx.spec.paused and prev is not None and prev.phase is st.RolloutPhase.PAUSED
+    last = ctx.now if moved or resumed else stage.last_progress_at
     stage = replace(
         stage,
         started=progress.started,
@@ -207,6 +217,9 @@ def _deliver(ctx: _Ctx, stage: st.StageStatus, acc: _Acc) -> st.StageStatus:
     if progress.complete:
         acc.effects.append(fx.Event("StageDelivered", f"stage {stage.name}: every member cluster is done"))
         return replace(stage, phase=SP.WAITING_AFTER, delivered_at=ctx.now)
+    if ctx.spec.paused:
+        acc.wait(None, True)
+        return stage
     return _check_deadline(ctx, stage, acc)
 
 
@@ -242,7 +255,7 @@ def _after(
     return replace(stage, phase=SP.SUCCEEDED, succeeded_at=ctx.now, gates=verdict.gates, message="succeeded")
 
 
-def _summarize(status: st.RolloutStatus, now: datetime) -> st.RolloutStatus:
+def _summarize(status: st.RolloutStatus, now: datetime, spec_paused: bool = False) -> st.RolloutStatus:
     cs, r = st.ConditionStatus, st.Reason
     stage = status.current_stage
     if status.phase is st.RolloutPhase.FAILED and stage is not None:
@@ -253,6 +266,9 @@ def _summarize(status: st.RolloutStatus, now: datetime) -> st.RolloutStatus:
         status = replace(status, message="all stages succeeded")
         return _with(status, st.RolloutPhase.SUCCEEDED, done, (cs.TRUE, r.SUCCEEDED), None, now)
     unknown = (cs.UNKNOWN, r.PROGRESSING)
+    if spec_paused:
+        status = _with(status, st.RolloutPhase.PAUSED, (cs.FALSE, r.PAUSED), unknown, stage, now)
+        return replace(status, message=f"paused: {status.message}")
     if stage.phase in (SP.WAITING_BEFORE, SP.WAITING_AFTER) or stage.failed:
         reason = r.CLUSTER_FAILED if stage.failed else r.WAITING
         return _with(status, st.RolloutPhase.WAITING, (cs.FALSE, reason), unknown, stage, now)

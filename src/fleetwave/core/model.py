@@ -137,6 +137,9 @@ class RolloutSpec:
     progress_deadline: timedelta | None = None
     poll_interval: timedelta = timedelta(seconds=30)
     withdraw_dropped: bool = True
+    # Paused: clusters in flight finish, nothing new starts (no cluster, no stage); gate timers keep
+    # their start. Not part of the revision: pausing and resuming never restart a rollout.
+    paused: bool = False
 
 
 # --- the fleet ----------------------------------------------------------------------------

@@ -21,6 +21,7 @@ fmt = timestamps.fmt  # every status message renders instants this way
 class RolloutPhase(StrEnum):
     PROGRESSING = "Progressing"
     WAITING = "Waiting"
+    PAUSED = "Paused"
     SUCCEEDED = "Succeeded"
     FAILED = "Failed"
 
@@ -53,6 +54,7 @@ class Reason(StrEnum):
     WAITING = "Waiting"
     CLUSTER_FAILED = "ClusterFailed"
     DEADLINE_EXCEEDED = "ProgressDeadlineExceeded"
+    PAUSED = "Paused"
     SUCCEEDED = "Succeeded"
 
 

@@ -106,7 +106,7 @@ def from_promotion(promotion: ClusterPromotion, *, content_hash: str | None = No
         content_hash=revision_hash(spec.profile_spec, content_hash),
         stages_hash=batching.compute_stages_hash(stages),
     )
-    return m.RolloutSpec(name=name, revision=revision, stages=stages)
+    return m.RolloutSpec(name=name, revision=revision, stages=stages, paused=spec.paused)
 
 
 # profileSpec fields that decide how a stage is judged rather than what it delivers: editing one

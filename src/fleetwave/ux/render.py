@@ -149,6 +149,8 @@ def render(view: Mapping[str, Any]) -> RenderableType:
     parts: list[RenderableType] = [header(view), stages_table(view)]
     if view["conditions"]:
         parts.append(conditions_table(view))
+    if view.get("phase") == "Paused":
+        parts.append(Text(f"to go on: fleetwave resume promotion {view['name']}", style="bold"))
     for stage in view_mod.waiting_for_approval(view):
         parts.append(
             Text(f"to approve: fleetwave approve promotion {view['name']} --stage {stage}", style="bold")

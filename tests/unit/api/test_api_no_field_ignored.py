@@ -293,6 +293,7 @@ REGISTRY: dict[str, dict[str, Entry]] = {
         "preserveClusterProfilesOnDelete": h(
             PF + "test_preserve_cluster_profiles_on_delete_leaves_stage_profiles_and_their_delivery_in_place"
         ),
+        "paused": h(PF + "test_a_paused_promotion_starts_nothing_new_and_resumes_where_it_stopped"),
     },
     "Stage": {f: h(AUTO) for f in ("name", "clusterSelector", "trigger")},
     "Trigger": {"auto": h(AUTO), "manual": h(MANUAL)},

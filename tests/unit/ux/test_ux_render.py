@@ -69,3 +69,10 @@ def test_summary_line_has_no_countdown_so_it_only_changes_with_the_rollout() -> 
     assert render.summary_line(v.promotion_view(promotion(), [summary("ns/member-1")], later)) == first
     assert first.startswith("hello Waiting | dev: WaitingAfter 1/3")
     assert "staging: Pending 0/1" in first
+
+
+def test_render_of_a_paused_promotion_says_how_to_resume_it() -> None:
+    raw = promotion()
+    raw["status"]["rollout"]["phase"] = "Paused"
+    assert "to go on: fleetwave resume promotion hello" in _text(v.promotion_view(raw, [], NOW))
+    assert "to go on:" not in _text(v.promotion_view(promotion(), [], NOW))
