@@ -146,6 +146,12 @@ def _blocked_on(stages: list[Json]) -> str | None:
     return None
 
 
+def _blocked(rollout: Rollout, stages: list[Json]) -> str:
+    if rollout.spec.paused:
+        return f"paused (spec.paused: true): nothing starts until `fleetwave resume promotion {rollout.name}`"
+    return _blocked_on(stages) or "blocked"
+
+
 def build(rollout: Rollout, fleet: m.Fleet, start: datetime, assumptions: timeline.Assumptions) -> Json:
     """Simulate and report. Approvals granted on request (auto-approve) count from their request."""
     sim = timeline.simulate(rollout.spec, fleet, start, assumptions)
@@ -167,7 +173,7 @@ def build(rollout: Rollout, fleet: m.Fleet, start: datetime, assumptions: timeli
         "start": _t(start),
         "outcome": outcome,
         "finishedAt": _t(sim.finished_at),
-        "blockedOn": _blocked_on(stages) if outcome == "Blocked" else None,
+        "blockedOn": _blocked(rollout, stages) if outcome == "Blocked" else None,
         "assumptions": {
             "deliveryTime": _dur(assumptions.delivery_time),
             "approvals": {k: _t(v) for k, v in sorted(assumptions.approvals.items())},

@@ -220,3 +220,15 @@ current-context: x
     result = plan("-f", PROMOTION, "--kubeconfig", kubeconfig, *START)
     assert result.exit_code == 2
     assert f"--kubeconfig {kubeconfig}: cannot reach the API server" in result.stderr
+
+
+def test_a_paused_promotion_plans_nothing_and_says_how_to_resume(tmp_path: Path) -> None:
+    text = Path(PROMOTION).read_text()
+    assert "\nspec:\n" in text
+    paused = tmp_path / "paused.yaml"
+    paused.write_text(text.replace("\nspec:\n", "\nspec:\n  paused: true\n", 1))
+    report = plan_json("-f", str(paused), "--fleet", FLEET, *START)
+    assert report["outcome"] == "Blocked"
+    assert report["blockedOn"].startswith("paused (spec.paused: true): nothing starts until")
+    assert {s["state"] for s in report["stages"]} == {"NotReached"}
+    assert plan_json("-f", PROMOTION, "--fleet", FLEET, *START)["blockedOn"].startswith("stage staging")
