@@ -352,3 +352,36 @@ def test_a_paused_promotion_starts_nothing_new_and_resumes_where_it_stopped(
         assert versions(members, name) == {"member-1": "1.0.0", "member-2": "1.0.0", "member-3": "1.0.0"}
         record = status(management, name)["rollout"]
         assert _t(record["startedAt"]) < delivered  # the same rollout went on: it was never restarted
+
+
+def test_a_failure_budget_sets_a_failed_cluster_aside_then_stops_the_promotion_past_it(
+    controller: ControllerThread, management: Client, members: dict[str, Client], repo: chartrepo.ChartRepo
+) -> None:
+    """failureBudget (issue 13): helm fails everywhere (bad values); dev's one failure is within the
+    stage's and the promotion's limit, so after the grace period dev is passed without it and staging
+    starts; staging's failure is the second in the promotion, past `maxFailed: 1`: the promotion stops,
+    Failed with FailureBudgetExceeded naming both clusters, and production is never reached."""
+    name = "budgeted"
+    doc = promotion_doc(name, repo.url, values="replicas: true\n", dev_delay="0s")
+    doc["spec"]["failureBudget"] = {"maxFailedPerStage": 1, "maxFailed": 1, "gracePeriod": "3s"}
+    apply(management, doc)
+    with deleted_after(management, name):
+        stopped = wait_for(
+            lambda: (st := status(management, name)).get("rollout", {}).get("phase") == "Failed" and st,
+            what="the promotion stopped by its failure budget",
+        )
+        record = {s["name"]: s for s in stopped["rollout"]["stages"]}
+        assert record["dev"]["phase"] == "Succeeded"
+        assert [a["cluster"] for a in record["dev"]["setAside"]] == ["fleetwave-system/member-1"]
+        assert "replicas" in record["dev"]["setAside"][0]["message"]
+        assert record["staging"]["phase"] == "Failed"
+        assert record["production"]["phase"] == "Pending"
+        progressing = next(c for c in stopped["conditions"] if c["type"] == "Progressing")
+        assert progressing["reason"] == "FailureBudgetExceeded"
+        assert "2 failed clusters in the rollout, 1 allowed" in progressing["message"]
+        assert "member-1:" in progressing["message"]
+        assert "member-2:" in progressing["message"]
+        # The grace period was honoured: staging started no sooner than 3 s after dev's failure.
+        assert _t(record["staging"]["startedAt"]) - _t(record["dev"]["startedAt"]) >= dt.timedelta(seconds=3)
+        assert profiles_of(management, name) == {f"{name}-dev", f"{name}-staging"}
+        assert versions(members, name)["member-3"] is None

@@ -77,6 +77,13 @@ def _dump_stage(s: st.StageStatus) -> dict[str, Any]:
         "gates": [_dump_gate(g) for g in s.gates],
         "failed": [{"cluster": c, "message": m} for c, m in s.failed],
         "message": s.message,
+        **(
+            {"failingSince": [{"cluster": c, "since": _t(t)} for c, t in s.failing_since]}
+            if s.failing_since
+            else {}
+        ),
+        **({"setAside": [{"cluster": c, "message": m} for c, m in s.set_aside]} if s.set_aside else {}),
+        **({"overBudget": True} if s.over_budget else {}),
     }
 
 
@@ -135,6 +142,9 @@ def _load_stage(s: dict[str, Any]) -> st.StageStatus:
         ),
         failed=tuple((f["cluster"], f.get("message", "")) for f in s.get("failed", [])),
         message=s.get("message", ""),
+        failing_since=tuple((f["cluster"], _req_t(f["since"])) for f in s.get("failingSince", [])),
+        set_aside=tuple((f["cluster"], f.get("message", "")) for f in s.get("setAside", [])),
+        over_budget=bool(s.get("overBudget", False)),
     )
 
 

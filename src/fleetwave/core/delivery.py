@@ -26,13 +26,17 @@ class Progress:
 
 
 def _scan(
-    stage: st.StageStatus, fleet: m.Fleet, delivery: Mapping[str, m.Delivery]
+    stage: st.StageStatus, fleet: m.Fleet, delivery: Mapping[str, m.Delivery], set_aside: frozenset[str]
 ) -> tuple[int, int, list[tuple[str, str]]]:
-    """Count done and in-flight started members; collect failures."""
+    """Count done (set-aside clusters count as finished) and in-flight started members; collect
+    failures."""
     done = in_flight = 0
     failed: list[tuple[str, str]] = []
     for name in stage.started:
         if name not in fleet.names:
+            continue
+        if name in set_aside:
+            done += 1
             continue
         state = delivery.get(name, m.PENDING)
         if state.done:
@@ -67,8 +71,10 @@ def _admit(stage: st.StageStatus, fleet: m.Fleet, slots: int) -> tuple[list[str]
 def advance(
     stage: st.StageStatus, fleet: m.Fleet, delivery: Mapping[str, m.Delivery], *, admit: bool = True
 ) -> Progress:
-    """`admit=False` (a paused rollout): the started clusters go on, no new one starts."""
-    done, in_flight, failed = _scan(stage, fleet, delivery)
+    """`admit=False` (a paused rollout): the started clusters go on, no new one starts. Clusters
+    set aside by the failure budget count as finished and hold no slot."""
+    set_aside = frozenset(name for name, _ in stage.set_aside)
+    done, in_flight, failed = _scan(stage, fleet, delivery, set_aside)
     slots = 0 if failed or not admit else stage.max_in_flight - in_flight
     admitted, not_ready = _admit(stage, fleet, slots)
     started = stage.started + tuple(admitted)
@@ -77,7 +83,9 @@ def advance(
     effects: list[fx.Effect] = [
         fx.Deliver(name, stage.name)
         for name in stage.started
-        if name in fleet.names and delivery.get(name, m.PENDING).phase is m.DeliveryPhase.PENDING
+        if name in fleet.names
+        and name not in set_aside
+        and delivery.get(name, m.PENDING).phase is m.DeliveryPhase.PENDING
     ]
     effects.extend(fx.Deliver(name, stage.name) for name in admitted)
     present = sum(1 for name in stage.clusters if name in fleet.names)

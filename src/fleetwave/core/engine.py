@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
-from fleetwave.core import batching, delivery, gates, membership
+from fleetwave.core import batching, budget, delivery, gates, membership
 from fleetwave.core import effects as fx
 from fleetwave.core import model as m
 from fleetwave.core import status as st
@@ -129,7 +129,7 @@ def _step_stage(ctx: _Ctx, status: st.RolloutStatus, index: int, acc: _Acc) -> s
     if stage.phase is SP.WAITING_BEFORE:
         stage = _before(ctx, status, spec, stage, acc)
     if stage.phase is SP.PROGRESSING:
-        stage = _deliver(ctx, stage, acc)
+        stage = _deliver(ctx, status, stage, acc)
     if stage.phase is SP.WAITING_AFTER:
         stage = _after(ctx, status, spec, stage, acc)
     return stage
@@ -194,8 +194,27 @@ def _before(
     )
 
 
-def _deliver(ctx: _Ctx, stage: st.StageStatus, acc: _Acc) -> st.StageStatus:
+def _deliver(ctx: _Ctx, status: st.RolloutStatus, stage: st.StageStatus, acc: _Acc) -> st.StageStatus:
     progress = delivery.advance(stage, ctx.fleet, ctx.observed.delivery, admit=not ctx.spec.paused)
+    if ctx.spec.failure_budget is not None:
+        verdict = budget.judge(ctx.spec.failure_budget, stage, status, progress.failed, ctx.now)
+        if verdict.exceeded:
+            acc.effects.append(fx.Event("FailureBudgetExceeded", verdict.exceeded))
+            return replace(
+                stage, phase=SP.FAILED, failed=progress.failed, over_budget=True, message=verdict.exceeded
+            )
+        acc.wait(verdict.wake_at, True)
+        for name, why in verdict.set_aside:
+            acc.effects.append(
+                fx.Event(
+                    "ClusterSetAside", f"stage {stage.name}: cluster {name} failed, within budget: {why}"
+                )
+            )
+        stage = replace(
+            stage, failing_since=verdict.failing_since, set_aside=stage.set_aside + verdict.set_aside
+        )
+        if verdict.set_aside:  # their slots are free now: fill them in this same step
+            progress = delivery.advance(stage, ctx.fleet, ctx.observed.delivery, admit=not ctx.spec.paused)
     acc.effects.extend(progress.effects)
     old_failed = {name for name, _ in stage.failed}
     for name, why in progress.failed:
@@ -215,7 +234,10 @@ def _deliver(ctx: _Ctx, stage: st.StageStatus, acc: _Acc) -> st.StageStatus:
         message=progress.message,
     )
     if progress.complete:
-        acc.effects.append(fx.Event("StageDelivered", f"stage {stage.name}: every member cluster is done"))
+        aside = f" ({len(stage.set_aside)} set aside as failed)" if stage.set_aside else ""
+        acc.effects.append(
+            fx.Event("StageDelivered", f"stage {stage.name}: every member cluster is done{aside}")
+        )
         return replace(stage, phase=SP.WAITING_AFTER, delivered_at=ctx.now)
     if ctx.spec.paused:
         acc.wait(None, True)
@@ -260,6 +282,8 @@ def _summarize(status: st.RolloutStatus, now: datetime, spec_paused: bool = Fals
     stage = status.current_stage
     if status.phase is st.RolloutPhase.FAILED and stage is not None:
         reason = r.CLUSTER_FAILED if stage.failed else r.DEADLINE_EXCEEDED
+        if stage.over_budget:
+            reason = r.FAILURE_BUDGET_EXCEEDED
         return _with(status, st.RolloutPhase.FAILED, (cs.FALSE, reason), (cs.FALSE, reason), stage, now)
     if stage is None:
         done = (cs.FALSE, r.SUCCEEDED)

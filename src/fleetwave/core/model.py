@@ -62,6 +62,38 @@ class MaxInFlight:
         return cls(max(int(text), 0))
 
 
+@dataclass(frozen=True, slots=True)
+class FailureLimit:
+    """How many clusters may fail: a count, or a percentage of the clusters it is counted over
+    (rounded down: "10%" of 5 clusters tolerates none)."""
+
+    value: int = 0
+    percent: bool = False
+
+    @classmethod
+    def parse(cls, raw: int | str) -> FailureLimit:
+        if isinstance(raw, int):
+            return cls(max(raw, 0))
+        text = raw.strip()
+        if text.endswith("%"):
+            return cls(max(int(text[:-1]), 0), percent=True)
+        return cls(max(int(text), 0))
+
+    def allowed(self, clusters: int) -> int:
+        return self.value * clusters // 100 if self.percent else self.value
+
+
+@dataclass(frozen=True, slots=True)
+class FailureBudget:
+    """Clusters a rollout may lose and carry on (issue 13). A cluster whose delivery keeps failing
+    for `grace` is failed: within both limits it is set aside and the stage goes on without it; past
+    either, the rollout stops. A limit left out does not apply; with both left out, none may fail."""
+
+    per_stage: FailureLimit | None = None
+    total: FailureLimit | None = None
+    grace: timedelta = timedelta(minutes=2)
+
+
 # --- the gate algebra -------------------------------------------------------------------
 
 
@@ -137,6 +169,9 @@ class RolloutSpec:
     progress_deadline: timedelta | None = None
     poll_interval: timedelta = timedelta(seconds=30)
     withdraw_dropped: bool = True
+    # None: today's rule, a failed cluster holds its stage (and the progress deadline, when set,
+    # fails the rollout).
+    failure_budget: FailureBudget | None = None
     # Paused: clusters in flight finish, nothing new starts (no cluster, no stage); gate timers keep
     # their start. Not part of the revision: pausing and resuming never restart a rollout.
     paused: bool = False

@@ -54,6 +54,7 @@ class Reason(StrEnum):
     WAITING = "Waiting"
     CLUSTER_FAILED = "ClusterFailed"
     DEADLINE_EXCEEDED = "ProgressDeadlineExceeded"
+    FAILURE_BUDGET_EXCEEDED = "FailureBudgetExceeded"
     PAUSED = "Paused"
     SUCCEEDED = "Succeeded"
 
@@ -91,6 +92,11 @@ class StageStatus:
     gates: tuple[GateStatus, ...] = ()  # the gate list currently being evaluated
     failed: tuple[tuple[str, str], ...] = ()  # (cluster, message) currently failing
     message: str = ""
+    # With a failure budget: when each currently failing cluster started failing, the clusters set
+    # aside as failed within the budget (cluster, why), and whether the budget ran out here.
+    failing_since: tuple[tuple[str, Instant], ...] = ()
+    set_aside: tuple[tuple[str, str], ...] = ()
+    over_budget: bool = False
 
     @property
     def batches(self) -> tuple[tuple[str, ...], ...]:

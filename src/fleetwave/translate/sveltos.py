@@ -12,6 +12,7 @@ from fleetwave.api.models import (
     AutoTrigger,
     ClusterProfile,
     ClusterPromotion,
+    ClusterPromotionSpec,
     ManualTrigger,
     ProfileSpec,
     Stage,
@@ -106,7 +107,23 @@ def from_promotion(promotion: ClusterPromotion, *, content_hash: str | None = No
         content_hash=revision_hash(spec.profile_spec, content_hash),
         stages_hash=batching.compute_stages_hash(stages),
     )
-    return m.RolloutSpec(name=name, revision=revision, stages=stages, paused=spec.paused)
+    return m.RolloutSpec(
+        name=name, revision=revision, stages=stages, paused=spec.paused, failure_budget=failure_budget(spec)
+    )
+
+
+def failure_budget(spec: ClusterPromotionSpec) -> m.FailureBudget | None:
+    given = spec.failure_budget
+    if given is None:
+        return None
+    grace = common.duration(given.grace_period)
+    return m.FailureBudget(
+        per_stage=None
+        if given.max_failed_per_stage is None
+        else m.FailureLimit.parse(given.max_failed_per_stage),
+        total=None if given.max_failed is None else m.FailureLimit.parse(given.max_failed),
+        grace=grace if grace is not None else m.FailureBudget().grace,
+    )
 
 
 # profileSpec fields that decide how a stage is judged rather than what it delivers: editing one

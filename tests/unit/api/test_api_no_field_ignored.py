@@ -47,6 +47,7 @@ CE = "tests/unit/core/test_core_engine_edges.py::"
 CP = "tests/unit/core/test_core_planning.py::"
 PF = "tests/integration/test_promotion_flows.py::"
 PH = "tests/integration/test_promotion_health.py::"
+BUDGET = PF + "test_a_failure_budget_sets_a_failed_cluster_aside_then_stops_the_promotion_past_it"
 HS = "tests/unit/health/test_health_selection.py::"
 KS = "tests/integration/test_kubefleet_staged_runs.py::"
 SEL = "tests/unit/kubefleet/test_kubefleet_selection.py::"
@@ -294,7 +295,9 @@ REGISTRY: dict[str, dict[str, Entry]] = {
             PF + "test_preserve_cluster_profiles_on_delete_leaves_stage_profiles_and_their_delivery_in_place"
         ),
         "paused": h(PF + "test_a_paused_promotion_starts_nothing_new_and_resumes_where_it_stopped"),
+        "failureBudget": h(BUDGET),
     },
+    "FailureBudget": {f: h(BUDGET) for f in ("maxFailedPerStage", "maxFailed", "gracePeriod")},
     "Stage": {f: h(AUTO) for f in ("name", "clusterSelector", "trigger")},
     "Trigger": {"auto": h(AUTO), "manual": h(MANUAL)},
     "AutoTrigger": {
