@@ -20,8 +20,8 @@ from fleetwave.api.codec import ManifestError, load_manifests
 from fleetwave.api.meta import parse_duration
 from fleetwave.cli import inputs
 from fleetwave.cli.inputs import InputError
+from fleetwave.core import batching, timeline, timestamps
 from fleetwave.core import model as m
-from fleetwave.core import timeline, timestamps
 from fleetwave.translate import (
     Rollout,
     TranslateError,
@@ -80,6 +80,23 @@ def _approvals(rollout: Rollout, raw: list[str], start: datetime) -> dict[str, d
             )
         granted.update(dict.fromkeys(ids, at))
     return granted
+
+
+def _failing(rollout: Rollout, fleet: m.Fleet, raw: list[str], start: datetime) -> frozenset[str]:
+    """`--fail STAGE:CLUSTER`: the cluster must be in that stage of the frozen plan."""
+    stages = {s.name: s.clusters for s in batching.freeze_plan(rollout.spec, fleet, start).stages}
+    chosen = set()
+    for item in raw:
+        stage, sep, cluster = item.partition(":")
+        if not sep or not stage or not cluster:
+            raise InputError(f"--fail: {item!r} must be STAGE:CLUSTER")
+        if stage not in stages:
+            raise InputError(f"--fail: no stage {stage!r} (stages: {', '.join(stages)})")
+        if cluster not in stages[stage]:
+            members = ", ".join(stages[stage]) or "none"
+            raise InputError(f"--fail: cluster {cluster!r} is not in stage {stage} (its clusters: {members})")
+        chosen.add(cluster)
+    return frozenset(chosen)
 
 
 def _fleet_from_cluster(kubeconfig: Path) -> m.Fleet:
@@ -168,6 +185,8 @@ def _rows(stage: dict[str, Any]) -> list[tuple[str, str, str]]:
         rows.append((f"batch {b['index'] + 1}: {', '.join(b['clusters'])}", _when(b["start"]), done))
     if not stage["batches"]:
         rows.append(("no clusters", "", ""))
+    if stage.get("setAside"):
+        rows.append((f"set aside (failed): {', '.join(stage['setAside'])}", "", ""))
     rows.extend((label, "", state) for label, state in gates["after"])
     start, end = stage["startedAt"] or stage["enteredAt"], stage["succeededAt"]
     rows.append((f"=> {stage['state']}", _when(start), _when(end)))
@@ -189,8 +208,14 @@ def render_table(report: dict[str, Any], console: Console) -> None:
     console.print(table)
     if report["unmatched"]:
         console.print(f"Not in any stage: {', '.join(report['unmatched'])}")
+    budget = report.get("failureBudget")
+    if budget:
+        limits = ", ".join(f"{k} {v}" for k, v in budget.items() if v is not None)
+        console.print(f"Failure budget: {limits}")
     if report["outcome"] == "Blocked":
         console.print(f"[bold yellow]Blocked[/]: {report['blockedOn']}")
+    elif report["outcome"] == "Failed":
+        console.print(f"[bold red]Failed[/] at {_when(report['finishedAt'])} UTC: {report['failedOn']}")
     else:
         console.print(f"[bold]{report['outcome']}[/] at {_when(report['finishedAt'])} UTC")
 
@@ -212,13 +237,21 @@ def plan(
     auto_approve: Annotated[
         bool, typer.Option("--auto-approve", help="Grant approvals when requested.")
     ] = False,
+    fail: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--fail",
+            help="STAGE:CLUSTER whose delivery fails (repeatable): see what the failure budget does.",
+        ),
+    ] = None,
     output: Annotated[str, typer.Option("-o", "--output", help="table or json.")] = "table",
 ) -> None:
     """Print when each stage, batch and gate of a rollout would happen.
 
     FILE: a ClusterPromotion, a ClusterProfile, or a (Cluster)StagedUpdateRun with its strategy.
     Fleet: --fleet FLEETFILE (`clusters: [{name, labels}]` or MemberClusters) or --kubeconfig.
-    Assumed: --delivery-time per cluster, health checks pass, approvals pending unless granted.
+    Assumed: --delivery-time per cluster, health checks pass, approvals pending unless granted,
+    deliveries succeed except those named by --fail.
     A pending approval shows "waiting for approval (pending)" and the plan stops there (Blocked).
     -o json gives the same data; schema in docs/plan.md.
     """
@@ -231,6 +264,7 @@ def plan(
             delivery_time=_duration(delivery_time, "--delivery-time"),
             approvals=_approvals(rollout, approve_at or [], begin),
             approve_on_request=auto_approve,
+            failing_clusters=_failing(rollout, clusters, fail or [], begin),
         )
     except InputError as e:
         typer.echo(f"error: {e}", err=True)

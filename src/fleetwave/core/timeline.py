@@ -57,6 +57,7 @@ class StageTimeline:
     started_at: datetime | None
     delivered_at: datetime | None
     succeeded_at: datetime | None
+    set_aside: tuple[str, ...] = ()  # failed clusters the stage went on without (failure budget)
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,7 +112,9 @@ class _World:
     def _deliver(self, name: str, now: datetime) -> bool:
         self.started[name] = now
         if name in self.assumptions.failing_clusters:
-            self.delivery[name] = m.Delivery(m.DeliveryPhase.FAILED, message="fails under these assumptions")
+            self.delivery[name] = m.Delivery(
+                m.DeliveryPhase.FAILED, message="delivery fails (assumed: --fail)"
+            )
             return True
         self.delivery[name] = _APPLYING
         heapq.heappush(self.pending, (now + self.assumptions.delivery_time, name))
@@ -202,6 +205,7 @@ def _timeline(
             started_at=s.started_at,
             delivered_at=s.delivered_at,
             succeeded_at=s.succeeded_at,
+            set_aside=tuple(name for name, _ in s.set_aside),
         )
         for s in status.stages
     )

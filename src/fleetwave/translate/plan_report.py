@@ -129,6 +129,7 @@ def _stage(s: _Stage, outcome: str) -> Json:
         "waits": [
             {"description": w.description, "since": _t(w.since), "until": _t(w.until)} for w in s.sim.waits
         ],
+        "setAside": list(s.sim.set_aside),
     }
 
 
@@ -144,6 +145,20 @@ def _blocked_on(stages: list[Json]) -> str | None:
             stage["waits"][-1]["description"] if stage["waits"] else "blocked"
         )
     return None
+
+
+def _budget(budget: m.FailureBudget | None) -> Json | None:
+    if budget is None:
+        return None
+
+    def limit(value: m.FailureLimit | None) -> str | None:
+        return None if value is None else f"{value.value}%" if value.percent else str(value.value)
+
+    return {
+        "maxFailedPerStage": limit(budget.per_stage),
+        "maxFailed": limit(budget.total),
+        "gracePeriod": _dur(budget.grace),
+    }
 
 
 def _blocked(rollout: Rollout, stages: list[Json]) -> str:
@@ -174,8 +189,11 @@ def build(rollout: Rollout, fleet: m.Fleet, start: datetime, assumptions: timeli
         "outcome": outcome,
         "finishedAt": _t(sim.finished_at),
         "blockedOn": _blocked(rollout, stages) if outcome == "Blocked" else None,
+        "failedOn": sim.message if outcome == st.RolloutPhase.FAILED else None,
+        "failureBudget": _budget(rollout.spec.failure_budget),
         "assumptions": {
             "deliveryTime": _dur(assumptions.delivery_time),
+            "failing": sorted(assumptions.failing_clusters),
             "approvals": {k: _t(v) for k, v in sorted(assumptions.approvals.items())},
             "autoApprove": assumptions.approve_on_request,
         },

@@ -61,6 +61,7 @@ def test_promotion_json_with_an_approval_time_runs_to_the_end() -> None:
         "deliveryTime": "30s",
         "approvals": {"staging": "2026-11-22T10:10:00Z"},
         "autoApprove": False,
+        "failing": [],
     }
 
 
@@ -232,3 +233,65 @@ def test_a_paused_promotion_plans_nothing_and_says_how_to_resume(tmp_path: Path)
     assert report["blockedOn"].startswith("paused (spec.paused: true): nothing starts until")
     assert {s["state"] for s in report["stages"]} == {"NotReached"}
     assert plan_json("-f", PROMOTION, "--fleet", FLEET, *START)["blockedOn"].startswith("stage staging")
+
+
+BUDGETED = """\
+apiVersion: config.projectsveltos.io/v1beta1
+kind: ClusterPromotion
+metadata: {name: budgeted}
+spec:
+  failureBudget: {maxFailedPerStage: 1, maxFailed: 1, gracePeriod: 1m}
+  profileSpec:
+    policyRefs: [{kind: ConfigMap, name: c, namespace: default}]
+  stages:
+  - {name: dev, clusterSelector: {matchLabels: {env: dev}}}
+  - {name: staging, clusterSelector: {matchLabels: {env: staging}}}
+  - {name: production, clusterSelector: {matchLabels: {env: prod}}}
+"""
+
+
+def test_fail_shows_the_budget_setting_a_cluster_aside_then_stopping_the_rollout(tmp_path: Path) -> None:
+    path = tmp_path / "budgeted.yaml"
+    path.write_text(BUDGETED)
+    one = plan_json("-f", str(path), "--fleet", FLEET, *START, "--fail", "dev:member-1")
+    assert one["outcome"] == "Succeeded"
+    assert one["failureBudget"] == {"maxFailedPerStage": "1", "maxFailed": "1", "gracePeriod": "1m"}
+    dev, staging, _ = one["stages"]
+    assert dev["setAside"] == ["member-1"]
+    assert staging["startedAt"] == "2026-11-22T10:01:00Z"  # after dev-1's 1m grace period
+    two = plan_json(
+        "-f", str(path), "--fleet", FLEET, *START, "--fail", "dev:member-1", "--fail", "staging:member-2"
+    )
+    assert two["outcome"] == "Failed"
+    assert "2 failed clusters in the rollout, 1 allowed" in two["failedOn"]
+    assert two["stages"][2]["state"] == "NotReached"
+    table = plan(
+        "-f", str(path), "--fleet", FLEET, *START, "--fail", "dev:member-1", "--fail", "staging:member-2"
+    )
+    assert "set aside (failed): member-1" in table.stdout
+    assert "Failure budget: maxFailedPerStage 1, maxFailed 1, gracePeriod 1m" in table.stdout
+    assert "Failed at 2026-11-22 10:02:00 UTC: stage staging: failure budget exceeded" in table.stdout
+
+
+def test_fail_without_a_budget_is_blocked_on_the_held_stage() -> None:
+    report = plan_json("-f", PROMOTION, "--fleet", FLEET, *START, "--fail", "dev:member-1")
+    assert report["outcome"] == "Blocked"
+    assert (
+        report["blockedOn"]
+        == "stage dev: cluster member-1 failed: delivery fails (assumed: --fail); stage held"
+    )
+    assert report["failureBudget"] is None
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("member-1", "must be STAGE:CLUSTER"),
+        ("qa:member-1", "no stage 'qa'"),
+        ("dev:member-3", "cluster 'member-3' is not in stage dev (its clusters: member-1)"),
+    ],
+)
+def test_fail_names_what_is_wrong_with_its_value(value: str, expected: str) -> None:
+    result = plan("-f", PROMOTION, "--fleet", FLEET, *START, "--fail", value)
+    assert result.exit_code == 2
+    assert expected in result.stderr
