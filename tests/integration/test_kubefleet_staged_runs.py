@@ -848,3 +848,49 @@ def delete_all(management: Client, *objects: tuple[str, str]) -> None:
         except ApiError as e:
             if e.status.code != 404:  # a failed test may not have made it
                 raise
+
+
+def test_a_strategys_failure_budget_lets_a_run_go_on_without_a_cluster_that_keeps_failing(
+    controller: Controllers, management: Client, members: dict[str, Client], hub_ns: str
+) -> None:
+    """failureBudget on a staged update strategy (issue 13): member-1 already holds the namespace
+    and test-cm and the placement may not take them over, so its delivery keeps failing; within
+    `maxFailedPerStage: 1` the run sets it aside after the grace period, finishes with the others and
+    says which cluster failed and why."""
+    crp, strategy, run = "budgeted", "budgeted-all", "budgeted-run"
+    member = members["member-1"]
+    member.create(Namespace(metadata=ObjectMeta(name=hub_ns)))
+    member.create(ConfigMap(metadata=ObjectMeta(name="test-cm", namespace=hub_ns), data={"key": "local"}))
+    doc = crp_doc(crp, hub_ns)
+    doc["spec"]["strategy"]["applyStrategy"] = {"type": "ClientSideApply", "whenToTakeOver": "Never"}
+    apply(management, doc)
+    budgeted = _all_at_once(strategy)
+    budgeted["spec"]["failureBudget"] = {"maxFailedPerStage": 1, "gracePeriod": "2s"}
+    apply(management, budgeted)
+    try:
+        wait_for(
+            lambda: snapshot_labels(management, "ClusterResourceSnapshot", f"{crp}-0-snapshot"),
+            what="snapshot",
+        )
+        apply(management, run_doc(run, crp, "0", strategy))
+        wait_for(lambda: succeeded(management, "ClusterStagedUpdateRun", run), what="the run succeeded")
+        assert cm_value(members["member-2"], hub_ns) == "value1"
+        assert cm_value(members["member-3"], hub_ns) == "value1"
+        assert cm_value(member, hub_ns) == "local"  # never taken over
+        [stage] = get(management, "ClusterStagedUpdateRun", run).status["stagesStatus"]
+        clusters = {c["clusterName"]: c for c in stage["clusters"]}
+        failed = cond_of(clusters["member-1"], "Succeeded")
+        assert (failed["status"], failed["reason"]) == ("False", "ClusterUpdatingFailed")
+        assert "set aside: within the failure budget" in failed["message"]
+        assert "whenToTakeOver: Never" in failed["message"]
+        for name in ("member-2", "member-3"):
+            assert cond_of(clusters[name], "Succeeded")["status"] == "True"
+    finally:
+        delete_all(
+            management,
+            ("ClusterStagedUpdateRun", run),
+            ("ClusterStagedUpdateStrategy", strategy),
+            ("ClusterResourcePlacement", crp),
+        )
+        wait_for(lambda: found(management, "ClusterResourcePlacement", crp) is None, what="placement gone")
+        member.delete(Namespace, hub_ns)

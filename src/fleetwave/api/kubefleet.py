@@ -17,6 +17,7 @@ from fleetwave.api.meta import (
     Condition,
     DNSLabel,
     Duration,
+    FailureBudget,
     FreeForm,
     IntOrPercent,
     LabelSelector,
@@ -347,6 +348,8 @@ class StagedUpdateStrategySpec(Model):
         max_length=MAX_STAGES,
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
     )
+    # fleetwave's (KubeFleet has none): how many clusters a run of this strategy may lose.
+    failure_budget: FailureBudget | None = None
 
     @model_validator(mode="after")
     def _unique(self) -> StagedUpdateStrategySpec:

@@ -266,3 +266,27 @@ AGE = column("Age", ".metadata.creationTimestamp", "date")
 def validations(*rules: dict[str, Any]) -> ConfigDict:
     """Model config attaching CEL rules to the type's CRD schema (Python checks them in a validator)."""
     return ConfigDict(json_schema_extra={"x-kubernetes-validations": list(rules)})
+
+
+class FailureBudget(Model):
+    """fleetwave's (issue 13; neither Sveltos nor KubeFleet has one): how many clusters a rollout (a
+    promotion, or the runs of a staged update strategy) may lose and carry on. A cluster whose
+    delivery keeps failing for `gracePeriod` is failed; within both limits it is set aside and its
+    stage goes on without it, past either the rollout stops (Failed, reason FailureBudgetExceeded,
+    every failed cluster named). A limit left out does not apply; with both left out, no cluster may
+    fail. Without a failureBudget a failed cluster holds its stage."""
+
+    max_failed_per_stage: IntOrPercent | None = Field(
+        None,
+        description="Failed clusters tolerated in one stage: a count or a percentage of the stage "
+        "(rounded down).",
+    )
+    max_failed: IntOrPercent | None = Field(
+        None,
+        description="Failed clusters tolerated in the whole rollout: a count or a percentage of "
+        "its clusters.",
+    )
+    grace_period: Duration | None = Field(
+        None,
+        description="How long a delivery must keep failing before the cluster counts as failed (default 2m).",
+    )

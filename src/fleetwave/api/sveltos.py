@@ -16,8 +16,8 @@ from fleetwave.api.meta import (
     Cron,
     DNSLabel,
     Duration,
+    FailureBudget,
     FreeForm,
-    IntOrPercent,
     LabelSelector,
     MaxUpdate,
     Model,
@@ -293,29 +293,6 @@ class TimeWindow(Model):
 
     from_: Cron = Field(alias="from")
     to: Cron
-
-
-class FailureBudget(Model):
-    """fleetwave's (issue 13; Sveltos has none): how many clusters the promotion may lose and carry
-    on. A cluster whose delivery keeps failing for `gracePeriod` is failed; within both limits it is
-    set aside and its stage goes on without it, past either the promotion stops (Failed, reason
-    FailureBudgetExceeded, every failed cluster named). A limit left out does not apply; with both
-    left out, no cluster may fail. Without a failureBudget a failed cluster holds its stage."""
-
-    max_failed_per_stage: IntOrPercent | None = Field(
-        None,
-        description="Failed clusters tolerated in one stage: a count or a percentage of the stage "
-        "(rounded down).",
-    )
-    max_failed: IntOrPercent | None = Field(
-        None,
-        description="Failed clusters tolerated in the whole promotion: a count or a percentage of "
-        "its clusters.",
-    )
-    grace_period: Duration | None = Field(
-        None,
-        description="How long a delivery must keep failing before the cluster counts as failed (default 2m).",
-    )
 
 
 class AutoTrigger(_TriggerCommon):

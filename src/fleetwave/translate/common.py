@@ -6,7 +6,7 @@ import hashlib
 import json
 from datetime import timedelta
 
-from fleetwave.api.meta import LabelSelector, parse_duration
+from fleetwave.api.meta import FailureBudget, LabelSelector, parse_duration
 from fleetwave.core import model as m
 
 # Set on every cluster by the fleet builders so a ClusterProfile's clusterRefs (cluster names) can be
@@ -56,3 +56,17 @@ def describe_selector(sel: m.Selector | None) -> str:
         values = f" ({','.join(r.values)})" if r.values else ""
         parts.append(f"{r.key} {r.operator}{values}")
     return ", ".join(parts) or "<all clusters>"
+
+
+def failure_budget(given: FailureBudget | None) -> m.FailureBudget | None:
+    """The API's failureBudget (promotions, staged update strategies) as the engine's (ADR 0076)."""
+    if given is None:
+        return None
+    grace = duration(given.grace_period)
+    return m.FailureBudget(
+        per_stage=None
+        if given.max_failed_per_stage is None
+        else m.FailureLimit.parse(given.max_failed_per_stage),
+        total=None if given.max_failed is None else m.FailureLimit.parse(given.max_failed),
+        grace=grace if grace is not None else m.FailureBudget().grace,
+    )

@@ -102,13 +102,19 @@ def strategy_spec(run: Run, strategy: Strategy) -> StagedUpdateStrategySpec:
 def from_staged_run(run: Run, strategy: Strategy, *, snapshot_hash: str) -> m.RolloutSpec:
     check_pairing(run, strategy)
     name = run.metadata.name
-    stages = tuple(_stage(s, name) for s in strategy_spec(run, strategy).stages)
+    frozen = strategy_spec(run, strategy)
+    stages = tuple(_stage(s, name) for s in frozen.stages)
     if not stages:
         raise fail("spec.stages", "the strategy has no stages")
     # A run is one revision of its own: the same snapshot rolled by a new run starts from scratch.
     content = common.digest({"run": [run.metadata.namespace, name], "snapshot": snapshot_hash})
     revision = m.Revision(content_hash=content, stages_hash=batching.compute_stages_hash(stages))
-    return m.RolloutSpec(name=name, revision=revision, stages=stages)
+    return m.RolloutSpec(
+        name=name,
+        revision=revision,
+        stages=stages,
+        failure_budget=common.failure_budget(frozen.failure_budget),
+    )
 
 
 def strategy_selector_paths(run: Run, strategy: Strategy) -> tuple[str, ...]:

@@ -113,17 +113,7 @@ def from_promotion(promotion: ClusterPromotion, *, content_hash: str | None = No
 
 
 def failure_budget(spec: ClusterPromotionSpec) -> m.FailureBudget | None:
-    given = spec.failure_budget
-    if given is None:
-        return None
-    grace = common.duration(given.grace_period)
-    return m.FailureBudget(
-        per_stage=None
-        if given.max_failed_per_stage is None
-        else m.FailureLimit.parse(given.max_failed_per_stage),
-        total=None if given.max_failed is None else m.FailureLimit.parse(given.max_failed),
-        grace=grace if grace is not None else m.FailureBudget().grace,
-    )
+    return common.failure_budget(spec.failure_budget)
 
 
 # profileSpec fields that decide how a stage is judged rather than what it delivers: editing one

@@ -476,7 +476,12 @@ REGISTRY: dict[str, dict[str, Entry]] = {
         "destination": within("RolloutStrategy.reportBackStrategy"),
     },
     "ResourceSnapshotSpec": {"selectedResources": ("written", SNAPSHOTS)},
-    "StagedUpdateStrategySpec": {"stages": h(TK + "test_seed004_cluster_run_translates_tasks_and_ordering")},
+    "StagedUpdateStrategySpec": {
+        "stages": h(TK + "test_seed004_cluster_run_translates_tasks_and_ordering"),
+        "failureBudget": h(
+            KS + "test_a_strategys_failure_budget_lets_a_run_go_on_without_a_cluster_that_keeps_failing"
+        ),
+    },
     "StageConfig": {
         "name": h(UP + "test_seed_004_namespaced_rollout_with_hyphenated_stages_and_rollback_verbatim"),
         "labelSelector": h(TK + "test_seed004_cluster_run_translates_tasks_and_ordering"),

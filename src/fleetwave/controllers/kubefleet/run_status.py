@@ -222,7 +222,11 @@ def _clusters(view: View, s: st.StageStatus, failed: Mapping[str, str]) -> list[
 
 
 def _stage(view: View, cfg: StageConfig, s: st.StageStatus, prev: Obj) -> dict[str, Any]:
-    failed = dict(s.failed)
+    # Clusters set aside by the failure budget failed too: the stage merely went on without them.
+    failed = {
+        **dict(s.failed),
+        **{c: f"{why} (set aside: within the failure budget)" for c, why in s.set_aside},
+    }
     out: dict[str, Any] = {
         "stageName": s.name,
         "clusters": _clusters(view, s, failed),
