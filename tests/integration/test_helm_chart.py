@@ -166,6 +166,9 @@ def test_the_rendered_controller_is_locked_down_and_takes_its_settings_from_valu
     (pdb,) = _kind(docs, "PodDisruptionBudget")
     assert pdb["spec"]["selector"]["matchLabels"].items() <= labels.items()
     assert not _kind(docs, "ServiceMonitor")
+    assert not [a for a in args if a.startswith("--notify-secret")]
+    (notified,) = _kind(helm.template("--set", "notifications.secretName=hooks"), "Deployment")
+    assert "--notify-secret=hooks" in notified["spec"]["template"]["spec"]["containers"][0]["args"]
     (monitor,) = _kind(helm.template("--set", "metrics.serviceMonitor.enabled=true"), "ServiceMonitor")
     assert monitor["spec"]["endpoints"][0]["port"] == "metrics"
 

@@ -125,6 +125,13 @@ def run(
         ),
     ] = None,
     watch_namespace: WatchNamespaceOption = None,
+    notify_secret: Annotated[
+        str | None,
+        typer.Option(
+            help="Secret in the controller's namespace naming where rollout notifications go: keys url, "
+            "format (json, slack or cloudevents) and headers (a YAML map).",
+        ),
+    ] = None,
 ) -> None:
     """Reconcile ClusterPromotions, ClusterProfiles and ClusterSummaries until stopped."""
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -147,6 +154,7 @@ def run(
         judge_poll_seconds=judge_poll_seconds,
         shards=shards,
         watch_namespaces=watch,
+        notify_secret=notify_secret,
         upstream=families.upstream_families(namespace) if _upstream(config, upstream_apis) else (),
     )
 

@@ -37,7 +37,7 @@ from fleetwave.delivery import sessions
 from fleetwave.kube import kinds
 from fleetwave.kube.client import AsyncClient
 from fleetwave.kube.objects import ConfigMap, Secret
-from fleetwave.runtime import events
+from fleetwave.runtime import events, notify
 from fleetwave.runtime.controller import Controller
 from fleetwave.runtime.manager import Election, Manager
 from fleetwave.runtime.watching import EventType, Informer, object_key
@@ -74,6 +74,8 @@ class Settings:
     judge_poll_seconds: float = 2.0
     # Leases the rollouts are split over between replicas (ADR 0067); 1: one leader does everything.
     shards: int = 1
+    # A Secret in `namespace` naming where rollout notifications go (runtime/notify.py); None: nowhere.
+    notify_secret: str | None = None
     # Namespaces whose namespaced objects the controller reads (ADR 0074); empty: every namespace.
     # Its own namespace is always one of them (content snapshots, leases).
     watch_namespaces: tuple[str, ...] = ()
@@ -107,8 +109,10 @@ def build(client: AsyncClient, settings: Settings, *, handle_signals: bool = Tru
     }
     recorder = events.EventRecorder(client, "fleetwave")
     manager.recorder = recorder
+    notifier = _notifier(settings, shared["Secret"]) if settings.notify_secret else None
+    manager.notifier = notifier
     contexts = [
-        _family(manager, client, settings, family, shared, recorder, HealthAdapter(pool, watches))
+        _family(manager, client, settings, family, shared, recorder, HealthAdapter(pool, watches), notifier)
         for family in (families.NATIVE, *settings.upstream)
     ]
     for ctx in contexts:
@@ -117,6 +121,28 @@ def build(client: AsyncClient, settings: Settings, *, handle_signals: bool = Tru
     placements = [c for c in contexts if "ClusterResourcePlacement" in c.family.kinds]
     kubefleet.register(manager, placements[-1])
     return manager
+
+
+def _notifier(settings: Settings, secrets: Informer) -> notify.Notifier:
+    """Notifications to the sink the Secret names, read from the cache at each send (an edit needs
+    no restart); a Secret that is missing or wrong is logged once per version, never its values."""
+    key = f"{settings.namespace}/{settings.notify_secret}"
+    reported: list[str | None] = ["(not yet)"]  # the Secret version last reported as unusable
+
+    def sink() -> notify.Sink | None:
+        secret = secrets.get(key)
+        version = None if secret is None else str(secret.metadata.resourceVersion)
+        try:
+            if secret is None:
+                raise notify.SinkError("not found")
+            return notify.sink_from_secret(secret.data)
+        except notify.SinkError as e:
+            if reported[0] != version:
+                reported[0] = version
+                log.error("notifications: Secret %s cannot be used: %s", key, e)
+            return None
+
+    return notify.Notifier(sink, source=f"fleetwave/{settings.namespace}")
 
 
 _SVELTOS_KINDS = ("ClusterPromotion", "ClusterProfile", "ClusterSummary", "MemberCluster")
@@ -130,6 +156,7 @@ def _family(
     shared: dict[str, Informer],
     recorder: events.EventRecorder,
     health: HealthAdapter,
+    notifier: notify.Notifier | None = None,
 ) -> Context:
     """Informers and controllers for the Sveltos-style kinds and the members one API family serves:
     each family is its own world (its profiles see its summaries and its clusters), sharing only
@@ -151,6 +178,7 @@ def _family(
         clock=_now,
         judge_poll=settings.judge_poll_seconds,
         watched=settings.watched,
+        notifier=notifier,
     )
     _add_controllers(manager, ctx, informers, settings)
     return ctx
@@ -176,6 +204,7 @@ class _SandboxedManager(Manager):
         self.health_pool = pool
         self.member_watches = watches
         self.recorder: events.EventRecorder | None = None
+        self.notifier: notify.Notifier | None = None
 
     async def run(self) -> None:
         warm = asyncio.create_task(self.health_pool.start(), name="health-check sandbox start")
@@ -187,6 +216,8 @@ class _SandboxedManager(Manager):
             await asyncio.gather(warm, return_exceptions=True)
             if self.recorder is not None:  # what the last reconciles queued (bounded)
                 await self.recorder.close(within=5.0)
+            if self.notifier is not None:
+                await self.notifier.close(within=5.0)
             try:  # bounded, like the pool below: a stream stuck in I/O must not keep us from exiting
                 await asyncio.wait_for(self.member_watches.close(), POOL_CLOSE_SECONDS)
             except TimeoutError:

@@ -20,7 +20,7 @@ from fleetwave.delivery.helmplan import Ownership
 from fleetwave.delivery.target import MemberTarget
 from fleetwave.kube import kinds
 from fleetwave.kube.client import AsyncClient
-from fleetwave.runtime import events
+from fleetwave.runtime import events, notify
 from fleetwave.runtime.watching import Informer, object_key
 
 Objects = list[dict[str, Any]]
@@ -205,6 +205,8 @@ class Context:
     judge_poll: float = 2.0
     # The namespaces whose objects this controller reads (`--watch-namespace`), None for all.
     watched: frozenset[str] | None = None
+    # Where rollout notifications go (`--notify-secret`), None: nowhere.
+    notifier: notify.Notifier | None = None
     own_writes: OwnWrites = field(default_factory=OwnWrites)
     # ClusterSummary key -> fingerprint of the credentials this process last delivered it with.
     delivered_to: dict[str, str] = field(default_factory=dict)
@@ -235,4 +237,21 @@ class Context:
 
     async def event(self, obj: Any, warning: bool, reason: str, message: str) -> None:
         kind = events.EventType.WARNING if warning else events.EventType.NORMAL
-        await self.recorder.record(events.ObjectRef.of(obj), kind, reason, message)
+        ref = events.ObjectRef.of(obj)
+        await self.recorder.record(ref, kind, reason, message)
+        if self.notifier is not None and not self.notifier.seen(
+            ref.kind, ref.namespace, ref.name, reason, message
+        ):
+            hint = notify.hint_for(ref.kind, ref.name, ref.namespace, reason, message)
+            self.notifier.notify(
+                notify.Notification(
+                    notify.KINDS[reason],
+                    ref.kind,
+                    ref.name,
+                    ref.namespace,
+                    reason,
+                    message,
+                    self.clock(),
+                    hint,
+                )
+            )

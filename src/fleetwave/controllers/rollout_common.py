@@ -27,7 +27,7 @@ NATIVE_API_VERSION = f"{kinds.GROUP}/{kinds.VERSION}"
 PINNED_ANNOTATION = "fleetwave.io/pinned-content"
 PINNED_HASH_ANNOTATION = "fleetwave.io/pinned-content-hash"
 # Engine events that are worth a Warning rather than a Normal event.
-WARNING_REASONS = frozenset({"ClusterFailed", "ProgressDeadlineExceeded"})
+WARNING_REASONS = frozenset({"ClusterFailed", "ProgressDeadlineExceeded", "FailureBudgetExceeded"})
 # What makes a spec invalid (reported in status, not retried: an edit wakes the controller).
 INVALID = (codec.ManifestError, content.ContentError, translate.TranslateError)
 

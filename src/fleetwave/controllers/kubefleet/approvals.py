@@ -77,7 +77,10 @@ async def ensure(ctx: Context, scope: nm.Scope, run: Any, stage: str, name: str)
     }
     if scope.namespaced:
         body["metadata"]["namespace"] = meta.namespace
-    await ops.create_if_absent(ctx.client, body)  # already there: a retry, or cache lag
+    if await ops.create_if_absent(ctx.client, body):  # already there: a retry, or cache lag
+        await ctx.event(
+            run, False, "ApprovalRequired", f"stage {stage} waits for approval ({scope.approval} {name})"
+        )
 
 
 async def accept(ctx: Context, scope: nm.Scope, name: str, namespace: str | None, now: datetime) -> None:
