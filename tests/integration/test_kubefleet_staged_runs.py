@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import pytest
 from lightkube import ApiError, Client, codecs
 from lightkube.models.meta_v1 import ObjectMeta
@@ -71,14 +72,13 @@ def controller(
     running = Controllers(local_fleet.cluster(fleet.MANAGEMENT).kubeconfig, bins.path("helm"))
     yield running
     try:
-        # While the controller runs: placements carry a cleanup finalizer it removes (ADR 0063).
+        # While the controller runs: placements carry a cleanup finalizer it removes (ADR 0063). A
+        # placement a test deleted may finish going away between the list and the delete: 404 is fine.
         for kind in ("ClusterResourcePlacement", "ResourcePlacement"):
             for placement in management.list(
                 kinds.resource(kind), namespace="*" if kind == "ResourcePlacement" else None
             ):
-                management.delete(
-                    kinds.resource(kind), placement.metadata.name, namespace=placement.metadata.namespace
-                )
+                _delete_if_present(management, kind, placement.metadata.name, placement.metadata.namespace)
         wait_for(
             lambda: (
                 not list(management.list(kinds.resource("ClusterResourcePlacement")))
@@ -87,13 +87,21 @@ def controller(
             what="placements deleted",
         )
     finally:
-        # Whatever happened above, this controller must not outlive the module: a second controller
-        # acting on the next module's objects would fail tests that have nothing to do with this one.
+        # Whatever happened above, this controller must not outlive the module, and other modules
+        # roll out to "every cluster": a leftover controller or member fails tests unrelated to this one.
         running.thread.stop()
+        for mc in management.list(kinds.resource("MemberCluster"), namespace=MEMBER_NS):
+            _delete_if_present(management, "MemberCluster", mc.metadata.name, MEMBER_NS)
     assert running.thread.error is None, running.thread.error
-    # Other modules roll out to "every cluster" too: leave the fleet as this module found it.
-    for mc in management.list(kinds.resource("MemberCluster"), namespace=MEMBER_NS):
-        management.delete(kinds.resource("MemberCluster"), mc.metadata.name, namespace=MEMBER_NS)
+
+
+def _delete_if_present(client: Client, kind: str, name: str, namespace: str | None = None) -> None:
+    try:
+        client.delete(kinds.resource(kind), name, namespace=namespace)
+    except (ApiError, httpx2.HTTPStatusError) as e:
+        code = e.status.code if isinstance(e, ApiError) else e.response.status_code
+        if code != 404:
+            raise
 
 
 def apply(client: Client, doc: dict[str, Any]) -> None:
