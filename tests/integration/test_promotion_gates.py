@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import datetime as dt
 import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -229,18 +228,21 @@ def _job_pods(member: Client, job: str) -> list[str]:
 
 
 class JobWatch:
-    """Polls one Job on a member in the background: when it was first seen complete (it is
-    withdrawn soon after the check that reads it passes, so a later look may not find it)."""
+    """Watches one Job on a member in the background: when it was first seen complete. A watch, not
+    polling: the Job is withdrawn right after the check that reads it passes (member watches make
+    that a matter of milliseconds), so only the stream of its changes is sure to show it complete."""
 
     def __init__(self, kubeconfig: str, name: str) -> None:
         self.kubeconfig, self.name = kubeconfig, name
         self.complete_at: dt.datetime | None = None
         self.error: BaseException | None = None
         self._stop = threading.Event()
+        self._started = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def __enter__(self) -> JobWatch:
         self._thread.start()
+        assert self._started.wait(30), "the Job watch did not start"
         return self
 
     def __exit__(self, *_: object) -> None:
@@ -250,20 +252,36 @@ class JobWatch:
     def _run(self) -> None:
         # Its own client: lightkube clients are not shared across threads.
         with kubeclient.client(kubeclient.config_from_file(self.kubeconfig)) as member:
-            self._poll(member)
-
-    def _poll(self, member: Client) -> None:
-        while not self._stop.is_set() and self.complete_at is None:
             try:
-                job = member.get(Job, self.name, namespace="default")
-                conditions = job.status.conditions if job.status else None
-                if any(c.type == "Complete" and c.status == "True" for c in conditions or []):
-                    self.complete_at = dt.datetime.now(dt.UTC)
-            except ApiError as e:
-                if e.status.code != 404:
-                    self.error = e
-                    return
-            time.sleep(0.1)
+                self._watch(member)
+            except BaseException as e:  # seen by the test through `error`
+                self.error = e
+                self._started.set()
+
+    def _watch(self, member: Client) -> None:
+        listing = member.list(Job, namespace="default", fields={"metadata.name": self.name})
+        for job in listing:
+            self._note(job)
+        version = listing.resourceVersion
+        self._started.set()
+        while not self._stop.is_set() and self.complete_at is None:
+            # Short server timeouts, so a stop is noticed; each stream resumes where the last ended.
+            for _event, job in member.watch(
+                Job,
+                namespace="default",
+                fields={"metadata.name": self.name},
+                resource_version=version,
+                server_timeout=2,
+            ):
+                version = job.metadata.resourceVersion
+                self._note(job)
+
+    def _note(self, job: Job) -> None:
+        conditions = job.status.conditions if job.status else None
+        if self.complete_at is None and any(
+            c.type == "Complete" and c.status == "True" for c in conditions or []
+        ):
+            self.complete_at = dt.datetime.now(dt.UTC)
 
 
 def test_a_closed_promotion_window_holds_the_next_stage_until_it_opens(

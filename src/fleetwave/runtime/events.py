@@ -12,7 +12,6 @@ stage transitions emit several). The queue is bounded; past it an Event is dropp
 
 from __future__ import annotations
 
-import asyncio
 import collections
 import datetime as dt
 import logging
@@ -28,6 +27,7 @@ from lightkube.resources.core_v1 import Event
 from fleetwave.core import timestamps
 from fleetwave.kube import ops
 from fleetwave.kube.client import AsyncClient
+from fleetwave.runtime.background import BackgroundQueue
 
 log = logging.getLogger(__name__)
 
@@ -99,10 +99,14 @@ class EventRecorder:
         self._cache_size = cache_size
         self._seen: collections.OrderedDict[tuple[Any, ...], _Seen] = collections.OrderedDict()
         self._spam = SpamFilter(size=cache_size)
-        self.max_pending = max_pending
-        self.dropped = 0  # Events not written because the queue was full
-        self._pending: asyncio.Queue[_Pending] | None = None
-        self._writer: asyncio.Task[None] | None = None
+        self._queue: BackgroundQueue[_Pending] = BackgroundQueue(
+            lambda item: self._write(*item), what="events", max_pending=max_pending
+        )
+
+    @property
+    def dropped(self) -> int:
+        """Events not written because the queue was full."""
+        return self._queue.dropped
 
     async def record(self, ref: ObjectRef, type_: EventType, reason: str, message: str) -> None:
         """Queue the Event (its time is now); it is written in the background, in order."""
@@ -110,45 +114,16 @@ class EventRecorder:
         if not self._spam.allow((ref, reason), now.timestamp()):
             log.debug("event %s on %s/%s dropped: too many of it lately", reason, ref.kind, ref.name)
             return
-        pending = self._queue()
-        if pending.qsize() >= self.max_pending:
-            self.dropped += 1
-            log.debug("event %s on %s/%s dropped: %d waiting", reason, ref.kind, ref.name, pending.qsize())
-            return
-        pending.put_nowait((ref, type_, reason, message, now))
+        if not self._queue.put((ref, type_, reason, message, now)):
+            log.debug("event %s on %s/%s dropped: %d waiting", reason, ref.kind, ref.name, self._queue.left)
 
     async def flush(self) -> None:
         """Wait until every queued Event was written (or failed)."""
-        if self._pending is not None:
-            await self._pending.join()
+        await self._queue.flush()
 
     async def close(self, within: float = 5.0) -> None:
         """Write what is queued, within `within` seconds, then stop the writer."""
-        try:
-            await asyncio.wait_for(self.flush(), within)
-        except TimeoutError:
-            left = self._pending.qsize() if self._pending is not None else 0
-            log.warning("%d events not written within %ss of shutdown", left, within)
-        if self._writer is not None:
-            self._writer.cancel()
-            await asyncio.gather(self._writer, return_exceptions=True)
-        self._pending, self._writer = None, None
-
-    def _queue(self) -> asyncio.Queue[_Pending]:
-        loop = asyncio.get_running_loop()
-        writer = self._writer
-        if self._pending is None or writer is None or writer.done() or writer.get_loop() is not loop:
-            self._pending = asyncio.Queue()
-            self._writer = loop.create_task(self._write_all(self._pending), name="event writer")
-        return self._pending
-
-    async def _write_all(self, pending: asyncio.Queue[_Pending]) -> None:
-        while True:
-            item = await pending.get()
-            try:
-                await self._write(*item)
-            finally:
-                pending.task_done()
+        await self._queue.close(within)
 
     async def _write(
         self, ref: ObjectRef, type_: EventType, reason: str, message: str, now: dt.datetime

@@ -30,6 +30,8 @@ from urllib.parse import urlsplit
 import httpx
 import yaml
 
+from fleetwave.runtime.background import BackgroundQueue
+
 log = logging.getLogger(__name__)
 
 FORMATS = ("json", "slack", "cloudevents")
@@ -178,17 +180,21 @@ class Notifier:
     ) -> None:
         self._sink = sink
         self.source = source
-        self.max_pending = max_pending
         self._transport = transport
-        self.sent = self.failed = self.dropped = 0
+        self.sent = self.failed = 0
         # Per rollout, what was already notified for its current revision: a rollout waiting for
         # an approval says so at every pass, a notification says it once.
         self._told: collections.OrderedDict[tuple[str, str | None, str], set[tuple[str, str]]] = (
             collections.OrderedDict()
         )
-        self._pending: asyncio.Queue[Notification] | None = None
-        self._writer: asyncio.Task[None] | None = None
+        self._queue: BackgroundQueue[Notification] = BackgroundQueue(
+            self._send, what="notifications", max_pending=max_pending
+        )
         self._http: httpx.AsyncClient | None = None
+
+    @property
+    def dropped(self) -> int:
+        return self._queue.dropped
 
     def seen(self, rollout_kind: str, namespace: str | None, name: str, reason: str, message: str) -> bool:
         """Record an Event of a rollout; True when it is not worth a notification (again)."""
@@ -205,46 +211,16 @@ class Notifier:
         return False
 
     def notify(self, n: Notification) -> None:
-        pending = self._queue()
-        if pending.qsize() >= self.max_pending:
-            self.dropped += 1
-            return
-        pending.put_nowait(n)
+        self._queue.put(n)
 
     async def flush(self) -> None:
-        if self._pending is not None:
-            await self._pending.join()
+        await self._queue.flush()
 
     async def close(self, within: float = 5.0) -> None:
-        try:
-            await asyncio.wait_for(self.flush(), within)
-        except TimeoutError:
-            log.warning("notifications: %d not sent within %ss of shutdown", self._left(), within)
-        if self._writer is not None:
-            self._writer.cancel()
-            await asyncio.gather(self._writer, return_exceptions=True)
+        await self._queue.close(within)
         if self._http is not None:
             await self._http.aclose()
-        self._pending = self._writer = self._http = None
-
-    def _left(self) -> int:
-        return self._pending.qsize() if self._pending is not None else 0
-
-    def _queue(self) -> asyncio.Queue[Notification]:
-        if self._pending is None or self._writer is None or self._writer.done():
-            self._pending = self._pending or asyncio.Queue()
-            self._writer = asyncio.get_running_loop().create_task(self._write(self._pending))
-        return self._pending
-
-    async def _write(self, pending: asyncio.Queue[Notification]) -> None:
-        while True:
-            n = await pending.get()
-            try:
-                await self._send(n)
-            except Exception:  # a notification must never stop the writer
-                log.exception("notifications: sending %s failed", n.kind)
-            finally:
-                pending.task_done()
+        self._http = None
 
     async def _send(self, n: Notification) -> None:
         sink = self._sink()
