@@ -80,6 +80,11 @@ class Helm:
             assert proc.returncode == 0, f"helm {' '.join(args)}:\n{proc.stdout}\n{proc.stderr}"
         return proc
 
+    def upgrade(self, *settings: str) -> None:
+        """`helm upgrade` of the release, keeping its values but for `--set` of each of `settings`."""
+        sets = [arg for setting in settings for arg in ("--set", setting)]
+        self.run("upgrade", RELEASE, str(CHART), "--namespace", NS, "--reuse-values", *sets)
+
     def template(self, *values: str) -> list[dict[str, Any]]:
         out = self.run("template", RELEASE, str(CHART), "--namespace", NS, *values).stdout
         return [d for d in yaml.safe_load_all(out) if d]
@@ -525,10 +530,7 @@ def test_watch_namespaces_bind_namespaced_rights_there_only_and_the_rest_is_refu
     hub_client.create(Namespace(metadata=ObjectMeta(name=other)))
     secret_ref = {"kind": "Secret", "name": "team-secret", "namespace": other}
     try:
-        helm.run(
-            "upgrade", RELEASE, str(CHART), "--namespace", NS, "--reuse-values",
-            "--set", f"watchNamespaces={{{flows_namespace}}}",
-        )  # fmt: skip
+        helm.upgrade(f"watchNamespaces={{{flows_namespace}}}")
         for namespace in (flows_namespace, NS):
             assert _review(hub_client, "watch", "secrets", "", namespace), namespace
             assert _review(hub_client, "list", "configmaps", "", namespace), namespace
@@ -632,16 +634,7 @@ def test_watch_namespaces_bind_namespaced_rights_there_only_and_the_rest_is_refu
             thread.stop()
         assert thread.error is None, thread.error  # includes: no request refused by the scoped RBAC
     finally:
-        helm.run(
-            "upgrade",
-            RELEASE,
-            str(CHART),
-            "--namespace",
-            NS,
-            "--reuse-values",
-            "--set",
-            "watchNamespaces=null",
-        )
+        helm.upgrade("watchNamespaces=null")
         hub_client.delete(Namespace, other)
 
 
@@ -690,18 +683,7 @@ def test_upgrade_changes_the_controller_and_uninstall_leaves_only_the_crds(
     before = _release_objects(bins, kubeconfig)
     assert "Deployment/fleetwave-controller" in before
     assert "ValidatingAdmissionPolicy/fleetwave-membercluster-own-namespace-secret" in before
-    helm.run(
-        "upgrade",
-        RELEASE,
-        str(CHART),
-        "--namespace",
-        NS,
-        "--reuse-values",
-        "--set",
-        "controller.logLevel=DEBUG",
-        "--set",
-        "metrics.service.enabled=false",
-    )
+    helm.upgrade("controller.logLevel=DEBUG", "metrics.service.enabled=false")
     args = hub_client.get(Deployment, CONTROLLER, namespace=NS).spec.template.spec.containers[0].args
     assert "--log-level=DEBUG" in args
     upgraded = _release_objects(bins, kubeconfig)

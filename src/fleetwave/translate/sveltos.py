@@ -12,7 +12,6 @@ from fleetwave.api.models import (
     AutoTrigger,
     ClusterProfile,
     ClusterPromotion,
-    ClusterPromotionSpec,
     ManualTrigger,
     ProfileSpec,
     Stage,
@@ -108,12 +107,12 @@ def from_promotion(promotion: ClusterPromotion, *, content_hash: str | None = No
         stages_hash=batching.compute_stages_hash(stages),
     )
     return m.RolloutSpec(
-        name=name, revision=revision, stages=stages, paused=spec.paused, failure_budget=failure_budget(spec)
+        name=name,
+        revision=revision,
+        stages=stages,
+        paused=spec.paused,
+        failure_budget=common.failure_budget(spec.failure_budget),
     )
-
-
-def failure_budget(spec: ClusterPromotionSpec) -> m.FailureBudget | None:
-    return common.failure_budget(spec.failure_budget)
 
 
 # profileSpec fields that decide how a stage is judged rather than what it delivers: editing one
