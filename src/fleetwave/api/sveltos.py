@@ -31,6 +31,7 @@ from fleetwave.api.meta import (
 )
 from fleetwave.api.validation import check_unique_names
 
+OnFailure = Literal["Halt", "Rollback"]
 FeatureID = Literal["Resources", "Helm", "Kustomize"]
 SourceKind = Literal["ConfigMap", "Secret", "GitRepository", "OCIRepository", "Bucket"]
 MAX_STAGES = 64
@@ -345,6 +346,14 @@ class ClusterPromotionSpec(Model):
         description="Pause the promotion: clusters already being updated finish, no other cluster "
         "or stage starts, gate timers keep their start. Set back to false (or `fleetwave resume "
         "promotion NAME`) to go on from where it stopped.",
+    )
+
+    on_failure: OnFailure = Field(
+        default="Halt",
+        description="What the promotion does once it fails (a failure budget exceeded, or the "
+        "progress deadline): Halt stops where it is; Rollback returns every cluster it updated to "
+        "the last revision that succeeded, in reverse stage order. With Rollback and no "
+        "failureBudget, no cluster may fail.",
     )
 
     @model_validator(mode="after")

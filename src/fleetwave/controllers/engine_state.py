@@ -48,7 +48,32 @@ def dump(status: st.RolloutStatus) -> dict[str, Any]:
         "message": status.message,
         "conditions": [_dump_condition(c) for c in status.conditions],
         "stages": [_dump_stage(s) for s in status.stages],
+        **({"rollback": _dump_rollback(status.rollback)} if status.rollback is not None else {}),
     }
+
+
+def _dump_rollback(r: st.RollbackStatus) -> dict[str, Any]:
+    return {
+        "target": r.target,
+        "label": r.label,
+        "reason": r.reason,
+        "startedAt": _t(r.started_at),
+        "current": r.current,
+        "stages": [_dump_stage(s) for s in r.stages],
+    }
+
+
+def _load_rollback(raw: dict[str, Any] | None) -> st.RollbackStatus | None:
+    if raw is None:
+        return None
+    return st.RollbackStatus(
+        target=str(raw["target"]),
+        label=str(raw.get("label", "")),
+        reason=str(raw.get("reason", "")),
+        started_at=_req_t(raw["startedAt"]),
+        stages=tuple(_load_stage(s) for s in raw["stages"]),
+        current=int(raw.get("current", 0)),
+    )
 
 
 def _dump_condition(c: st.Condition) -> dict[str, Any]:
@@ -110,6 +135,7 @@ def load(raw: dict[str, Any]) -> st.RolloutStatus:
         unmatched=int(raw.get("unmatched", 0)),
         conditions=tuple(_load_condition(c) for c in raw.get("conditions", [])),
         message=str(raw.get("message", "")),
+        rollback=_load_rollback(raw.get("rollback")),
     )
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
-from fleetwave.core import batching, budget, delivery, gates, membership
+from fleetwave.core import batching, budget, delivery, gates, membership, rollback
 from fleetwave.core import effects as fx
 from fleetwave.core import model as m
 from fleetwave.core import status as st
@@ -44,10 +44,20 @@ class _Ctx:
 def step(spec: m.RolloutSpec, fleet: m.Fleet, observed: m.Observed, now: datetime) -> Decision:
     ctx, acc = _Ctx(spec, fleet, observed, now), _Acc()
     status = _initial(ctx, acc)
+    if status.rollback is None and observed.rollback_request:
+        status = _begin_rollback(ctx, status, observed.rollback_request, acc)
+    if status.rollback is not None:
+        return _roll_back(ctx, status, acc)
     if status.phase is st.RolloutPhase.FAILED:
         return fx.Decision(status, tuple(acc.effects), None, None, None, False)
     status = membership.track(status, spec, fleet, acc.effects)
     status = _advance(ctx, status, acc)
+    if status.phase is st.RolloutPhase.FAILED and spec.on_failure is m.OnFailure.ROLLBACK:
+        status = _summarize(status, now)
+        status = _begin_rollback(ctx, status, status.message, acc)
+        if status.rollback is not None:
+            return _roll_back(ctx, status, acc)
+        return fx.Decision(status, tuple(acc.effects), None, None, None, False)
     # A cluster that joined late starts its delivery like any other: not while paused.
     if not spec.paused:
         status = membership.deliver_late(status, fleet, observed.delivery, acc.effects)
@@ -73,6 +83,48 @@ def _initial(ctx: _Ctx, acc: _Acc) -> st.RolloutStatus:
     if ctx.spec.withdraw_dropped:
         acc.effects.extend(fx.Withdraw(c) for c in sorted(_touched(prev) - status.members))
     return _initialized(status, st.Reason.RESTARTED, ctx.now)
+
+
+def _begin_rollback(ctx: _Ctx, status: st.RolloutStatus, reason: str, acc: _Acc) -> st.RolloutStatus:
+    """Start rolling back, or say why there is nothing to roll back to (the rollout stays as it is)."""
+    target = ctx.observed.rollback_target
+    if target is None or target.content_hash == status.content_hash:
+        why = "no earlier revision succeeded: nothing to roll back to"
+        if why in status.message:
+            return status  # said once already
+        acc.effects.append(fx.Event("RollbackImpossible", f"cannot roll back ({reason}): {why}"))
+        return replace(status, message=f"{status.message}; {why}" if status.message else why)
+    status, event = rollback.begin(status, target, reason, ctx.now)
+    acc.effects.append(event)
+    return status
+
+
+def _roll_back(ctx: _Ctx, status: st.RolloutStatus, acc: _Acc) -> fx.Decision:
+    prev = ctx.observed.previous
+    fresh = prev is None or prev.rollback is None
+    walked = rollback.walk(ctx.spec, ctx.fleet, ctx.observed, ctx.now, status, fresh=fresh)
+    acc.effects.extend(walked.effects)
+    acc.wait(walked.wake_at, walked.waiting_on_facts)
+    if fresh and not walked.status.rollback.done:  # type: ignore[union-attr]
+        acc.wait(ctx.now, False)  # come back at once to read the target's deliveries
+    return _decide(ctx, _summarize_rollback(walked.status, ctx.now), acc)
+
+
+def _summarize_rollback(status: st.RolloutStatus, now: datetime) -> st.RolloutStatus:
+    cs, r = st.ConditionStatus, st.Reason
+    record = status.rollback
+    assert record is not None
+    message = rollback.message(record)
+    if record.done:
+        conds = st.set_condition(status.conditions, "Progressing", cs.FALSE, r.ROLLED_BACK, message, now)
+        conds = st.set_condition(conds, "Succeeded", cs.FALSE, r.ROLLED_BACK, message, now)
+        return replace(status, conditions=conds, message=message)
+    stage = record.current_stage
+    held = stage is not None and bool(stage.failed)
+    progressing = (cs.FALSE, r.CLUSTER_FAILED) if held else (cs.TRUE, r.ROLLING_BACK)
+    conds = st.set_condition(status.conditions, "Progressing", *progressing, message, now)
+    conds = st.set_condition(conds, "Succeeded", cs.FALSE, r.ROLLING_BACK, message, now)
+    return replace(status, conditions=conds, message=message)
 
 
 def _restart_reason(spec: m.RolloutSpec, prev: st.RolloutStatus) -> str:
@@ -262,9 +314,15 @@ def _check_deadline(ctx: _Ctx, stage: st.StageStatus, acc: _Acc) -> st.StageStat
 def _after(
     ctx: _Ctx, status: st.RolloutStatus, spec: m.StageSpec, stage: st.StageStatus, acc: _Acc
 ) -> st.StageStatus:
-    assert stage.delivered_at is not None
+    delivered_at = stage.delivered_at
+    assert delivered_at is not None
     gate_list = () if (not stage.clusters and spec.skip_gates_when_empty) else spec.after
-    verdict, opened = _run_gates(ctx, status, gate_list, stage, stage.delivered_at)
+    if ctx.spec.failure_budget is not None:
+        stage = _judge_health(ctx, status, gate_list, stage, acc)
+        if stage.phase is SP.FAILED:
+            return stage
+        ctx = replace(ctx, observed=_without_set_aside(ctx.observed, stage))
+    verdict, opened = _run_gates(ctx, status, gate_list, stage, delivered_at)
     acc.effects.extend(verdict.effects)
     if not verdict.open:
         acc.wait(verdict.wake_at, verdict.waiting_on_facts)
@@ -275,6 +333,59 @@ def _after(
     )
     acc.effects.append(fx.Event("StageSucceeded", f"stage {stage.name} succeeded"))
     return replace(stage, phase=SP.SUCCEEDED, succeeded_at=ctx.now, gates=verdict.gates, message="succeeded")
+
+
+def _health_failures(
+    observed: m.Observed, gate_list: tuple[m.Gate, ...], stage: st.StageStatus
+) -> tuple[tuple[str, str], ...]:
+    """Clusters failing the stage's health checks now (first failure per cluster), set-aside ones
+    left out."""
+    aside = {name for name, _ in stage.set_aside}
+    found: dict[str, str] = {}
+    for gate in gate_list:
+        if not isinstance(gate, m.HealthChecks):
+            continue
+        for check in gate.names:
+            verdict = observed.health.get((stage.name, check))
+            for cluster, why in verdict.failures() if verdict is not None else ():
+                if cluster not in aside:
+                    found.setdefault(cluster, f"health check {check}: {why}")
+    return tuple(found.items())
+
+
+def _judge_health(
+    ctx: _Ctx, status: st.RolloutStatus, gate_list: tuple[m.Gate, ...], stage: st.StageStatus, acc: _Acc
+) -> st.StageStatus:
+    """A cluster whose health checks keep failing past the grace is failed like one whose delivery
+    failed: set aside within the budget, over it the rollout stops."""
+    assert ctx.spec.failure_budget is not None
+    failing = _health_failures(ctx.observed, gate_list, stage)
+    verdict = budget.judge(ctx.spec.failure_budget, stage, status, failing, ctx.now)
+    if verdict.exceeded:
+        acc.effects.append(fx.Event("FailureBudgetExceeded", verdict.exceeded))
+        return replace(stage, phase=SP.FAILED, failed=failing, over_budget=True, message=verdict.exceeded)
+    acc.wait(verdict.wake_at, bool(failing))
+    for name, why in verdict.set_aside:
+        acc.effects.append(
+            fx.Event("ClusterSetAside", f"stage {stage.name}: cluster {name} failed, within budget: {why}")
+        )
+    return replace(stage, failing_since=verdict.failing_since, set_aside=stage.set_aside + verdict.set_aside)
+
+
+def _without_set_aside(observed: m.Observed, stage: st.StageStatus) -> m.Observed:
+    """Health verdicts as the gates should see them: a check failing only on set-aside clusters passes."""
+    aside = {name for name, _ in stage.set_aside}
+    if not aside:
+        return observed
+    health = dict(observed.health)
+    for key, verdict in observed.health.items():
+        if key[0] != stage.name or verdict.ok:
+            continue
+        rest = tuple((c, why) for c, why in verdict.failures() if c not in aside)
+        health[key] = (
+            m.HealthVerdict(True) if not rest else m.HealthVerdict(False, rest[0][0], rest[0][1], rest)
+        )
+    return replace(observed, health=health)
 
 
 def _summarize(status: st.RolloutStatus, now: datetime, spec_paused: bool = False) -> st.RolloutStatus:

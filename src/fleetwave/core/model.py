@@ -94,6 +94,14 @@ class FailureBudget:
     grace: timedelta = timedelta(minutes=2)
 
 
+class OnFailure(StrEnum):
+    """What a rollout does once it fails (issue 13, ADR 0078): stop where it is, or revert every
+    cluster it touched to the last revision that succeeded."""
+
+    HALT = "Halt"
+    ROLLBACK = "Rollback"
+
+
 # --- the gate algebra -------------------------------------------------------------------
 
 
@@ -175,6 +183,7 @@ class RolloutSpec:
     # Paused: clusters in flight finish, nothing new starts (no cluster, no stage); gate timers keep
     # their start. Not part of the revision: pausing and resuming never restart a rollout.
     paused: bool = False
+    on_failure: OnFailure = OnFailure.HALT
 
 
 # --- the fleet ----------------------------------------------------------------------------
@@ -228,11 +237,27 @@ PENDING = Delivery(DeliveryPhase.PENDING)
 
 @dataclass(frozen=True, slots=True)
 class HealthVerdict:
-    """Verdict of one named check over one stage; `cluster` names the first failing cluster."""
+    """Verdict of one named check over one stage; `cluster` names the first failing cluster and
+    `failing` every failing one (cluster, message), which a failure budget counts."""
 
     ok: bool
     cluster: str = ""
     message: str = ""
+    failing: tuple[tuple[str, str], ...] = ()
+
+    def failures(self) -> tuple[tuple[str, str], ...]:
+        if self.ok:
+            return ()
+        return self.failing or ((self.cluster, self.message),)
+
+
+@dataclass(frozen=True, slots=True)
+class RollbackTarget:
+    """The revision a rollback returns to, as the shell knows it: its content hash and how people
+    name it ("revision 3")."""
+
+    content_hash: str
+    label: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,3 +270,7 @@ class Observed:
     # approval id -> time it was granted (timezone-aware UTC)
     approvals: Mapping[str, st.Instant] = field(default_factory=dict)
     previous: st.RolloutStatus | None = None
+    # The last revision that succeeded, when there is one; a rollback returns to it.
+    rollback_target: RollbackTarget | None = None
+    # Non-empty: a person asked to roll this revision back now (the reason, e.g. "aborted").
+    rollback_request: str = ""

@@ -24,6 +24,8 @@ class RolloutPhase(StrEnum):
     PAUSED = "Paused"
     SUCCEEDED = "Succeeded"
     FAILED = "Failed"
+    ROLLING_BACK = "RollingBack"
+    ROLLED_BACK = "RolledBack"
 
 
 class StagePhase(StrEnum):
@@ -57,6 +59,8 @@ class Reason(StrEnum):
     FAILURE_BUDGET_EXCEEDED = "FailureBudgetExceeded"
     PAUSED = "Paused"
     SUCCEEDED = "Succeeded"
+    ROLLING_BACK = "RollingBack"
+    ROLLED_BACK = "RolledBack"
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +114,27 @@ class StageStatus:
 
 
 @dataclass(frozen=True, slots=True)
+class RollbackStatus:
+    """A rollback in progress or done: the stages in reverse order, each holding only the clusters
+    the failed revision touched there, walked like a forward stage (same batching, health checks)."""
+
+    target: str  # content hash returned to
+    label: str  # how people name the target ("revision 3")
+    reason: str
+    started_at: Instant
+    stages: tuple[StageStatus, ...]
+    current: int = 0
+
+    @property
+    def current_stage(self) -> StageStatus | None:
+        return self.stages[self.current] if self.current < len(self.stages) else None
+
+    @property
+    def done(self) -> bool:
+        return self.current >= len(self.stages)
+
+
+@dataclass(frozen=True, slots=True)
 class RolloutStatus:
     content_hash: str
     stages_hash: str
@@ -125,6 +150,7 @@ class RolloutStatus:
     unmatched: int = 0  # fleet clusters matching no stage when the plan was frozen
     conditions: tuple[Condition, ...] = ()
     message: str = ""
+    rollback: RollbackStatus | None = None
 
     @property
     def current_stage(self) -> StageStatus | None:

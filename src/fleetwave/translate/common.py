@@ -58,10 +58,11 @@ def describe_selector(sel: m.Selector | None) -> str:
     return ", ".join(parts) or "<all clusters>"
 
 
-def failure_budget(given: FailureBudget | None) -> m.FailureBudget | None:
-    """The API's failureBudget (promotions, staged update strategies) as the engine's (ADR 0076)."""
+def failure_budget(given: FailureBudget | None, on_failure: str = "Halt") -> m.FailureBudget | None:
+    """The API's failureBudget (promotions, staged update strategies) as the engine's (ADR 0076).
+    Rolling back on failure needs failures to be judged: without a budget, none may fail (ADR 0078)."""
     if given is None:
-        return None
+        return m.FailureBudget() if on_failure == "Rollback" else None
     grace = duration(given.grace_period)
     return m.FailureBudget(
         per_stage=None

@@ -111,7 +111,8 @@ def from_promotion(promotion: ClusterPromotion, *, content_hash: str | None = No
         revision=revision,
         stages=stages,
         paused=spec.paused,
-        failure_budget=common.failure_budget(spec.failure_budget),
+        failure_budget=common.failure_budget(spec.failure_budget, spec.on_failure),
+        on_failure=m.OnFailure(spec.on_failure),
     )
 
 
