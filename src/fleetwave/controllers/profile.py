@@ -77,8 +77,9 @@ class _Profiles:
                 await apply_summary(ctx, run.obj, run.parsed, run.resolved, cluster, dumped)
 
         await asyncio.gather(*(one(c) for c in sorted(admitted & facts.matching)))
+        held = common.held_clusters(ctx, run.raw)
         for cluster, summary in facts.existing.items():
-            if cluster not in facts.matching:
+            if cluster not in facts.matching and cluster not in held:
                 await delete_summary(ctx, summary)
 
     def status(self, run: Pass[ClusterProfile], facts: _Facts, decision: fx.Decision) -> dict[str, Any]:

@@ -19,7 +19,14 @@ from typing import Any
 from fleetwave import translate
 from fleetwave.api import sveltos
 from fleetwave.api.models import ClusterPromotion
-from fleetwave.controllers import content, members, promotion_preserve, promotion_status, rollout_reconcile
+from fleetwave.controllers import (
+    content,
+    members,
+    promotion_history,
+    promotion_preserve,
+    promotion_status,
+    rollout_reconcile,
+)
 from fleetwave.controllers import rollout_common as common
 from fleetwave.controllers import rollout_facts as rf
 from fleetwave.controllers.context import Context, Wake
@@ -36,6 +43,11 @@ log = logging.getLogger(__name__)
 KIND = "ClusterPromotion"
 PROMOTION_LABEL = "fleetwave.io/promotion"
 STAGE_LABEL = "fleetwave.io/stage"
+# A person's request to roll a revision back (`fleetwave rollback|abort promotion`): the number of the
+# revision to undo (so it never applies to a later one), optionally the revision to return to, and why.
+ROLLBACK_ANNOTATION = "fleetwave.io/rollback"
+ROLLBACK_TO_ANNOTATION = "fleetwave.io/rollback-to"
+ROLLBACK_REASON_ANNOTATION = "fleetwave.io/rollback-reason"
 
 Run = Pass[ClusterPromotion]
 
@@ -48,6 +60,7 @@ def stage_profile_name(promotion: str, stage: str) -> str:
 class _Facts:
     approvals: Mapping[str, datetime]  # when each approval was first seen
     deliveries: Mapping[str, m.Delivery]
+    revisions: list[dict[str, Any]]  # status.revisions as this pass found it
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,25 +89,43 @@ class _Promotions:
         return Prepared(promotion, resolved, spec)
 
     async def observe(self, ctx: Context, run: Run) -> Observation[_Facts]:
-        facts = _Facts(_approvals(run), _deliveries(ctx, run))
+        revisions = promotion_history.entries(run.raw.get("status") or {})
+        facts = _Facts(_approvals(run), _deliveries(ctx, run, revisions), revisions)
+        target, request = _rollback(run, revisions)
         observed = m.Observed(
             delivery=facts.deliveries,
             health=await _health(ctx, run),
             approvals=facts.approvals,
             previous=run.previous,
+            rollback_target=target,
+            rollback_request=request,
         )
         return Observation(observed, facts)
 
     async def act(self, ctx: Context, run: Run, facts: _Facts, decision: fx.Decision) -> None:
-        # Deliver/Withdraw are carried out level-triggered: stage profiles list what the engine started.
+        # Deliver/Withdraw are carried out level-triggered: stage profiles list what the engine started
+        # (during a rollback, what it started rolling back, at the target's snapshot).
+        record = decision.status.rollback
+        target = promotion_history.by_content(facts.revisions, record.target) if record else None
         for stage in decision.status.stages:
-            if stage.started:
-                await _ensure_profile(ctx, run, _delivery_profile(run, stage.name), stage.started)
+            back = _rollback_stage(record, stage.name)
+            if back is not None and back.started and target is not None:
+                pinned = (target.snapshot, target.snapshot_hash)
+                await _ensure_profile(ctx, run, _delivery_profile(run, stage, pinned), back.started)
+            elif stage.started:
+                pinned = (run.resolved.snapshot_name, run.resolved.hash)
+                await _ensure_profile(ctx, run, _delivery_profile(run, stage, pinned), stage.started)
         for effect in decision.effects:
             await _carry_out(ctx, run, decision, effect)
         await _remove_finished_verifications(ctx, run, decision)
 
     def status(self, run: Run, facts: _Facts, decision: fx.Decision) -> dict[str, Any]:
+        revisions = promotion_history.record(
+            facts.revisions, decision.status, run.resolved.snapshot_name, run.resolved.hash, run.now
+        )
+        return {**self._status(run, facts, decision), promotion_history.FIELD: revisions}
+
+    def _status(self, run: Run, facts: _Facts, decision: fx.Decision) -> dict[str, Any]:
         return promotion_status.build(
             run.parsed,
             decision.status,
@@ -141,16 +172,50 @@ def _check_pre_health_refs(ctx: Context, promotion: ClusterPromotion) -> None:
             )
 
 
-def _deliveries(ctx: Context, run: Run) -> dict[str, m.Delivery]:
+def _deliveries(ctx: Context, run: Run, revisions: list[dict[str, Any]]) -> dict[str, m.Delivery]:
+    """Each cluster's delivery of the revision being delivered: the current one, or during a
+    rollback the one it returns to."""
     if run.previous is None:
         return {}
+    wanted = run.resolved.hash
+    if run.previous.rollback is not None:
+        target = promotion_history.by_content(revisions, run.previous.rollback.target)
+        if target is None:
+            return {}  # the record of the target is gone: nothing counts as rolled back
+        wanted = target.snapshot_hash
     out = {}
     for stage in run.previous.stages:
         summaries = common.summaries_of(ctx.cache, stage_profile_name(run.key, stage.name))
         for cluster in stage.clusters:
             if cluster in run.fleet.names:
-                out[cluster] = rf.delivery_of(summaries.get(cluster), run.resolved.hash)
+                out[cluster] = rf.delivery_of(summaries.get(cluster), wanted)
     return out
+
+
+def _rollback(run: Run, revisions: list[dict[str, Any]]) -> tuple[m.RollbackTarget | None, str]:
+    """The revision a rollback would return to, and a person's request to roll back now (only for
+    the revision it names, and not while a new revision is about to start)."""
+    prev = run.previous
+    if prev is None:
+        return None, ""
+    annotations = run.raw["metadata"].get("annotations") or {}
+    asked = str(annotations.get(ROLLBACK_ANNOTATION) or "")
+    unchanged = prev.content_hash == run.spec.revision.content_hash and (
+        prev.stages_hash == run.spec.revision.stages_hash
+    )
+    if not (unchanged and asked == str(promotion_history.current(revisions, prev))):
+        found = promotion_history.rollback_target(revisions, prev)
+        return (found.target if found else None), ""
+    to = str(annotations.get(ROLLBACK_TO_ANNOTATION) or "")
+    found = promotion_history.rollback_target(revisions, prev, int(to) if to.isdigit() else None)
+    reason = str(annotations.get(ROLLBACK_REASON_ANNOTATION) or "requested with fleetwave rollback")
+    return (found.target if found else None), reason[:256]
+
+
+def _rollback_stage(record: st.RollbackStatus | None, stage: str) -> st.StageStatus | None:
+    if record is None:
+        return None
+    return next((s for s in record.stages if s.name == stage), None)
 
 
 def _approvals(run: Run) -> dict[str, datetime]:
@@ -171,8 +236,12 @@ def _trigger(
 
 
 async def _health(ctx: Context, run: Run) -> dict[tuple[str, str], m.HealthVerdict]:
-    """postDelayHealthChecks of the current stage, only while its after-gates are being evaluated."""
-    current = run.previous.current_stage if run.previous else None
+    """postDelayHealthChecks of the current stage, only while its after-gates are being evaluated
+    (during a rollback, of the stage being rolled back, over its rolled-back clusters)."""
+    prev = run.previous
+    current = prev.current_stage if prev else None
+    if prev is not None and prev.rollback is not None:
+        current = prev.rollback.current_stage
     if current is None or current.phase is not st.StagePhase.WAITING_AFTER:
         return {}
     trigger = _trigger(run.parsed, current.name)
@@ -197,15 +266,20 @@ async def _verdict(
     clusters: tuple[str, ...],
     wake: Wake | None,
 ) -> m.HealthVerdict:
-    """One check over the stage's clusters, in order: the first failing cluster decides."""
+    """One check over every cluster of the stage: the first failing one is named in the message, all
+    of them are listed for the failure budget."""
+    failing: list[tuple[str, str]] = []
     for cluster in clusters:
         target = members.target_for(ctx.cache, cluster) if cluster in fleet.names else None
         if target is None:
-            return m.HealthVerdict(False, cluster, "cluster is not reachable")
+            failing.append((cluster, "cluster is not reachable"))
+            continue
         result = await ctx.health.check(target, [check], objects=(), wake=wake)
         if not result.ok:
-            return m.HealthVerdict(False, cluster, result.message)
-    return m.HealthVerdict(ok=True)
+            failing.append((cluster, result.message))
+    if not failing:
+        return m.HealthVerdict(ok=True)
+    return m.HealthVerdict(False, failing[0][0], failing[0][1], tuple(failing))
 
 
 async def _carry_out(ctx: Context, run: Run, decision: fx.Decision, effect: fx.Effect) -> None:
@@ -239,16 +313,18 @@ async def _remove_finished_verifications(ctx: Context, run: Run, decision: fx.De
             await ops.delete_if_exists(ctx.client, ctx.resource("ClusterProfile"), name)
 
 
-def _delivery_profile(run: Run, stage: str) -> _StageProfile:
-    """The stage's pinned rollout content; the promotion paces clusters, so no maxUpdate of its own."""
+def _delivery_profile(run: Run, stage: st.StageStatus, pinned: tuple[str, str]) -> _StageProfile:
+    """The stage's pinned content (snapshot name, hash); the promotion paces clusters, so no
+    maxUpdate of its own. The stage's other clusters are held at what they run."""
     dumped = run.parsed.spec.profile_spec.model_dump(mode="json", by_alias=True, exclude_none=True)
     return _StageProfile(
-        name=stage_profile_name(run.parsed.metadata.name, stage),
-        stage=stage,
+        name=stage_profile_name(run.parsed.metadata.name, stage.name),
+        stage=stage.name,
         spec={k: v for k, v in dumped.items() if k != "maxUpdate"},
         annotations={
-            common.PINNED_ANNOTATION: run.resolved.snapshot_name,
-            common.PINNED_HASH_ANNOTATION: run.resolved.hash,
+            common.PINNED_ANNOTATION: pinned[0],
+            common.PINNED_HASH_ANNOTATION: pinned[1],
+            common.HOLD_ANNOTATION: ",".join(sorted(stage.clusters)),
         },
     )
 

@@ -26,8 +26,20 @@ NATIVE_API_VERSION = f"{kinds.GROUP}/{kinds.VERSION}"
 # A stage profile delivers the snapshot its promotion pinned, named (and hashed) in these annotations.
 PINNED_ANNOTATION = "fleetwave.io/pinned-content"
 PINNED_HASH_ANNOTATION = "fleetwave.io/pinned-content-hash"
+# The clusters of a stage whose summaries a stage profile keeps at whatever revision they hold while
+# they are not (yet) admitted at the pinned one: a new revision or a rollback reaches them batch by
+# batch, never by withdrawing what they run first (ADR 0078).
+HOLD_ANNOTATION = "fleetwave.io/hold-clusters"
 # Engine events that are worth a Warning rather than a Normal event.
-WARNING_REASONS = frozenset({"ClusterFailed", "ProgressDeadlineExceeded", "FailureBudgetExceeded"})
+WARNING_REASONS = frozenset(
+    {
+        "ClusterFailed",
+        "ProgressDeadlineExceeded",
+        "FailureBudgetExceeded",
+        "RollingBack",
+        "RollbackImpossible",
+    }
+)
 # What makes a spec invalid (reported in status, not retried: an edit wakes the controller).
 INVALID = (codec.ManifestError, content.ContentError, translate.TranslateError)
 
@@ -97,6 +109,14 @@ def owned_by_promotion(ctx: Context, raw: Mapping[str, Any]) -> bool:
             same_group = ref.get("apiVersion") == ctx.api_version("ClusterPromotion")
             return same_group and uid is not None and ref.get("uid") == uid
     return False
+
+
+def held_clusters(ctx: Context, raw: Mapping[str, Any]) -> frozenset[str]:
+    """The clusters a promotion's stage profile holds (HOLD_ANNOTATION); none for any other profile."""
+    value = ((raw.get("metadata") or {}).get("annotations") or {}).get(HOLD_ANNOTATION)
+    if not value or not owned_by_promotion(ctx, raw):
+        return frozenset()
+    return frozenset(c for c in str(value).split(",") if c)
 
 
 def owner_reference(ctx: Context, kind: str, owner: Any) -> dict[str, Any]:

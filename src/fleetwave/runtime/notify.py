@@ -43,6 +43,7 @@ KINDS = {
     "ClusterFailed": "Failed",
     "ProgressDeadlineExceeded": "Failed",
     "FailureBudgetExceeded": "Failed",
+    "RollingBack": "RollingBack",
     "RolledBack": "RolledBack",
 }
 # A new revision of a rollout: what was notified for the previous one may be notified again.
