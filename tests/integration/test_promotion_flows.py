@@ -5,6 +5,8 @@ and restarts on content changes (but not on trigger edits)."""
 from __future__ import annotations
 
 import datetime as dt
+import json
+import subprocess
 from collections.abc import Iterator
 from typing import Any
 
@@ -386,3 +388,80 @@ def test_a_failure_budget_sets_a_failed_cluster_aside_then_stops_the_promotion_p
         assert _t(record["staging"]["startedAt"]) - _t(record["dev"]["startedAt"]) >= dt.timedelta(seconds=3)
         assert profiles_of(management, name) == {f"{name}-dev", f"{name}-staging"}
         assert versions(members, name)["member-3"] is None
+
+
+NO_DEBUG_IN_PROD = """
+function evaluate()
+  if string.find(obj.data.message or "", "debug", 1, true) then
+    return {status = "Degraded", message = "a debug build must not run in production"}
+  end
+  return {status = "Healthy", message = "no debug build"}
+end
+"""
+
+
+def _helm_history(helm: str, kubeconfig: str, release: str) -> list[str]:
+    """The chart of every revision of a release on a member, oldest first."""
+    proc = subprocess.run(
+        [helm, "--kubeconfig", kubeconfig, "history", release, "--namespace", release, "-o", "json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return [entry["chart"] for entry in json.loads(proc.stdout)]
+
+
+def test_a_promotion_failing_its_prod_health_check_rolls_every_updated_cluster_back(
+    controller: ControllerThread,
+    management: Client,
+    members: dict[str, Client],
+    repo: chartrepo.ChartRepo,
+    local_fleet: fleet.FleetState,
+    bins: binaries.Binaries,
+) -> None:
+    """onFailure: Rollback (issue 13): 1.0.0 reaches every stage; 1.1.0, a debug build, reaches dev
+    and staging, then production's post-delay health check keeps failing past the grace period. The
+    promotion rolls production, then staging, then dev back to 1.0.0 and ends RolledBack naming the
+    check; each member's Helm history shows 1.0.0 -> 1.1.0 -> 1.0.0 (upgraded back in place: never
+    uninstalled on the way), and status.revisions tells the story."""
+    name = "rolls-back"
+    doc = promotion_doc(name, repo.url, dev_delay="0s")
+    check = {"name": "no-debug-build", "group": "", "version": "v1", "kind": "ConfigMap"}
+    check |= {"namespace": name, "resourceName": f"{name}-config", "script": NO_DEBUG_IN_PROD}
+    doc["spec"]["stages"][2]["trigger"] = {"auto": {"postDelayHealthChecks": [check]}}
+    doc["spec"]["onFailure"] = "Rollback"
+    doc["spec"]["failureBudget"] = {"gracePeriod": "3s"}
+    apply(management, doc)
+    resource = kinds.resource("ClusterPromotion")
+    with deleted_after(management, name):
+        wait_for(lambda: status(management, name).get("rollout", {}).get("phase") == "Succeeded", what="1.0.0")
+        debug = [
+            {"op": "replace", "path": "/spec/profileSpec/helmCharts/0/chartVersion", "value": "1.1.0"},
+            {"op": "add", "path": "/spec/profileSpec/helmCharts/0/values", "value": "message: debug build\n"},
+        ]
+        management.patch(resource, name, debug, patch_type=PatchType.JSON)
+        ended = wait_for(
+            lambda: (st := status(management, name)).get("rollout", {}).get("phase") == "RolledBack" and st,
+            what="the promotion rolled back",
+            timeout=180,
+        )
+        assert versions(members, name) == {"member-1": "1.0.0", "member-2": "1.0.0", "member-3": "1.0.0"}
+        for member in local_fleet.members:
+            history = _helm_history(bins.path("helm"), member.kubeconfig, name)
+            assert history == ["hello-1.0.0", "hello-1.1.0", "hello-1.0.0"], member.name
+        record = ended["rollout"]
+        assert record["stages"][2]["phase"] == "Failed"  # what happened forward is kept
+        back = record["rollback"]
+        assert [s["name"] for s in back["stages"]] == ["production", "staging", "dev"]
+        assert all(s["phase"] == "Succeeded" for s in back["stages"])
+        # Reverse stage order, one stage at a time.
+        assert _t(back["stages"][0]["succeededAt"]) <= _t(back["stages"][1]["startedAt"])
+        assert _t(back["stages"][1]["succeededAt"]) <= _t(back["stages"][2]["startedAt"])
+        succeeded = next(c for c in ended["conditions"] if c["type"] == "Succeeded")
+        assert succeeded["reason"] == "RolledBack"
+        assert "rolled back to revision 1" in succeeded["message"]
+        assert "no-debug-build" in succeeded["message"]
+        assert "a debug build must not run in production" in succeeded["message"]
+        revisions = ended["revisions"]
+        assert [(r["revision"], r["outcome"]) for r in revisions] == [(1, "Succeeded"), (2, "RolledBack")]
+        assert revisions[1]["rolledBackTo"] == "revision 1"

@@ -48,10 +48,7 @@ CP = "tests/unit/core/test_core_planning.py::"
 PF = "tests/integration/test_promotion_flows.py::"
 PH = "tests/integration/test_promotion_health.py::"
 BUDGET = PF + "test_a_failure_budget_sets_a_failed_cluster_aside_then_stops_the_promotion_past_it"
-ROLLBACK = (
-    "tests/integration/test_promotion_rollback.py::"
-    "test_a_promotion_failing_its_prod_health_check_rolls_every_updated_cluster_back"
-)
+ROLLBACK = PF + "test_a_promotion_failing_its_prod_health_check_rolls_every_updated_cluster_back"
 HS = "tests/unit/health/test_health_selection.py::"
 KS = "tests/integration/test_kubefleet_staged_runs.py::"
 SEL = "tests/unit/kubefleet/test_kubefleet_selection.py::"
