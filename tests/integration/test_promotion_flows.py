@@ -434,7 +434,9 @@ def test_a_promotion_failing_its_prod_health_check_rolls_every_updated_cluster_b
     apply(management, doc)
     resource = kinds.resource("ClusterPromotion")
     with deleted_after(management, name):
-        wait_for(lambda: status(management, name).get("rollout", {}).get("phase") == "Succeeded", what="1.0.0")
+        wait_for(
+            lambda: status(management, name).get("rollout", {}).get("phase") == "Succeeded", what="1.0.0"
+        )
         debug = [
             {"op": "replace", "path": "/spec/profileSpec/helmCharts/0/chartVersion", "value": "1.1.0"},
             {"op": "add", "path": "/spec/profileSpec/helmCharts/0/values", "value": "message: debug build\n"},
@@ -465,3 +467,44 @@ def test_a_promotion_failing_its_prod_health_check_rolls_every_updated_cluster_b
         revisions = ended["revisions"]
         assert [(r["revision"], r["outcome"]) for r in revisions] == [(1, "Succeeded"), (2, "RolledBack")]
         assert revisions[1]["rolledBackTo"] == "revision 1"
+
+
+def test_fleetwave_rollback_returns_a_succeeded_promotion_to_its_previous_revision(
+    controller: ControllerThread,
+    management: Client,
+    members: dict[str, Client],
+    repo: chartrepo.ChartRepo,
+    local_fleet: fleet.FleetState,
+) -> None:
+    """`fleetwave rollback promotion NAME` on demand: 1.0.0 then 1.1.0 both succeed everywhere; the
+    rollback puts 1.0.0 back on every member and the promotion ends RolledBack. Asking again says so
+    and changes nothing; a promotion with nothing earlier to return to is refused with the reason."""
+    name = "rolled-back-on-demand"
+    apply(management, promotion_doc(name, repo.url, dev_delay="0s"))
+    resource = kinds.resource("ClusterPromotion")
+
+    def phase() -> str:
+        return str(status(management, name).get("rollout", {}).get("phase"))
+
+    with deleted_after(management, name):
+        wait_for(lambda: phase() == "Succeeded", what="1.0.0 everywhere")
+        refused = CliRunner().invoke(
+            cli_app,
+            ["rollback", "promotion", name, "--kubeconfig", local_fleet.cluster(fleet.MANAGEMENT).kubeconfig],
+        )
+        assert refused.exit_code == 1
+        assert "nothing to roll back to" in refused.output
+        upgrade = [{"op": "replace", "path": "/spec/profileSpec/helmCharts/0/chartVersion", "value": "1.1.0"}]
+        management.patch(resource, name, upgrade, patch_type=PatchType.JSON)
+        wait_for(
+            lambda: phase() == "Succeeded" and versions(members, name)["member-3"] == "1.1.0",
+            what="1.1.0 everywhere",
+        )
+        said = _cli(local_fleet, "rollback", "promotion", name)
+        assert "rolling revision 2 back to revision 1" in said
+        wait_for(lambda: phase() == "RolledBack", what="rolled back on demand")
+        assert versions(members, name) == {"member-1": "1.0.0", "member-2": "1.0.0", "member-3": "1.0.0"}
+        ended = status(management, name)
+        assert ended["rollout"]["rollback"]["reason"] == "requested with fleetwave rollback"
+        assert [r["outcome"] for r in ended["revisions"]] == ["Succeeded", "RolledBack"]
+        assert "already RolledBack" in _cli(local_fleet, "rollback", "promotion", name)

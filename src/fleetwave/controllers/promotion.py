@@ -43,11 +43,6 @@ log = logging.getLogger(__name__)
 KIND = "ClusterPromotion"
 PROMOTION_LABEL = "fleetwave.io/promotion"
 STAGE_LABEL = "fleetwave.io/stage"
-# A person's request to roll a revision back (`fleetwave rollback|abort promotion`): the number of the
-# revision to undo (so it never applies to a later one), optionally the revision to return to, and why.
-ROLLBACK_ANNOTATION = "fleetwave.io/rollback"
-ROLLBACK_TO_ANNOTATION = "fleetwave.io/rollback-to"
-ROLLBACK_REASON_ANNOTATION = "fleetwave.io/rollback-reason"
 
 Run = Pass[ClusterPromotion]
 
@@ -199,16 +194,18 @@ def _rollback(run: Run, revisions: list[dict[str, Any]]) -> tuple[m.RollbackTarg
     if prev is None:
         return None, ""
     annotations = run.raw["metadata"].get("annotations") or {}
-    asked = str(annotations.get(ROLLBACK_ANNOTATION) or "")
+    asked = str(annotations.get(promotion_history.ROLLBACK_ANNOTATION) or "")
     unchanged = prev.content_hash == run.spec.revision.content_hash and (
         prev.stages_hash == run.spec.revision.stages_hash
     )
     if not (unchanged and asked == str(promotion_history.current(revisions, prev))):
-        found = promotion_history.rollback_target(revisions, prev)
+        found = promotion_history.rollback_target(revisions, prev.content_hash)
         return (found.target if found else None), ""
-    to = str(annotations.get(ROLLBACK_TO_ANNOTATION) or "")
-    found = promotion_history.rollback_target(revisions, prev, int(to) if to.isdigit() else None)
-    reason = str(annotations.get(ROLLBACK_REASON_ANNOTATION) or "requested with fleetwave rollback")
+    to = str(annotations.get(promotion_history.ROLLBACK_TO_ANNOTATION) or "")
+    found = promotion_history.rollback_target(revisions, prev.content_hash, int(to) if to.isdigit() else None)
+    reason = str(
+        annotations.get(promotion_history.ROLLBACK_REASON_ANNOTATION) or "requested with fleetwave rollback"
+    )
     return (found.target if found else None), reason[:256]
 
 

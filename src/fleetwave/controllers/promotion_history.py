@@ -19,6 +19,11 @@ from fleetwave.core import timestamps
 
 LIMIT = 10
 FIELD = "revisions"
+# A person's request to roll a revision back (`fleetwave rollback|abort promotion`): the number of the
+# revision to undo (so it never applies to a later one), optionally the revision to return to, and why.
+ROLLBACK_ANNOTATION = "fleetwave.io/rollback"
+ROLLBACK_TO_ANNOTATION = "fleetwave.io/rollback-to"
+ROLLBACK_REASON_ANNOTATION = "fleetwave.io/rollback-reason"
 _ENDED = {
     st.RolloutPhase.SUCCEEDED: "Succeeded",
     st.RolloutPhase.FAILED: "Failed",
@@ -109,15 +114,15 @@ def record(
 
 
 def rollback_target(
-    previous: Sequence[Mapping[str, Any]], status: st.RolloutStatus, wanted: int | None = None
+    previous: Sequence[Mapping[str, Any]], current_hash: str, wanted: int | None = None
 ) -> Revision | None:
-    """The revision to return to: `wanted` when given (any recorded revision other than the current
-    one), else the newest that succeeded with other content."""
+    """The revision to return to from the one with engine hash `current_hash`: `wanted` when given
+    (any recorded revision with other content), else the newest that succeeded with other content."""
     parsed = [r for r in (parse(e) for e in previous) if r is not None]
     if wanted is not None:
         found = next((r for r in parsed if r.number == wanted), None)
-        return found if found is not None and found.content_hash != status.content_hash else None
-    good = [r for r in parsed if r.outcome == "Succeeded" and r.content_hash != status.content_hash]
+        return found if found is not None and found.content_hash != current_hash else None
+    good = [r for r in parsed if r.outcome == "Succeeded" and r.content_hash != current_hash]
     return good[-1] if good else None
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from fleetwave.core import effects as fx
@@ -63,11 +63,17 @@ class StageTimeline:
 @dataclass(frozen=True, slots=True)
 class Timeline:
     start: datetime
-    outcome: st.RolloutPhase | str  # Succeeded, Failed, or "Blocked"
+    outcome: st.RolloutPhase | str  # Succeeded, Failed, RolledBack, or "Blocked"
     finished_at: datetime | None
     message: str
     stages: tuple[StageTimeline, ...]
     steps: int
+    rollback: tuple[StageTimeline, ...] = ()  # with onFailure Rollback: the stages rolled back, in order
+
+
+# What the simulator rolls back to: the revision before this one, assumed to deliver fine.
+PREVIOUS = m.RollbackTarget("<previous>", "the previous revision")
+_ENDED = (st.RolloutPhase.SUCCEEDED, st.RolloutPhase.FAILED, st.RolloutPhase.ROLLED_BACK)
 
 
 @dataclass(slots=True)
@@ -127,7 +133,8 @@ class _World:
             for s in spec.stages
             for name in _check_names(s)
         }
-        return m.Observed(delivery=self.delivery, health=health, approvals=approvals, previous=previous)
+        target = PREVIOUS if spec.on_failure is m.OnFailure.ROLLBACK else None
+        return m.Observed(self.delivery, health, approvals, previous, rollback_target=target)
 
     def note_waits(self, status: st.RolloutStatus, now: datetime) -> None:
         stage = status.current_stage
@@ -152,25 +159,29 @@ def _check_names(stage: m.StageSpec) -> tuple[str, ...]:
 
 
 def simulate(spec: m.RolloutSpec, fleet: m.Fleet, start: datetime, assumptions: Assumptions) -> Timeline:
-    world = _World(assumptions, granted=dict(assumptions.approvals))
+    forward = world = _World(assumptions, granted=dict(assumptions.approvals))
     now, status, steps = start, None, 0
     while steps < assumptions.max_steps:
         world.settle(now)
         decision = engine.step(spec, fleet, world.observed(spec, status, now), now)
         steps += 1
+        if decision.status.rollback is not None and world is forward:
+            # Rolling back: deliveries of the previous revision, which every cluster takes fine.
+            world = _World(replace(assumptions, failing_clusters=frozenset()), granted=forward.granted)
         status = decision.status
         changed = world.apply(decision.effects, now)
-        world.note_waits(status, now)
-        if status.phase in (st.RolloutPhase.SUCCEEDED, st.RolloutPhase.FAILED) and not changed:
-            return _timeline(start, status, world, status.phase, steps, now)
-        if changed:
+        if world is forward:
+            world.note_waits(status, now)
+        if status.phase in _ENDED and not changed:
+            return _timeline(start, status, forward, world, status.phase, steps, now)
+        if changed or decision.requeue_after == timedelta(0):
             continue
         candidates = [t for t in (decision.wake_at, world.next_fact(now)) if t is not None and t > now]
         if not candidates:
-            return _timeline(start, status, world, "Blocked", steps, None)
+            return _timeline(start, status, forward, world, "Blocked", steps, None)
         now = min(candidates)
     assert status is not None
-    return _timeline(start, status, world, "Blocked", steps, None)
+    return _timeline(start, status, forward, world, "Blocked", steps, None)
 
 
 def _batches(stage: st.StageStatus, world: _World) -> tuple[BatchTimeline, ...]:
@@ -187,15 +198,8 @@ def _batches(stage: st.StageStatus, world: _World) -> tuple[BatchTimeline, ...]:
     return tuple(out)
 
 
-def _timeline(
-    start: datetime,
-    status: st.RolloutStatus,
-    world: _World,
-    outcome: st.RolloutPhase | str,
-    steps: int,
-    finished_at: datetime | None,
-) -> Timeline:
-    stages = tuple(
+def _stages(stages: tuple[st.StageStatus, ...], world: _World) -> tuple[StageTimeline, ...]:
+    return tuple(
         StageTimeline(
             name=s.name,
             clusters=len(s.clusters),
@@ -207,6 +211,18 @@ def _timeline(
             succeeded_at=s.succeeded_at,
             set_aside=tuple(name for name, _ in s.set_aside),
         )
-        for s in status.stages
+        for s in stages
     )
-    return Timeline(start, outcome, finished_at, status.message, stages, steps)
+
+
+def _timeline(
+    start: datetime,
+    status: st.RolloutStatus,
+    forward: _World,
+    rolling: _World,
+    outcome: st.RolloutPhase | str,
+    steps: int,
+    finished_at: datetime | None,
+) -> Timeline:
+    back = _stages(status.rollback.stages, rolling) if status.rollback is not None else ()
+    return Timeline(start, outcome, finished_at, status.message, _stages(status.stages, forward), steps, back)
