@@ -508,3 +508,13 @@ def test_fleetwave_rollback_returns_a_succeeded_promotion_to_its_previous_revisi
         assert ended["rollout"]["rollback"]["reason"] == "requested with fleetwave rollback"
         assert [r["outcome"] for r in ended["revisions"]] == ["Succeeded", "RolledBack"]
         assert "already RolledBack" in _cli(local_fleet, "rollback", "promotion", name)
+        told = json.loads(_cli(local_fleet, "history", "promotion", name, "-o", "json"))
+        assert [(r["revision"], r["outcome"]) for r in told["revisions"]] == [
+            (1, "Succeeded"),
+            (2, "RolledBack"),
+        ]
+        reasons = [e["reason"] for e in told["events"]]
+        assert "RollingBack" in reasons
+        assert reasons.index("RollingBack") < reasons.index("RolledBack")
+        table = _cli(local_fleet, "history", "promotion", name)
+        assert "rolled back to revision 1" in table

@@ -7,7 +7,18 @@ from typing import Annotated
 
 import typer
 
-from fleetwave.cli import approve, controller, crds, demo, local, manage, pausing, plan, rolling_back
+from fleetwave.cli import (
+    approve,
+    controller,
+    crds,
+    demo,
+    history,
+    local,
+    manage,
+    pausing,
+    plan,
+    rolling_back,
+)
 from fleetwave.cli import status as status_cli
 from fleetwave.cli import version as version_cli
 from fleetwave.cli.common import Globals
@@ -32,6 +43,7 @@ app.add_typer(pausing.pause_app, name="pause")
 app.add_typer(pausing.resume_app, name="resume")
 app.add_typer(rolling_back.rollback_app, name="rollback")
 app.add_typer(rolling_back.abort_app, name="abort")
+app.add_typer(history.app, name="history")
 app.command(name="version")(version_cli.version)
 
 

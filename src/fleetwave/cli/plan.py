@@ -211,11 +211,22 @@ def render_table(report: dict[str, Any], console: Console) -> None:
     budget = report.get("failureBudget")
     if budget:
         limits = ", ".join(f"{k} {v}" for k, v in budget.items() if v is not None)
-        console.print(f"Failure budget: {limits}")
+        console.print(f"Failure budget: {limits}; on failure: {report.get('onFailure', 'Halt')}")
     if report["outcome"] == "Blocked":
         console.print(f"[bold yellow]Blocked[/]: {report['blockedOn']}")
     elif report["outcome"] == "Failed":
         console.print(f"[bold red]Failed[/] at {_when(report['finishedAt'])} UTC: {report['failedOn']}")
+    elif report["outcome"] == "RolledBack":
+        console.print(f"[bold red]Failed[/]: {report['failedOn']}")
+        for stage in report["rollback"]:
+            console.print(
+                f"  rollback {stage['name']}: {', '.join(stage['clusters'])} "
+                f"({_when(stage['startedAt'])} - {_when(stage['succeededAt'])})"
+            )
+        console.print(
+            f"[bold]RolledBack[/] at {_when(report['finishedAt'])} UTC: every cluster it updated is back on "
+            "the previous revision (clusters it never reached are not touched)"
+        )
     else:
         console.print(f"[bold]{report['outcome']}[/] at {_when(report['finishedAt'])} UTC")
 

@@ -116,7 +116,12 @@ class _Promotions:
 
     def status(self, run: Run, facts: _Facts, decision: fx.Decision) -> dict[str, Any]:
         revisions = promotion_history.record(
-            facts.revisions, decision.status, run.resolved.snapshot_name, run.resolved.hash, run.now
+            facts.revisions,
+            decision.status,
+            run.resolved.snapshot_name,
+            run.resolved.hash,
+            run.now,
+            facts.approvals,
         )
         return {**self._status(run, facts, decision), promotion_history.FIELD: revisions}
 

@@ -84,6 +84,7 @@ def record(
     snapshot: str,
     snapshot_hash: str,
     now: datetime,
+    approvals: Mapping[str, datetime] | None = None,
 ) -> list[dict[str, Any]]:
     """The list with the engine's current revision entered or brought up to date."""
     out = [dict(e) for e in previous]
@@ -110,6 +111,9 @@ def record(
         entry["message"] = status.message[:1024]
     if status.rollback is not None:
         entry["rolledBackTo"] = status.rollback.label
+    granted = {k: timestamps.fmt(v) for k, v in (approvals or {}).items() if v >= status.started_at}
+    if granted:  # when each approval of this revision was first seen (the earliest stays)
+        entry["approvals"] = {**granted, **(entry.get("approvals") or {})}
     return out[-LIMIT:]
 
 

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from lightkube import Client
+from lightkube.resources.core_v1 import Event
 from lightkube.types import PatchType
 
 from fleetwave.kube import ops
@@ -59,3 +60,15 @@ def merge_patch(
     """An RFC 7386 merge patch, of the object or (status=True) of its status subresource."""
     target = resource.Status if status else resource
     return client.patch(target, name, dict(body), namespace=namespace, patch_type=PatchType.MERGE)
+
+
+def events_about(client: Client, uid: str, namespace: str, limit: int = 200) -> list[dict[str, Any]]:
+    """The core/v1 Events about the object with `uid` (cluster-scoped objects' are in "default"),
+    at most `limit` of them, as plain dicts."""
+    found = client.list(Event, namespace=namespace, fields={"involvedObject.uid": uid}, chunk_size=limit)
+    out: list[dict[str, Any]] = []
+    for event in found:
+        out.append(event.to_dict())
+        if len(out) >= limit:
+            break
+    return out

@@ -147,6 +147,9 @@ def _blocked_on(stages: list[Json]) -> str | None:
     return None
 
 
+_FAILED = (st.RolloutPhase.FAILED, st.RolloutPhase.ROLLED_BACK)
+
+
 def _budget(budget: m.FailureBudget | None) -> Json | None:
     if budget is None:
         return None
@@ -189,8 +192,18 @@ def build(rollout: Rollout, fleet: m.Fleet, start: datetime, assumptions: timeli
         "outcome": outcome,
         "finishedAt": _t(sim.finished_at),
         "blockedOn": _blocked(rollout, stages) if outcome == "Blocked" else None,
-        "failedOn": sim.message if outcome == st.RolloutPhase.FAILED else None,
+        "failedOn": sim.message if outcome in _FAILED else None,
         "failureBudget": _budget(rollout.spec.failure_budget),
+        "onFailure": rollout.spec.on_failure.value,
+        "rollback": [
+            {
+                "name": s.name,
+                "clusters": [c for b in s.batches for c in b.clusters],
+                "startedAt": _t(s.started_at),
+                "succeededAt": _t(s.succeeded_at),
+            }
+            for s in sim.rollback
+        ],
         "assumptions": {
             "deliveryTime": _dur(assumptions.delivery_time),
             "failing": sorted(assumptions.failing_clusters),

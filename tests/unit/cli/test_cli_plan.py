@@ -273,6 +273,29 @@ def test_fail_shows_the_budget_setting_a_cluster_aside_then_stopping_the_rollout
     assert "Failed at 2026-11-22 10:02:00 UTC: stage staging: failure budget exceeded" in table.stdout
 
 
+def test_fail_with_on_failure_rollback_shows_what_the_rollback_does(tmp_path: Path) -> None:
+    path = tmp_path / "rolls-back.yaml"
+    path.write_text(BUDGETED.replace("  failureBudget:", "  onFailure: Rollback\n  failureBudget:", 1))
+    report = plan_json(
+        "-f", str(path), "--fleet", FLEET, *START, "--fail", "dev:member-1", "--fail", "staging:member-2"
+    )
+    assert report["outcome"] == "RolledBack"
+    assert report["onFailure"] == "Rollback"
+    assert "2 failed clusters in the rollout, 1 allowed" in report["failedOn"]
+    # Last stage first, only what the revision reached: production never got it, so is not touched.
+    assert [(s["name"], s["clusters"]) for s in report["rollback"]] == [
+        ("staging", ["member-2"]),
+        ("dev", ["member-1"]),
+    ]
+    assert report["rollback"][0]["succeededAt"] <= report["rollback"][1]["startedAt"]
+    table = plan(
+        "-f", str(path), "--fleet", FLEET, *START, "--fail", "dev:member-1", "--fail", "staging:member-2"
+    )
+    assert "on failure: Rollback" in table.stdout
+    assert "rollback staging: member-2" in table.stdout
+    assert "RolledBack at" in table.stdout
+
+
 def test_fail_without_a_budget_is_blocked_on_the_held_stage() -> None:
     report = plan_json("-f", PROMOTION, "--fleet", FLEET, *START, "--fail", "dev:member-1")
     assert report["outcome"] == "Blocked"
