@@ -45,3 +45,16 @@ def test_approving_without_the_rights_names_what_is_needed(
     said = " ".join(run.output.split())
     assert "approvalrequests/status" in said
     assert f"in namespace {namespace}" in said
+
+
+def test_pausing_rolling_back_or_aborting_without_the_rights_names_what_is_needed(
+    local_fleet: fleet.FleetState, management: Client, namespace: str, tmp_path: Path
+) -> None:
+    kubeconfig = _nobody(local_fleet, management, namespace, tmp_path)
+    for command, verb in (("pause", "pause"), ("rollback", "roll back"), ("abort", "abort")):
+        result = CliRunner().invoke(app, [command, "promotion", "kyverno", "--kubeconfig", kubeconfig])
+        assert result.exit_code == 3, result.output
+        said = " ".join(result.output.split())
+        assert f"not allowed to {verb} ClusterPromotion kyverno" in said
+        assert "get and patch on clusterpromotions" in said
+        assert "Traceback" not in said

@@ -12,6 +12,7 @@ from rich.markup import escape
 
 from fleetwave.api import validation
 from fleetwave.kube import client as kubeclient
+from fleetwave.kube import ops
 from fleetwave.local import fleet
 
 err = Console(stderr=True)
@@ -90,3 +91,19 @@ def fail(message: str, *, code: int = 1) -> NoReturn:
     """One line on stderr and a non-zero exit (2: the input was refused, nothing was done)."""
     err.print(f"[red]error:[/red] {escape(message)}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
+
+
+FORBIDDEN = 403
+
+
+def fail_promotion_patch(e: ops.ApiError, name: str, verb: str) -> NoReturn:
+    """What a refused read-and-patch of a ClusterPromotion means for the user, in one line."""
+    if ops.is_not_found(e):
+        fail(f"ClusterPromotion {name} not found")
+    if ops.code_of(e) == FORBIDDEN:
+        fail(
+            f"you are not allowed to {verb} ClusterPromotion {name}: "
+            "it needs get and patch on clusterpromotions",
+            code=3,
+        )
+    fail(f"cannot {verb} ClusterPromotion {name}: {ops.message_of(e)}")

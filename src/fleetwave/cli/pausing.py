@@ -12,7 +12,7 @@ import typer
 from rich.console import Console
 
 from fleetwave.cli import located
-from fleetwave.cli.common import KubeconfigOption, fail, management_client
+from fleetwave.cli.common import KubeconfigOption, fail, fail_promotion_patch, management_client
 from fleetwave.kube import ops, sync_ops
 
 console = Console()
@@ -20,7 +20,6 @@ pause_app = typer.Typer(
     help="Pause a rollout: what is in flight finishes, nothing new starts.", no_args_is_help=True
 )
 resume_app = typer.Typer(help="Resume a paused rollout from where it stopped.", no_args_is_help=True)
-FORBIDDEN = 403
 
 
 def _set_paused(name: str, paused: bool, kubeconfig: KubeconfigOption) -> None:
@@ -35,15 +34,7 @@ def _set_paused(name: str, paused: bool, kubeconfig: KubeconfigOption) -> None:
                 return
             sync_ops.merge_patch(client, found.resource, name, {"spec": {"paused": paused}})
         except ops.ApiError as e:
-            if ops.is_not_found(e):
-                fail(f"ClusterPromotion {name} not found")
-            if ops.code_of(e) == FORBIDDEN:
-                fail(
-                    f"you are not allowed to {verb} ClusterPromotion {name}: "
-                    "it needs get and patch on clusterpromotions",
-                    code=3,
-                )
-            fail(f"cannot {verb} ClusterPromotion {name}: {ops.message_of(e)}")
+            fail_promotion_patch(e, name, verb)
     if paused:
         console.print(
             f"clusterpromotion/{name} paused: clusters in flight finish, nothing new starts "

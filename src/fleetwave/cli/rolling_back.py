@@ -16,7 +16,7 @@ import typer
 from rich.console import Console
 
 from fleetwave.cli import located
-from fleetwave.cli.common import KubeconfigOption, fail, management_client
+from fleetwave.cli.common import KubeconfigOption, fail, fail_promotion_patch, management_client
 from fleetwave.controllers import promotion_history as history
 from fleetwave.kube import ops, sync_ops
 
@@ -25,7 +25,6 @@ rollback_app = typer.Typer(
     help="Roll a rollout back to the revision that last succeeded (or a chosen one).", no_args_is_help=True
 )
 abort_app = typer.Typer(help="Stop a rollout and roll back what it changed.", no_args_is_help=True)
-FORBIDDEN = 403
 _ROLLING = ("RollingBack", "RolledBack")
 
 
@@ -48,15 +47,7 @@ def _request(name: str, to_revision: int | None, reason: str, verb: str, kubecon
             }
             sync_ops.merge_patch(client, found.resource, name, patch)
         except ops.ApiError as e:
-            if ops.is_not_found(e):
-                fail(f"ClusterPromotion {name} not found")
-            if ops.code_of(e) == FORBIDDEN:
-                fail(
-                    f"you are not allowed to {verb} ClusterPromotion {name}: "
-                    "it needs get and patch on clusterpromotions",
-                    code=3,
-                )
-            fail(f"cannot {verb} ClusterPromotion {name}: {ops.message_of(e)}")
+            fail_promotion_patch(e, name, verb)
     console.print(
         f"clusterpromotion/{name}: rolling revision {number} back to revision {target.number}, last stage "
         f"first (`fleetwave status promotion {name} --watch` to follow)"
