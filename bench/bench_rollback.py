@@ -27,7 +27,7 @@ from typing import Any
 
 from lightkube import Client, codecs
 
-from bench_scale import API, MEMBERS_NS, NS, register_upto, start_controller
+from bench_scale import API, MEMBERS_NS, NS, light_fleet, register_upto, start_controller
 from fleetwave.kube import client as kubeclient
 from fleetwave.kube import kinds
 from fleetwave.local import binaries, fleet
@@ -140,13 +140,7 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory(prefix="fleetwave-bench-rollback-") as tmp:
         state_dir = Path(tmp) / "fleet"
-        state = fleet.up(
-            state_dir,
-            members={f"member-{i + 1}": {} for i in range(args.servers)},
-            now=dt.datetime.now(dt.UTC),
-            bin_dir=bins.directory,
-            full_members=0,
-        )
+        state = light_fleet(state_dir, args.servers, bins)
         controller = None
         try:
             mk = state.cluster(fleet.MANAGEMENT).kubeconfig

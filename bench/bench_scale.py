@@ -86,6 +86,14 @@ def env_of(server: int, servers: int) -> str:
     return "prod"
 
 
+def light_fleet(state_dir: Path, servers: int, bins: binaries.Binaries) -> fleet.FleetState:
+    """A management cluster and `servers` light member API servers (no workload controllers)."""
+    members: dict[str, dict[str, str]] = {f"member-{i + 1}": {} for i in range(servers)}
+    return fleet.up(
+        state_dir, members=members, now=dt.datetime.now(dt.UTC), bin_dir=bins.directory, full_members=0
+    )
+
+
 def register_upto(
     mgmt_kubeconfig: str, servers: list[fleet.ClusterInfo], start: int, stop: int, sizes: list[int]
 ) -> None:
@@ -535,13 +543,7 @@ def main() -> None:
     bins = binaries.ensure()
     with tempfile.TemporaryDirectory(prefix="fleetwave-bench-scale-") as tmp:
         state_dir = Path(tmp) / "fleet"
-        state = fleet.up(
-            state_dir,
-            members={f"member-{i + 1}": {} for i in range(args.servers)},
-            now=dt.datetime.now(dt.UTC),
-            bin_dir=bins.directory,
-            full_members=0,
-        )
+        state = light_fleet(state_dir, args.servers, bins)
         controller = None
         rows: list[dict[str, Any]] = []
         try:
