@@ -123,10 +123,7 @@ class _Promotions:
             run.now,
             facts.approvals,
         )
-        return {**self._status(run, facts, decision), promotion_history.FIELD: revisions}
-
-    def _status(self, run: Run, facts: _Facts, decision: fx.Decision) -> dict[str, Any]:
-        return promotion_status.build(
+        built = promotion_status.build(
             run.parsed,
             decision.status,
             run.resolved.hash,
@@ -136,6 +133,7 @@ class _Promotions:
             generation=run.generation,
             previous=run.raw.get("status") or {},
         )
+        return {**built, promotion_history.FIELD: revisions}
 
     async def after_status(self, ctx: Context, run: Run, decision: fx.Decision) -> None:
         # Consuming an approval edits the spec, an input of this very decision: only once the decision
@@ -203,15 +201,14 @@ def _rollback(run: Run, revisions: list[dict[str, Any]]) -> tuple[m.RollbackTarg
     unchanged = prev.content_hash == run.spec.revision.content_hash and (
         prev.stages_hash == run.spec.revision.stages_hash
     )
-    if not (unchanged and asked == str(promotion_history.current(revisions, prev))):
-        found = promotion_history.rollback_target(revisions, prev.content_hash)
-        return (found.target if found else None), ""
-    to = str(annotations.get(promotion_history.ROLLBACK_TO_ANNOTATION) or "")
+    requested = unchanged and asked == str(promotion_history.current(revisions, prev))
+    to = str(annotations.get(promotion_history.ROLLBACK_TO_ANNOTATION) or "") if requested else ""
     found = promotion_history.rollback_target(revisions, prev.content_hash, int(to) if to.isdigit() else None)
-    reason = str(
-        annotations.get(promotion_history.ROLLBACK_REASON_ANNOTATION) or "requested with fleetwave rollback"
-    )
-    return (found.target if found else None), reason[:256]
+    reason = ""
+    if requested:
+        given = annotations.get(promotion_history.ROLLBACK_REASON_ANNOTATION)
+        reason = str(given or "requested with fleetwave rollback")[:256]
+    return (found.target if found else None), reason
 
 
 def _rollback_stage(record: st.RollbackStatus | None, stage: str) -> st.StageStatus | None:

@@ -105,7 +105,8 @@ def _roll_back(ctx: _Ctx, status: st.RolloutStatus, acc: _Acc) -> fx.Decision:
     walked = rollback.walk(ctx.spec, ctx.fleet, ctx.observed, ctx.now, status, fresh=fresh)
     acc.effects.extend(walked.effects)
     acc.wait(walked.wake_at, walked.waiting_on_facts)
-    if fresh and not walked.status.rollback.done:  # type: ignore[union-attr]
+    record = walked.status.rollback
+    if fresh and record is not None and not record.done:
         acc.wait(ctx.now, False)  # come back at once to read the target's deliveries
     return _decide(ctx, _summarize_rollback(walked.status, ctx.now), acc)
 
