@@ -514,6 +514,35 @@ def _value_at(doc: Any, path: str) -> Any:
     return doc
 
 
+_CONSISTENT_READS = 3  # attempts at reading the live object and the dry run from one version
+
+
+def _version(obj: Mapping[str, Any]) -> Any:
+    return (obj.get("metadata") or {}).get("resourceVersion")
+
+
+async def _live_and_dry_run(
+    client: AsyncClient, cls: type[Any], ref: ct.ObjectRef, body: Mapping[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """The live object and what a forced apply would make of it, read from the same version (None:
+    there is no live object)."""
+    pair: tuple[dict[str, Any], dict[str, Any]] | None = None
+    for _ in range(_CONSISTENT_READS):
+        live = await _live(client, cls, ref)
+        if live is None:
+            return None
+        would = await ops.apply(
+            client, body, resource=cls, field_manager=FIELD_MANAGER, force=True, dry_run=True
+        )
+        pair = (live, dict(would))
+        # A dry run keeps the resourceVersion it was computed from: equal means both reads saw the
+        # same object. Otherwise someone (a controller's annotation, a status write) wrote in between,
+        # and the diff would blame that write on us: read both again.
+        if _version(pair[1]) == _version(live):
+            break
+    return pair
+
+
 async def _diff_of(client: AsyncClient, resolver: kd.AsyncKinds, obj: Mapping[str, Any]) -> ObjectDiff:
     gvk = kd.GVK(str(obj["apiVersion"]), str(obj["kind"]))
     info = await resolver.find(gvk)
@@ -522,15 +551,12 @@ async def _diff_of(client: AsyncClient, resolver: kd.AsyncKinds, obj: Mapping[st
     body = _placed(obj, info)
     ref, cls = ct.ref_of(body), kd.resource_class(info)
     try:
-        live = await _live(client, cls, ref)
-        if live is None:
-            return ObjectDiff(ref, True)
-        would = await ops.apply(
-            client, body, resource=cls, field_manager=FIELD_MANAGER, force=True, dry_run=True
-        )
+        pair = await _live_and_dry_run(client, cls, ref, body)
     except ops.StatusError as err:
         return ObjectDiff(ref, False, error=ops.message_of(err))
-    left, right = _without_own_metadata(live), _without_own_metadata(dict(would))
+    if pair is None:
+        return ObjectDiff(ref, True)
+    left, right = _without_own_metadata(pair[0]), _without_own_metadata(pair[1])
     paths = ct.diff_paths(left, right)
     return ObjectDiff(
         ref, False, tuple(Difference(p, _value_at(left, p), _value_at(right, p)) for p in paths)
