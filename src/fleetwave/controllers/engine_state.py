@@ -109,6 +109,11 @@ def _dump_stage(s: st.StageStatus) -> dict[str, Any]:
         ),
         **({"setAside": [{"cluster": c, "message": m} for c, m in s.set_aside]} if s.set_aside else {}),
         **({"overBudget": True} if s.over_budget else {}),
+        **(
+            {"unreadySince": [{"cluster": c, "since": _t(t)} for c, t in s.unready_since]}
+            if s.unready_since
+            else {}
+        ),
     }
 
 
@@ -171,6 +176,7 @@ def _load_stage(s: dict[str, Any]) -> st.StageStatus:
         failing_since=tuple((f["cluster"], _req_t(f["since"])) for f in s.get("failingSince", [])),
         set_aside=tuple((f["cluster"], f.get("message", "")) for f in s.get("setAside", [])),
         over_budget=bool(s.get("overBudget", False)),
+        unready_since=tuple((f["cluster"], _req_t(f["since"])) for f in s.get("unreadySince", [])),
     )
 
 

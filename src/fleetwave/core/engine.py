@@ -249,14 +249,15 @@ def _before(
 
 def _deliver(ctx: _Ctx, status: st.RolloutStatus, stage: st.StageStatus, acc: _Acc) -> st.StageStatus:
     progress = delivery.advance(stage, ctx.fleet, ctx.observed.delivery, admit=not ctx.spec.paused)
+    set_aside_now = False
     if ctx.spec.failure_budget is not None:
-        verdict = budget.judge(ctx.spec.failure_budget, stage, status, progress.failed, ctx.now)
+        failing, stage = _failing(ctx, stage, progress.failed, acc)
+        verdict = budget.judge(ctx.spec.failure_budget, stage, status, failing, ctx.now)
         if verdict.exceeded:
             acc.effects.append(fx.Event("FailureBudgetExceeded", verdict.exceeded))
-            return replace(
-                stage, phase=SP.FAILED, failed=progress.failed, over_budget=True, message=verdict.exceeded
-            )
+            return replace(stage, phase=SP.FAILED, failed=failing, over_budget=True, message=verdict.exceeded)
         acc.wait(verdict.wake_at, True)
+        set_aside_now = bool(verdict.set_aside)
         for name, why in verdict.set_aside:
             acc.effects.append(
                 fx.Event(
@@ -273,7 +274,9 @@ def _deliver(ctx: _Ctx, status: st.RolloutStatus, stage: st.StageStatus, acc: _A
     for name, why in progress.failed:
         if name not in old_failed:
             acc.effects.append(fx.Event("ClusterFailed", f"stage {stage.name}: cluster {name} failed: {why}"))
-    moved = progress.completed > stage.completed or len(progress.started) > len(stage.started)
+    moved = (
+        progress.completed > stage.completed or len(progress.started) > len(stage.started) or set_aside_now
+    )
     # The progress deadline measures a running rollout: a pause neither fails it nor eats into it.
     prev = ctx.observed.previous
     resumed = not ctx.spec.paused and prev is not None and prev.phase is st.RolloutPhase.PAUSED
@@ -296,6 +299,23 @@ def _deliver(ctx: _Ctx, status: st.RolloutStatus, stage: st.StageStatus, acc: _A
         acc.wait(None, True)
         return stage
     return _check_deadline(ctx, stage, acc)
+
+
+def _failing(
+    ctx: _Ctx, stage: st.StageStatus, failed: tuple[tuple[str, str], ...], acc: _Acc
+) -> tuple[tuple[tuple[str, str], ...], st.StageStatus]:
+    """What the failure budget judges: failing deliveries, and — with a progress deadline — clusters
+    unavailable past it, which are failed at once (the deadline was their grace)."""
+    deadline = ctx.spec.progress_deadline
+    budget_ = ctx.spec.failure_budget
+    if deadline is None or budget_ is None or ctx.spec.paused:
+        return failed, stage
+    found = budget.unavailable(stage, ctx.observed.delivery, deadline, ctx.now)
+    acc.wait(found.wake_at, True)
+    known = {name for name, _ in stage.failing_since}
+    due = tuple((name, ctx.now - budget_.grace) for name, _ in found.overdue if name not in known)
+    stage = replace(stage, unready_since=found.unready_since, failing_since=stage.failing_since + due)
+    return failed + found.overdue, stage
 
 
 def _check_deadline(ctx: _Ctx, stage: st.StageStatus, acc: _Acc) -> st.StageStatus:

@@ -101,6 +101,9 @@ class StageStatus:
     failing_since: tuple[tuple[str, Instant], ...] = ()
     set_aside: tuple[tuple[str, str], ...] = ()
     over_budget: bool = False
+    # With a failure budget and a progress deadline: when each applied cluster that is not available
+    # yet was first seen so; past the deadline it is failed like a cluster whose delivery failed.
+    unready_since: tuple[tuple[str, Instant], ...] = ()
 
     @property
     def batches(self) -> tuple[tuple[str, ...], ...]:

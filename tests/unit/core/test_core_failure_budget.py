@@ -173,3 +173,61 @@ def test_stopping_on_the_rollout_limit_names_the_clusters_set_aside_in_earlier_s
         "failure budget exceeded: 2 failed clusters in the rollout, 1 allowed "
         "(dev-0: helm: bad values; prod-0: timed out)"
     )
+
+
+SLOW = m.Delivery(m.DeliveryPhase.APPLIED, ready=False, message="Deployment web: 0/1 replicas available")
+
+
+def test_a_cluster_unavailable_past_the_progress_deadline_is_failed_and_set_aside_within_budget() -> None:
+    d = Driver(
+        spec(
+            stage("dev", max_in_flight=m.MaxInFlight(2)),
+            stage("prod"),
+            failure_budget=_budget(per_stage=1),
+            progress_deadline=minutes(10),
+        ),
+        fleet(dev=2, prod=1),
+    )
+    d.step()
+    d.delivery["dev-0"] = SLOW
+    d.delivery["dev-1"] = DONE
+    waiting = d.step(T0 + minutes(1))
+    assert d.stage("dev").unready_since == (("dev-0", T0 + minutes(1)),)
+    # Its deadline counts from the stage's last progress (T0 + 1 min, when dev-1 became done): the
+    # engine wakes by then.
+    assert waiting.wake_at is not None
+    assert waiting.wake_at <= T0 + minutes(11)
+    assert delivers(d.step(T0 + minutes(10))) == []
+    moved_on = d.step(T0 + minutes(11))
+    assert d.stage("dev").set_aside == (
+        ("dev-0", "not available for more than 0:10:00: Deployment web: 0/1 replicas available"),
+    )
+    assert d.stage("dev").phase is SP.SUCCEEDED  # not the stage deadline: the cluster alone failed
+    assert delivers(moved_on) == ["prod-0"]
+
+
+def test_a_cluster_unavailable_past_the_deadline_exceeds_a_zero_budget_naming_it() -> None:
+    d = Driver(
+        spec(stage("dev"), failure_budget=_budget(per_stage=0), progress_deadline=minutes(5)),
+        fleet(dev=1),
+    )
+    d.step()
+    d.delivery["dev-0"] = SLOW
+    d.step(T0 + minutes(1))
+    stopped = d.step(T0 + minutes(6))
+    assert stopped.status.phase is st.RolloutPhase.FAILED
+    assert d.stage("dev").over_budget
+    assert "dev-0: not available for more than 0:05:00" in d.stage("dev").message
+
+
+def test_a_cluster_that_becomes_available_before_its_deadline_never_counts() -> None:
+    d = Driver(
+        spec(stage("dev"), failure_budget=_budget(per_stage=0), progress_deadline=minutes(5)),
+        fleet(dev=1),
+    )
+    d.step()
+    d.delivery["dev-0"] = SLOW
+    d.step(T0 + minutes(1))
+    d.delivery["dev-0"] = DONE
+    assert d.step(T0 + minutes(4)).status.phase is st.RolloutPhase.SUCCEEDED
+    assert d.stage("dev").set_aside == ()
