@@ -20,6 +20,7 @@ from lightkube.resources.core_v1 import Namespace
 from fleetwave.delivery.target import MemberTarget
 from fleetwave.kube import client as kubeclient
 from fleetwave.local import binaries, fleet, processes
+from fleetwave.local import prometheus as local_prometheus
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -41,6 +42,17 @@ def local_fleet(
     finally:
         if os.environ.get("FLEETWAVE_KEEP_TEST_FLEET") != "1":
             fleet.down(state_dir)
+
+
+@pytest.fixture(scope="session")
+def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[local_prometheus.Prometheus]:
+    """A real Prometheus scraping a real Pushgateway every second (Debian's binaries, fetched by
+    scripts/bootstrap into $FLEETWAVE_PROMETHEUS_DIR, or by tools/prometheus/fetch.sh here)."""
+    started = local_prometheus.start(tmp_path_factory.mktemp("prometheus"))
+    try:
+        yield started
+    finally:
+        local_prometheus.stop(started)
 
 
 @pytest.fixture(scope="session")

@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from fleetwave.local import binaries, fleet
+from fleetwave.local import prometheus as local_prometheus
 
 app = typer.Typer(
     help="Run a local fleet: one management cluster and N member clusters.", no_args_is_help=True
@@ -70,6 +71,14 @@ def up(
             "--labels", "-l", help="Labels of one member, e.g. member-1:env=dev,region=eu (repeatable)."
         ),
     ] = None,
+    with_prometheus: Annotated[
+        bool,
+        typer.Option(
+            "--with-prometheus",
+            help="Also run Prometheus (scraping every member's API server) and a Pushgateway, for "
+            "metric health checks. `down` stops them with the fleet.",
+        ),
+    ] = False,
     state_dir: StateDir = None,
 ) -> None:
     """Start (or recover) the management cluster and N member clusters."""
@@ -78,6 +87,9 @@ def up(
     try:
         with console.status(f"starting 1 management + {members} member clusters (first run builds binaries)"):
             state = fleet.up(directory, members=spec, now=dt.datetime.now(dt.UTC), full_members=full_members)
+        if with_prometheus:
+            with console.status("starting Prometheus and the Pushgateway"):
+                state, _ = local_prometheus.attach(state)
     except (fleet.FleetError, binaries.BinariesError, RuntimeError) as e:
         console.print(f"[red]error:[/red] {e}")
         raise typer.Exit(1) from e
@@ -144,4 +156,10 @@ def _print_status(state: fleet.FleetState) -> bool:
             "[green]yes[/green]" if ok else "[red]no[/red]",
         )
     Console().print(table)
+    found = local_prometheus.attached(state)
+    if found is not None:
+        running = local_prometheus.is_running(found)
+        healthy &= running
+        where = "" if running else " [red](not running)[/red]"
+        console.print(f"prometheus: {found.url}  pushgateway: {found.pushgateway_url}{where}")
     return healthy

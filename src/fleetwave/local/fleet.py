@@ -13,12 +13,13 @@ All of it is recorded in `<state>/state.json`, which is what `status`, `kubeconf
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import os
 import shutil
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -120,6 +121,17 @@ def _save(state: FleetState) -> None:
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(asdict(state), indent=2))
     tmp.replace(path)
+
+
+def replace_processes(
+    state: FleetState, names: Collection[str], records: Sequence[ProcessRecord]
+) -> FleetState:
+    """The state (saved) with its processes named in `names` replaced by `records`: services started
+    next to the fleet (Prometheus) are recorded with it, so `down` stops them too."""
+    kept = [p for p in state.processes if p.name not in names]
+    updated = dataclasses.replace(state, processes=[*kept, *records])
+    _save(updated)
+    return updated
 
 
 def health(state: FleetState) -> list[ClusterHealth]:

@@ -1,6 +1,7 @@
 """Where the pinned control-plane build recipe is (`tools/binaries`: build.sh, versions.env, the
 wrapper Go modules): the source checkout's, else the copy packaged in the wheel, so an installed
-fleetwave can build the same binaries and say which versions it pins."""
+fleetwave can build the same binaries and say which versions it pins. The same holds for the script
+that fetches Debian's Prometheus binaries (`tools/prometheus/fetch.sh`)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,14 @@ def _checkout() -> Path | None:
         candidate = parent / "tools" / "binaries"
         if (candidate / "build.sh").is_file():
             return candidate
+    return None
+
+
+def prometheus_fetcher() -> Path | None:
+    """`tools/prometheus/fetch.sh` of the checkout, else the wheel's copy; None when neither exists."""
+    for where in (_checkout(), _PACKAGED):
+        if where is not None and (where.parent / "prometheus" / "fetch.sh").is_file():
+            return where.parent / "prometheus" / "fetch.sh"
     return None
 
 
