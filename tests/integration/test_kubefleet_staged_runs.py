@@ -5,6 +5,7 @@ restart mid-run. Members are registered with the seed's labels (member1..3 -> me
 from __future__ import annotations
 
 import datetime as dt
+import json
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -902,3 +903,165 @@ def test_a_strategys_failure_budget_lets_a_run_go_on_without_a_cluster_that_keep
         )
         wait_for(lambda: found(management, "ClusterResourcePlacement", crp) is None, what="placement gone")
         member.delete(Namespace, hub_ns)
+
+
+def _rollback_strategy(name: str) -> dict[str, Any]:
+    """staging (member-2), then canary one at a time (member-3, then member-1); a run that fails
+    rolls back (a zero failure budget with a 2 s grace)."""
+    return {
+        "apiVersion": API,
+        "kind": "ClusterStagedUpdateStrategy",
+        "metadata": {"name": name},
+        "spec": {
+            "stages": [
+                {"name": "staging", "labelSelector": {"matchLabels": {"environment": "staging"}}},
+                {
+                    "name": "canary",
+                    "labelSelector": {"matchLabels": {"environment": "canary"}},
+                    "sortingLabelKey": "order",
+                    "maxConcurrency": 1,
+                },
+            ],
+            "failureBudget": {"gracePeriod": "2s"},
+            "onFailure": "Rollback",
+        },
+    }
+
+
+def _values(members: dict[str, Client], namespace: str) -> dict[str, str | None]:
+    return {name: cm_value(member, namespace) for name, member in sorted(members.items())}
+
+
+def _fleetwave(management_kubeconfig: str, *args: str) -> str:
+    result = CliRunner().invoke(cli.app, [*args, "--kubeconfig", management_kubeconfig])
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_a_run_over_its_failure_budget_rolls_back_every_cluster_it_updated_last_stage_first(
+    controller: Controllers,
+    management: Client,
+    members: dict[str, Client],
+    hub_ns: str,
+    local_fleet: fleet.FleetState,
+) -> None:
+    """onFailure: Rollback on a strategy (issue 13, ADR 0078). Run 1 puts value1 everywhere. Someone
+    co-owns test-cm on member-1 (same value, another field manager), and the placement applies only
+    IfNotDrifted: run 2 (value2) reaches staging and member-3, then member-1 refuses it. Past the
+    grace the run rolls back: canary first, then staging, every cluster back on value1, and the run
+    ends UpdateRunRolledBack naming snapshot 0. `fleetwave history run` shows both runs."""
+    crp, strategy = "rolled", "rolled-strategy"
+    doc = crp_doc(crp, hub_ns)
+    doc["spec"]["strategy"]["applyStrategy"] = {"whenToApply": "IfNotDrifted"}
+    apply(management, doc)
+    apply(management, _rollback_strategy(strategy))
+    kubeconfig = local_fleet.cluster(fleet.MANAGEMENT).kubeconfig
+    try:
+        wait_for(
+            lambda: snapshot_labels(management, "ClusterResourceSnapshot", f"{crp}-0-snapshot"),
+            what="snapshot 0",
+        )
+        apply(management, run_doc("rolled-1", crp, "0", strategy))
+        wait_for(lambda: succeeded(management, "ClusterStagedUpdateRun", "rolled-1"), what="run 1 succeeded")
+        assert set(_values(members, hub_ns).values()) == {"value1"}
+        members["member-1"].apply(
+            ConfigMap(metadata=ObjectMeta(name="test-cm", namespace=hub_ns), data={"key": "value1"}),
+            field_manager="someone-else",
+            force=True,
+        )
+        set_value(management, hub_ns, "value2")
+        wait_for(
+            lambda: snapshot_labels(management, "ClusterResourceSnapshot", f"{crp}-1-snapshot"),
+            what="snapshot 1",
+        )
+        apply(management, run_doc("rolled-2", crp, "1", strategy))
+
+        def ended() -> dict[str, Any] | None:
+            done = cond(get(management, "ClusterStagedUpdateRun", "rolled-2"), "Succeeded")
+            return done or None
+
+        def explain() -> str:
+            status = get(management, "ClusterStagedUpdateRun", "rolled-2").status or {}
+            keep = ("conditions", "deliveries")
+            return json.dumps({k: status.get(k) for k in keep} | {"phase": status["rollout"]["phase"]}, indent=1)
+
+        done = wait_for(ended, what="run 2 ended", timeout=90, explain=explain)
+        assert (done["status"], done["reason"]) == ("False", "UpdateRunRolledBack"), done
+        assert "rolled back to resource snapshot 0" in done["message"]
+        assert "failure budget exceeded" in done["message"]
+        assert "member-1" in done["message"]
+        assert _values(members, hub_ns) == {"member-1": "value1", "member-2": "value1", "member-3": "value1"}
+        record = get(management, "ClusterStagedUpdateRun", "rolled-2").status["rollout"]
+        back = record["rollback"]
+        assert [s["name"] for s in back["stages"]] == ["canary", "staging"]
+        assert [s["clusters"] for s in back["stages"]] == [
+            [f"{MEMBER_NS}/member-3", f"{MEMBER_NS}/member-1"],
+            [f"{MEMBER_NS}/member-2"],
+        ]
+        assert all(s["phase"] == "Succeeded" for s in back["stages"])
+        assert back["stages"][0]["succeededAt"] <= back["stages"][1]["startedAt"]
+
+        said = _fleetwave(kubeconfig, "history", "run", "rolled-2", "-o", "json")
+        history = json.loads(said)
+        assert [(r["run"], r["snapshotIndex"], r["outcome"]) for r in history["runs"]] == [
+            ("rolled-1", "0", "Succeeded"),
+            ("rolled-2", "1", "RolledBack"),
+        ]
+        assert history["runs"][1]["rolledBackTo"] == "resource snapshot 0"
+        reasons = [e["reason"] for e in history["events"]]
+        assert "RollingBack" in reasons
+        assert "RolledBack" in reasons
+    finally:
+        delete_all(
+            management,
+            ("ClusterStagedUpdateRun", "rolled-1"),
+            ("ClusterStagedUpdateRun", "rolled-2"),
+            ("ClusterStagedUpdateStrategy", strategy),
+            ("ClusterResourcePlacement", crp),
+        )
+        wait_for(lambda: found(management, "ClusterResourcePlacement", crp) is None, what="placement gone")
+
+
+def test_fleetwave_rollback_run_returns_a_succeeded_run_to_the_previous_good_snapshot(
+    controller: Controllers,
+    management: Client,
+    members: dict[str, Client],
+    hub_ns: str,
+    local_fleet: fleet.FleetState,
+) -> None:
+    """`fleetwave rollback run NAME` on a run that succeeded: refused while no earlier run
+    succeeded; then every cluster returns to the previous run's snapshot and the run ends
+    UpdateRunRolledBack."""
+    crp, strategy = "asked", "asked-strategy"
+    kubeconfig = local_fleet.cluster(fleet.MANAGEMENT).kubeconfig
+    two_snapshots(management, crp, hub_ns)
+    apply(management, _all_at_once(strategy))
+    try:
+        apply(management, run_doc("asked-1", crp, "0", strategy))
+        wait_for(lambda: succeeded(management, "ClusterStagedUpdateRun", "asked-1"), what="run 1 succeeded")
+        refused = CliRunner().invoke(cli.app, ["rollback", "run", "asked-1", "--kubeconfig", kubeconfig])
+        assert refused.exit_code == 1
+        assert "nothing to roll back to" in refused.output
+        apply(management, run_doc("asked-2", crp, "1", strategy))
+        wait_for(lambda: succeeded(management, "ClusterStagedUpdateRun", "asked-2"), what="run 2 succeeded")
+        assert set(_values(members, hub_ns).values()) == {"value2"}
+        said = _fleetwave(kubeconfig, "rollback", "run", "asked-2")
+        assert "rolling resource snapshot 1 back to resource snapshot 0" in said
+
+        def rolled_back() -> bool:
+            done = cond(get(management, "ClusterStagedUpdateRun", "asked-2"), "Succeeded")
+            return done.get("reason") == "UpdateRunRolledBack"
+
+        wait_for(rolled_back, what="run 2 rolled back")
+        assert set(_values(members, hub_ns).values()) == {"value1"}
+        again = _fleetwave(kubeconfig, "rollback", "run", "asked-2")
+        assert "already RolledBack" in again
+    finally:
+        delete_all(
+            management,
+            ("ClusterStagedUpdateRun", "asked-1"),
+            ("ClusterStagedUpdateRun", "asked-2"),
+            ("ClusterStagedUpdateStrategy", strategy),
+            ("ClusterResourcePlacement", crp),
+        )
+        wait_for(lambda: found(management, "ClusterResourcePlacement", crp) is None, what="placement gone")

@@ -23,6 +23,7 @@ from fleetwave.api.meta import (
     LabelSelector,
     MaxConcurrency,
     Model,
+    OnFailure,
     Resource,
     StatusModel,
     cel,
@@ -348,8 +349,17 @@ class StagedUpdateStrategySpec(Model):
         max_length=MAX_STAGES,
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
     )
-    # fleetwave's (KubeFleet has none): how many clusters a run of this strategy may lose.
+    # fleetwave's (KubeFleet has none): how many clusters a run of this strategy may lose, and what
+    # a run does once it fails.
     failure_budget: FailureBudget | None = None
+    on_failure: OnFailure = Field(
+        default="Halt",
+        description="What a run of this strategy does once it fails (its failure budget exceeded, or "
+        "the progress deadline): Halt stops where it is; Rollback returns every cluster the run "
+        "updated to the snapshot of the last run of the placement that succeeded, in reverse stage "
+        "order, and the run ends Succeeded=False reason UpdateRunRolledBack. With Rollback and no "
+        "failureBudget, no cluster may fail.",
+    )
 
     @model_validator(mode="after")
     def _unique(self) -> StagedUpdateStrategySpec:

@@ -268,6 +268,11 @@ def validations(*rules: dict[str, Any]) -> ConfigDict:
     return ConfigDict(json_schema_extra={"x-kubernetes-validations": list(rules)})
 
 
+# What a rollout does once it fails (ADR 0078): stop there, or return its clusters to the last good
+# revision. One spelling for promotions and staged update strategies.
+OnFailure = Literal["Halt", "Rollback"]
+
+
 class FailureBudget(Model):
     """fleetwave's (issue 13; neither Sveltos nor KubeFleet has one): how many clusters a rollout (a
     promotion, or the runs of a staged update strategy) may lose and carry on. A cluster whose

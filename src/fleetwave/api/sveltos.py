@@ -22,6 +22,7 @@ from fleetwave.api.meta import (
     MaxUpdate,
     Model,
     ObjectReference,
+    OnFailure,
     Resource,
     StatusModel,
     cel,
@@ -31,7 +32,6 @@ from fleetwave.api.meta import (
 )
 from fleetwave.api.validation import check_unique_names
 
-OnFailure = Literal["Halt", "Rollback"]
 FeatureID = Literal["Resources", "Helm", "Kustomize"]
 SourceKind = Literal["ConfigMap", "Secret", "GitRepository", "OCIRepository", "Bucket"]
 MAX_STAGES = 64

@@ -1,8 +1,10 @@
-"""`fleetwave history promotion NAME`: a promotion's past revisions and what happened to them (issue 13).
+"""`fleetwave history promotion|run NAME`: a rollout's past revisions and what happened to them (issue 13).
 
-Read from the promotion's `status.revisions` (the newest 10: start, end, outcome, approvals with the
-time they were first seen, the failure, what it was rolled back to) and from its Events (the newest
-`--events` of them: stages, failures, rollbacks), both bounded.
+A promotion's come from its `status.revisions` (the newest 10: start, end, outcome, approvals with the
+time they were first seen, the failure, what it was rolled back to). A staged update run is one
+revision of its placement, so a run's history is its placement's runs (the newest 10, each with its
+snapshot, start, end, outcome, approvals, failures and rollback), read from their status. Then the
+Events of the object asked about (the newest `--events`: stages, failures, rollbacks). All bounded.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from rich.table import Table
 from fleetwave.cli import located
 from fleetwave.cli.common import KubeconfigOption, fail, management_client
 from fleetwave.controllers import promotion_history
+from fleetwave.controllers.kubefleet import run_history
 from fleetwave.kube import ops, sync_ops
 
 console = Console()
@@ -40,8 +43,11 @@ _WORTH = frozenset(
         "RollbackStageSucceeded",
         "RolledBack",
         "RollbackImpossible",
+        "UpdateRunFailed",
+        "UpdateRunStuck",
     }
 )
+RUNS_SHOWN = 10
 
 
 def _read(
@@ -57,9 +63,13 @@ def _read(
             events = sync_ops.events_about(client, str(raw["metadata"]["uid"]), "default", limit=500)
         except ops.ApiError as e:
             fail(f"cannot read the history of ClusterPromotion {name}: {ops.message_of(e)}")
+    return revisions, _notable(events, limit)
+
+
+def _notable(events: list[dict[str, Any]], limit: int) -> list[dict[str, Any]]:
     kept = [e for e in events if e.get("reason") in _WORTH]
     kept.sort(key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime") or ""))
-    return revisions, kept[-limit:]
+    return kept[-limit:]
 
 
 def _notes(entry: dict[str, Any]) -> str:
@@ -85,10 +95,7 @@ def history_promotion(
         fail("--output must be table or json", code=2)
     revisions, notable = _read(name, kubeconfig, events)
     if output == "json":
-        slim = [
-            {k: e.get(k) for k in ("type", "reason", "message", "count", "lastTimestamp")} for e in notable
-        ]
-        typer.echo(json.dumps({"revisions": revisions, "events": slim}, indent=2))
+        typer.echo(json.dumps({"revisions": revisions, "events": _slim(notable)}, indent=2))
         return
     if not revisions:
         console.print(f"clusterpromotion/{name} has no recorded revision yet")
@@ -105,6 +112,63 @@ def history_promotion(
                 _notes(entry),
             )
         console.print(table)
+    _print_events(notable)
+
+
+def _print_events(notable: list[dict[str, Any]]) -> None:
     for event in notable:
         when = str(event.get("lastTimestamp") or "")[:19].replace("T", " ")
         console.print(f"{when}  {event.get('reason')}: {event.get('message')}", highlight=False)
+
+
+def _slim(notable: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{k: e.get(k) for k in ("type", "reason", "message", "count", "lastTimestamp")} for e in notable]
+
+
+@app.command("run")
+def history_run(
+    name: Annotated[str, typer.Argument(help="Name of the (Cluster)StagedUpdateRun.")],
+    namespace: Annotated[
+        str | None,
+        typer.Option("--namespace", "-n", help="Namespace of a StagedUpdateRun; omit for cluster runs."),
+    ] = None,
+    events: Annotated[int, typer.Option("--events", min=0, max=200, help="Newest Events to show.")] = 20,
+    output: Annotated[str, typer.Option("-o", "--output", help="table or json.")] = "table",
+    kubeconfig: KubeconfigOption = None,
+) -> None:
+    """The runs of NAME's placement (each one revision), newest last, then NAME's notable Events."""
+    if output not in ("table", "json"):
+        fail("--output must be table or json", code=2)
+    kind = "StagedUpdateRun" if namespace is not None else "ClusterStagedUpdateRun"
+    with management_client(kubeconfig) as client:
+        try:
+            found = located.locate(client, kind, name, namespace)
+            if found is None:
+                fail(f"{kind} {name} not found")
+            raw = found.obj.to_dict()
+            placement = (raw.get("spec") or {}).get("placementName")
+            runs = sync_ops.list_dicts(client, found.resource, namespace=namespace)
+            uid, where = str(raw["metadata"]["uid"]), namespace or "default"
+            notable = _notable(sync_ops.events_about(client, uid, where, limit=500), events)
+        except ops.ApiError as e:
+            fail(f"cannot read the history of {kind} {name}: {ops.message_of(e)}")
+    mine = [r for r in runs if (r.get("spec") or {}).get("placementName") == placement]
+    mine.sort(key=lambda r: str((r.get("metadata") or {}).get("creationTimestamp") or ""))
+    entries = [run_history.entry(r) for r in mine[-RUNS_SHOWN:]]
+    if output == "json":
+        typer.echo(json.dumps({"placement": placement, "runs": entries, "events": _slim(notable)}, indent=2))
+        return
+    table = Table(title=f"placement {placement}: runs (newest last)", title_justify="left")
+    for column in ("Run", "Snapshot", "Started", "Ended", "Outcome", "Notes"):
+        table.add_column(column, overflow="fold")
+    for entry in entries:
+        table.add_row(
+            ("* " if entry["run"] == name else "") + entry["run"],
+            str(entry["snapshotIndex"]),
+            str(entry["startedAt"] or "")[:19].replace("T", " "),
+            str(entry["endedAt"] or "")[:19].replace("T", " "),
+            entry["outcome"],
+            _notes(entry),
+        )
+    console.print(table)
+    _print_events(notable)

@@ -1,10 +1,13 @@
-"""`fleetwave rollback|abort promotion NAME`: ask the controller to roll a promotion's current revision
-back (issue 13, ADR 0078).
+"""`fleetwave rollback promotion|run NAME`, `fleetwave abort promotion NAME`: ask the controller to roll
+a rollout back (issue 13, ADR 0078).
 
 The request is three annotations on the promotion — the revision to undo, optionally the one to
 return to, and why — so it applies to that revision only and never to a later one. The controller
 reverts every cluster the revision touched, last stage first, and the promotion ends RolledBack.
 Abort is the same request made while a rollout is still going: stop it and put everything back.
+A staged update run is one revision (one snapshot): the same annotations on the run return every
+cluster it updated to the snapshot of the newest run of its placement that succeeded, or to the
+snapshot index given.
 """
 
 from __future__ import annotations
@@ -16,9 +19,11 @@ import typer
 from rich.console import Console
 
 from fleetwave.cli import located
-from fleetwave.cli.common import KubeconfigOption, fail, fail_promotion_patch, management_client
+from fleetwave.cli.common import FORBIDDEN, KubeconfigOption, fail, fail_promotion_patch, management_client
 from fleetwave.controllers import promotion_history as history
+from fleetwave.controllers.kubefleet import run_rollback, snapshots
 from fleetwave.kube import ops, sync_ops
+from fleetwave.kube.client import Client
 
 console = Console()
 rollback_app = typer.Typer(
@@ -96,3 +101,86 @@ def abort_promotion(
 ) -> None:
     """Abort a promotion: nothing new starts and what it changed is rolled back."""
     _request(name, None, "aborted with fleetwave abort", "abort", kubeconfig)
+
+
+@rollback_app.command("run")
+def rollback_run(
+    name: Annotated[str, typer.Argument(help="Name of the (Cluster)StagedUpdateRun.")],
+    namespace: Annotated[
+        str | None,
+        typer.Option("--namespace", "-n", help="Namespace of a StagedUpdateRun; omit for cluster runs."),
+    ] = None,
+    to_revision: Annotated[
+        int | None,
+        typer.Option("--to-revision", min=0, help="Return to this resource snapshot index of the placement."),
+    ] = None,
+    kubeconfig: KubeconfigOption = None,
+) -> None:
+    """Roll a staged update run back: every cluster it updated returns to the previous good snapshot."""
+    kind = "StagedUpdateRun" if namespace is not None else "ClusterStagedUpdateRun"
+    with management_client(kubeconfig) as client:
+        try:
+            found = located.locate(client, kind, name, namespace)
+            if found is None:
+                fail(f"{kind} {name} not found")
+            raw = found.obj.to_dict()
+            index, target = _run_plan(client, found, kind, raw, to_revision)
+            patch = {
+                "metadata": {
+                    "annotations": {
+                        history.ROLLBACK_ANNOTATION: index,
+                        history.ROLLBACK_TO_ANNOTATION: str(to_revision) if to_revision is not None else None,
+                        history.ROLLBACK_REASON_ANNOTATION: "requested with fleetwave rollback",
+                    }
+                }
+            }
+            sync_ops.merge_patch(client, found.resource, name, patch, namespace=namespace)
+        except ops.ApiError as e:
+            if ops.code_of(e) == FORBIDDEN:
+                fail(
+                    f"you are not allowed to roll back {kind} {name}: it needs get and patch on "
+                    f"{kind.lower()}s, and list on the placement's runs and resource snapshots",
+                    code=3,
+                )
+            fail(f"cannot roll back {kind} {name}: {ops.message_of(e)}")
+    console.print(
+        f"{kind.lower()}/{name}: rolling resource snapshot {index} back to {target.label}, last stage "
+        f"first (`fleetwave status run {name}{f' -n {namespace}' if namespace else ''} --watch` to follow)",
+        soft_wrap=True,
+    )
+
+
+def _run_plan(
+    client: Client, found: located.Located, kind: str, raw: dict[str, Any], to: int | None
+) -> tuple[str, run_rollback.Target]:
+    """The run's snapshot index and the snapshot to return to, or a clear refusal."""
+    name, namespace = raw["metadata"]["name"], raw["metadata"].get("namespace")
+    status = raw.get("status") or {}
+    record = status.get("rollout") or {}
+    current = str((status.get("snapshot") or {}).get("hash") or "")
+    if not record or not current:
+        fail(f"{kind} {name} has not started: nothing to roll back")
+    if record.get("phase") in _ROLLING:
+        console.print(f"{kind.lower()}/{name} is already {record.get('phase')}: nothing to do")
+        raise typer.Exit(0)
+    placement = str((raw.get("spec") or {}).get("placementName") or "")
+    snapshot_kind = "ResourceSnapshot" if namespace else "ClusterResourceSnapshot"
+    listed = sync_ops.list_dicts(client, found.resource_of(snapshot_kind), namespace=namespace)
+    existing = snapshots.of_placement(listed, placement, namespace)
+    if to is not None:
+        target = run_rollback.by_index(existing, to, current)
+        if target is None:
+            kept = ", ".join(str(snapshots.index_of(s)) for s in existing)
+            fail(
+                f"resource snapshot {to} of placement {placement} cannot be returned to: it does not exist, "
+                f"or has the content {name} rolled out (snapshots kept: {kept})"
+            )
+        return str(status.get("resourceSnapshotIndexUsed") or ""), target
+    runs = sync_ops.list_dicts(client, found.resource, namespace=namespace)
+    target = run_rollback.last_good(runs, existing, placement, current)
+    if target is None:
+        fail(
+            f"no earlier run of placement {placement} succeeded with a snapshot that still exists: "
+            "nothing to roll back to (name one with --to-revision)"
+        )
+    return str(status.get("resourceSnapshotIndexUsed") or ""), target

@@ -72,3 +72,9 @@ def events_about(client: Client, uid: str, namespace: str, limit: int = 200) -> 
         if len(out) >= limit:
             break
     return out
+
+
+def list_dicts(client: Client, resource: Any, *, namespace: str | None = None) -> list[dict[str, Any]]:
+    """Every object of `resource` (of `namespace` for a namespaced kind), as plain dicts."""
+    found: Any = client.list(resource, namespace=namespace) if namespace else client.list(resource)
+    return [o.to_dict() for o in found]

@@ -113,7 +113,8 @@ def from_staged_run(run: Run, strategy: Strategy, *, snapshot_hash: str) -> m.Ro
         name=name,
         revision=revision,
         stages=stages,
-        failure_budget=common.failure_budget(frozen.failure_budget),
+        failure_budget=common.failure_budget(frozen.failure_budget, frozen.on_failure),
+        on_failure=m.OnFailure(frozen.on_failure),
     )
 
 

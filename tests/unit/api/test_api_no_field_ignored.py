@@ -483,6 +483,9 @@ REGISTRY: dict[str, dict[str, Entry]] = {
         "failureBudget": h(
             KS + "test_a_strategys_failure_budget_lets_a_run_go_on_without_a_cluster_that_keeps_failing"
         ),
+        "onFailure": h(
+            KS + "test_a_run_over_its_failure_budget_rolls_back_every_cluster_it_updated_last_stage_first"
+        ),
     },
     "StageConfig": {
         "name": h(UP + "test_seed_004_namespaced_rollout_with_hyphenated_stages_and_rollback_verbatim"),

@@ -13,7 +13,7 @@ from typing import Any
 
 from fleetwave.controllers.context import Context
 from fleetwave.controllers.kubefleet import naming as nm
-from fleetwave.controllers.kubefleet import placement, run
+from fleetwave.controllers.kubefleet import placement, run, run_rollback
 from fleetwave.kube import kinds
 from fleetwave.runtime.controller import Controller
 from fleetwave.runtime.manager import Manager
@@ -110,12 +110,14 @@ def _bind(fn: Any, ctx: Context, scope: nm.Scope) -> Callable[[str], Any]:
 
 
 def _on_spec_change(informer: Informer, controller: Controller[str]) -> None:
-    """Own-kind events: only creation, spec changes (generation) and deletion; our status writes are not."""
-    seen: dict[str, int | None] = {}
+    """Own-kind events: only creation, spec changes (generation), a rollback request (annotations) and
+    deletion; our status writes are not."""
+    seen: dict[str, tuple[int | None, str]] = {}
 
     def handler(event: str, obj: Any) -> None:
         key = object_key(obj)
-        generation = obj.metadata.generation
+        asked = run_rollback.request_of({"annotations": obj.metadata.annotations or {}})
+        generation = obj.metadata.generation, f"{asked.reason}/{asked.to_index}"
         if event == "DELETED":
             seen.pop(key, None)
         elif key in seen and seen[key] == generation:
@@ -141,7 +143,7 @@ def _open_runs(ctx: Context, scope: nm.Scope, placement: Any = None) -> list[str
             or meta.get("namespace") != placement.metadata.namespace
         ):
             continue
-        if not run.terminal(obj.get("status") or {}):
+        if not run.terminal(obj.get("status") or {}, meta):
             out.append(scope.key(meta.get("namespace"), meta["name"]))
     return out
 

@@ -19,12 +19,13 @@ from fleetwave.controllers.kubefleet import (
     run_initialize,
     run_pass,
     run_record,
+    run_rollback,
     run_stop,
 )
 from fleetwave.controllers.kubefleet import naming as nm
 from fleetwave.controllers.kubefleet.run_status import cond
 from fleetwave.core import status as st
-from fleetwave.kube.status import Versioned, write_versioned
+from fleetwave.kube.status import StatusWrite, Versioned, write_versioned
 from fleetwave.runtime.controller import Result
 
 Obj = Mapping[str, Any]
@@ -34,11 +35,16 @@ def _cond(status: Obj, type_: str) -> Obj | None:
     return next((c for c in status.get("conditions") or [] if c.get("type") == type_), None)
 
 
-def terminal(status: Obj) -> bool:
+def terminal(status: Obj, meta: Obj | None = None) -> bool:
+    """Over for good: initialization failed, or the run ended — unless a person asks to roll back a
+    run that ended and has not been rolled back (ADR 0078)."""
     init, done = _cond(status, "Initialized"), _cond(status, "Succeeded")
-    return (init is not None and init.get("status") == "False") or (
-        done is not None and done.get("status") in ("True", "False")
-    )
+    if init is not None and init.get("status") == "False":
+        return True
+    if done is None or done.get("status") not in ("True", "False"):
+        return False
+    wanted = run_rollback.request_of(meta or {}).reason
+    return not wanted or done.get("reason") == "UpdateRunRolledBack"
 
 
 async def reconcile(ctx: Context, scope: nm.Scope, key: str) -> Result:
@@ -47,7 +53,7 @@ async def reconcile(ctx: Context, scope: nm.Scope, key: str) -> Result:
     if obj is None or obj.metadata.deletionTimestamp:
         return Result()  # approval requests are owned by the run: garbage collection removes them
     current = Versioned.of(obj)
-    if terminal(current.status):
+    if terminal(current.status, as_dict(obj).get("metadata")):
         return Result()
     try:
         run = run_initialize.parse(as_dict(obj), scope.run)
@@ -72,7 +78,10 @@ async def _drive(ctx: Context, scope: nm.Scope, obj: Any, run: Any, current: Ver
     if run.spec.state != "Run":
         return await run_stop.hold(ctx, where, record, current)
     raw = approvals.of_run(ctx, scope, run.metadata.namespace, run.metadata.name)
-    return await run_execute.execute(ctx, where, record, current, run_execute.requests_of(raw))
+    try:
+        return await run_execute.execute(ctx, where, record, current, run_execute.requests_of(raw))
+    except run_pass.SnapshotGone as e:  # the snapshot a rollback returns to was pruned meanwhile
+        return await _fail(ctx, scope, obj, current, str(e))
 
 
 async def _fail(ctx: Context, scope: nm.Scope, obj: Any, current: Versioned, why: str) -> Result:
@@ -83,8 +92,10 @@ async def _fail(ctx: Context, scope: nm.Scope, obj: Any, current: Versioned, why
         cond(prev, "Progressing", "False", "UpdateRunFailed", why, gen, at),
         cond(prev, "Succeeded", "False", "UpdateRunFailed", why, gen, at),
     ]
-    await write_versioned(
+    written, _ = await write_versioned(
         ctx.client, ctx.resource(scope.run), current, {**current.status, "conditions": conditions}
     )
+    if written is StatusWrite.CONFLICT:
+        return Result(requeue=True)  # judged on a status that moved on: judge again
     await ctx.event(obj, True, "UpdateRunFailed", why)
     return Result()

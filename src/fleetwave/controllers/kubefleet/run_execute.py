@@ -86,7 +86,13 @@ def decide(
     at = ts.fmt(now)
     seen = _seen(record, requests, at)
     granted = {n: ts.parse(s.approved_at) for n, s in seen.items() if s.approved_at}
-    observed = m.Observed(delivery=dict(deliveries), approvals=granted, previous=_resumed(record, now))
+    observed = m.Observed(
+        delivery=dict(deliveries),
+        approvals=granted,
+        previous=_resumed(record, now),
+        rollback_target=where.target,
+        rollback_request=where.request.reason if record.rollout.rollback is None else "",
+    )
     decision = engine.step(where.spec, where.fleet, observed, now)
     create = tuple(
         dict.fromkeys(
@@ -118,7 +124,7 @@ async def act(ctx: Context, where: Setting, step: Step) -> RunRecord:
     """Carry out a written step; the record with what the effects learnt."""
     for stage, name in step.create:
         await approvals.ensure(ctx, where.scope, where.obj, stage, name)
-    delivered = await lg.deliver(ctx, step.deliver, where.content)
+    delivered = await lg.deliver(ctx, step.deliver, where.delivering(step.record.rollout))
     record = replace(step.record, ledger=lg.merged(step.record.ledger, delivered))
     return await run_delete.run(ctx, record, step.remove, where.content.inventory)
 
@@ -141,7 +147,7 @@ async def execute(
             record.rollout,
             where.fleet,
             record.ledger,
-            where.content,
+            where.delivering(record.rollout),
             lg.wake_of(ctx, where.scope.run, current),
         )
         step = decide(where, replace(record, ledger=seen.ledger), seen.deliveries, requests, now)

@@ -8,12 +8,12 @@ and writes it once (guarded by the resourceVersion the pass started from), then 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from fleetwave.controllers.context import Context
-from fleetwave.controllers.kubefleet import apply_rules, run_initialize, run_status, snapshots
+from fleetwave.controllers.context import Context, as_dict
+from fleetwave.controllers.kubefleet import apply_rules, run_initialize, run_rollback, run_status, snapshots
 from fleetwave.controllers.kubefleet import ledger as lg
 from fleetwave.controllers.kubefleet import naming as nm
 from fleetwave.controllers.kubefleet.run_record import RunRecord
@@ -23,7 +23,17 @@ from fleetwave.core import status as st
 from fleetwave.core import timestamps as ts
 from fleetwave.kube.status import StatusWrite, Versioned, write_versioned
 
-WARNINGS = frozenset({"ClusterFailed", "ProgressDeadlineExceeded", "ClusterLeft"})
+WARNINGS = frozenset(
+    {
+        "ClusterFailed",
+        "ProgressDeadlineExceeded",
+        "ClusterLeft",
+        "FailureBudgetExceeded",
+        "RollingBack",
+        "RolledBack",
+        "RollbackImpossible",
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +46,19 @@ class Setting:
     fleet: m.Fleet
     content: lg.Content
     stuck_after: timedelta
+    # Rolling back (ADR 0078): what a failure or a request would return to, a person's request, and
+    # the content of the snapshot a rollback in progress returns to.
+    target: m.RollbackTarget | None = None
+    request: run_rollback.Request = run_rollback.NO_REQUEST
+    back: lg.Content | None = None
+
+    def delivering(self, rollout: st.RolloutStatus) -> lg.Content:
+        """The content the engine's deliveries are of: the run's snapshot, or the rollback target's."""
+        if rollout.rollback is not None:
+            if self.back is None or self.back.hash != rollout.rollback.target:
+                raise SnapshotGone(f"the snapshot rolled back to ({rollout.rollback.label}) was deleted")
+            return self.back
+        return self.content
 
 
 class SnapshotGone(Exception):
@@ -71,7 +94,43 @@ def setting(ctx: Context, scope: nm.Scope, obj: Any, run: Any, record: RunRecord
         run, scope, record.strategy, record.snapshot_hash, poll=timedelta(seconds=ctx.judge_poll)
     )
     stuck = run_initialize.stuck_after(run)
-    return Setting(scope, obj, run, frame, spec, fleet, content, stuck)
+    where = Setting(scope, obj, run, frame, spec, fleet, content, stuck)
+    return _rolling_back(ctx, where, record)
+
+
+def _rolling_back(ctx: Context, where: Setting, record: RunRecord) -> Setting:
+    """The rollback side of a setting, read only when a rollback may happen (it lists runs)."""
+    request = run_rollback.request_of(as_dict(where.obj).get("metadata") or {})
+    rollback = record.rollout.rollback
+    if rollback is None and not request.reason and where.spec.on_failure is not m.OnFailure.ROLLBACK:
+        return where
+    namespace, placement = where.run.metadata.namespace, where.run.spec.placement_name
+    existing = snapshots.of_placement(ctx.cache.list(where.scope.snapshot), placement, namespace)
+    if rollback is not None:
+        snap = run_rollback.by_hash(existing, rollback.target)
+        return replace(where, request=request, back=_content_of(where, snap) if snap else None)
+    if request.to_index is not None:
+        target = run_rollback.by_index(existing, request.to_index, record.snapshot_hash)
+    else:
+        everywhere = ctx.cache.list(where.scope.run)
+        runs = [r for r in everywhere if (r.get("metadata") or {}).get("namespace") == namespace]
+        target = run_rollback.last_good(runs, existing, placement, record.snapshot_hash)
+    if target is None:
+        return replace(where, request=request)
+    # The target's content too: a rollback that begins in this reconcile delivers in it.
+    snap = snapshots.find(existing, target.index)
+    back = _content_of(where, snap) if snap else None
+    return replace(where, request=request, target=target.engine(), back=back)
+
+
+def _content_of(where: Setting, snapshot: Mapping[str, Any]) -> lg.Content:
+    """A snapshot's content, delivered under the run's inventory and apply rules."""
+    return replace(
+        where.content,
+        index=str(snapshots.index_of(snapshot)),
+        hash=snapshots.hash_of(snapshot),
+        objects=snapshots.resources(snapshot),
+    )
 
 
 async def publish(

@@ -155,6 +155,8 @@ def _progressing(view: View) -> tuple[str, str, str]:
     record, stage = view.record, view.record.current_stage
     if record.phase is st.RolloutPhase.FAILED:
         return "False", "UpdateRunFailed", record.message
+    if record.phase is st.RolloutPhase.ROLLED_BACK:
+        return "False", "UpdateRunRolledBack", record.message
     if finished(record) and _deletion_done(view):
         # As upstream leaves it (seed 004): Progressing stays as it was set when the run started;
         # Succeeded says it is over.
@@ -165,6 +167,10 @@ def _progressing(view: View) -> tuple[str, str, str]:
         if view.in_flight:
             return "Unknown", "UpdateRunStopping", "stopping: waiting for the clusters in flight to finish"
         return "False", "UpdateRunStopped", "stopped; set spec.state to Run to resume"
+    if record.rollback is not None:
+        back = record.rollback.current_stage
+        held = back is not None and bool(back.failed)
+        return ("False" if held else "True"), "UpdateRunRollingBack", record.message
     if view.stuck:
         return "False", "UpdateRunStuck", view.stuck
     if stage is not None and stage.phase in (SP.WAITING_BEFORE, SP.WAITING_AFTER):
@@ -187,6 +193,8 @@ def _membership(record: st.RolloutStatus) -> str:
 def _succeeded(view: View) -> tuple[str, str, str] | None:
     if view.record.phase is st.RolloutPhase.FAILED:
         return "False", "UpdateRunFailed", view.record.message
+    if view.record.phase is st.RolloutPhase.ROLLED_BACK:
+        return "False", "UpdateRunRolledBack", view.record.message
     if finished(view.record) and _deletion_done(view):
         return "True", "UpdateRunSucceeded", ""
     return None

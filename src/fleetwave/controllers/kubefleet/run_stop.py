@@ -31,7 +31,10 @@ def unapplied(record: RunRecord, where: Setting) -> tuple[str, ...]:
 
 async def stop(ctx: Context, where: Setting, record: RunRecord, current: Versioned) -> Result:
     # Started clusters are in flight: they finish, even one whose apply was never recorded.
-    delivered = await lg.deliver(ctx, unapplied(record, where), where.content)
+    # A rollback being stopped starts nothing: its clusters keep what they have until it resumes.
+    content = where.delivering(record.rollout)
+    todo = () if record.rollout.rollback is not None else unapplied(record, where)
+    delivered = await lg.deliver(ctx, todo, content)
     record = replace(record, ledger=lg.merged(record.ledger, delivered))
     now = ctx.clock()
     seen = await lg.observe(
@@ -39,7 +42,7 @@ async def stop(ctx: Context, where: Setting, record: RunRecord, current: Version
         record.rollout,
         where.fleet,
         record.ledger,
-        where.content,
+        content,
         lg.wake_of(ctx, where.scope.run, current),
     )
     record = replace(record, ledger=seen.ledger, stopped_at=record.stopped_at or ts.fmt(now))
