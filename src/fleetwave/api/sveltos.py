@@ -348,6 +348,15 @@ class ClusterPromotionSpec(Model):
         "promotion NAME`) to go on from where it stopped.",
     )
 
+    # fleetwave's: how long a stage may go without progress, and a cluster stay unavailable, before
+    # the promotion fails (with a failureBudget, the cluster alone fails and counts against it).
+    progress_deadline: Duration | None = Field(
+        default=None,
+        description="How long a stage may make no progress before the promotion fails; with a "
+        "failureBudget, how long a cluster whose delivery applied may stay unavailable before it "
+        "counts as failed. Unset: no deadline.",
+    )
+
     on_failure: OnFailure = Field(
         default="Halt",
         description="What the promotion does once it fails (a failure budget exceeded, or the "

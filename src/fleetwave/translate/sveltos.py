@@ -113,6 +113,7 @@ def from_promotion(promotion: ClusterPromotion, *, content_hash: str | None = No
         paused=spec.paused,
         failure_budget=common.failure_budget(spec.failure_budget, spec.on_failure),
         on_failure=m.OnFailure(spec.on_failure),
+        progress_deadline=common.duration(spec.progress_deadline),
     )
 
 

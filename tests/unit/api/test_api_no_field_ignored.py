@@ -298,6 +298,10 @@ REGISTRY: dict[str, dict[str, Entry]] = {
         "paused": h(PF + "test_a_paused_promotion_starts_nothing_new_and_resumes_where_it_stopped"),
         "failureBudget": h(BUDGET),
         "onFailure": h(ROLLBACK),
+        "progressDeadline": h(
+            "tests/unit/translate/test_translate_sveltos.py::"
+            "test_a_promotions_progress_deadline_fails_a_cluster_that_stays_unavailable_within_its_budget"
+        ),
     },
     "FailureBudget": {f: h(BUDGET) for f in ("maxFailedPerStage", "maxFailed", "gracePeriod")},
     "Stage": {f: h(AUTO) for f in ("name", "clusterSelector", "trigger")},

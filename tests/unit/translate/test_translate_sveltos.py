@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +10,9 @@ import pytest
 
 from fleetwave.api.codec import load_manifests, parse_object
 from fleetwave.api.models import ClusterProfile, ClusterPromotion
+from fleetwave.core import engine
 from fleetwave.core import model as m
+from fleetwave.core import status as st
 from fleetwave.translate import NAME_LABEL, TranslateError, from_profile, from_promotion, pre_approved
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
@@ -220,3 +222,24 @@ def test_profile_refs_with_selector_is_rejected_naming_the_field() -> None:
     obj = profile({"clusterRefs": [{"name": "a"}], "clusterSelector": {"matchLabels": {"env": "x"}}})
     with pytest.raises(TranslateError, match=r"^spec\.clusterRefs: cannot be combined"):
         from_profile(obj)
+
+
+def test_a_promotions_progress_deadline_fails_a_cluster_that_stays_unavailable_within_its_budget() -> None:
+    """spec.progressDeadline (fleetwave's) reaches the engine: with a failureBudget, a cluster whose
+    delivery applied but that is still not available once it has passed is set aside as failed."""
+    raw = promotion([stage("dev", "dev")]).model_dump(by_alias=True, exclude_none=True, mode="json")
+    raw["spec"] |= {"progressDeadline": "10m", "failureBudget": {"maxFailedPerStage": 1}}
+    parsed = parse_object(raw)
+    assert isinstance(parsed, ClusterPromotion)
+    spec = from_promotion(parsed)
+    assert spec.progress_deadline == timedelta(minutes=10)
+    fleet = m.Fleet.of(m.Cluster(f"dev-{i}", {"env": "dev"}) for i in range(2))
+    t0 = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
+    slow = m.Delivery(m.DeliveryPhase.APPLIED, ready=False, message="0/1 available")
+    ready = m.Delivery(m.DeliveryPhase.APPLIED, ready=True)
+    status = engine.step(spec, fleet, m.Observed(), t0).status
+    for minute in (1, 11):
+        observed = m.Observed(delivery={"dev-0": slow, "dev-1": ready}, previous=status)
+        status = engine.step(spec, fleet, observed, t0 + timedelta(minutes=minute)).status
+    assert status.phase is st.RolloutPhase.SUCCEEDED
+    assert status.stages[0].set_aside == (("dev-0", "not available for more than 0:10:00: 0/1 available"),)
