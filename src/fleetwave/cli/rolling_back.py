@@ -145,7 +145,8 @@ def rollback_run(
             fail(f"cannot roll back {kind} {name}: {ops.message_of(e)}")
     console.print(
         f"{kind.lower()}/{name}: rolling resource snapshot {index} back to {target.label}, last stage "
-        f"first (`fleetwave status run {name}{f' -n {namespace}' if namespace else ''} --watch` to follow)",
+        f"first (`kubectl get {kind.lower()} {name}{f' -n {namespace}' if namespace else ''} -w` to follow, "
+        f"`fleetwave history run {name}{f' -n {namespace}' if namespace else ''}` once it is done)",
         soft_wrap=True,
     )
 
