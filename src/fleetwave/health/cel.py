@@ -1,9 +1,10 @@
 """CEL health rules (cel-python): compile once per rule text, evaluate against one object.
 
-The object is bound as both `resource` (upstream libsveltos) and `self` (Sveltos docs). Outcomes are
-three-way (ADR 0040): a bool; a *broken rule* (does not compile, or yields a non-bool, or exceeds its
-cost limit) which fails the check outright; or an *evaluation error* (typically a field that is not
-there yet), which counts as false, as upstream does.
+The object is bound as both `resource` (upstream libsveltos) and `self` (Sveltos docs), the check's
+metric values as `metrics` (ADR 0079). Outcomes are three-way (ADR 0040): a bool; a *broken rule*
+(does not compile, or yields a non-bool, or exceeds its cost limit) which fails the check outright;
+or an *evaluation error* (typically a field that is not there yet), which counts as false, as
+upstream does.
 
 Cost: cel-python has no cost model, so evaluation counts the syntax-tree nodes it visits (macro bodies
 once per element, nested macros multiply) and stops at `max_cost` (ADR 0041). `matches()` runs RE2
@@ -15,6 +16,7 @@ from __future__ import annotations
 import functools
 import re
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -88,10 +90,11 @@ def compile_rule(text: str) -> celpy.Runner | str:
             return f"does not compile: {_first_line(str(e))}"
 
 
-def activation(obj: dict[str, Any]) -> dict[str, Any]:
-    """Convert once per object; the same activation serves every rule."""
+def activation(obj: dict[str, Any] | None, metrics: Mapping[str, float] | None = None) -> dict[str, Any]:
+    """Convert once per object; the same activation serves every rule. `resource`/`self` are null
+    for a metrics-only check; `metrics` (query name -> double) is always there, empty without queries."""
     value = json_to_cel(obj)
-    return {"resource": value, "self": value}
+    return {"resource": value, "self": value, "metrics": json_to_cel(dict(metrics or {}))}
 
 
 def evaluate_rule(text: str, context: dict[str, Any], *, max_cost: int = DEFAULT_MAX_COST) -> Outcome:

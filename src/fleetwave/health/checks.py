@@ -4,6 +4,11 @@ Selection: group/version/kind, namespace, labelFilters and the fleetwave `resour
 Per resource the Lua script (if any) must pass AND at least one CEL rule (if any) must hold. Every
 problem (no match, unknown kind, script error, limit, broken rule, reader failure) is a failed
 `HealthResult` naming the check, the resource and the reason; nothing raises (ADR 0040).
+
+Metric queries (ADR 0079) run first, once per check: their values are Lua's `metrics` table and
+CEL's `metrics` map on every resource, and a query that gives no value fails the check. A check
+without `kind` but with queries is metrics-only: its script and rules run once, with `obj` nil and
+`resource`/`self` null.
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from fleetwave.api.sveltos import ValidateHealth
-from fleetwave.health import cel, selectors
+from fleetwave.health import cel, metrics, selectors
 from fleetwave.health.lua import LuaSandbox
 from fleetwave.health.model import DEFAULT_LIMITS, HealthResult, Limits, ResourceVerdict, State
 from fleetwave.health.reader import KindNotServed, ResourceReader
@@ -21,10 +26,15 @@ __all__ = ["DEFAULT_LIMITS", "HealthResult", "Limits", "ResourceVerdict", "State
 
 
 def evaluate(
-    check: ValidateHealth, reader: ResourceReader, *, limits: Limits = DEFAULT_LIMITS
+    check: ValidateHealth,
+    reader: ResourceReader,
+    *,
+    limits: Limits = DEFAULT_LIMITS,
+    run_queries: metrics.RunQueries = metrics.run_queries,
 ) -> HealthResult:
+    """`run_queries`: how metric queries reach Prometheus (tests give a fixed answer)."""
     try:
-        return _evaluate(check, reader, limits)
+        return _evaluate(check, reader, limits, run_queries)
     except Exception as e:  # the contract: a broken check or reader fails the check, never the caller
         return _fail(check, f"internal error: {type(e).__name__}: {e}")
 
@@ -39,10 +49,17 @@ def api_version(check: ValidateHealth) -> str:
     return f"{check.group}/{check.version}" if check.group else check.version or ""
 
 
-def _evaluate(check: ValidateHealth, reader: ResourceReader, limits: Limits) -> HealthResult:
+def _evaluate(
+    check: ValidateHealth, reader: ResourceReader, limits: Limits, run_queries: metrics.RunQueries
+) -> HealthResult:
     problem = _unsupported(check)
     if problem:
         return _fail(check, problem)
+    measured = metrics.read(check, reader, limits, run=run_queries)
+    if measured.problem:
+        return _fail(check, measured.problem)
+    if not check.kind:
+        return _judge_metrics_only(check, reader, measured.values, limits)
     try:
         objects = _select(check, reader)
     except KindNotServed as e:
@@ -52,17 +69,17 @@ def _evaluate(check: ValidateHealth, reader: ResourceReader, limits: Limits) -> 
     if not objects:
         return _fail(check, f"no resource matched: {_describe(check)}")
     sandbox = LuaSandbox(limits) if check.script else None
-    verdicts = tuple(_judge(check, obj, reader, sandbox, limits) for obj in objects)
+    verdicts = tuple(_judge(check, obj, reader, sandbox, limits, measured.values) for obj in objects)
     return _summarise(check, verdicts)
 
 
 def _unsupported(check: ValidateHealth) -> str:
     if check.job_check is not None:
         return "jobCheck is not supported by fleetwave's evaluator"
-    if check.metric_source is not None or check.metric_queries:
-        return "metric checks (metricSource/metricQueries) are not supported yet"
+    if not check.kind and not check.metric_queries:
+        return "the check selects no resources: kind is empty (and it has no metricQueries)"
     if not check.kind:
-        return "the check selects no resources: kind is empty"
+        return ""  # metrics-only
     if not check.version:
         return f"the check selects kind {check.kind} but sets no version"
     return ""
@@ -79,20 +96,47 @@ def _select(check: ValidateHealth, reader: ResourceReader) -> list[dict[str, Any
     return sorted(found, key=lambda o: (_meta(o, "namespace"), _meta(o, "name")))
 
 
+def _judge_metrics_only(
+    check: ValidateHealth, reader: ResourceReader, values: dict[str, float], limits: Limits
+) -> HealthResult:
+    """Upstream's metrics-only check: the script and rules run once, over the metric values alone."""
+    state, message = _judge_user_code(check, None, reader, limits, values)
+    if state is not State.HEALTHY:
+        return _fail(check, f"metric health check failed: {message or state.value}")
+    shown = ", ".join(f"{name}={value:g}" for name, value in values.items())
+    return HealthResult(True, f"health check {check.name!r}: metrics healthy ({shown})", (), check.name)
+
+
+def _judge_user_code(
+    check: ValidateHealth,
+    obj: dict[str, Any] | None,
+    reader: ResourceReader,
+    limits: Limits,
+    values: dict[str, float],
+    sandbox: LuaSandbox | None = None,
+) -> tuple[State, str]:
+    state, message = State.HEALTHY, "exists" if obj is not None else ""
+    if check.script:
+        state, message = (sandbox or LuaSandbox(limits)).evaluate(
+            check.script,
+            obj,
+            lambda av, kind, ns, name: reader.get(av, kind, namespace=ns, name=name),
+            values,
+        )
+    if state is State.HEALTHY and check.evaluate_cel:
+        state, message = _judge_cel(check, obj, limits, values)
+    return state, message
+
+
 def _judge(
     check: ValidateHealth,
     obj: dict[str, Any],
     reader: ResourceReader,
     sandbox: LuaSandbox | None,
     limits: Limits,
+    values: dict[str, float],
 ) -> ResourceVerdict:
-    state, message = State.HEALTHY, "exists"
-    if sandbox is not None and check.script:
-        state, message = sandbox.evaluate(
-            check.script, obj, lambda av, kind, ns, name: reader.get(av, kind, namespace=ns, name=name)
-        )
-    if state is State.HEALTHY and check.evaluate_cel:
-        state, message = _judge_cel(check, obj, limits)
+    state, message = _judge_user_code(check, obj, reader, limits, values, sandbox)
     return ResourceVerdict(
         api_version=str(obj.get("apiVersion") or api_version(check)),
         kind=str(obj.get("kind") or check.kind),
@@ -103,8 +147,10 @@ def _judge(
     )
 
 
-def _judge_cel(check: ValidateHealth, obj: dict[str, Any], limits: Limits) -> tuple[State, str]:
-    context = cel.activation(obj)
+def _judge_cel(
+    check: ValidateHealth, obj: dict[str, Any] | None, limits: Limits, values: dict[str, float]
+) -> tuple[State, str]:
+    context = cel.activation(obj, values)
     outcomes = [
         (rule.name, cel.evaluate_rule(rule.rule, context, max_cost=limits.cel_cost))
         for rule in check.evaluate_cel or ()

@@ -11,7 +11,7 @@ import json
 import math
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib import resources
@@ -77,10 +77,17 @@ class LuaSandbox:
         self._run = self._rt.execute(_SOURCE, time.monotonic)
         self._cap = 0
 
-    def evaluate(self, script: str, obj: dict[str, Any], get_resource: GetResource) -> tuple[State, str]:
-        """Run `script`'s evaluate() on `obj`; every failure becomes (State.ERROR, reason)."""
+    def evaluate(
+        self,
+        script: str,
+        obj: dict[str, Any] | None,
+        get_resource: GetResource,
+        metrics: Mapping[str, float] | None = None,
+    ) -> tuple[State, str]:
+        """Run `script`'s evaluate() on `obj` (nil in Lua for a metrics-only check) with the global
+        `metrics` table; every failure becomes (State.ERROR, reason)."""
         try:
-            return self._evaluate(script, obj, get_resource)
+            return self._evaluate(script, obj, get_resource, metrics or {})
         except lua54.LuaMemoryError:
             return State.ERROR, "memory limit exceeded"
         except lua54.LuaError as e:
@@ -89,15 +96,22 @@ class LuaSandbox:
             self._rt.set_max_memory(0)
             self._rt.gccollect()
 
-    def _evaluate(self, script: str, obj: dict[str, Any], get_resource: GetResource) -> tuple[State, str]:
-        table = self._rt.table_from(obj, recursive=True)
+    def _evaluate(
+        self,
+        script: str,
+        obj: dict[str, Any] | None,
+        get_resource: GetResource,
+        metrics: Mapping[str, float],
+    ) -> tuple[State, str]:
+        table = None if obj is None else self._rt.table_from(obj, recursive=True)
+        numbers = self._rt.table_from({name: _lua_number(v) for name, v in metrics.items()})
         host_get = self._host_get(get_resource)
         limits = self._limits
         ticks = max(1, math.ceil(limits.lua_instructions / 1000))
         deadline = time.monotonic() + limits.lua_seconds
         self._cap = self._rt.get_memory_used() + limits.lua_memory_bytes
         self._rt.set_max_memory(self._cap, total=True)
-        kind, value = self._run(script, table, host_get, ticks, deadline, limits.lua_memory_bytes)
+        kind, value = self._run(script, table, host_get, ticks, deadline, limits.lua_memory_bytes, numbers)
         self._rt.set_max_memory(0)
         if kind == "ok":
             return _verdict(value)
@@ -163,6 +177,11 @@ class LuaSandbox:
         budget.bytes -= size
         with self._feeding():
             return True, self._rt.table_from(found, recursive=True)
+
+
+def _lua_number(value: float) -> float | int:
+    """Whole values as Lua integers, so `"n=" .. metrics.n` reads n=3 as in upstream's Lua, not 3.0."""
+    return int(value) if value.is_integer() and abs(value) < 2**53 else value
 
 
 def _verdict(result: Any) -> tuple[State, str]:

@@ -1,5 +1,6 @@
 -- fleetwave health-check sandbox (Lua 5.4). Executed once per LuaRuntime with the host clock as `...`.
--- Returns run(src, obj, hostGetResource, maxTicks, deadline, repLimit) -> kind, value
+-- Returns run(src, obj, hostGetResource, maxTicks, deadline, repLimit, metrics) -> kind, value
+-- (obj is nil for a metrics-only check; metrics maps query names to numbers, possibly empty).
 -- kind: "ok" (value = result table) | "syntax" | "error" | "limit" (value = message).
 local hostnow = ...
 local load, pcall, error, type, pairs, ipairs, tostring, select = load, pcall, error, type, pairs, ipairs, tostring, select
@@ -62,9 +63,9 @@ local function labels_of(obj, field, key)
   return nil
 end
 
-local function new_env(obj, hostGet)
+local function new_env(obj, hostGet, metrics)
   local env = {
-    obj = obj, metrics = {},
+    obj = obj, metrics = copy(metrics),
     getResource = function(...)
       local ok, v = hostGet(...)
       if not ok then error(v, 2) end
@@ -81,9 +82,9 @@ local function new_env(obj, hostGet)
   return env
 end
 
-local function run(src, obj, hostGet, maxTicks, deadline, repLimit)
+local function run(src, obj, hostGet, maxTicks, deadline, repLimit, metrics)
   state.reason, state.repLimit = nil, repLimit
-  local env = new_env(obj, hostGet)
+  local env = new_env(obj, hostGet, metrics)
   local chunk, err = load(src, "=script", "t", env)
   if not chunk then return "syntax", err end
   local ticks = 0

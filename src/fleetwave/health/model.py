@@ -57,6 +57,13 @@ class Limits:
     lua_host_bytes: int = 16 * 1024 * 1024
     # CEL: syntax-tree nodes one rule may visit on one resource (cel-python has no cost model).
     cel_cost: int = 100_000
+    # Metric queries of one check (ADR 0079): how many, each one's time, all of them together, and
+    # the size of one answer. A check's queries end within check + query seconds (12 s), inside the
+    # worker's 20 s per judgement.
+    metric_queries: int = 16
+    metric_query_seconds: float = 4.0
+    metric_check_seconds: float = 8.0
+    metric_response_bytes: int = 1024 * 1024
 
 
 DEFAULT_LIMITS = Limits()

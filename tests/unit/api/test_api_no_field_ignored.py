@@ -60,6 +60,9 @@ HO = "tests/unit/delivery/test_delivery_helm_options.py::"
 UP = "tests/integration/test_upstream_apis_kubefleet_seed.py::"
 DC = "tests/integration/test_delivery_conflicts.py::"
 PC = "tests/integration/test_profile_delivery_rules.py::"
+MT = "tests/integration/test_metric_checks.py::"
+METRIC_LUA = MT + "test_a_lua_check_passes_on_a_good_pushed_value_and_fails_on_a_bad_one"
+METRIC_AUTH = MT + "test_a_bearer_token_from_a_member_secret_reaches_the_metric_source_path"
 
 APPLY_RULES = KS + "test_apply_strategies_report_diffs_take_over_only_as_told_and_leave_drifted_objects_alone"
 DELETE = KS + "test_deleting_a_placement_withdraws_its_content_unless_it_abandons_it"
@@ -210,7 +213,8 @@ REGISTRY: dict[str, dict[str, Entry]] = {
         f: within("PolicyRef.remoteURL")
         for f in ("url", "interval", "secretRef", "template", "insecureSkipTLSVerify", "plainHTTP")
     },
-    "SecretRef": {f: within("PolicyRef.remoteURL") for f in ("name", "namespace")},
+    # Reached from MetricSource.secretRef (honoured) and from RemoteURL (refused with PolicyRef.remoteURL).
+    "SecretRef": {f: h(METRIC_AUTH) for f in ("name", "namespace")},
     "HelmChart": {
         **{
             f: h(HELM)
@@ -259,15 +263,15 @@ REGISTRY: dict[str, dict[str, Entry]] = {
         "featureID": h(PH + "test_max_update_admits_one_cluster_at_a_time_and_waits_for_validate_healths"),
         "resourceName": h(HS + "test_resource_name_filter"),
         "labelFilters": h(HS + "test_label_filters_are_anded"),
-        "metricSource": check({"metricSource": {"url": "https://prom"}}),
-        "metricQueries": check({"metricQueries": [{"name": "q", "query": "up"}]}),
+        "metricSource": h(METRIC_LUA),
+        "metricQueries": h(METRIC_LUA),
         "script": h(LUA),
         "evaluateCEL": h(CORE_APP),
         "jobCheck": check({"jobCheck": {"jobRef": {"kind": "ConfigMap", "name": "j"}}}),
     },
     "LabelFilter": {f: h(HS + "test_label_filters_are_anded") for f in ("key", "operation", "value")},
-    "MetricSource": {f: within("ValidateHealth.metricSource") for f in ("url", "path", "secretRef")},
-    "MetricQuery": {f: within("ValidateHealth.metricQueries") for f in ("name", "query")},
+    "MetricSource": {"url": h(METRIC_LUA), "path": h(METRIC_AUTH), "secretRef": h(METRIC_AUTH)},
+    "MetricQuery": {f: h(METRIC_LUA) for f in ("name", "query")},
     "CELRule": {f: h(CORE_APP) for f in ("name", "rule")},
     "JobCheck": {f: within("ValidateHealth.jobCheck") for f in ("jobRef", "timeout")},
     "Patch": {f: within("ProfileSpec.patches") for f in ("patch", "target")},

@@ -88,7 +88,7 @@ def test_cluster_scoped_objects_ignore_the_namespace_filter() -> None:
     ("fields", "reason"),
     [
         ({"jobCheck": {"jobRef": {"kind": "ConfigMap", "name": "j"}}}, "jobCheck is not supported"),
-        ({"metricQueries": [{"name": "m", "query": "up"}]}, "metric checks"),
+        ({"metricQueries": [{"name": "m", "query": "up"}]}, "metricQueries are set but metricSource is not"),
         ({"kind": None}, "the check selects no resources: kind is empty"),
         ({"version": None}, "the check selects kind Deployment but sets no version"),
     ],
@@ -130,7 +130,7 @@ def test_reader_problems_are_failed_checks_not_exceptions() -> None:
 
 
 def test_unexpected_failures_inside_evaluation_do_not_escape(monkeypatch: pytest.MonkeyPatch) -> None:
-    def explode(obj: dict[str, Any]) -> dict[str, Any]:
+    def explode(*_: Any) -> dict[str, Any]:
         raise RuntimeError("unexpected")
 
     monkeypatch.setattr(cel, "activation", explode)
