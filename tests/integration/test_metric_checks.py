@@ -41,6 +41,7 @@ from fleetwave.health.reader import DictResourceReader, KubeResourceReader
 from fleetwave.local import binaries, fleet, processes
 from fleetwave.local import prometheus as local_prometheus
 from fleetwave.mgmt import manifests
+from fleetwave.promapi import client
 
 
 def scraped(prometheus: local_prometheus.Prometheus, promql: str) -> list[dict[str, Any]]:
@@ -190,6 +191,29 @@ def test_an_unreachable_prometheus_fails_the_check_at_once_naming_the_query() ->
     )
     assert "Connection refused" in result.message
     assert time.monotonic() - started < 2
+
+
+def test_an_https_source_is_verified_by_its_name_while_connecting_to_the_checked_address(
+    local_fleet: fleet.FleetState, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A member API server stands in for an HTTPS metric source: its certificate names localhost."""
+    server = local_fleet.cluster("member-1")
+    check = health_check(
+        metricSource={"url": f"https://localhost:{server.port}"},
+        metricQueries=[{"name": "up", "query": "up"}],
+    )
+    prefix = "health check 'error-budget': metric query 'up' failed: "
+    untrusted = evaluate(check, DictResourceReader([]))
+    assert untrusted.message.startswith(prefix + f"cannot connect to https://localhost:{server.port}/")
+    assert "CERTIFICATE_VERIFY_FAILED" in untrusted.message
+    monkeypatch.setenv("SSL_CERT_FILE", local_fleet.ca_cert)  # the system trust store, plus the fleet's CA
+    client._tls.cache_clear()
+    try:
+        trusted = evaluate(check, DictResourceReader([]))
+    finally:
+        client._tls.cache_clear()  # built again from the restored environment by the next user
+    # TLS held (the name was checked against the certificate): now the API server itself answers.
+    assert trusted.message == prefix + "HTTP 403"  # anonymous, refused by RBAC
 
 
 @dataclass
