@@ -982,8 +982,8 @@ def test_a_run_over_its_failure_budget_rolls_back_every_cluster_it_updated_last_
 
         def explain() -> str:
             status = get(management, "ClusterStagedUpdateRun", "rolled-2").status or {}
-            keep = ("conditions", "deliveries")
-            return json.dumps({k: status.get(k) for k in keep} | {"phase": status["rollout"]["phase"]}, indent=1)
+            shown = {k: status.get(k) for k in ("conditions", "deliveries")}
+            return json.dumps(shown | {"phase": status["rollout"]["phase"]}, indent=1)
 
         done = wait_for(ended, what="run 2 ended", timeout=90, explain=explain)
         assert (done["status"], done["reason"]) == ("False", "UpdateRunRolledBack"), done
@@ -1011,6 +1011,13 @@ def test_a_run_over_its_failure_budget_rolls_back_every_cluster_it_updated_last_
         reasons = [e["reason"] for e in history["events"]]
         assert "RollingBack" in reasons
         assert "RolledBack" in reasons
+        # The fleet overview (`fleetwave status`): one line per rollout, as JSON and as a table.
+        lines = json.loads(_fleetwave(kubeconfig, "status", "-o", "json"))["rollouts"]
+        mine = {r["name"]: r for r in lines if r["kind"] == "ClusterStagedUpdateRun"}
+        assert mine["rolled-2"]["phase"] == "RolledBack"
+        assert mine["rolled-2"]["waitingFor"].startswith("rolled back to resource snapshot 0")
+        assert mine["rolled-1"]["phase"] == "Succeeded"
+        assert "rolled-2" in _fleetwave(kubeconfig, "status")
     finally:
         delete_all(
             management,

@@ -1,4 +1,5 @@
-"""`fleetwave status promotion NAME [--watch] [-o json]`: where a rollout is and what it waits for."""
+"""`fleetwave status [-o table|json|yaml]`: every rollout on one line; `fleetwave status promotion NAME
+[--watch] [-o table|json|yaml]`: where a rollout is and what it waits for."""
 
 from __future__ import annotations
 
@@ -6,21 +7,24 @@ import asyncio
 import json
 import time
 from enum import StrEnum
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+import yaml
 from rich.console import Console
+from rich.table import Table
 
 from fleetwave.api.families import Family
 from fleetwave.cli import located
 from fleetwave.cli.common import KubeconfigOption, fail, management_client, management_config
 from fleetwave.kube import client as kubeclient
-from fleetwave.kube import ops
-from fleetwave.ux import live, render
+from fleetwave.kube import kinds, ops, sync_ops
+from fleetwave.kube.client import Client
+from fleetwave.ux import live, overview, render
 from fleetwave.ux.present import Presenter
 
 console = Console()
-app = typer.Typer(help="Show the state of rollouts.", no_args_is_help=True)
+app = typer.Typer(help="Show the state of rollouts (no argument: every rollout, one line each).")
 
 
 _BUSY_RETRIES = 20  # half a second apart
@@ -29,6 +33,61 @@ _BUSY_RETRIES = 20  # half a second apart
 class Output(StrEnum):
     TABLE = "table"
     JSON = "json"
+    YAML = "yaml"
+
+
+def _emit(data: Any, output: Output) -> None:
+    if output is Output.JSON:
+        typer.echo(json.dumps(data, indent=2, sort_keys=True))
+    else:
+        typer.echo(yaml.safe_dump(data, sort_keys=True, default_flow_style=False), nl=False)
+
+
+@app.callback(invoke_without_command=True)
+def overview_command(
+    ctx: typer.Context,
+    output: Annotated[Output, typer.Option("--output", "-o", help="table, json or yaml.")] = Output.TABLE,
+    kubeconfig: KubeconfigOption = None,
+) -> None:
+    """Every promotion and staged update run: phase, current stage and what it waits for."""
+    if ctx.invoked_subcommand is not None:
+        return
+    with management_client(kubeconfig) as client:
+        try:
+            promotions = _everywhere(client, "ClusterPromotion")
+            runs = _everywhere(client, "ClusterStagedUpdateRun") + _everywhere(client, "StagedUpdateRun")
+        except ops.StatusError as e:
+            fail(f"cannot list rollouts: {ops.message_of(e)}")
+    lines = overview.rows(promotions, runs)
+    if output is not Output.TABLE:
+        _emit({"rollouts": lines}, output)
+        return
+    if not lines:
+        console.print("no rollouts (ClusterPromotions or staged update runs) yet")
+        return
+    table = Table(box=None, pad_edge=False)
+    for column in ("KIND", "NAME", "PHASE", "STAGE", "WAITING FOR"):
+        table.add_column(column, overflow="fold")
+    for row in lines:
+        name = f"{row['namespace']}/{row['name']}" if row["namespace"] else row["name"]
+        table.add_row(row["kind"], name, row["phase"], row["stage"], row["waitingFor"])
+    console.print(table)
+
+
+def _everywhere(client: Client, kind: str) -> list[dict[str, Any]]:
+    """Every object of `kind` in every family fleetwave serves it in (a group not served holds none)."""
+    out: list[dict[str, Any]] = []
+    for family in located.candidates(kind):
+        resource = kinds.family_resource(family, kind)
+        everywhere = "*" if kind == "StagedUpdateRun" else None
+        try:
+            found = sync_ops.list_dicts(client, resource, namespace=everywhere)
+        except ops.StatusError as e:  # a bare 404 (no Status body) when the group is not served
+            if ops.is_not_found(e):
+                continue
+            raise
+        out.extend({**o, "kind": kind} for o in found)
+    return out
 
 
 @app.command("promotion")
@@ -37,7 +96,7 @@ def promotion(
     watch: Annotated[
         bool, typer.Option("--watch", "-w", help="Redraw live until the rollout ends (or Ctrl-C).")
     ] = False,
-    output: Annotated[Output, typer.Option("--output", "-o", help="table or json.")] = Output.TABLE,
+    output: Annotated[Output, typer.Option("--output", "-o", help="table, json or yaml.")] = Output.TABLE,
     kubeconfig: KubeconfigOption = None,
     namespace: Annotated[
         str | None,
@@ -68,11 +127,13 @@ def promotion(
                     continue
                 fail(f"cannot read ClusterPromotion {name}: {ops.message_of(e)}")
     if not watch:
-        if output is Output.JSON:
-            typer.echo(json.dumps(view, indent=2, sort_keys=True))
-        else:
+        if output is Output.TABLE:
             console.print(render.render(view))
+        else:
+            _emit(view, output)
         return
+    if output is Output.YAML:
+        fail("--watch shows a table or a stream of JSON views (-o json); -o yaml is for one view", code=2)
     try:
         asyncio.run(_watch(management_config(kubeconfig), name, family, as_json=output is Output.JSON))
     except KeyboardInterrupt:
