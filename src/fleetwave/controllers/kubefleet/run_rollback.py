@@ -64,7 +64,9 @@ def _target(snapshot: Obj) -> Target:
     return Target(name, snapshots.index_of(snapshot) or 0, snapshots.hash_of(snapshot))
 
 
-def last_good(runs: Iterable[Obj], existing: Sequence[Obj], placement: str, current_hash: str) -> Target | None:
+def last_good(
+    runs: Iterable[Obj], existing: Sequence[Obj], placement: str, current_hash: str
+) -> Target | None:
     """The snapshot of the newest run of `placement` that succeeded with other content and whose
     snapshot still exists. `runs` and `existing` (the placement's snapshots) are of one namespace."""
     by_name = {str((s.get("metadata") or {}).get("name")): s for s in existing}
