@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 import yaml
-from lightkube import Client
+from lightkube import ApiError, Client
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import Event, Secret
 from promotion_support import (
@@ -29,7 +29,7 @@ from promotion_support import (
     wait_for,
 )
 
-from fleetwave.kube import kinds
+from fleetwave.kube import kinds, ops
 from fleetwave.local import binaries, fleet
 from fleetwave.mgmt import manifests
 
@@ -210,3 +210,28 @@ def test_a_false_success_condition_holds_the_stage_with_its_message(
         wait_for(lambda: len(seen.of(f"/notready/{name}")) >= 2, what="called again after its interval")
         assert stage_phases(management, name).get("dev") != "Succeeded"
         assert stage_phases(management, name).get("prod") in (None, "", "Pending")
+
+
+def test_the_api_server_refuses_a_webhook_out_of_bounds(
+    controller: ControllerThread, management: Client
+) -> None:
+    bad = {
+        "scheme": ({"url": "ftp://127.0.0.1/x"}, "url"),
+        "timeout": ({"url": "http://127.0.0.1/x", "timeout": "31s"}, "must be more than 0s and at most 30s"),
+        "retries": ({"url": "http://127.0.0.1/x", "retries": 6}, "retries"),
+        "perCluster GET": (
+            {"url": "http://127.0.0.1/x", "method": "GET", "perCluster": True},
+            "must name the cluster in its url",
+        ),
+    }
+    for what, (fields, said) in bad.items():
+        doc = {
+            "apiVersion": f"{kinds.GROUP}/{kinds.VERSION}",
+            "kind": "ClusterPromotion",
+            "metadata": {"name": f"refused-{uuid.uuid4().hex[:6]}"},
+            "spec": {"stages": [{"name": "dev", "webhooks": [{"name": "w", **fields}]}]},
+        }
+        with pytest.raises(ApiError) as refused:  # straight to the API server: its schema refuses it
+            management.create(ops.to_resource(doc))
+        assert refused.value.status.code == 422, what
+        assert said in str(refused.value.status.message), what
