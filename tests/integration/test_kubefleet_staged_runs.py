@@ -5,7 +5,9 @@ restart mid-run. Members are registered with the seed's labels (member1..3 -> me
 from __future__ import annotations
 
 import datetime as dt
+import http.server
 import json
+import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -1072,3 +1074,80 @@ def test_fleetwave_rollback_run_returns_a_succeeded_run_to_the_previous_good_sna
             ("ClusterResourcePlacement", crp),
         )
         wait_for(lambda: found(management, "ClusterResourcePlacement", crp) is None, what="placement gone")
+
+
+@pytest.fixture
+def hook_server() -> Iterator[tuple[str, list[str]]]:
+    """Answers each path 503 the first time, then 200 {"ready": true}; records the paths of GETs."""
+    paths: list[str] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            paths.append(self.path)
+            code, body = (503, b"{}") if paths.count(self.path) == 1 else (200, b'{"ready": true}')
+            self.send_response(code)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *_args: Any) -> None:
+            return
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", paths
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_staged_runs_stage_webhook_per_cluster_gates_the_next_stage(
+    controller: Controllers,
+    management: Client,
+    members: dict[str, Client],
+    hub_ns: str,
+    hook_server: tuple[str, list[str]],
+) -> None:
+    url, paths = hook_server
+    crp = f"hooked-placement-{hub_ns}"
+    apply(management, crp_doc(crp, hub_ns))
+    wait_for(
+        lambda: snapshot_labels(management, "ClusterResourceSnapshot", f"{crp}-0-snapshot"), what="snapshot 0"
+    )
+    strategy = seed_strategy(f"hooked-{hub_ns}")
+    staging = strategy["spec"]["stages"][0]
+    staging.pop("afterStageTasks")
+    staging["webhooks"] = [
+        {
+            "name": "smoke",
+            "url": f"{url}/smoke/${{MEMBER-CLUSTER-NAME}}",
+            "method": "GET",
+            "perCluster": True,
+            "retries": 0,
+            "interval": "1s",
+            "successCondition": "body.ready",
+        }
+    ]
+    strategy["spec"]["stages"][1].pop("afterStageTasks")
+    apply(management, strategy)
+    run = f"hooked-run-{hub_ns}"
+    apply(management, run_doc(run, crp, "0", f"hooked-{hub_ns}"))
+
+    def held() -> bool:
+        return "webhook smoke not passing for cluster" in json.dumps(
+            get(management, "ClusterStagedUpdateRun", run).status or {}
+        )
+
+    wait_for(held, what="staging held by its webhook's 503")
+    assert cm_value(members["member-1"], hub_ns) is None  # canary not started while staging's webhook fails
+    assert cm_value(members["member-3"], hub_ns) is None
+    wait_for(
+        lambda: cond(get(management, "ClusterStagedUpdateRun", run), "Succeeded").get("status") == "True",
+        what="run succeeded once the webhook passed",
+    )
+    assert all(cm_value(m, hub_ns) == "value1" for m in members.values())
+    assert paths[0] == f"/smoke/{MEMBER_NS}/member-2"  # only staging's cluster is called, by its name
+    assert set(paths) == {f"/smoke/{MEMBER_NS}/member-2"}
+    assert len(paths) >= 2
+    management.delete(kinds.resource("ClusterResourcePlacement"), crp)

@@ -32,6 +32,8 @@ from fleetwave.api.meta import (
     validations,
 )
 from fleetwave.api.validation import check_unique_names, duration_seconds
+from fleetwave.api.webhooks import WebhookGate, webhooks_field
+from fleetwave.api.webhooks import check_unique as check_unique_webhooks
 
 MAX_STAGES = 31  # upstream limit; also bounds the CEL cost of the uniqueness rule
 
@@ -326,8 +328,11 @@ class StageConfig(Model):
         },
     )
 
+    webhooks: list[WebhookGate] | None = webhooks_field()  # type: ignore[assignment]
+
     @model_validator(mode="after")
     def _tasks(self) -> StageConfig:
+        check_unique_webhooks(self.webhooks)
         for i, t in enumerate(self.before_stage_tasks or []):
             if t.type != "Approval":
                 raise ValueError(f"beforeStageTasks[{i}].type: beforeStageTasks may only contain Approval")

@@ -31,6 +31,8 @@ from fleetwave.api.meta import (
     validations,
 )
 from fleetwave.api.validation import check_unique_names
+from fleetwave.api.webhooks import WebhookGate, webhooks_field
+from fleetwave.api.webhooks import check_unique as check_unique_webhooks
 
 FeatureID = Literal["Resources", "Helm", "Kustomize"]
 SourceKind = Literal["ConfigMap", "Secret", "GitRepository", "OCIRepository", "Bucket"]
@@ -322,6 +324,12 @@ class Stage(Model):
     name: DNSLabel
     cluster_selector: LabelSelector | None = None
     trigger: Trigger | None = None
+    webhooks: list[WebhookGate] | None = webhooks_field()  # type: ignore[assignment]
+
+    @model_validator(mode="after")
+    def _unique_webhooks(self) -> Stage:
+        check_unique_webhooks(self.webhooks)
+        return self
 
 
 UNIQUE_STAGES_CEL = cel(

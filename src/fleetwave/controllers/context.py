@@ -20,7 +20,7 @@ from fleetwave.delivery.helmplan import Ownership
 from fleetwave.delivery.target import MemberTarget
 from fleetwave.kube import kinds
 from fleetwave.kube.client import AsyncClient
-from fleetwave.runtime import events, notify
+from fleetwave.runtime import events, notify, webhook
 from fleetwave.runtime.watching import Informer, object_key
 
 Objects = list[dict[str, Any]]
@@ -191,6 +191,10 @@ class HealthPort(Protocol):
         while not ok, `wake` is called when something they read changes on the member."""
         ...
 
+    async def webhook_condition(self, rule: str, status: int, body: object) -> tuple[bool, str]:
+        """A webhook gate's successCondition over one answer, in the sandbox (ADR 0080)."""
+        ...
+
 
 @dataclass(frozen=True)
 class Context:
@@ -207,6 +211,8 @@ class Context:
     watched: frozenset[str] | None = None
     # Where rollout notifications go (`--notify-secret`), None: nowhere.
     notifier: notify.Notifier | None = None
+    # Webhook gates' calls: each verdict remembered for its interval, concurrency bounded (ADR 0080).
+    webhooks: webhook.WebhookCalls = field(default_factory=webhook.WebhookCalls)
     own_writes: OwnWrites = field(default_factory=OwnWrites)
     # ClusterSummary key -> fingerprint of the credentials this process last delivered it with.
     delivered_to: dict[str, str] = field(default_factory=dict)

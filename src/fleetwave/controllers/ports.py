@@ -72,6 +72,10 @@ class HealthAdapter:
         self.pool = pool
         self.watches = watches
 
+    async def webhook_condition(self, rule: str, status: int, body: object) -> tuple[bool, str]:
+        verdict = await self.pool.webhook_condition(rule, status, body)
+        return verdict.ok, verdict.message
+
     async def check(
         self,
         target: MemberTarget,

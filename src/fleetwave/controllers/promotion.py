@@ -26,6 +26,7 @@ from fleetwave.controllers import (
     promotion_preserve,
     promotion_status,
     rollout_reconcile,
+    webhook_gates,
 )
 from fleetwave.controllers import rollout_common as common
 from fleetwave.controllers import rollout_facts as rf
@@ -94,6 +95,7 @@ class _Promotions:
             previous=run.previous,
             rollback_target=target,
             rollback_request=request,
+            webhooks=await _webhooks(ctx, run),
         )
         return Observation(observed, facts)
 
@@ -256,6 +258,24 @@ async def _health(ctx: Context, run: Run) -> dict[tuple[str, str], m.HealthVerdi
         )
         for check in checks
     }
+
+
+async def _webhooks(ctx: Context, run: Run) -> dict[tuple[str, str], m.HealthVerdict]:
+    """The current stage's webhooks (ADR 0080), only while its after-gates are being evaluated (not
+    during a rollback: a rolled-back stage waits on its health checks only)."""
+    prev = run.previous
+    current = prev.current_stage if prev else None
+    if prev is None or prev.rollback is not None or current is None:
+        return {}
+    if current.phase is not st.StagePhase.WAITING_AFTER:
+        return {}
+    stage = next(s for s in run.parsed.spec.stages if s.name == current.name)
+    if not stage.webhooks:
+        return {}
+    owner = webhook_gates.Owner(KIND, run.parsed.metadata.name, None, run.resolved.hash)
+    aside = {name for name, _ in current.set_aside}
+    clusters = [c for c in current.clusters if c not in aside]
+    return await webhook_gates.verdicts(ctx, owner, current.name, clusters, stage.webhooks, run.now)
 
 
 async def _verdict(

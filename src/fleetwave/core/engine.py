@@ -7,6 +7,7 @@ same instant, and reports conditions, effects and the next wake time.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
@@ -364,6 +365,11 @@ def _health_failures(
     aside = {name for name, _ in stage.set_aside}
     found: dict[str, str] = {}
     for gate in gate_list:
+        if isinstance(gate, m.Webhook) and gate.per_cluster:  # a per-cluster call judges one cluster
+            verdict = observed.webhooks.get((stage.name, gate.name))
+            for cluster, why in verdict.failures() if verdict is not None else ():
+                if cluster and cluster not in aside:
+                    found.setdefault(cluster, f"webhook {gate.name}: {why}")
         if not isinstance(gate, m.HealthChecks):
             continue
         for check in gate.names:
@@ -398,15 +404,23 @@ def _without_set_aside(observed: m.Observed, stage: st.StageStatus) -> m.Observe
     aside = {name for name, _ in stage.set_aside}
     if not aside:
         return observed
-    health = dict(observed.health)
-    for key, verdict in observed.health.items():
-        if key[0] != stage.name or verdict.ok:
+    return replace(
+        observed,
+        health=_verdicts_without(observed.health, stage.name, aside),
+        webhooks=_verdicts_without(observed.webhooks, stage.name, aside),
+    )
+
+
+def _verdicts_without(
+    verdicts: Mapping[tuple[str, str], m.HealthVerdict], stage: str, aside: set[str]
+) -> dict[tuple[str, str], m.HealthVerdict]:
+    out = dict(verdicts)
+    for key, verdict in verdicts.items():
+        if key[0] != stage or verdict.ok:
             continue
         rest = tuple((c, why) for c, why in verdict.failures() if c not in aside)
-        health[key] = (
-            m.HealthVerdict(True) if not rest else m.HealthVerdict(False, rest[0][0], rest[0][1], rest)
-        )
-    return replace(observed, health=health)
+        out[key] = m.HealthVerdict(True) if not rest else m.HealthVerdict(False, rest[0][0], rest[0][1], rest)
+    return out
 
 
 def _summarize(status: st.RolloutStatus, now: datetime, spec_paused: bool = False) -> st.RolloutStatus:

@@ -101,6 +101,18 @@ def _health(gate: m.HealthChecks, ctx: GateContext) -> _One:
     return _One(st.GateStatus("HealthChecks", st.GateState.PASSED, f"health checks passing: {names}"))
 
 
+def _webhook(gate: m.Webhook, ctx: GateContext) -> _One:
+    verdict = ctx.observed.webhooks.get((ctx.stage, gate.name))
+    if verdict is None:
+        msg = f"waiting for webhook {gate.name}"
+    elif not verdict.ok:
+        where = f" for cluster {verdict.cluster}" if verdict.cluster else ""
+        msg = f"webhook {gate.name} not passing{where}: {verdict.message}"
+    else:
+        return _One(st.GateStatus("Webhook", st.GateState.PASSED, f"webhook {gate.name} passed"))
+    return _One(st.GateStatus("Webhook", st.GateState.WAITING, msg), facts=True)
+
+
 def _pre_health(gate: m.PreHealthDeployment, _ctx: GateContext) -> _One:
     # Not waited on: readiness of the validation payload is expressed by the following health checks.
     msg = f"pre-health-check deployment {gate.name} applied"
@@ -119,6 +131,8 @@ def _evaluate_one(gate: m.Gate, ctx: GateContext) -> _One:
             return _health(gate, ctx)
         case m.PreHealthDeployment():
             return _pre_health(gate, ctx)
+        case m.Webhook():
+            return _webhook(gate, ctx)
 
 
 def _approval_effects(gates: tuple[m.Gate, ...], ctx: GateContext) -> list[fx.Effect]:

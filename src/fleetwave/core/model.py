@@ -146,7 +146,17 @@ class PreHealthDeployment:
     name: str
 
 
-Gate = Delay | Window | Approval | HealthChecks | PreHealthDeployment
+@dataclass(frozen=True, slots=True)
+class Webhook:
+    """An HTTP(S) call the shell makes (ADR 0080): the gate opens while its verdict, keyed by
+    (stage, name) in `Observed.webhooks`, says 2xx and the success condition held (per cluster: on
+    every cluster of the stage)."""
+
+    name: str
+    per_cluster: bool = False
+
+
+Gate = Delay | Window | Approval | HealthChecks | PreHealthDeployment | Webhook
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,3 +284,5 @@ class Observed:
     rollback_target: RollbackTarget | None = None
     # Non-empty: a person asked to roll this revision back now (the reason, e.g. "aborted").
     rollback_request: str = ""
+    # (stage name, webhook name) -> verdict of its last call (per cluster: `failing` names them)
+    webhooks: Mapping[tuple[str, str], HealthVerdict] = field(default_factory=dict)

@@ -133,8 +133,17 @@ class _World:
             for s in spec.stages
             for name in _check_names(s)
         }
+        # Webhooks are assumed to answer as health checks are: passing, unless named as failing.
+        hooks = {
+            (s.name, g.name): m.HealthVerdict(
+                ok=g.name not in self.assumptions.failing_checks, message="assumed failing"
+            )
+            for s in spec.stages
+            for g in (*s.before, *s.after)
+            if isinstance(g, m.Webhook)
+        }
         target = PREVIOUS if spec.on_failure is m.OnFailure.ROLLBACK else None
-        return m.Observed(self.delivery, health, approvals, previous, rollback_target=target)
+        return m.Observed(self.delivery, health, approvals, previous, rollback_target=target, webhooks=hooks)
 
     def note_waits(self, status: st.RolloutStatus, now: datetime) -> None:
         stage = status.current_stage

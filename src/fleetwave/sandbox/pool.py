@@ -164,6 +164,18 @@ class CheckPool:
         self._remember(key, verdict, stopped)
         return verdict
 
+    async def webhook_condition(self, rule: str, status: int, body: object) -> Verdict:
+        """A webhook gate's successCondition over one answer (ADR 0080), in a worker like user checks."""
+        job: dict[str, object] = {"kind": "webhookCondition", "rule": rule, "status": status, "body": body}
+        key = hashlib.sha256(json.dumps(job, sort_keys=True).encode()).hexdigest()
+        held = self._held(key)
+        if held is not None:
+            return held
+        async with self._user_slots, self._slots:
+            verdict, stopped = await self._dispatch(job)
+        self._remember(key, verdict, stopped)
+        return verdict
+
     async def _dispatch(self, job: dict[str, object]) -> tuple[Verdict, bool]:
         """The verdict, and whether the job had to be stopped (its worker killed or dead)."""
         if self._closed:

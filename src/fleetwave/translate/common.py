@@ -7,6 +7,7 @@ import json
 from datetime import timedelta
 
 from fleetwave.api.meta import FailureBudget, LabelSelector, parse_duration
+from fleetwave.api.webhooks import WebhookGate
 from fleetwave.core import model as m
 
 # Set on every cluster by the fleet builders so a ClusterProfile's clusterRefs (cluster names) can be
@@ -71,3 +72,8 @@ def failure_budget(given: FailureBudget | None, on_failure: str = "Halt") -> m.F
         total=None if given.max_failed is None else m.FailureLimit.parse(given.max_failed),
         grace=grace if grace is not None else m.FailureBudget().grace,
     )
+
+
+def webhook_gates(webhooks: list[WebhookGate] | None) -> tuple[m.Gate, ...]:
+    """One engine gate per webhook of a stage (ADR 0080); the shell makes the calls."""
+    return tuple(m.Webhook(w.name, w.per_cluster) for w in webhooks or ())

@@ -52,6 +52,9 @@ def describe_gate(gate: m.Gate) -> tuple[str, str]:
             return "HealthChecks", f"health checks {', '.join(gate.names)} (assumed passing)"
         case m.PreHealthDeployment():
             return "PreHealthDeployment", f"deploy {gate.name}, then check"
+        case m.Webhook():
+            each = " per cluster" if gate.per_cluster else ""
+            return "Webhook", f"webhook {gate.name}{each} (assumed passing)"
 
 
 def _gate_time(gate: m.Gate, anchor: datetime | None, opened: datetime | None, s: _Stage) -> datetime | None:

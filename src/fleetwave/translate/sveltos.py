@@ -71,18 +71,20 @@ def _checks_then(trigger: AutoTrigger | ManualTrigger, promotion: str, stage: st
 
 
 def trigger_gates(stage: Stage, promotion: str) -> tuple[m.Gate, ...]:
-    """The after-gates of one stage. The last stage's trigger is honoured too, as Sveltos does."""
+    """The after-gates of one stage. The last stage's trigger is honoured too, as Sveltos does.
+    fleetwave's webhooks come after the health checks, before the window or the approval (ADR 0080)."""
+    hooks = common.webhook_gates(stage.webhooks)
     trigger = stage.trigger
     if trigger is None:
-        return ()
+        return hooks
     if trigger.auto is not None:
-        gates = _checks_then(trigger.auto, promotion, stage.name)
+        gates = [*_checks_then(trigger.auto, promotion, stage.name), *hooks]
         window = trigger.auto.promotion_window
         if window is not None:
             gates.append(m.Window(window.from_, window.to))
         return tuple(gates)
     assert trigger.manual is not None  # the API model enforces exactly one of auto/manual
-    gates = _checks_then(trigger.manual, promotion, stage.name)
+    gates = [*_checks_then(trigger.manual, promotion, stage.name), *hooks]
     # Same list as the health checks: an approval promotes only while they pass (ADR 0027).
     gates.append(m.Approval(id=stage.name, auto_reset=trigger.manual.automatic_reset))
     return tuple(gates)

@@ -63,6 +63,12 @@ PC = "tests/integration/test_profile_delivery_rules.py::"
 MT = "tests/integration/test_metric_checks.py::"
 METRIC_LUA = MT + "test_a_lua_check_passes_on_a_good_pushed_value_and_fails_on_a_bad_one"
 METRIC_AUTH = MT + "test_a_bearer_token_from_a_member_secret_reaches_the_metric_source_path"
+WH = "tests/integration/test_webhook_gates.py::"
+HOOKED = WH + "test_a_promotion_stage_waits_on_its_webhook_then_moves_on_with_the_secrets_header"
+HOOK_CONDITION = WH + "test_a_false_success_condition_holds_the_stage_with_its_message"
+RW = "tests/unit/runtime/test_runtime_webhook.py::"
+WG = "tests/unit/controllers/test_controllers_webhook_gates.py::"
+STAGED_HOOK = KS + "test_a_staged_runs_stage_webhook_per_cluster_gates_the_next_stage"
 
 APPLY_RULES = KS + "test_apply_strategies_report_diffs_take_over_only_as_told_and_leave_drifted_objects_alone"
 DELETE = KS + "test_deleting_a_placement_withdraws_its_content_unless_it_abandons_it"
@@ -308,7 +314,25 @@ REGISTRY: dict[str, dict[str, Entry]] = {
         ),
     },
     "FailureBudget": {f: h(BUDGET) for f in ("maxFailedPerStage", "maxFailed", "gracePeriod")},
-    "Stage": {f: h(AUTO) for f in ("name", "clusterSelector", "trigger")},
+    "Stage": {**{f: h(AUTO) for f in ("name", "clusterSelector", "trigger")}, "webhooks": h(HOOKED)},
+    "WebhookGate": {
+        "name": h(HOOKED),
+        "url": h(HOOKED),
+        "method": h(STAGED_HOOK),
+        "perCluster": h(STAGED_HOOK),
+        "timeout": h(RW + "test_an_attempt_longer_than_the_timeout_is_a_problem_saying_so"),
+        "retries": h(RW + "test_a_4xx_is_not_retried_and_retries_stop_at_their_bound"),
+        "interval": h(WG + "test_a_verdict_stands_for_the_interval_then_the_webhook_is_called_again"),
+        "successCondition": h(HOOK_CONDITION),
+        "headersFrom": h(HOOKED),
+    },
+    "HeadersFrom": {"secretRef": h(HOOKED)},
+    "WebhookSecretRef": {
+        "name": h(HOOKED),
+        "namespace": h(
+            WG + "test_a_headers_secret_outside_the_trust_boundary_is_refused_naming_only_the_secret"
+        ),
+    },
     "Trigger": {"auto": h(AUTO), "manual": h(MANUAL)},
     "AutoTrigger": {
         "delay": h(CE + "test_delay_is_measured_from_stage_success_not_from_stage_start"),
@@ -504,6 +528,7 @@ REGISTRY: dict[str, dict[str, Entry]] = {
         ),
         "beforeStageTasks": h(TK + "test_before_approval_timed_wait_first_and_nil_versus_empty_selector"),
         "afterStageTasks": h(TK + "test_seed004_cluster_run_translates_tasks_and_ordering"),
+        "webhooks": h(STAGED_HOOK),
     },
     "StageTask": {
         f: h(TK + "test_seed004_cluster_run_translates_tasks_and_ordering") for f in ("type", "waitTime")

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from fleetwave.controllers import requeue
+from fleetwave.controllers import requeue, webhook_gates
 from fleetwave.controllers.context import Context
 from fleetwave.controllers.kubefleet import approvals, run_delete, run_status
 from fleetwave.controllers.kubefleet import ledger as lg
@@ -82,6 +82,7 @@ def decide(
     deliveries: Mapping[str, m.Delivery],
     requests: Mapping[str, Request],
     now: datetime,
+    webhooks: Mapping[tuple[str, str], m.HealthVerdict] | None = None,
 ) -> Step:
     at = ts.fmt(now)
     seen = _seen(record, requests, at)
@@ -92,6 +93,7 @@ def decide(
         previous=_resumed(record, now),
         rollback_target=where.target,
         rollback_request=where.request.reason if record.rollout.rollback is None else "",
+        webhooks=dict(webhooks or {}),
     )
     decision = engine.step(where.spec, where.fleet, observed, now)
     create = tuple(
@@ -150,7 +152,8 @@ async def execute(
             where.delivering(record.rollout),
             lg.wake_of(ctx, where.scope.run, current),
         )
-        step = decide(where, replace(record, ledger=seen.ledger), seen.deliveries, requests, now)
+        hooks = await _webhooks(ctx, where, record, now)
+        step = decide(where, replace(record, ledger=seen.ledger), seen.deliveries, requests, now, hooks)
         why = stuck(where, step.record.rollout, step.record.ledger, now)
         body = run_status.render(
             where.frame, step.record, mode="Run", previous=current.status, now=now, stuck=why
@@ -166,6 +169,26 @@ async def execute(
         if record == step.record:
             return _requeue(step, now)
     return _requeue(step, now)
+
+
+async def _webhooks(
+    ctx: Context, where: Setting, record: RunRecord, now: datetime
+) -> dict[tuple[str, str], m.HealthVerdict]:
+    """The current stage's webhooks (ADR 0080), while its after-stage tasks are judged (not while
+    rolling back)."""
+    rollout = record.rollout
+    current = rollout.current_stage
+    if rollout.rollback is not None or current is None or current.phase is not st.StagePhase.WAITING_AFTER:
+        return {}
+    stage = next((s for s in record.strategy.stages if s.name == current.name), None)
+    if stage is None or not stage.webhooks:
+        return {}
+    owner = webhook_gates.Owner(
+        where.scope.run, where.run.metadata.name, where.run.metadata.namespace, record.snapshot_hash
+    )
+    aside = {name for name, _ in current.set_aside}
+    clusters = [c for c in current.clusters if c not in aside]
+    return await webhook_gates.verdicts(ctx, owner, current.name, clusters, stage.webhooks, now)
 
 
 def _requeue(step: Step, now: datetime) -> Result:

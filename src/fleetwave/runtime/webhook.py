@@ -1,0 +1,307 @@
+"""Webhook gates' I/O (ADR 0080): where a call may go, the call itself, and how its answer is judged.
+
+Where: an `http` or `https` URL without credentials. The host is resolved once, every address it
+resolves to is checked, and the call connects to a checked address (the name kept for the Host
+header, TLS SNI and certificate verification), so a second lookup cannot lead elsewhere. Refused:
+link-local networks (169.254.0.0/16, fe80::/10: the cloud metadata services) and AWS' IPv6 metadata
+address, also as IPv4-mapped IPv6. (The approach of the metric sources' guard, copied here.)
+
+The call: `timeout` per attempt, `retries` more attempts on a transport error, 5xx or 429 (backoff
+0.5 s, 1 s, 2 s...), redirects never followed, at most 64 KiB of answer read, JSON nested at most 32
+deep. Judging: 2xx here; the optional CEL `successCondition` over `status` and `body` is user code and
+runs in the sandbox worker (`health/webhook_condition.py`, ADR 0041).
+
+What a message may show: the URL's scheme, host, port and path (never its query, which may hold a
+token), the HTTP status and the condition's outcome; never a header value and never the answer's
+body (a server may echo the request's headers back).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import ipaddress
+import json
+import socket
+import threading
+import urllib.parse
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import httpx
+
+MAX_BODY = 64 * 1024
+MAX_CONCURRENT = 16
+MAX_DEPTH = 32
+MAX_URL_CHARS = 2048
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+_FORBIDDEN = tuple(ipaddress.ip_network(n) for n in ("169.254.0.0/16", "fe80::/10", "fd00:ec2::254/128"))
+_FORBIDDEN_TEXT = "a link-local or cloud-metadata address, never called"
+
+
+class Refused(ValueError):
+    """The URL may not be called; the message says why (it never holds the query or credentials)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    scheme: str
+    host: str  # a DNS name or an IP literal (without brackets)
+    port: int
+    path_and_query: str
+
+    @property
+    def display(self) -> str:
+        """The endpoint for messages: no query (it may hold a token), no credentials (refused)."""
+        path = self.path_and_query.split("?", 1)[0] or "/"
+        return f"{self.scheme}://{_bracketed(self.host)}:{self.port}{path}"
+
+    def url_to(self, address: str) -> str:
+        return f"{self.scheme}://{_bracketed(address)}:{self.port}{self.path_and_query}"
+
+    @property
+    def host_header(self) -> str:
+        default = _DEFAULT_PORTS[self.scheme] == self.port
+        return _bracketed(self.host) if default else f"{_bracketed(self.host)}:{self.port}"
+
+
+def endpoint(url: str) -> Endpoint:
+    if len(url) > MAX_URL_CHARS:
+        raise Refused(f"url is longer than {MAX_URL_CHARS} characters")
+    try:
+        parts = urllib.parse.urlsplit(url.strip())
+        port = parts.port
+    except ValueError:
+        raise Refused("url is not a valid URL") from None
+    scheme = parts.scheme.lower()
+    if scheme not in _DEFAULT_PORTS:
+        raise Refused("url must start with http:// or https://")
+    if "@" in parts.netloc:
+        raise Refused("url must not carry credentials: use headersFrom")
+    host = parts.hostname or ""
+    if not host:
+        raise Refused("url has no host")
+    literal = _ip(host)
+    if literal is not None and address_problem(literal):
+        raise Refused(f"url: {address_problem(literal)}")
+    path = parts.path or "/"
+    if any(c in path for c in " \r\n\t"):
+        raise Refused("url's path has whitespace")
+    query = f"?{parts.query}" if parts.query else ""
+    return Endpoint(scheme, host, port or _DEFAULT_PORTS[scheme], path + query)
+
+
+def address_problem(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> str:
+    """Why a connection to `address` is refused ("" if it is not)."""
+    candidates = [address]
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        candidates.append(address.ipv4_mapped)
+    if any(candidate in network for candidate in candidates for network in _FORBIDDEN):
+        return f"{address} is {_FORBIDDEN_TEXT}"
+    return ""
+
+
+def resolve(target: Endpoint, *, timeout: float) -> list[str]:
+    """Every address `target.host` resolves to, each checked; Refused if one is forbidden."""
+    addresses: list[str] = []
+    for address in _getaddrinfo(target.host, target.port, timeout):
+        if address_problem(ipaddress.ip_address(address)):
+            raise Refused(f"{target.host} resolves to {address}, {_FORBIDDEN_TEXT}")
+        if address not in addresses:
+            addresses.append(address)
+    if not addresses:
+        raise Refused(f"{target.host} resolves to no address")
+    return addresses
+
+
+def _getaddrinfo(host: str, port: int, timeout: float) -> list[str]:
+    """getaddrinfo has no timeout of its own: it runs on a daemon thread that is abandoned if slow."""
+    box: dict[str, object] = {}
+
+    def lookup() -> None:
+        try:
+            box["found"] = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        except (OSError, UnicodeError) as e:
+            box["error"] = e
+
+    worker = threading.Thread(target=lookup, name="webhook-dns", daemon=True)
+    worker.start()
+    worker.join(max(0.0, timeout))
+    if worker.is_alive():
+        raise Refused(f"resolving {host} took longer than {timeout:g}s")
+    if "error" in box:
+        raise Refused(f"cannot resolve {host}: {box['error']}")
+    infos = box.get("found")
+    assert isinstance(infos, list)
+    return [str(info[4][0]).split("%", 1)[0] for info in infos]
+
+
+def _ip(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    try:
+        return ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        return None
+
+
+def _bracketed(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+# --- the answer and its judgement ---------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """What one call came to: an HTTP status and the parsed body (None: no JSON), or a problem."""
+
+    status: int | None = None
+    body: Any = None
+    problem: str = ""
+
+
+def parse_body(raw: bytes, truncated: bool) -> Any:
+    """The answer as JSON, or None when it is not JSON, too long or nested too deep."""
+    if truncated or not raw:
+        return None
+    try:
+        value = json.loads(raw)
+    except (ValueError, RecursionError):
+        return None
+    return value if _depth(value) <= MAX_DEPTH else None
+
+
+def _depth(value: Any) -> int:
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        deepest = max(deepest, depth)
+        if deepest > MAX_DEPTH:
+            return deepest
+        if isinstance(item, dict):
+            stack.extend((v, depth + 1) for v in item.values())
+        elif isinstance(item, list):
+            stack.extend((v, depth + 1) for v in item)
+    return deepest
+
+
+def judge_status(answer: Answer) -> tuple[bool, str]:
+    """(passes, why) before any successCondition: a 2xx answer. The body is never quoted."""
+    if answer.problem:
+        return False, answer.problem
+    assert answer.status is not None
+    if not 200 <= answer.status < 300:
+        return False, f"answered HTTP {answer.status}"
+    return True, f"answered HTTP {answer.status}"
+
+
+# --- the call ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    url: str
+    method: str  # GET | POST
+    headers: Mapping[str, str]
+    payload: Mapping[str, Any]
+    timeout: float
+    retries: int
+
+
+async def call(request: Request, *, transport: httpx.AsyncBaseTransport | None = None) -> Answer:
+    """One webhook call with its retries; never raises for what the far end does."""
+    try:
+        target = endpoint(request.url)
+        addresses = await asyncio.to_thread(resolve, target, timeout=request.timeout)
+    except Refused as e:
+        return Answer(problem=f"refused: {e}")
+    problem = ""
+    async with httpx.AsyncClient(
+        timeout=httpx.Timeout(request.timeout), follow_redirects=False, transport=transport
+    ) as client:
+        for attempt in range(request.retries + 1):
+            if attempt:
+                await asyncio.sleep(min(0.5 * 2 ** (attempt - 1), 2.0))
+            answer = await _attempt(client, request, target, addresses[attempt % len(addresses)])
+            if answer.problem:
+                problem = answer.problem
+                continue
+            assert answer.status is not None
+            if (answer.status >= 500 or answer.status == 429) and attempt < request.retries:
+                continue
+            return answer
+    return Answer(problem=problem)
+
+
+async def _attempt(client: httpx.AsyncClient, request: Request, target: Endpoint, address: str) -> Answer:
+    headers = {**request.headers, "Host": target.host_header, "Accept": "application/json"}
+    content: bytes | None = None
+    if request.method == "POST":
+        content = json.dumps(request.payload).encode()
+        headers["Content-Type"] = "application/json"
+    extensions = {"sni_hostname": target.host} if target.scheme == "https" else {}
+    try:
+        async with asyncio.timeout(request.timeout):
+            req = client.build_request(
+                request.method,
+                target.url_to(address),
+                headers=headers,
+                content=content,
+                extensions=extensions,
+            )
+            response = await client.send(req, stream=True)
+            try:
+                raw, truncated = await _read_capped(response)
+            finally:
+                await response.aclose()
+    except TimeoutError:
+        return Answer(problem=f"{target.display} did not answer within {request.timeout:g}s")
+    except httpx.HTTPError as e:
+        return Answer(problem=f"{target.display} could not be reached ({type(e).__name__})")
+    return Answer(response.status_code, parse_body(raw, truncated))
+
+
+async def _read_capped(response: httpx.Response) -> tuple[bytes, bool]:
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in response.aiter_bytes():
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > MAX_BODY:
+            return b"", True
+    return b"".join(chunks), False
+
+
+@dataclass(frozen=True, slots=True)
+class Memo:
+    ok: bool
+    message: str
+    until: datetime
+
+
+class WebhookCalls:
+    """Remembers each call's verdict for its interval; bounds concurrent calls."""
+
+    def __init__(
+        self, *, max_concurrent: int = MAX_CONCURRENT, transport: httpx.AsyncBaseTransport | None = None
+    ) -> None:
+        self._memo: collections.OrderedDict[tuple[str, ...], Memo] = collections.OrderedDict()
+        self._limit = asyncio.Semaphore(max_concurrent)
+        self._transport = transport
+        self.calls = 0
+
+    def recall(self, key: tuple[str, ...], now: datetime) -> Memo | None:
+        memo = self._memo.get(key)
+        return memo if memo is not None and now < memo.until else None
+
+    def remember(self, key: tuple[str, ...], memo: Memo) -> None:
+        self._memo[key] = memo
+        self._memo.move_to_end(key)
+        while len(self._memo) > 4096:
+            self._memo.popitem(last=False)
+
+    async def call(self, request: Request) -> Answer:
+        async with self._limit:
+            self.calls += 1
+            return await call(request, transport=self._transport)

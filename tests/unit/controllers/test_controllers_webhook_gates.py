@@ -1,0 +1,146 @@
+"""The shell side of webhook gates (ADR 0080): the headers Secret's trust boundary, and a verdict that
+stands for the webhook's interval."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import httpx
+import pytest
+
+from fleetwave.api.webhooks import WebhookGate
+from fleetwave.controllers import webhook_gates as wg
+from fleetwave.runtime import webhook
+
+T0 = datetime(2026, 11, 25, 10, 0, tzinfo=UTC)
+VALUE = "s3cret-value"
+
+
+@dataclass
+class _Cache:
+    secrets: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+
+    def obj(self, kind: str, namespace: str | None, name: str) -> dict[str, Any] | None:
+        assert kind == "Secret"
+        return self.secrets.get((namespace or "", name))
+
+    def memo(self, _name: str, _kind: str, build: Callable[[], Any], *, everywhere: bool = False) -> Any:
+        return build()
+
+    def members_everywhere(self) -> list[Any]:
+        return []
+
+
+@dataclass
+class _Ctx:
+    cache: _Cache
+    webhooks: webhook.WebhookCalls
+    namespace: str = "fleetwave-system"
+    watched: frozenset[str] | None = None
+
+
+def _secret(**values: str) -> dict[str, Any]:
+    return {"data": {k: base64.b64encode(v.encode()).decode() for k, v in values.items()}}
+
+
+def _hook(namespace: str | None = None, **kw: Any) -> WebhookGate:
+    ref = {"name": "headers", **({"namespace": namespace} if namespace else {})}
+    return WebhookGate.model_validate(
+        {"name": "ready", "url": "http://127.0.0.1:9/h", "headersFrom": {"secretRef": ref}, **kw}
+    )
+
+
+CLUSTER_OWNER = wg.Owner("ClusterPromotion", "p", None, "h1")
+RUN_OWNER = wg.Owner("StagedUpdateRun", "r", "team-a", "h1")
+
+
+def _ctx(watched: frozenset[str] | None = None, transport: httpx.AsyncBaseTransport | None = None) -> Any:
+    cache = _Cache(
+        {
+            ("team-a", "headers"): _secret(**{"X-Api-Key": VALUE}),
+            ("team-b", "headers"): _secret(**{"X-Api-Key": VALUE}),
+            ("fleetwave-system", "headers"): _secret(**{"X-Api-Key": VALUE}),
+            ("bad", "headers"): _secret(**{"Host": VALUE}),
+        }
+    )
+    return _Ctx(cache, webhook.WebhookCalls(transport=transport), watched=watched)
+
+
+def test_a_headers_secret_outside_the_trust_boundary_is_refused_naming_only_the_secret() -> None:
+    ctx = _ctx(watched=frozenset({"team-a", "bad"}))
+    assert wg.secret_headers(ctx, RUN_OWNER, _hook()) == {"X-Api-Key": VALUE}  # its own namespace
+    assert wg.secret_headers(ctx, CLUSTER_OWNER, _hook("team-a")) == {"X-Api-Key": VALUE}
+    refusals = {
+        (
+            RUN_OWNER,
+            "team-b",
+        ): "a namespaced StagedUpdateRun reads Secrets only in its own namespace (team-a)",
+        (CLUSTER_OWNER, None): "a cluster-scoped ClusterPromotion must name its namespace",
+        (CLUSTER_OWNER, "fleetwave-system"): "fleetwave's own namespace is never a content source",
+        (CLUSTER_OWNER, "team-b"): "namespace team-b is not watched",
+        (CLUSTER_OWNER, "bad"): "key Host is not a header fleetwave may send",
+    }
+    for (owner, namespace), why in refusals.items():
+        with pytest.raises(wg.SecretProblem) as raised:
+            wg.secret_headers(ctx, owner, _hook(namespace))
+        assert why in str(raised.value)
+        assert "Secret" in str(raised.value)
+        assert VALUE not in str(raised.value)
+    with pytest.raises(wg.SecretProblem, match="headersFrom Secret team-a/missing: not found"):
+        wg.secret_headers(
+            ctx,
+            RUN_OWNER,
+            WebhookGate.model_validate(
+                {"name": "x", "url": "http://127.0.0.1:9/", "headersFrom": {"secretRef": {"name": "missing"}}}
+            ),
+        )
+
+
+def test_a_verdict_stands_for_the_interval_then_the_webhook_is_called_again() -> None:
+    answers = iter([503, 200])
+    seen: list[httpx.Request] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(next(answers))
+
+    ctx = _ctx(transport=httpx.MockTransport(answer))
+    hook = _hook(retries=0, interval="30s")
+
+    def verdicts(at: datetime) -> Any:
+        return asyncio.run(wg.verdicts(ctx, RUN_OWNER, "dev", ["team-a/m1"], [hook], at))[("dev", "ready")]
+
+    first = verdicts(T0)
+    assert (first.ok, first.message) == (False, "answered HTTP 503")
+    assert not verdicts(T0 + timedelta(seconds=29)).ok
+    assert len(seen) == 1  # within the interval: not called again
+    assert verdicts(T0 + timedelta(seconds=30)).ok
+    assert len(seen) == 2
+    assert seen[0].headers["X-Api-Key"] == VALUE
+
+
+def test_a_per_cluster_webhook_calls_each_cluster_and_names_the_failing_one() -> None:
+    seen: list[str] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append(request.url.path)
+        return httpx.Response(500 if request.url.path.endswith("m2") else 200)
+
+    ctx = _ctx(transport=httpx.MockTransport(answer))
+    hook = WebhookGate.model_validate(
+        {
+            "name": "per",
+            "url": "http://127.0.0.1:9/c/${MEMBER-CLUSTER-NAME}",
+            "method": "GET",
+            "perCluster": True,
+            "retries": 0,
+        }
+    )
+    verdict = asyncio.run(wg.verdicts(ctx, RUN_OWNER, "dev", ["m1", "m2"], [hook], T0))[("dev", "per")]
+    assert sorted(seen) == ["/c/m1", "/c/m2"]
+    assert (verdict.ok, verdict.cluster, verdict.failing) == (False, "m2", (("m2", "answered HTTP 500"),))
