@@ -47,7 +47,7 @@ def local_fleet(
 @pytest.fixture(scope="session")
 def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[local_prometheus.Prometheus]:
     """A real Prometheus scraping a real Pushgateway every second (Debian's binaries, fetched by
-    scripts/bootstrap into $FLEETWAVE_PROMETHEUS_DIR, or by tools/prometheus/fetch.sh here)."""
+    scripts/test into $FLEETWAVE_PROMETHEUS_DIR, or by tools/prometheus/fetch.sh here)."""
     started = local_prometheus.start(tmp_path_factory.mktemp("prometheus"))
     try:
         yield started
