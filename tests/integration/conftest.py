@@ -8,17 +8,20 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx2
 import pytest
-from lightkube import Client
+from lightkube import ApiError, Client
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import Namespace
 
 from fleetwave.delivery.target import MemberTarget
 from fleetwave.kube import client as kubeclient
+from fleetwave.kube import kinds
 from fleetwave.local import binaries, fleet, processes
 from fleetwave.local import prometheus as local_prometheus
 
@@ -73,8 +76,26 @@ def namespace(members: dict[str, Client], management: Client) -> Iterator[str]:
     for c in clients:
         c.create(Namespace(metadata=ObjectMeta(name=name)))
     yield name
+    _unregister(management, name)
     for c in clients:
         c.delete(Namespace, name)
+
+
+def _unregister(management: Client, namespace: str) -> None:
+    """Delete the member registrations a test made in `namespace` and wait until they are gone: a
+    namespace is deleted in the background, and its MemberClusters (labelled env=dev like everyone's)
+    would be selected by the next module's rollouts meanwhile."""
+    resource = kinds.resource("MemberCluster")
+    try:
+        names = [m.metadata.name for m in management.list(resource, namespace=namespace)]
+    except (ApiError, httpx2.HTTPStatusError):  # fleetwave's CRDs are not installed: none registered
+        return
+    for member in names:
+        management.delete(resource, member, namespace=namespace)
+    deadline = time.monotonic() + 60
+    while list(management.list(resource, namespace=namespace)):
+        assert time.monotonic() < deadline, f"MemberClusters in {namespace} were not deleted within 60s"
+        time.sleep(0.2)
 
 
 @pytest.fixture

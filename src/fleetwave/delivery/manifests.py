@@ -454,19 +454,17 @@ async def _drift_of(client: AsyncClient, resolver: kd.AsyncKinds, obj: Mapping[s
         return Drift(ct.ref_of(obj), "missing", f"{gvk.kind} in {gvk.api_version} is no longer served")
     body = _placed(obj, info)
     ref, cls = ct.ref_of(body), kd.resource_class(info)
-    live = await _live(client, cls, ref)
-    if live is None:
-        return Drift(ref, "missing", f"{ref} no longer exists")
     try:
         # Without force, the server refuses to take back fields another manager now owns.
-        result = await ops.apply(
-            client, body, resource=cls, field_manager=FIELD_MANAGER, force=False, dry_run=True
-        )
+        pair = await _live_and_dry_run(client, cls, ref, body, force=False)
     except ops.StatusError as err:
         if ops.code_of(err) == ops.CONFLICT:
             return Drift(ref, "conflict", ops.message_of(err))
         raise
-    paths = ct.diff_paths(ct.comparable(live), ct.comparable(dict(result)))
+    if pair is None:
+        return Drift(ref, "missing", f"{ref} no longer exists")
+    live, result = pair
+    paths = ct.diff_paths(ct.comparable(live), ct.comparable(result))
     if paths:
         return Drift(ref, "modified", f"re-applying would change {', '.join(paths)}")
     return None
@@ -522,17 +520,17 @@ def _version(obj: Mapping[str, Any]) -> Any:
 
 
 async def _live_and_dry_run(
-    client: AsyncClient, cls: type[Any], ref: ct.ObjectRef, body: Mapping[str, Any]
+    client: AsyncClient, cls: type[Any], ref: ct.ObjectRef, body: Mapping[str, Any], *, force: bool = True
 ) -> tuple[dict[str, Any], dict[str, Any]] | None:
-    """The live object and what a forced apply would make of it, read from the same version (None:
-    there is no live object)."""
+    """The live object and what an apply would make of it, read from the same version (None: there is
+    no live object). Drift detection and ReportDiff both compare the two."""
     pair: tuple[dict[str, Any], dict[str, Any]] | None = None
     for _ in range(_CONSISTENT_READS):
         live = await _live(client, cls, ref)
         if live is None:
             return None
         would = await ops.apply(
-            client, body, resource=cls, field_manager=FIELD_MANAGER, force=True, dry_run=True
+            client, body, resource=cls, field_manager=FIELD_MANAGER, force=force, dry_run=True
         )
         pair = (live, dict(would))
         # A dry run keeps the resourceVersion it was computed from: equal means both reads saw the
