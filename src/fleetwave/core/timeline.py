@@ -142,8 +142,23 @@ class _World:
             for g in (*s.before, *s.after)
             if isinstance(g, m.Webhook)
         }
+        # Analyses likewise: every measurement succeeds, unless the analysis is named as failing.
+        analyses = {
+            (s.name, g.name): {"": _assumed_series(g, g.name in self.assumptions.failing_checks)}
+            for s in spec.stages
+            for g in (*s.before, *s.after)
+            if isinstance(g, m.Analysis)
+        }
         target = PREVIOUS if spec.on_failure is m.OnFailure.ROLLBACK else None
-        return m.Observed(self.delivery, health, approvals, previous, rollback_target=target, webhooks=hooks)
+        return m.Observed(
+            self.delivery,
+            health,
+            approvals,
+            previous,
+            rollback_target=target,
+            webhooks=hooks,
+            analyses=analyses,
+        )
 
     def note_waits(self, status: st.RolloutStatus, now: datetime) -> None:
         stage = status.current_stage
@@ -235,3 +250,10 @@ def _timeline(
 ) -> Timeline:
     back = _stages(status.rollback.stages, rolling) if status.rollback is not None else ()
     return Timeline(start, outcome, finished_at, status.message, _stages(status.stages, forward), steps, back)
+
+
+def _assumed_series(gate: m.Analysis, failing: bool) -> m.Measurements:
+    """The plan does not wait out an analysis' measurements: it is assumed done (or failed)."""
+    if failing:
+        return m.Measurements(gate.failure_limit + 1, gate.failure_limit + 1, "assumed failing")
+    return m.Measurements(gate.count, 0)
