@@ -74,8 +74,7 @@ ANALYSED = AN + "test_an_analysis_passes_after_count_good_measurements_and_the_n
 AN_FAILED = AN + "test_a_bad_value_fails_the_analysis_and_the_promotion_rolls_back_to_the_revision_before"
 AN_UNREACHABLE = AN + "test_an_unreachable_prometheus_holds_the_stage_with_a_clear_message"
 AG = "tests/unit/controllers/test_controllers_analysis_gates.py::"
-AN_PER_CLUSTER = AG + "test_a_per_cluster_analysis_measures_each_cluster_with_its_name_in_the_query"
-AN_STAGED = "tests/unit/translate/test_translate_analyses.py::test_a_staged_strategy_stage_gets_its_analyses"
+AN_STAGED = KS + "test_a_staged_runs_stage_analysis_per_cluster_gates_the_next_stage"
 
 APPLY_RULES = KS + "test_apply_strategies_report_diffs_take_over_only_as_told_and_leave_drifted_objects_alone"
 DELETE = KS + "test_deleting_a_placement_withdraws_its_content_unless_it_abandons_it"
@@ -334,7 +333,7 @@ REGISTRY: dict[str, dict[str, Entry]] = {
         "interval": h(AG + "test_one_measurement_per_interval_until_count_then_none"),
         "count": h(ANALYSED),
         "failureLimit": h(AN_UNREACHABLE),
-        "perCluster": h(AN_PER_CLUSTER),
+        "perCluster": h(AN_STAGED),
     },
     "AnalysisPrometheus": {"url": h(AN_UNREACHABLE), "path": h(AN_UNREACHABLE)},
     "WebhookGate": {
