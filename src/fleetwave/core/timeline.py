@@ -143,8 +143,11 @@ class _World:
             if isinstance(g, m.Webhook)
         }
         # Analyses likewise: every measurement succeeds, unless the analysis is named as failing.
+        delivered = {s.name: s.delivered_at for s in previous.stages} if previous else {}
         analyses = {
-            (s.name, g.name): {"": _assumed_series(g, g.name in self.assumptions.failing_checks)}
+            (s.name, g.name): {
+                "": _assumed_series(g, g.name in self.assumptions.failing_checks, delivered.get(s.name), now)
+            }
             for s in spec.stages
             for g in (*s.before, *s.after)
             if isinstance(g, m.Analysis)
@@ -252,8 +255,15 @@ def _timeline(
     return Timeline(start, outcome, finished_at, status.message, _stages(status.stages, forward), steps, back)
 
 
-def _assumed_series(gate: m.Analysis, failing: bool) -> m.Measurements:
-    """The plan does not wait out an analysis' measurements: it is assumed done (or failed)."""
+def _assumed_series(
+    gate: m.Analysis, failing: bool, delivered_at: datetime | None, now: datetime
+) -> m.Measurements:
+    """An analysis as the plan assumes it: one measurement at delivery, then one every interval, all
+    succeeding (so it passes `(count - 1) x interval` after delivery) — or failing from the first."""
     if failing:
         return m.Measurements(gate.failure_limit + 1, gate.failure_limit + 1, "assumed failing")
-    return m.Measurements(gate.count, 0)
+    if delivered_at is None:
+        return m.Measurements(next_at=now)
+    taken = min(gate.count, 1 + int((now - delivered_at) / gate.interval))
+    next_at = delivered_at + taken * gate.interval if taken < gate.count else None
+    return m.Measurements(taken, 0, next_at=next_at)

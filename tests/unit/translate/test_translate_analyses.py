@@ -90,3 +90,21 @@ def test_the_plan_assumes_an_analysis_passes_unless_told_it_fails() -> None:
     failing = timeline.simulate(spec, fleet, T0, timeline.Assumptions(failing_checks=frozenset({"errors"})))
     assert failing.outcome == "Blocked"
     assert "analysis errors failed: 1 of 1 measurements failed (limit 0): assumed failing" in failing.message
+
+
+def test_the_plan_waits_out_an_analysis_measurements_count_minus_one_intervals_after_delivery() -> None:
+    gate = m.Analysis("errors", count=3, interval=timedelta(minutes=5))
+    stages = (
+        m.StageSpec("dev", m.Selector(match_labels=(("env", "dev"),)), after=(gate,)),
+        m.StageSpec("prod", m.Selector(match_labels=(("env", "prod"),))),
+    )
+    spec = m.RolloutSpec("r", m.Revision("c", "s"), stages)
+    fleet = m.Fleet.of([m.Cluster("a", {"env": "dev"}), m.Cluster("b", {"env": "prod"})])
+    plan = timeline.simulate(spec, fleet, T0, timeline.Assumptions())
+    assert plan.outcome == "Succeeded"
+    dev = next(s for s in plan.stages if s.name == "dev")
+    assert dev.delivered_at is not None
+    assert dev.succeeded_at == dev.delivered_at + timedelta(minutes=10)
+    assert [w.description for w in dev.waits][
+        -1
+    ] == "after-gates: analysis errors: 2/3 measurements, 0 failed"
