@@ -162,6 +162,39 @@ def test_a_bad_value_fails_the_analysis_and_the_promotion_rolls_back_to_the_revi
     management.delete(ConfigMap, name, namespace="default")
 
 
+def test_a_per_cluster_analysis_failing_sets_its_cluster_aside_within_the_budget(
+    controller: ControllerThread,
+    management: Client,
+    prometheus: local_prometheus.Prometheus,
+    job: str,
+) -> None:
+    """The per-cluster analysis queries the series labelled with dev's cluster, which is bad: the
+    cluster is failed at once (no grace to wait out) and set aside within the budget, and prod goes on."""
+    cluster = "fleetwave-system/member-1"
+    series = f'fleetwave_analysis_errors{{job="{job}",cluster="{cluster}"}}'
+    push(prometheus, job, f'fleetwave_analysis_errors{{cluster="{cluster}"}} 5', until=(series, 5.0))
+    name = f"analysed-{uuid.uuid4().hex[:6]}"
+    analysis = _analysis(
+        prometheus.url,
+        job,
+        query=f'fleetwave_analysis_errors{{job="{job}",cluster="${{MEMBER-CLUSTER-NAME}}"}}',
+        perCluster=True,
+    )
+    budget = {"failureBudget": {"maxFailedPerStage": 1, "gracePeriod": "10m"}}
+    _promotion(management, name, analysis, **budget)
+    with deleted_after(management, name):
+        wait_for(lambda: stage_phases(management, name).get("prod") == "Succeeded", what="prod promoted")
+        dev = next(s for s in status(management, name)["rollout"]["stages"] if s["name"] == "dev")
+        assert dev["setAside"] == [
+            {
+                "cluster": cluster,
+                "message": "analysis errors: 1 of 1 measurements failed (limit 0): "
+                "result 5: successCondition is false",
+            }
+        ]
+    management.delete(ConfigMap, name, namespace="default")
+
+
 def _closed_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
