@@ -21,11 +21,13 @@ from lightkube.resources.apps_v1 import Deployment
 from lightkube.resources.core_v1 import ConfigMap, Namespace
 from lightkube.types import PatchType
 from promotion_support import ControllerThread, settings, wait_for
+from test_metric_checks import push
 from typer.testing import CliRunner
 
 from fleetwave import cli
 from fleetwave.kube import kinds
 from fleetwave.local import binaries, fleet
+from fleetwave.local import prometheus as local_prometheus
 from fleetwave.mgmt import install, registration
 
 MEMBER_NS = "kf-members"
@@ -1150,4 +1152,55 @@ def test_a_staged_runs_stage_webhook_per_cluster_gates_the_next_stage(
     assert paths[0] == f"/smoke/{MEMBER_NS}/member-2"  # only staging's cluster is called, by its name
     assert set(paths) == {f"/smoke/{MEMBER_NS}/member-2"}
     assert len(paths) >= 2
+    management.delete(kinds.resource("ClusterResourcePlacement"), crp)
+
+
+def test_a_staged_runs_stage_analysis_per_cluster_gates_the_next_stage(
+    controller: Controllers,
+    management: Client,
+    members: dict[str, Client],
+    hub_ns: str,
+    prometheus: local_prometheus.Prometheus,
+) -> None:
+    """ADR 0081: a perCluster analysis on staging queries the series labelled with staging's cluster
+    (`${MEMBER-CLUSTER-NAME}`); it holds the canary while measurements are taken, then lets it go.
+    A query naming another cluster would find no series, fail, and hold the run for good."""
+    job = f"staged-{uuid.uuid4().hex[:8]}"
+    cluster = f"{MEMBER_NS}/member-2"
+    series = f'fleetwave_analysis_errors{{job="{job}",cluster="{cluster}"}}'
+    push(prometheus, job, f'fleetwave_analysis_errors{{cluster="{cluster}"}} 0', until=(series, 0.0))
+    crp = f"analysed-placement-{hub_ns}"
+    apply(management, crp_doc(crp, hub_ns))
+    wait_for(
+        lambda: snapshot_labels(management, "ClusterResourceSnapshot", f"{crp}-0-snapshot"), what="snapshot 0"
+    )
+    strategy = seed_strategy(f"analysed-{hub_ns}")
+    staging = strategy["spec"]["stages"][0]
+    staging.pop("afterStageTasks")
+    staging["analyses"] = [
+        {
+            "name": "errors",
+            "prometheus": {"url": prometheus.url},
+            "query": f'fleetwave_analysis_errors{{job="{job}",cluster="${{MEMBER-CLUSTER-NAME}}"}}',
+            "successCondition": "result == 0.0",
+            "interval": "1s",
+            "count": 3,
+            "perCluster": True,
+        }
+    ]
+    strategy["spec"]["stages"][1].pop("afterStageTasks")
+    apply(management, strategy)
+    run = f"analysed-run-{hub_ns}"
+    apply(management, run_doc(run, crp, "0", f"analysed-{hub_ns}"))
+
+    def measuring() -> bool:
+        return "analysis errors: " in json.dumps(get(management, "ClusterStagedUpdateRun", run).status or {})
+
+    wait_for(measuring, what="staging waiting on its analysis' measurements")
+    assert cm_value(members["member-1"], hub_ns) is None  # canary not started while staging is measured
+    wait_for(
+        lambda: cond(get(management, "ClusterStagedUpdateRun", run), "Succeeded").get("status") == "True",
+        what="run succeeded once the analysis passed",
+    )
+    assert all(cm_value(m, hub_ns) == "value1" for m in members.values())
     management.delete(kinds.resource("ClusterResourcePlacement"), crp)

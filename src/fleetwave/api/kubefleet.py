@@ -12,6 +12,8 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
+from fleetwave.api.analyses import AnalysisGate, analyses_field
+from fleetwave.api.analyses import check_unique as check_unique_analyses
 from fleetwave.api.meta import (
     AGE,
     Condition,
@@ -329,10 +331,12 @@ class StageConfig(Model):
     )
 
     webhooks: list[WebhookGate] | None = webhooks_field()  # type: ignore[assignment]
+    analyses: list[AnalysisGate] | None = analyses_field()  # type: ignore[assignment]
 
     @model_validator(mode="after")
     def _tasks(self) -> StageConfig:
         check_unique_webhooks(self.webhooks)
+        check_unique_analyses(self.analyses)
         for i, t in enumerate(self.before_stage_tasks or []):
             if t.type != "Approval":
                 raise ValueError(f"beforeStageTasks[{i}].type: beforeStageTasks may only contain Approval")

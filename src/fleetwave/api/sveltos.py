@@ -10,6 +10,8 @@ from typing import ClassVar, Literal
 
 from pydantic import Field, model_validator
 
+from fleetwave.api.analyses import AnalysisGate, analyses_field
+from fleetwave.api.analyses import check_unique as check_unique_analyses
 from fleetwave.api.meta import (
     AGE,
     Condition,
@@ -325,10 +327,12 @@ class Stage(Model):
     cluster_selector: LabelSelector | None = None
     trigger: Trigger | None = None
     webhooks: list[WebhookGate] | None = webhooks_field()  # type: ignore[assignment]
+    analyses: list[AnalysisGate] | None = analyses_field()  # type: ignore[assignment]
 
     @model_validator(mode="after")
     def _unique_webhooks(self) -> Stage:
         check_unique_webhooks(self.webhooks)
+        check_unique_analyses(self.analyses)
         return self
 
 

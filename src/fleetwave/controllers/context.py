@@ -20,7 +20,7 @@ from fleetwave.delivery.helmplan import Ownership
 from fleetwave.delivery.target import MemberTarget
 from fleetwave.kube import kinds
 from fleetwave.kube.client import AsyncClient
-from fleetwave.runtime import events, notify, webhook
+from fleetwave.runtime import analysis, events, notify, webhook
 from fleetwave.runtime.watching import Informer, object_key
 
 Objects = list[dict[str, Any]]
@@ -195,6 +195,10 @@ class HealthPort(Protocol):
         """A webhook gate's successCondition over one answer, in the sandbox (ADR 0080)."""
         ...
 
+    async def analysis_measurement(self, url: str, path: str, query: str, rule: str) -> tuple[bool, str]:
+        """One measurement of an analysis gate: its query and successCondition, in the sandbox (ADR 0081)."""
+        ...
+
 
 @dataclass(frozen=True)
 class Context:
@@ -213,6 +217,8 @@ class Context:
     notifier: notify.Notifier | None = None
     # Webhook gates' calls: each verdict remembered for its interval, concurrency bounded (ADR 0080).
     webhooks: webhook.WebhookCalls = field(default_factory=webhook.WebhookCalls)
+    # Analysis gates' measurement series, in memory: a restart starts them again (ADR 0081).
+    analyses: analysis.Series = field(default_factory=analysis.Series)
     own_writes: OwnWrites = field(default_factory=OwnWrites)
     # ClusterSummary key -> fingerprint of the credentials this process last delivered it with.
     delivered_to: dict[str, str] = field(default_factory=dict)

@@ -76,6 +76,10 @@ class HealthAdapter:
         verdict = await self.pool.webhook_condition(rule, status, body)
         return verdict.ok, verdict.message
 
+    async def analysis_measurement(self, url: str, path: str, query: str, rule: str) -> tuple[bool, str]:
+        verdict = await self.pool.analysis_measurement(url, path, query, rule)
+        return verdict.ok, verdict.message
+
     async def check(
         self,
         target: MemberTarget,

@@ -20,6 +20,7 @@ from fleetwave import translate
 from fleetwave.api import sveltos
 from fleetwave.api.models import ClusterPromotion
 from fleetwave.controllers import (
+    analysis_gates,
     content,
     members,
     promotion_history,
@@ -96,6 +97,7 @@ class _Promotions:
             rollback_target=target,
             rollback_request=request,
             webhooks=await _webhooks(ctx, run),
+            analyses=await _analyses(ctx, run),
         )
         return Observation(observed, facts)
 
@@ -276,6 +278,23 @@ async def _webhooks(ctx: Context, run: Run) -> dict[tuple[str, str], m.HealthVer
     aside = {name for name, _ in current.set_aside}
     clusters = [c for c in current.clusters if c not in aside]
     return await webhook_gates.verdicts(ctx, owner, current.name, clusters, stage.webhooks, run.now)
+
+
+async def _analyses(ctx: Context, run: Run) -> analysis_gates.Facts:
+    """The current stage's analyses (ADR 0081), only while its after-gates are being evaluated."""
+    prev = run.previous
+    current = prev.current_stage if prev else None
+    if prev is None or prev.rollback is not None or current is None:
+        return {}
+    if current.phase is not st.StagePhase.WAITING_AFTER:
+        return {}
+    stage = next(s for s in run.parsed.spec.stages if s.name == current.name)
+    if not stage.analyses:
+        return {}
+    owner = webhook_gates.Owner(KIND, run.parsed.metadata.name, None, run.resolved.hash)
+    aside = {name for name, _ in current.set_aside}
+    clusters = [c for c in current.clusters if c not in aside]
+    return await analysis_gates.measurements(ctx, owner, current.name, clusters, stage.analyses, run.now)
 
 
 async def _verdict(

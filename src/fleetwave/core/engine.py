@@ -339,6 +339,12 @@ def _after(
     delivered_at = stage.delivered_at
     assert delivered_at is not None
     gate_list = () if (not stage.clusters and spec.skip_gates_when_empty) else spec.after
+    failed = _stage_analysis_failure(ctx.observed, gate_list, stage.name)
+    if failed and (ctx.spec.failure_budget is not None or ctx.spec.on_failure is m.OnFailure.ROLLBACK):
+        # A stage-wide analysis names no cluster to set aside: with a budget or a rollback to
+        # fall back on, it fails the rollout (ADR 0081); without, it holds the stage (below).
+        acc.effects.append(fx.Event("AnalysisFailed", f"stage {stage.name}: {failed}"))
+        return replace(stage, phase=SP.FAILED, message=failed)
     if ctx.spec.failure_budget is not None:
         stage = _judge_health(ctx, status, gate_list, stage, acc)
         if stage.phase is SP.FAILED:
@@ -355,6 +361,32 @@ def _after(
     )
     acc.effects.append(fx.Event("StageSucceeded", f"stage {stage.name} succeeded"))
     return replace(stage, phase=SP.SUCCEEDED, succeeded_at=ctx.now, gates=verdict.gates, message="succeeded")
+
+
+def _stage_analysis_failure(observed: m.Observed, gate_list: tuple[m.Gate, ...], stage: str) -> str:
+    """The message of the first stage-wide analysis of the list that failed for good, or ""."""
+    for gate in gate_list:
+        if isinstance(gate, m.Analysis) and not gate.per_cluster:
+            failed = gates.analysis_failure(gate, observed.analyses.get((stage, gate.name)) or {})
+            if failed is not None:
+                return failed[1]
+    return ""
+
+
+def _analysis_failures(
+    observed: m.Observed, gate_list: tuple[m.Gate, ...], stage: st.StageStatus
+) -> tuple[tuple[str, str], ...]:
+    """Clusters whose per-cluster analysis failed for good: failed at once, without a grace (the
+    analysis' measurements were its grace)."""
+    aside = {name for name, _ in stage.set_aside}
+    found: dict[str, str] = {}
+    for gate in gate_list:
+        if not (isinstance(gate, m.Analysis) and gate.per_cluster):
+            continue
+        for cluster, one in sorted((observed.analyses.get((stage.name, gate.name)) or {}).items()):
+            if cluster and cluster not in aside and one.failed_for_good(gate):
+                found.setdefault(cluster, f"analysis {gate.name}: {one.summary(gate)}")
+    return tuple(found.items())
 
 
 def _health_failures(
@@ -386,7 +418,11 @@ def _judge_health(
     """A cluster whose health checks keep failing past the grace is failed like one whose delivery
     failed: set aside within the budget, over it the rollout stops."""
     assert ctx.spec.failure_budget is not None
-    failing = _health_failures(ctx.observed, gate_list, stage)
+    analysed = _analysis_failures(ctx.observed, gate_list, stage)
+    known = {name for name, _ in stage.failing_since}
+    due = tuple((name, ctx.now - ctx.spec.failure_budget.grace) for name, _ in analysed if name not in known)
+    stage = replace(stage, failing_since=stage.failing_since + due)
+    failing = tuple({**dict(_health_failures(ctx.observed, gate_list, stage)), **dict(analysed)}.items())
     verdict = budget.judge(ctx.spec.failure_budget, stage, status, failing, ctx.now)
     if verdict.exceeded:
         acc.effects.append(fx.Event("FailureBudgetExceeded", verdict.exceeded))
@@ -408,6 +444,10 @@ def _without_set_aside(observed: m.Observed, stage: st.StageStatus) -> m.Observe
         observed,
         health=_verdicts_without(observed.health, stage.name, aside),
         webhooks=_verdicts_without(observed.webhooks, stage.name, aside),
+        analyses={
+            key: ({c: one for c, one in series.items() if c not in aside} if key[0] == stage.name else series)
+            for key, series in observed.analyses.items()
+        },
     )
 
 
@@ -428,6 +468,8 @@ def _summarize(status: st.RolloutStatus, now: datetime, spec_paused: bool = Fals
     stage = status.current_stage
     if status.phase is st.RolloutPhase.FAILED and stage is not None:
         reason = r.CLUSTER_FAILED if stage.failed else r.DEADLINE_EXCEEDED
+        if not stage.failed and stage.message.startswith("analysis "):
+            reason = r.ANALYSIS_FAILED
         if stage.over_budget:
             reason = r.FAILURE_BUDGET_EXCEEDED
         return _with(status, st.RolloutPhase.FAILED, (cs.FALSE, reason), (cs.FALSE, reason), stage, now)

@@ -8,6 +8,7 @@ while the stage's health checks pass again.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from fleetwave.core import effects as fx
@@ -113,6 +114,38 @@ def _webhook(gate: m.Webhook, ctx: GateContext) -> _One:
     return _One(st.GateStatus("Webhook", st.GateState.WAITING, msg), facts=True)
 
 
+def analysis_failure(gate: m.Analysis, series: Mapping[str, m.Measurements]) -> tuple[str, str] | None:
+    """The first series of the analysis that failed for good: (cluster or "", message)."""
+    for cluster, one in sorted(series.items()):
+        if one.failed_for_good(gate):
+            where = f" for cluster {cluster}" if cluster else ""
+            return cluster, f"analysis {gate.name} failed{where}: {one.summary(gate)}"
+    return None
+
+
+def _analysis(gate: m.Analysis, ctx: GateContext) -> _One:
+    series = ctx.observed.analyses.get((ctx.stage, gate.name))
+    if series is None:
+        msg = f"waiting for analysis {gate.name}"
+        return _One(st.GateStatus("Analysis", st.GateState.WAITING, msg), facts=True)
+    if not series:  # per cluster, every cluster set aside
+        return _One(st.GateStatus("Analysis", st.GateState.PASSED, f"analysis {gate.name}: no cluster left"))
+    failed = analysis_failure(gate, series)
+    if failed is not None:
+        return _One(st.GateStatus("Analysis", st.GateState.WAITING, failed[1]), facts=True)
+    if all(one.passed(gate) for one in series.values()):
+        taken = min(one.taken for one in series.values())
+        worst = max(one.failed for one in series.values())
+        msg = f"analysis {gate.name} passed: {taken} measurements, {worst} failed"
+        return _One(st.GateStatus("Analysis", st.GateState.PASSED, msg))
+    taken = min(one.taken for one in series.values())
+    worst = max(one.failed for one in series.values())
+    due = [one.next_at for one in series.values() if one.next_at is not None]
+    wake = min(due) if due else None
+    msg = f"analysis {gate.name}: {taken}/{gate.count} measurements, {worst} failed"
+    return _One(st.GateStatus("Analysis", st.GateState.WAITING, msg, wake), wake_at=wake, facts=True)
+
+
 def _pre_health(gate: m.PreHealthDeployment, _ctx: GateContext) -> _One:
     # Not waited on: readiness of the validation payload is expressed by the following health checks.
     msg = f"pre-health-check deployment {gate.name} applied"
@@ -133,6 +166,8 @@ def _evaluate_one(gate: m.Gate, ctx: GateContext) -> _One:
             return _pre_health(gate, ctx)
         case m.Webhook():
             return _webhook(gate, ctx)
+        case m.Analysis():
+            return _analysis(gate, ctx)
 
 
 def _approval_effects(gates: tuple[m.Gate, ...], ctx: GateContext) -> list[fx.Effect]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from enum import StrEnum
 
 from fleetwave.core import status as st
@@ -156,7 +156,42 @@ class Webhook:
     per_cluster: bool = False
 
 
-Gate = Delay | Window | Approval | HealthChecks | PreHealthDeployment | Webhook
+@dataclass(frozen=True, slots=True)
+class Analysis:
+    """A metric the shell measures every `interval` after the stage is delivered (ADR 0081): the
+    gate passes once `count` measurements were taken with at most `failure_limit` failed, and fails
+    for good past the limit. The measurements, keyed by (stage, name), are in `Observed.analyses`."""
+
+    name: str
+    count: int = 3
+    failure_limit: int = 0
+    interval: timedelta = timedelta(seconds=30)
+    per_cluster: bool = False
+
+
+Gate = Delay | Window | Approval | HealthChecks | PreHealthDeployment | Webhook | Analysis
+
+
+@dataclass(frozen=True, slots=True)
+class Measurements:
+    """One series of an analysis (of one cluster, or stage-wide): how many measurements were taken,
+    how many failed, the last failure's reason, and when the next one is due (None: none due)."""
+
+    taken: int = 0
+    failed: int = 0
+    last_failure: str = ""
+    next_at: datetime | None = None
+
+    def failed_for_good(self, gate: Analysis) -> bool:
+        return self.failed > gate.failure_limit
+
+    def passed(self, gate: Analysis) -> bool:
+        return self.taken >= gate.count and self.failed <= gate.failure_limit
+
+    def summary(self, gate: Analysis) -> str:
+        return f"{self.failed} of {self.taken} measurements failed (limit {gate.failure_limit})" + (
+            f": {self.last_failure}" if self.last_failure else ""
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -286,3 +321,5 @@ class Observed:
     rollback_request: str = ""
     # (stage name, webhook name) -> verdict of its last call (per cluster: `failing` names them)
     webhooks: Mapping[tuple[str, str], HealthVerdict] = field(default_factory=dict)
+    # (stage name, analysis name) -> its series by cluster ("" for a stage-wide analysis)
+    analyses: Mapping[tuple[str, str], Mapping[str, Measurements]] = field(default_factory=dict)

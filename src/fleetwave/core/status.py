@@ -57,6 +57,7 @@ class Reason(StrEnum):
     CLUSTER_FAILED = "ClusterFailed"
     DEADLINE_EXCEEDED = "ProgressDeadlineExceeded"
     FAILURE_BUDGET_EXCEEDED = "FailureBudgetExceeded"
+    ANALYSIS_FAILED = "AnalysisFailed"
     PAUSED = "Paused"
     SUCCEEDED = "Succeeded"
     ROLLING_BACK = "RollingBack"

@@ -142,8 +142,26 @@ class _World:
             for g in (*s.before, *s.after)
             if isinstance(g, m.Webhook)
         }
+        # Analyses likewise: every measurement succeeds, unless the analysis is named as failing.
+        delivered = {s.name: s.delivered_at for s in previous.stages} if previous else {}
+        analyses = {
+            (s.name, g.name): {
+                "": _assumed_series(g, g.name in self.assumptions.failing_checks, delivered.get(s.name), now)
+            }
+            for s in spec.stages
+            for g in (*s.before, *s.after)
+            if isinstance(g, m.Analysis)
+        }
         target = PREVIOUS if spec.on_failure is m.OnFailure.ROLLBACK else None
-        return m.Observed(self.delivery, health, approvals, previous, rollback_target=target, webhooks=hooks)
+        return m.Observed(
+            self.delivery,
+            health,
+            approvals,
+            previous,
+            rollback_target=target,
+            webhooks=hooks,
+            analyses=analyses,
+        )
 
     def note_waits(self, status: st.RolloutStatus, now: datetime) -> None:
         stage = status.current_stage
@@ -235,3 +253,17 @@ def _timeline(
 ) -> Timeline:
     back = _stages(status.rollback.stages, rolling) if status.rollback is not None else ()
     return Timeline(start, outcome, finished_at, status.message, _stages(status.stages, forward), steps, back)
+
+
+def _assumed_series(
+    gate: m.Analysis, failing: bool, delivered_at: datetime | None, now: datetime
+) -> m.Measurements:
+    """An analysis as the plan assumes it: one measurement at delivery, then one every interval, all
+    succeeding (so it passes `(count - 1) x interval` after delivery) — or failing from the first."""
+    if failing:
+        return m.Measurements(gate.failure_limit + 1, gate.failure_limit + 1, "assumed failing")
+    if delivered_at is None:
+        return m.Measurements(next_at=now)
+    taken = min(gate.count, 1 + int((now - delivered_at) / gate.interval))
+    next_at = delivered_at + taken * gate.interval if taken < gate.count else None
+    return m.Measurements(taken, 0, next_at=next_at)

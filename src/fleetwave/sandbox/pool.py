@@ -176,6 +176,25 @@ class CheckPool:
         self._remember(key, verdict, stopped)
         return verdict
 
+    async def analysis_measurement(self, url: str, path: str, query: str, rule: str) -> Verdict:
+        """One measurement of an analysis gate (ADR 0081): the query and the condition, in a worker."""
+        job: dict[str, object] = {
+            "kind": "analysisMeasurement",
+            "url": url,
+            "path": path,
+            "query": query,
+            "rule": rule,
+            "limits": asdict(self.budget.limits),
+        }
+        key = hashlib.sha256(json.dumps(job, sort_keys=True).encode()).hexdigest()
+        held = self._held(key)
+        if held is not None:
+            return held
+        async with self._user_slots, self._slots:
+            verdict, stopped = await self._dispatch(job)
+        self._remember(key, verdict, stopped)
+        return verdict
+
     async def _dispatch(self, job: dict[str, object]) -> tuple[Verdict, bool]:
         """The verdict, and whether the job had to be stopped (its worker killed or dead)."""
         if self._closed:

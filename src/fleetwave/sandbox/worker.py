@@ -15,7 +15,7 @@ import sys
 from typing import Any
 
 from fleetwave.api.sveltos import ValidateHealth
-from fleetwave.health import cluster_check, webhook_condition
+from fleetwave.health import analysis, cluster_check, webhook_condition
 from fleetwave.health.model import Limits
 from fleetwave.kube import ops
 from fleetwave.sandbox import framing
@@ -34,6 +34,15 @@ _CLIENTS = cluster_check.Clients()
 def _job(message: dict[str, Any]) -> dict[str, Any]:
     if message.get("kind") == "webhookCondition":  # ADR 0080
         ok, why = webhook_condition.judge(str(message["rule"]), int(message["status"]), message.get("body"))
+        return {"ok": ok, "message": why}
+    if message.get("kind") == "analysisMeasurement":  # ADR 0081
+        ok, why = analysis.measure(
+            str(message["url"]),
+            str(message["path"]),
+            str(message["query"]),
+            str(message["rule"]),
+            Limits(**message["limits"]),
+        )
         return {"ok": ok, "message": why}
     checks = [ValidateHealth.model_validate(c) for c in message.get("checks") or []]
     objects = [(str(a), str(k), n if n is None else str(n), str(m)) for a, k, n, m in message["objects"]]

@@ -6,6 +6,7 @@ import hashlib
 import json
 from datetime import timedelta
 
+from fleetwave.api.analyses import AnalysisGate
 from fleetwave.api.meta import FailureBudget, LabelSelector, parse_duration
 from fleetwave.api.webhooks import WebhookGate
 from fleetwave.core import model as m
@@ -77,3 +78,11 @@ def failure_budget(given: FailureBudget | None, on_failure: str = "Halt") -> m.F
 def webhook_gates(webhooks: list[WebhookGate] | None) -> tuple[m.Gate, ...]:
     """One engine gate per webhook of a stage (ADR 0080); the shell makes the calls."""
     return tuple(m.Webhook(w.name, w.per_cluster) for w in webhooks or ())
+
+
+def analysis_gates(analyses: list[AnalysisGate] | None) -> tuple[m.Gate, ...]:
+    """One engine gate per analysis of a stage (ADR 0081); the shell takes the measurements."""
+    return tuple(
+        m.Analysis(a.name, a.count, a.failure_limit, parse_duration(a.interval), a.per_cluster)
+        for a in analyses or ()
+    )

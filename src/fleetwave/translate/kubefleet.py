@@ -52,6 +52,7 @@ def _after_gates(stage: StageConfig, run: str) -> tuple[m.Gate, ...]:
         if wait is not None:
             gates.append(m.Delay(wait))
     gates.extend(common.webhook_gates(stage.webhooks))  # fleetwave's (ADR 0080): before the approval
+    gates.extend(common.analysis_gates(stage.analyses))  # fleetwave's (ADR 0081): likewise
     if any(t.type == "Approval" for t in tasks):
         # Accepted KubeFleet approvals cannot be revoked, and ids are per run: sticky.
         gates.append(m.Approval(approval_request_name(run, stage.name, "after"), auto_reset=False))

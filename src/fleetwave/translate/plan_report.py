@@ -55,6 +55,13 @@ def describe_gate(gate: m.Gate) -> tuple[str, str]:
         case m.Webhook():
             each = " per cluster" if gate.per_cluster else ""
             return "Webhook", f"webhook {gate.name}{each} (assumed passing)"
+        case m.Analysis():
+            each = " per cluster" if gate.per_cluster else ""
+            every = int(gate.interval.total_seconds())
+            return (
+                "Analysis",
+                f"analysis {gate.name}{each}: {gate.count} measurements every {every}s (assumed passing)",
+            )
 
 
 def _gate_time(gate: m.Gate, anchor: datetime | None, opened: datetime | None, s: _Stage) -> datetime | None:

@@ -73,7 +73,7 @@ def _checks_then(trigger: AutoTrigger | ManualTrigger, promotion: str, stage: st
 def trigger_gates(stage: Stage, promotion: str) -> tuple[m.Gate, ...]:
     """The after-gates of one stage. The last stage's trigger is honoured too, as Sveltos does.
     fleetwave's webhooks come after the health checks, before the window or the approval (ADR 0080)."""
-    hooks = common.webhook_gates(stage.webhooks)
+    hooks = common.webhook_gates(stage.webhooks) + common.analysis_gates(stage.analyses)  # ADR 0081
     trigger = stage.trigger
     if trigger is None:
         return hooks

@@ -69,6 +69,12 @@ HOOK_CONDITION = WH + "test_a_false_success_condition_holds_the_stage_with_its_m
 RW = "tests/unit/runtime/test_runtime_webhook.py::"
 WG = "tests/unit/controllers/test_controllers_webhook_gates.py::"
 STAGED_HOOK = KS + "test_a_staged_runs_stage_webhook_per_cluster_gates_the_next_stage"
+AN = "tests/integration/test_analysis_gates.py::"
+ANALYSED = AN + "test_an_analysis_passes_after_count_good_measurements_and_the_next_stage_starts"
+AN_FAILED = AN + "test_a_bad_value_fails_the_analysis_and_the_promotion_rolls_back_to_the_revision_before"
+AN_UNREACHABLE = AN + "test_an_unreachable_prometheus_holds_the_stage_with_a_clear_message"
+AG = "tests/unit/controllers/test_controllers_analysis_gates.py::"
+AN_STAGED = KS + "test_a_staged_runs_stage_analysis_per_cluster_gates_the_next_stage"
 
 APPLY_RULES = KS + "test_apply_strategies_report_diffs_take_over_only_as_told_and_leave_drifted_objects_alone"
 DELETE = KS + "test_deleting_a_placement_withdraws_its_content_unless_it_abandons_it"
@@ -314,7 +320,22 @@ REGISTRY: dict[str, dict[str, Entry]] = {
         ),
     },
     "FailureBudget": {f: h(BUDGET) for f in ("maxFailedPerStage", "maxFailed", "gracePeriod")},
-    "Stage": {**{f: h(AUTO) for f in ("name", "clusterSelector", "trigger")}, "webhooks": h(HOOKED)},
+    "Stage": {
+        **{f: h(AUTO) for f in ("name", "clusterSelector", "trigger")},
+        "webhooks": h(HOOKED),
+        "analyses": h(ANALYSED),
+    },
+    "AnalysisGate": {
+        "name": h(ANALYSED),
+        "prometheus": h(ANALYSED),
+        "query": h(AN_FAILED),
+        "successCondition": h(AN_FAILED),
+        "interval": h(AG + "test_one_measurement_per_interval_until_count_then_none"),
+        "count": h(ANALYSED),
+        "failureLimit": h(AN_UNREACHABLE),
+        "perCluster": h(AN_STAGED),
+    },
+    "AnalysisPrometheus": {"url": h(AN_UNREACHABLE), "path": h(AN_UNREACHABLE)},
     "WebhookGate": {
         "name": h(HOOKED),
         "url": h(HOOKED),
@@ -529,6 +550,7 @@ REGISTRY: dict[str, dict[str, Entry]] = {
         "beforeStageTasks": h(TK + "test_before_approval_timed_wait_first_and_nil_versus_empty_selector"),
         "afterStageTasks": h(TK + "test_seed004_cluster_run_translates_tasks_and_ordering"),
         "webhooks": h(STAGED_HOOK),
+        "analyses": h(AN_STAGED),
     },
     "StageTask": {
         f: h(TK + "test_seed004_cluster_run_translates_tasks_and_ordering") for f in ("type", "waitTime")

@@ -53,12 +53,20 @@ class Driver:
     approvals: dict[str, datetime] = field(default_factory=dict)
     status: st.RolloutStatus | None = None
     webhooks: dict[tuple[str, str], m.HealthVerdict] = field(default_factory=dict)
+    observed_analyses: dict[tuple[str, str], dict[str, m.Measurements]] = field(default_factory=dict)
     last: fx.Decision | None = None
 
     def step(self, at: datetime | None = None) -> fx.Decision:
         if at is not None:
             self.now = at
-        observed = m.Observed(self.delivery, self.health, self.approvals, self.status, webhooks=self.webhooks)
+        observed = m.Observed(
+            self.delivery,
+            self.health,
+            self.approvals,
+            self.status,
+            webhooks=self.webhooks,
+            analyses=self.observed_analyses,
+        )
         self.last = engine.step(self.spec, self.fleet, observed, self.now)
         self.status = self.last.status
         return self.last

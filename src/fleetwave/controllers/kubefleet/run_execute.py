@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from fleetwave.controllers import requeue, webhook_gates
+from fleetwave.controllers import analysis_gates, requeue, webhook_gates
 from fleetwave.controllers.context import Context
 from fleetwave.controllers.kubefleet import approvals, run_delete, run_status
 from fleetwave.controllers.kubefleet import ledger as lg
@@ -83,6 +83,7 @@ def decide(
     requests: Mapping[str, Request],
     now: datetime,
     webhooks: Mapping[tuple[str, str], m.HealthVerdict] | None = None,
+    analyses: analysis_gates.Facts | None = None,
 ) -> Step:
     at = ts.fmt(now)
     seen = _seen(record, requests, at)
@@ -94,6 +95,7 @@ def decide(
         rollback_target=where.target,
         rollback_request=where.request.reason if record.rollout.rollback is None else "",
         webhooks=dict(webhooks or {}),
+        analyses=dict(analyses or {}),
     )
     decision = engine.step(where.spec, where.fleet, observed, now)
     create = tuple(
@@ -153,7 +155,10 @@ async def execute(
             lg.wake_of(ctx, where.scope.run, current),
         )
         hooks = await _webhooks(ctx, where, record, now)
-        step = decide(where, replace(record, ledger=seen.ledger), seen.deliveries, requests, now, hooks)
+        analyses = await _analyses(ctx, where, record, now)
+        step = decide(
+            where, replace(record, ledger=seen.ledger), seen.deliveries, requests, now, hooks, analyses
+        )
         why = stuck(where, step.record.rollout, step.record.ledger, now)
         body = run_status.render(
             where.frame, step.record, mode="Run", previous=current.status, now=now, stuck=why
@@ -189,6 +194,24 @@ async def _webhooks(
     aside = {name for name, _ in current.set_aside}
     clusters = [c for c in current.clusters if c not in aside]
     return await webhook_gates.verdicts(ctx, owner, current.name, clusters, stage.webhooks, now)
+
+
+async def _analyses(ctx: Context, where: Setting, record: RunRecord, now: datetime) -> analysis_gates.Facts:
+    """The current stage's analyses (ADR 0081), while its after-stage tasks are judged (not while
+    rolling back)."""
+    rollout = record.rollout
+    current = rollout.current_stage
+    if rollout.rollback is not None or current is None or current.phase is not st.StagePhase.WAITING_AFTER:
+        return {}
+    stage = next((s for s in record.strategy.stages if s.name == current.name), None)
+    if stage is None or not stage.analyses:
+        return {}
+    owner = webhook_gates.Owner(
+        where.scope.run, where.run.metadata.name, where.run.metadata.namespace, record.snapshot_hash
+    )
+    aside = {name for name, _ in current.set_aside}
+    clusters = [c for c in current.clusters if c not in aside]
+    return await analysis_gates.measurements(ctx, owner, current.name, clusters, stage.analyses, now)
 
 
 def _requeue(step: Step, now: datetime) -> Result:
