@@ -263,38 +263,31 @@ async def _health(ctx: Context, run: Run) -> dict[tuple[str, str], m.HealthVerdi
 
 
 async def _webhooks(ctx: Context, run: Run) -> dict[tuple[str, str], m.HealthVerdict]:
-    """The current stage's webhooks (ADR 0080), only while its after-gates are being evaluated (not
-    during a rollback: a rolled-back stage waits on its health checks only)."""
-    prev = run.previous
-    current = prev.current_stage if prev else None
-    if prev is None or prev.rollback is not None or current is None:
+    """The current stage's webhooks (ADR 0080), only while its after-gates are being evaluated."""
+    judged = webhook_gates.judged_stage(run.previous)
+    if judged is None:
         return {}
-    if current.phase is not st.StagePhase.WAITING_AFTER:
-        return {}
-    stage = next(s for s in run.parsed.spec.stages if s.name == current.name)
+    name, clusters = judged
+    stage = next(s for s in run.parsed.spec.stages if s.name == name)
     if not stage.webhooks:
         return {}
-    owner = webhook_gates.Owner(KIND, run.parsed.metadata.name, None, run.resolved.hash)
-    aside = {name for name, _ in current.set_aside}
-    clusters = [c for c in current.clusters if c not in aside]
-    return await webhook_gates.verdicts(ctx, owner, current.name, clusters, stage.webhooks, run.now)
+    return await webhook_gates.verdicts(ctx, _owner(run), name, clusters, stage.webhooks, run.now)
 
 
 async def _analyses(ctx: Context, run: Run) -> analysis_gates.Facts:
     """The current stage's analyses (ADR 0081), only while its after-gates are being evaluated."""
-    prev = run.previous
-    current = prev.current_stage if prev else None
-    if prev is None or prev.rollback is not None or current is None:
+    judged = webhook_gates.judged_stage(run.previous)
+    if judged is None:
         return {}
-    if current.phase is not st.StagePhase.WAITING_AFTER:
-        return {}
-    stage = next(s for s in run.parsed.spec.stages if s.name == current.name)
+    name, clusters = judged
+    stage = next(s for s in run.parsed.spec.stages if s.name == name)
     if not stage.analyses:
         return {}
-    owner = webhook_gates.Owner(KIND, run.parsed.metadata.name, None, run.resolved.hash)
-    aside = {name for name, _ in current.set_aside}
-    clusters = [c for c in current.clusters if c not in aside]
-    return await analysis_gates.measurements(ctx, owner, current.name, clusters, stage.analyses, run.now)
+    return await analysis_gates.measurements(ctx, _owner(run), name, clusters, stage.analyses, run.now)
+
+
+def _owner(run: Run) -> webhook_gates.Owner:
+    return webhook_gates.Owner(KIND, run.parsed.metadata.name, None, run.resolved.hash)
 
 
 async def _verdict(

@@ -25,6 +25,7 @@ from fleetwave.api.webhooks import CLUSTER_PLACEHOLDER, WebhookGate
 from fleetwave.controllers import rollout_common as common
 from fleetwave.controllers.context import Context, as_dict
 from fleetwave.core import model as m
+from fleetwave.core import status as st
 from fleetwave.runtime import webhook
 
 MAX_HEADERS = 32
@@ -160,3 +161,16 @@ def secret_headers(ctx: Context, owner: Owner, hook: WebhookGate) -> dict[str, s
             )
         out[name] = value
     return out
+
+
+def judged_stage(rollout: st.RolloutStatus | None) -> tuple[str, list[str]] | None:
+    """The stage whose after-gates are being judged (not during a rollback: a stage rolled back waits
+    on its health checks only) and its clusters, set-aside ones left out; None otherwise. Webhooks and
+    analyses (ADR 0080, 0081) are called for it only."""
+    current = rollout.current_stage if rollout is not None else None
+    if rollout is None or rollout.rollback is not None or current is None:
+        return None
+    if current.phase is not st.StagePhase.WAITING_AFTER:
+        return None
+    aside = {name for name, _ in current.set_aside}
+    return current.name, [c for c in current.clusters if c not in aside]

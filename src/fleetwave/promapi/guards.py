@@ -21,7 +21,7 @@ from dataclasses import dataclass
 MAX_URL_CHARS = 2048
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 _FORBIDDEN = tuple(ipaddress.ip_network(n) for n in ("169.254.0.0/16", "fe80::/10", "fd00:ec2::254/128"))
-_FORBIDDEN_TEXT = "a link-local or cloud-metadata address, never queried"
+_FORBIDDEN_TEXT = "a link-local or cloud-metadata address, never contacted"
 # Path characters that need no escaping; `%` is out so nothing is decoded into `..` or `?` later.
 _PATH = re.compile(r"^[A-Za-z0-9._~!$&'()*+,;=:@/-]*$")
 _HOSTNAME = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,62})(?:\.[A-Za-z0-9_-]{1,63})*\.?$")
@@ -41,16 +41,16 @@ class Endpoint:
     @property
     def display(self) -> str:
         """The endpoint for messages: no credentials can be in it (refused by `endpoint`)."""
-        return f"{self.scheme}://{_bracketed(self.host)}:{self.port}{self.path}"
+        return f"{self.scheme}://{bracketed(self.host)}:{self.port}{self.path}"
 
     def url_to(self, address: str) -> str:
         """The endpoint's URL with its host replaced by one checked address."""
-        return f"{self.scheme}://{_bracketed(address)}:{self.port}{self.path}"
+        return f"{self.scheme}://{bracketed(address)}:{self.port}{self.path}"
 
     @property
     def host_header(self) -> str:
         default = _DEFAULT_PORTS[self.scheme] == self.port
-        return _bracketed(self.host) if default else f"{_bracketed(self.host)}:{self.port}"
+        return bracketed(self.host) if default else f"{bracketed(self.host)}:{self.port}"
 
 
 def endpoint(url: str, path: str) -> Endpoint:
@@ -72,7 +72,7 @@ def endpoint(url: str, path: str) -> Endpoint:
     host = parts.hostname or ""
     if not host:
         raise Refused("metricSource.url has no host")
-    literal = _ip(host)
+    literal = ip_literal(host)
     if literal is None and not _HOSTNAME.match(host):
         raise Refused("metricSource.url's host is not a valid DNS name or IP address")
     if literal is not None:
@@ -96,17 +96,22 @@ def address_problem(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> s
 
 
 def resolve(target: Endpoint, *, timeout: float) -> list[str]:
-    """Every address `target.host` resolves to, in the resolver's order, each checked; Refused if
-    one is forbidden, the name does not resolve, or the resolver takes longer than `timeout`."""
-    found = _getaddrinfo(target.host, target.port, timeout)
+    return resolve_host(target.host, target.port, timeout=timeout)
+
+
+def resolve_host(host: str, port: int, *, timeout: float) -> list[str]:
+    """Every address `host` resolves to, in the resolver's order, each checked; Refused if one is
+    forbidden, the name does not resolve, or the resolver takes longer than `timeout`. Shared by
+    every outbound call a rollout's author chooses the destination of (metric sources, webhooks)."""
+    found = _getaddrinfo(host, port, timeout)
     addresses: list[str] = []
     for address in found:
         if address_problem(ipaddress.ip_address(address)):
-            raise Refused(f"{target.host} resolves to {address}, {_FORBIDDEN_TEXT}")
+            raise Refused(f"{host} resolves to {address}, {_FORBIDDEN_TEXT}")
         if address not in addresses:
             addresses.append(address)
     if not addresses:
-        raise Refused(f"{target.host} resolves to no address")
+        raise Refused(f"{host} resolves to no address")
     return addresses
 
 
@@ -120,7 +125,7 @@ def _getaddrinfo(host: str, port: int, timeout: float) -> list[str]:
         except (OSError, UnicodeError) as e:
             box["error"] = e
 
-    worker = threading.Thread(target=lookup, name="metric-source-dns", daemon=True)
+    worker = threading.Thread(target=lookup, name="outbound-dns", daemon=True)
     worker.start()
     worker.join(max(0.0, timeout))
     if worker.is_alive():
@@ -133,12 +138,12 @@ def _getaddrinfo(host: str, port: int, timeout: float) -> list[str]:
     return [str(info[4][0]).split("%", 1)[0] for info in infos]
 
 
-def _ip(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+def ip_literal(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
     try:
         return ipaddress.ip_address(host.split("%", 1)[0])
     except ValueError:
         return None
 
 
-def _bracketed(host: str) -> str:
+def bracketed(host: str) -> str:
     return f"[{host}]" if ":" in host else host

@@ -4,7 +4,7 @@ Where: an `http` or `https` URL without credentials. The host is resolved once, 
 resolves to is checked, and the call connects to a checked address (the name kept for the Host
 header, TLS SNI and certificate verification), so a second lookup cannot lead elsewhere. Refused:
 link-local networks (169.254.0.0/16, fe80::/10: the cloud metadata services) and AWS' IPv6 metadata
-address, also as IPv4-mapped IPv6. (The approach of the metric sources' guard, copied here.)
+address, also as IPv4-mapped IPv6. (The metric sources' checks and resolver, `promapi.guards`.)
 
 The call: `timeout` per attempt, `retries` more attempts on a transport error, 5xx or 429 (backoff
 0.5 s, 1 s, 2 s...), redirects never followed, at most 64 KiB of answer read, JSON nested at most 32
@@ -20,10 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import ipaddress
 import json
-import socket
-import threading
 import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -32,17 +29,17 @@ from typing import Any
 
 import httpx
 
+from fleetwave.promapi import guards
+
 MAX_BODY = 64 * 1024
 MAX_CONCURRENT = 16
 MAX_DEPTH = 32
 MAX_URL_CHARS = 2048
 _DEFAULT_PORTS = {"http": 80, "https": 443}
-_FORBIDDEN = tuple(ipaddress.ip_network(n) for n in ("169.254.0.0/16", "fe80::/10", "fd00:ec2::254/128"))
-_FORBIDDEN_TEXT = "a link-local or cloud-metadata address, never called"
 
 
-class Refused(ValueError):
-    """The URL may not be called; the message says why (it never holds the query or credentials)."""
+# The URL may not be called; the message says why (it never holds the query or credentials).
+Refused = guards.Refused
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,15 +53,15 @@ class Endpoint:
     def display(self) -> str:
         """The endpoint for messages: no query (it may hold a token), no credentials (refused)."""
         path = self.path_and_query.split("?", 1)[0] or "/"
-        return f"{self.scheme}://{_bracketed(self.host)}:{self.port}{path}"
+        return f"{self.scheme}://{guards.bracketed(self.host)}:{self.port}{path}"
 
     def url_to(self, address: str) -> str:
-        return f"{self.scheme}://{_bracketed(address)}:{self.port}{self.path_and_query}"
+        return f"{self.scheme}://{guards.bracketed(address)}:{self.port}{self.path_and_query}"
 
     @property
     def host_header(self) -> str:
         default = _DEFAULT_PORTS[self.scheme] == self.port
-        return _bracketed(self.host) if default else f"{_bracketed(self.host)}:{self.port}"
+        return guards.bracketed(self.host) if default else f"{guards.bracketed(self.host)}:{self.port}"
 
 
 def endpoint(url: str) -> Endpoint:
@@ -83,9 +80,9 @@ def endpoint(url: str) -> Endpoint:
     host = parts.hostname or ""
     if not host:
         raise Refused("url has no host")
-    literal = _ip(host)
-    if literal is not None and address_problem(literal):
-        raise Refused(f"url: {address_problem(literal)}")
+    literal = guards.ip_literal(host)
+    if literal is not None and guards.address_problem(literal):
+        raise Refused(f"url: {guards.address_problem(literal)}")
     path = parts.path or "/"
     if any(c in path for c in " \r\n\t"):
         raise Refused("url's path has whitespace")
@@ -93,60 +90,9 @@ def endpoint(url: str) -> Endpoint:
     return Endpoint(scheme, host, port or _DEFAULT_PORTS[scheme], path + query)
 
 
-def address_problem(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> str:
-    """Why a connection to `address` is refused ("" if it is not)."""
-    candidates = [address]
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        candidates.append(address.ipv4_mapped)
-    if any(candidate in network for candidate in candidates for network in _FORBIDDEN):
-        return f"{address} is {_FORBIDDEN_TEXT}"
-    return ""
-
-
 def resolve(target: Endpoint, *, timeout: float) -> list[str]:
-    """Every address `target.host` resolves to, each checked; Refused if one is forbidden."""
-    addresses: list[str] = []
-    for address in _getaddrinfo(target.host, target.port, timeout):
-        if address_problem(ipaddress.ip_address(address)):
-            raise Refused(f"{target.host} resolves to {address}, {_FORBIDDEN_TEXT}")
-        if address not in addresses:
-            addresses.append(address)
-    if not addresses:
-        raise Refused(f"{target.host} resolves to no address")
-    return addresses
-
-
-def _getaddrinfo(host: str, port: int, timeout: float) -> list[str]:
-    """getaddrinfo has no timeout of its own: it runs on a daemon thread that is abandoned if slow."""
-    box: dict[str, object] = {}
-
-    def lookup() -> None:
-        try:
-            box["found"] = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-        except (OSError, UnicodeError) as e:
-            box["error"] = e
-
-    worker = threading.Thread(target=lookup, name="webhook-dns", daemon=True)
-    worker.start()
-    worker.join(max(0.0, timeout))
-    if worker.is_alive():
-        raise Refused(f"resolving {host} took longer than {timeout:g}s")
-    if "error" in box:
-        raise Refused(f"cannot resolve {host}: {box['error']}")
-    infos = box.get("found")
-    assert isinstance(infos, list)
-    return [str(info[4][0]).split("%", 1)[0] for info in infos]
-
-
-def _ip(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
-    try:
-        return ipaddress.ip_address(host.split("%", 1)[0])
-    except ValueError:
-        return None
-
-
-def _bracketed(host: str) -> str:
-    return f"[{host}]" if ":" in host else host
+    """Every address `target.host` resolves to, each checked (the metric sources' resolver)."""
+    return guards.resolve_host(target.host, target.port, timeout=timeout)
 
 
 # --- the answer and its judgement ---------------------------------------------------------------

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
 
+from fleetwave.api.kubefleet import StageConfig
 from fleetwave.controllers import analysis_gates, requeue, webhook_gates
 from fleetwave.controllers.context import Context
 from fleetwave.controllers.kubefleet import approvals, run_delete, run_status
@@ -179,39 +180,32 @@ async def execute(
 async def _webhooks(
     ctx: Context, where: Setting, record: RunRecord, now: datetime
 ) -> dict[tuple[str, str], m.HealthVerdict]:
-    """The current stage's webhooks (ADR 0080), while its after-stage tasks are judged (not while
-    rolling back)."""
-    rollout = record.rollout
-    current = rollout.current_stage
-    if rollout.rollback is not None or current is None or current.phase is not st.StagePhase.WAITING_AFTER:
+    """The current stage's webhooks (ADR 0080), while its after-stage tasks are judged."""
+    judged = webhook_gates.judged_stage(record.rollout)
+    stage = _stage_config(record, judged)
+    if judged is None or stage is None or not stage.webhooks:
         return {}
-    stage = next((s for s in record.strategy.stages if s.name == current.name), None)
-    if stage is None or not stage.webhooks:
-        return {}
-    owner = webhook_gates.Owner(
-        where.scope.run, where.run.metadata.name, where.run.metadata.namespace, record.snapshot_hash
-    )
-    aside = {name for name, _ in current.set_aside}
-    clusters = [c for c in current.clusters if c not in aside]
-    return await webhook_gates.verdicts(ctx, owner, current.name, clusters, stage.webhooks, now)
+    name, clusters = judged
+    return await webhook_gates.verdicts(ctx, _owner(where, record), name, clusters, stage.webhooks, now)
 
 
 async def _analyses(ctx: Context, where: Setting, record: RunRecord, now: datetime) -> analysis_gates.Facts:
-    """The current stage's analyses (ADR 0081), while its after-stage tasks are judged (not while
-    rolling back)."""
-    rollout = record.rollout
-    current = rollout.current_stage
-    if rollout.rollback is not None or current is None or current.phase is not st.StagePhase.WAITING_AFTER:
+    """The current stage's analyses (ADR 0081), while its after-stage tasks are judged."""
+    judged = webhook_gates.judged_stage(record.rollout)
+    stage = _stage_config(record, judged)
+    if judged is None or stage is None or not stage.analyses:
         return {}
-    stage = next((s for s in record.strategy.stages if s.name == current.name), None)
-    if stage is None or not stage.analyses:
-        return {}
-    owner = webhook_gates.Owner(
-        where.scope.run, where.run.metadata.name, where.run.metadata.namespace, record.snapshot_hash
-    )
-    aside = {name for name, _ in current.set_aside}
-    clusters = [c for c in current.clusters if c not in aside]
-    return await analysis_gates.measurements(ctx, owner, current.name, clusters, stage.analyses, now)
+    name, clusters = judged
+    return await analysis_gates.measurements(ctx, _owner(where, record), name, clusters, stage.analyses, now)
+
+
+def _stage_config(record: RunRecord, judged: tuple[str, list[str]] | None) -> StageConfig | None:
+    return None if judged is None else next((s for s in record.strategy.stages if s.name == judged[0]), None)
+
+
+def _owner(where: Setting, record: RunRecord) -> webhook_gates.Owner:
+    meta = where.run.metadata
+    return webhook_gates.Owner(where.scope.run, meta.name, meta.namespace, record.snapshot_hash)
 
 
 def _requeue(step: Step, now: datetime) -> Result:
