@@ -112,7 +112,16 @@ def build(client: AsyncClient, settings: Settings, *, handle_signals: bool = Tru
     notifier = _notifier(settings, shared["Secret"]) if settings.notify_secret else None
     manager.notifier = notifier
     contexts = [
-        _family(manager, client, settings, family, shared, recorder, HealthAdapter(pool, watches), notifier)
+        _family(
+            manager,
+            client,
+            settings,
+            family,
+            shared,
+            recorder,
+            HealthAdapter(pool, watches, manager.metrics.rollouts),
+            notifier,
+        )
         for family in (families.NATIVE, *settings.upstream)
     ]
     for ctx in contexts:
@@ -179,6 +188,7 @@ def _family(
         judge_poll=settings.judge_poll_seconds,
         watched=settings.watched,
         notifier=notifier,
+        metrics=manager.metrics.rollouts,
     )
     _add_controllers(manager, ctx, informers, settings)
     return ctx

@@ -16,11 +16,14 @@ from fleetwave.api import families
 from fleetwave.api.families import Family
 from fleetwave.api.sveltos import HelmChart, ValidateHealth
 from fleetwave.controllers.own_writes import OwnWrites
+from fleetwave.core import rollout_metrics
+from fleetwave.core import status as st
 from fleetwave.delivery.helmplan import Ownership
 from fleetwave.delivery.target import MemberTarget
 from fleetwave.kube import kinds
 from fleetwave.kube.client import AsyncClient
 from fleetwave.runtime import analysis, events, notify, webhook
+from fleetwave.runtime.metrics import RolloutMetrics
 from fleetwave.runtime.watching import Informer, object_key
 
 Objects = list[dict[str, Any]]
@@ -224,6 +227,19 @@ class Context:
     delivered_to: dict[str, str] = field(default_factory=dict)
     # kind -> enqueue(key) of its controller, filled in once the controllers exist (app.py).
     wakers: dict[str, Callable[[str], None]] = field(default_factory=dict)
+    # The rollout metrics of the manager's registry (ADR 0082); None: not recorded (unit tests).
+    metrics: RolloutMetrics | None = None
+
+    def record_rollout(
+        self, kind: str, key: str, previous: st.RolloutStatus | None, new: st.RolloutStatus
+    ) -> None:
+        """After a status write: the rollout's gauges now, and what the step did (ADR 0082)."""
+        if self.metrics is not None:
+            self.metrics.record(kind, key, rollout_metrics.observe(previous, new, self.clock()))
+
+    def forget_rollout(self, kind: str, key: str) -> None:
+        if self.metrics is not None:
+            self.metrics.forget(kind, key)
 
     @property
     def family(self) -> Family:

@@ -18,6 +18,7 @@ from fleetwave.delivery import helm
 from fleetwave.delivery.helmplan import Ownership
 from fleetwave.delivery.target import MemberTarget
 from fleetwave.health import readiness
+from fleetwave.runtime.metrics import RolloutMetrics
 from fleetwave.sandbox.pool import CheckPool
 
 ObjectId = tuple[str, str, str | None, str]
@@ -68,9 +69,12 @@ class HealthAdapter:
     """The HealthPort: one member's judgement in a sandbox worker (the pool's life is the manager's).
     With `watches`, a judgement that is not ok is re-run as soon as a kind it reads changes there."""
 
-    def __init__(self, pool: CheckPool, watches: MemberWatches | None = None) -> None:
+    def __init__(
+        self, pool: CheckPool, watches: MemberWatches | None = None, metrics: RolloutMetrics | None = None
+    ) -> None:
         self.pool = pool
         self.watches = watches
+        self.metrics = metrics  # counts judgements by result (ADR 0082)
 
     async def webhook_condition(self, rule: str, status: int, body: object) -> tuple[bool, str]:
         verdict = await self.pool.webhook_condition(rule, status, body)
@@ -99,6 +103,8 @@ class HealthAdapter:
                 self.watches.release(wake.key)
             else:
                 self.watches.subscribe(target, interests(listed, ids), wake.key, wake.call, since=began)
+        if self.metrics is not None:
+            self.metrics.health_checks.labels("healthy" if verdict.ok else "unhealthy").inc()
         return HealthOutcome(verdict.ok, message)
 
 

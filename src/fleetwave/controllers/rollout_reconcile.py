@@ -89,6 +89,7 @@ class Rollout(Protocol[P, F]):
 async def reconcile(ctx: Context, key: str, rollout: Rollout[P, F]) -> Result:
     obj = ctx.cache.obj(rollout.kind, None, key)
     if obj is None or obj.metadata.deletionTimestamp:
+        ctx.forget_rollout(rollout.kind, key)
         return Result()  # what a rollout generates is owned by it: garbage collection takes it
     raw = as_dict(obj)
     if ctx.own_writes.behind((rollout.kind, key), raw["metadata"].get("resourceVersion")):
@@ -113,6 +114,7 @@ async def reconcile(ctx: Context, key: str, rollout: Rollout[P, F]) -> Result:
         return Result(requeue=True)  # someone wrote newer state: decide again from it
     if written is StatusWrite.WRITTEN:
         ctx.own_writes.record((rollout.kind, key), fresh.resource_version)
+    ctx.record_rollout(rollout.kind, key, run.previous, decision.status)
     await rollout.after_status(ctx, run, decision)
     result = requeue.after(decision, run.now)
     if (local.get(local_content.STATUS_FIELD) or {}).get("errors") and not result.requeue:

@@ -2,10 +2,30 @@
 
 from __future__ import annotations
 
+import contextlib
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from fleetwave.core import rollout_metrics as rm
 
 # Buckets reach down to 1 ms because the gate-reaction goal is p99 < 0.5 s.
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+# Rollout waits and stages last seconds to days.
+_ROLLOUT_BUCKETS = (
+    1.0,
+    5.0,
+    15.0,
+    30.0,
+    60.0,
+    300.0,
+    900.0,
+    1800.0,
+    3600.0,
+    4 * 3600.0,
+    12 * 3600.0,
+    86400.0,
+    7 * 86400.0,
+)
 
 
 class Metrics:
@@ -51,3 +71,134 @@ class Metrics:
         self.leader = Gauge(
             "fleetwave_leader", "1 while this replica holds the leader lease.", registry=self.registry
         )
+        self.rollouts = RolloutMetrics(self.registry)
+
+
+_Labels = tuple[str, str, str, str, str]
+
+
+class RolloutMetrics:
+    """The rollout metrics (ADR 0082), set from each rollout's status write. Series per rollout are
+    bounded by rollouts x stages (x 5 cluster states) and dropped when the rollout is deleted; the
+    member label of the delivery counters is bounded by the fleet size; histograms carry no rollout,
+    stage or cluster label."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.by_phase = Gauge(
+            "fleetwave_rollouts", "Rollouts by kind and phase.", ["kind", "phase"], registry=registry
+        )
+        self.stage_phase = Gauge(
+            "fleetwave_rollout_stage_phase",
+            "1 for each stage's current phase.",
+            ["kind", "namespace", "rollout", "stage", "phase"],
+            registry=registry,
+        )
+        self.clusters = Gauge(
+            "fleetwave_rollout_clusters",
+            "Member clusters of a rollout's stage by state (pending, in_flight, done, failed, set_aside).",
+            ["kind", "namespace", "rollout", "stage", "state"],
+            registry=registry,
+        )
+        self.approvals_pending = Gauge(
+            "fleetwave_approvals_pending",
+            "Approval gates a rollout is waiting on.",
+            ["kind", "namespace", "rollout"],
+            registry=registry,
+        )
+        self.gate_wait = Histogram(
+            "fleetwave_gate_wait_seconds",
+            "From a gate list starting to wait (stage entered or delivered) to the gate passing.",
+            ["kind"],
+            buckets=_ROLLOUT_BUCKETS,
+            registry=registry,
+        )
+        self.stage_duration = Histogram(
+            "fleetwave_stage_duration_seconds",
+            "From a stage starting delivery to its success.",
+            ["rollout_kind"],
+            buckets=_ROLLOUT_BUCKETS,
+            registry=registry,
+        )
+        self.deliveries = Counter(
+            "fleetwave_member_deliveries",
+            "Deliveries a rollout started to a member cluster.",
+            ["member"],
+            registry=registry,
+        )
+        self.delivery_failures = Counter(
+            "fleetwave_member_delivery_failures",
+            "Times a member cluster started failing in a rollout.",
+            ["member"],
+            registry=registry,
+        )
+        self.health_checks = Counter(
+            "fleetwave_health_check_evaluations",
+            "Health judgements of a member cluster by result (healthy, unhealthy).",
+            ["result"],
+            registry=registry,
+        )
+        self.rollbacks = Counter(
+            "fleetwave_rollbacks",
+            "Rollbacks by rollout kind and outcome (started, finished).",
+            ["kind", "outcome"],
+            registry=registry,
+        )
+        for kind in ("ClusterPromotion", "ClusterProfile", "ClusterStagedUpdateRun", "StagedUpdateRun"):
+            self.stage_duration.labels(kind)
+            for outcome in ("started", "finished"):
+                self.rollbacks.labels(kind, outcome)
+        for result in ("healthy", "unhealthy"):
+            self.health_checks.labels(result)
+        self._phases: dict[tuple[str, str], str] = {}  # (kind, key) -> phase
+        self._series: dict[tuple[str, str], tuple[list[_Labels], list[_Labels]]] = {}
+
+    def record(self, kind: str, key: str, seen: rm.Observation) -> None:
+        namespace, _, name = key.rpartition("/")
+        self._phases[(kind, key)] = seen.phase
+        self._recount(kind)
+        self.forget_series(kind, key)
+        stage_labels: list[_Labels] = [
+            (kind, namespace, name, stage, phase) for stage, phase in seen.stage_phases
+        ]
+        cluster_labels: list[_Labels] = []
+        for labels in stage_labels:
+            self.stage_phase.labels(*labels).set(1)
+        for stage, state, count in seen.clusters:
+            cluster_labels.append((kind, namespace, name, stage, state))
+            self.clusters.labels(*cluster_labels[-1]).set(count)
+        self.approvals_pending.labels(kind, namespace, name).set(seen.approvals_pending)
+        self._series[(kind, key)] = (stage_labels, cluster_labels)
+        for gate, seconds in seen.gate_waits:
+            self.gate_wait.labels(gate).observe(seconds)
+        for seconds in seen.stage_durations:
+            self.stage_duration.labels(kind).observe(seconds)
+        for member in seen.deliveries:
+            self.deliveries.labels(member).inc()
+        for member in seen.delivery_failures:
+            self.delivery_failures.labels(member).inc()
+        for outcome in seen.rollbacks:
+            self.rollbacks.labels(kind, outcome).inc()
+
+    def forget(self, kind: str, key: str) -> None:
+        """A deleted rollout: its series go, and it leaves the phase counts."""
+        if self._phases.pop((kind, key), None) is not None:
+            self._recount(kind)
+        self.forget_series(kind, key)
+        namespace, _, name = key.rpartition("/")
+        with contextlib.suppress(KeyError):
+            self.approvals_pending.remove(kind, namespace, name)
+
+    def forget_series(self, kind: str, key: str) -> None:
+        stage_labels, cluster_labels = self._series.pop((kind, key), ([], []))
+        for labels in stage_labels:
+            self.stage_phase.remove(*labels)
+        for labels in cluster_labels:
+            self.clusters.remove(*labels)
+
+    def _recount(self, kind: str) -> None:
+        counts: dict[str, int] = {}
+        for (k, _), phase in self._phases.items():
+            if k == kind:
+                counts[phase] = counts.get(phase, 0) + 1
+        for phase in ("Progressing", "Waiting", "Paused", "Succeeded", "Failed", "RollingBack", "RolledBack"):
+            self.by_phase.labels(kind, phase).set(counts.get(phase, 0))

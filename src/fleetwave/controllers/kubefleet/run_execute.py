@@ -168,6 +168,10 @@ async def execute(
         written, current = await publish(ctx, where, current, body, step.events)
         if written is StatusWrite.CONFLICT:
             return Result(requeue=True)
+        meta = where.run.metadata
+        ctx.record_rollout(
+            where.scope.run, where.scope.key(meta.namespace, meta.name), record.rollout, step.record.rollout
+        )
         if last and (step.deliver or step.create or step.remove):
             # Effects decided but not carried out: the next reconcile decides them again.
             return Result(requeue_after=requeue.FLOOR_SECONDS)
