@@ -121,14 +121,14 @@ class RolloutMetrics:
         )
         self.deliveries = Counter(
             "fleetwave_member_deliveries",
-            "Deliveries a rollout started to a member cluster.",
-            ["member"],
+            "Deliveries a rollout of this kind started to a member cluster.",
+            ["kind", "member"],
             registry=registry,
         )
         self.delivery_failures = Counter(
             "fleetwave_member_delivery_failures",
-            "Times a member cluster started failing in a rollout.",
-            ["member"],
+            "Times a member cluster started failing in a rollout of this kind.",
+            ["kind", "member"],
             registry=registry,
         )
         self.health_checks = Counter(
@@ -173,9 +173,9 @@ class RolloutMetrics:
         for seconds in seen.stage_durations:
             self.stage_duration.labels(kind).observe(seconds)
         for member in seen.deliveries:
-            self.deliveries.labels(member).inc()
+            self.deliveries.labels(kind, member).inc()
         for member in seen.delivery_failures:
-            self.delivery_failures.labels(member).inc()
+            self.delivery_failures.labels(kind, member).inc()
         for outcome in seen.rollbacks:
             self.rollbacks.labels(kind, outcome).inc()
 

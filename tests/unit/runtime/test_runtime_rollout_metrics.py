@@ -57,7 +57,7 @@ def test_record_sets_gauges_counts_once_and_forget_drops_the_rollout() -> None:
     assert _sample(metrics, "fleetwave_rollout_clusters", **stage, state="in_flight") == 2
     assert _sample(metrics, "fleetwave_gate_wait_seconds_count", kind="Approval") == 2
     assert _sample(metrics, "fleetwave_stage_duration_seconds_sum", rollout_kind=kind) == 60
-    assert _sample(metrics, "fleetwave_member_deliveries_total", member="m1") == 2
+    assert _sample(metrics, "fleetwave_member_deliveries_total", kind=kind, member="m1") == 2
     assert _sample(metrics, "fleetwave_rollbacks_total", kind=kind, outcome="started") == 2
     done = rm.Observation("Succeeded", (("dev", "Succeeded"), ("prod", "Succeeded")), (), 0)
     metrics.rollouts.record(kind, "promo", done)
