@@ -51,6 +51,7 @@ async def reconcile(ctx: Context, scope: nm.Scope, key: str) -> Result:
     namespace, name = nm.split_key(key)
     obj = ctx.cache.obj(scope.run, namespace, name)
     if obj is None or obj.metadata.deletionTimestamp:
+        ctx.forget_rollout(scope.run, key)
         return Result()  # approval requests are owned by the run: garbage collection removes them
     current = Versioned.of(obj)
     if terminal(current.status, as_dict(obj).get("metadata")):
