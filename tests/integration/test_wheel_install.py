@@ -109,6 +109,10 @@ def test_the_installed_package_is_not_the_checkout_and_reads_its_own_recipe(inst
     )
     assert data["binaries"]["helm"] == pins["HELM_VERSION"]
     assert data["binaries"]["kubernetes"] == pins["KUBERNETES_VERSION"]
+    # The web UI's page ships in the package (`fleetwave ui` works offline, from anywhere).
+    page = installed.run("python", "-c", "import fleetwave.ux.webapp as w; print(w.page('x'))")
+    assert page.returncode == 0, page.stderr
+    assert '<meta name="fleetwave-token" content="x">' in page.stdout
 
 
 def test_without_helm_or_binaries_the_commands_say_what_to_install(

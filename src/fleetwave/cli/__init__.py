@@ -18,6 +18,7 @@ from fleetwave.cli import (
     pausing,
     plan,
     rolling_back,
+    ui,
 )
 from fleetwave.cli import status as status_cli
 from fleetwave.cli import version as version_cli
@@ -33,6 +34,7 @@ app.add_typer(local.app, name="local")
 app.command(name="crds")(crds.crds)
 app.command(name="demo")(demo.demo)
 app.command(name="plan")(plan.plan)
+app.command(name="ui")(ui.ui)
 app.command(name="install")(manage.install)
 app.command(name="apply")(manage.apply)
 app.add_typer(manage.cluster_app, name="cluster")

@@ -17,11 +17,11 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from fleetwave.cli import located
 from fleetwave.cli.common import KubeconfigOption, fail, management_client
 from fleetwave.controllers import promotion_history
 from fleetwave.controllers.kubefleet import run_history
-from fleetwave.kube import ops, sync_ops
+from fleetwave.kube import located, ops, sync_ops
+from fleetwave.ux import board
 
 console = Console()
 app = typer.Typer(
@@ -72,17 +72,6 @@ def _notable(events: list[dict[str, Any]], limit: int) -> list[dict[str, Any]]:
     return kept[-limit:]
 
 
-def _notes(entry: dict[str, Any]) -> str:
-    parts = []
-    for approval, at in sorted((entry.get("approvals") or {}).items()):
-        parts.append(f"approved {approval} at {at}")
-    if entry.get("rolledBackTo"):
-        parts.append(f"rolled back to {entry['rolledBackTo']}")
-    if entry.get("message"):
-        parts.append(str(entry["message"]))
-    return "; ".join(parts)
-
-
 @app.command("promotion")
 def history_promotion(
     name: Annotated[str, typer.Argument(help="Name of the ClusterPromotion.")],
@@ -109,7 +98,7 @@ def history_promotion(
                 str(entry.get("startedAt", ""))[:19].replace("T", " "),
                 str(entry.get("endedAt") or "")[:19].replace("T", " "),
                 str(entry.get("outcome", "")),
-                _notes(entry),
+                board.notes(entry),
             )
         console.print(table)
     _print_events(notable)
@@ -168,7 +157,7 @@ def history_run(
             str(entry["startedAt"] or "")[:19].replace("T", " "),
             str(entry["endedAt"] or "")[:19].replace("T", " "),
             entry["outcome"],
-            _notes(entry),
+            board.notes(entry),
         )
     console.print(table)
     _print_events(notable)

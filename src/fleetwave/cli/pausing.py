@@ -11,9 +11,8 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from fleetwave.cli import located
 from fleetwave.cli.common import KubeconfigOption, fail, fail_promotion_patch, management_client
-from fleetwave.kube import ops, sync_ops
+from fleetwave.kube import located, ops, sync_ops
 
 console = Console()
 pause_app = typer.Typer(

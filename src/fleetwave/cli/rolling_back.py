@@ -18,11 +18,10 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from fleetwave.cli import located
 from fleetwave.cli.common import FORBIDDEN, KubeconfigOption, fail, fail_promotion_patch, management_client
 from fleetwave.controllers import promotion_history as history
 from fleetwave.controllers.kubefleet import run_rollback, snapshots
-from fleetwave.kube import ops, sync_ops
+from fleetwave.kube import located, ops, sync_ops
 from fleetwave.kube.client import Client
 
 console = Console()

@@ -15,10 +15,9 @@ from rich.console import Console
 from rich.table import Table
 
 from fleetwave.api.families import Family
-from fleetwave.cli import located
 from fleetwave.cli.common import KubeconfigOption, fail, management_client, management_config
 from fleetwave.kube import client as kubeclient
-from fleetwave.kube import kinds, ops, sync_ops
+from fleetwave.kube import kinds, located, ops, sync_ops
 from fleetwave.kube.client import Client
 from fleetwave.ux import live, overview, render
 from fleetwave.ux.present import Presenter

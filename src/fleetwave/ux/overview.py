@@ -13,7 +13,7 @@ from typing import Any
 
 Obj = Mapping[str, Any]
 MAX_MESSAGE = 200  # one line each: long condition messages are cut (the rollout's own status has all)
-_ATTENTION = ("Failed", "RollingBack", "Stuck", "Waiting", "Paused", "Stopped")
+ATTENTION = ("Failed", "RollingBack", "Stuck", "Waiting", "Paused", "Stopped")
 
 
 def _cond(status: Obj, type_: str) -> Obj:
@@ -90,7 +90,7 @@ def rows(promotions: Iterable[Obj], runs: Iterable[Obj]) -> list[dict[str, Any]]
     out = [promotion_row(p) for p in promotions] + [run_row(r) for r in runs]
 
     def order(row: Mapping[str, Any]) -> tuple[int, str, str, str]:
-        urgent = 0 if row["phase"] in _ATTENTION else 1
+        urgent = 0 if row["phase"] in ATTENTION else 1
         return urgent, str(row["kind"]), str(row["namespace"] or ""), str(row["name"])
 
     return sorted(out, key=order)
