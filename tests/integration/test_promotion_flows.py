@@ -573,6 +573,8 @@ def test_fleetwave_rollback_returns_a_succeeded_promotion_to_its_previous_revisi
             (1, "Succeeded"),
             (2, "RolledBack"),
         ]
+        as_yaml = yaml.safe_load(_cli(local_fleet, "history", "promotion", name, "-o", "yaml"))
+        assert as_yaml["revisions"] == told["revisions"]
         reasons = [e["reason"] for e in told["events"]]
         assert "RollingBack" in reasons
         assert reasons.index("RollingBack") < reasons.index("RolledBack")

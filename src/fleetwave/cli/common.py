@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import Annotated, Any, NoReturn
 
 import typer
+import yaml
 from rich.console import Console
 from rich.markup import escape
 
@@ -85,6 +87,17 @@ def management_config(
 
 def management_client(explicit: Path | None) -> kubeclient.Client:
     return kubeclient.client(management_config(explicit))
+
+
+STRUCTURED = ("json", "yaml")
+
+
+def emit(data: Any, output: str) -> None:
+    """`-o json` or `-o yaml`: the same data, keys sorted."""
+    if output == "json":
+        typer.echo(json.dumps(data, indent=2, sort_keys=True))
+    else:
+        typer.echo(yaml.safe_dump(data, sort_keys=True, default_flow_style=False), nl=False)
 
 
 def fail(message: str, *, code: int = 1) -> NoReturn:

@@ -9,7 +9,6 @@ Events of the object asked about (the newest `--events`: stages, failures, rollb
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -17,7 +16,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from fleetwave.cli.common import KubeconfigOption, fail, management_client
+from fleetwave.cli.common import STRUCTURED, KubeconfigOption, emit, fail, management_client
 from fleetwave.controllers import promotion_history
 from fleetwave.controllers.kubefleet import run_history
 from fleetwave.kube import located, ops, sync_ops
@@ -76,15 +75,15 @@ def _notable(events: list[dict[str, Any]], limit: int) -> list[dict[str, Any]]:
 def history_promotion(
     name: Annotated[str, typer.Argument(help="Name of the ClusterPromotion.")],
     events: Annotated[int, typer.Option("--events", min=0, max=200, help="Newest Events to show.")] = 20,
-    output: Annotated[str, typer.Option("-o", "--output", help="table or json.")] = "table",
+    output: Annotated[str, typer.Option("-o", "--output", help="table, json or yaml.")] = "table",
     kubeconfig: KubeconfigOption = None,
 ) -> None:
     """A promotion's revisions, newest last, then its newest notable Events."""
-    if output not in ("table", "json"):
-        fail("--output must be table or json", code=2)
+    if output not in ("table", *STRUCTURED):
+        fail("--output must be table, json or yaml", code=2)
     revisions, notable = _read(name, kubeconfig, events)
-    if output == "json":
-        typer.echo(json.dumps({"revisions": revisions, "events": _slim(notable)}, indent=2))
+    if output in STRUCTURED:
+        emit({"revisions": revisions, "events": _slim(notable)}, output)
         return
     if not revisions:
         console.print(f"clusterpromotion/{name} has no recorded revision yet")
@@ -122,12 +121,12 @@ def history_run(
         typer.Option("--namespace", "-n", help="Namespace of a StagedUpdateRun; omit for cluster runs."),
     ] = None,
     events: Annotated[int, typer.Option("--events", min=0, max=200, help="Newest Events to show.")] = 20,
-    output: Annotated[str, typer.Option("-o", "--output", help="table or json.")] = "table",
+    output: Annotated[str, typer.Option("-o", "--output", help="table, json or yaml.")] = "table",
     kubeconfig: KubeconfigOption = None,
 ) -> None:
     """The runs of NAME's placement (each one revision), newest last, then NAME's notable Events."""
-    if output not in ("table", "json"):
-        fail("--output must be table or json", code=2)
+    if output not in ("table", *STRUCTURED):
+        fail("--output must be table, json or yaml", code=2)
     kind = "StagedUpdateRun" if namespace is not None else "ClusterStagedUpdateRun"
     with management_client(kubeconfig) as client:
         try:
@@ -144,8 +143,8 @@ def history_run(
     mine = [r for r in runs if (r.get("spec") or {}).get("placementName") == placement]
     mine.sort(key=lambda r: str((r.get("metadata") or {}).get("creationTimestamp") or ""))
     entries = [run_history.entry(r) for r in mine[-RUNS_SHOWN:]]
-    if output == "json":
-        typer.echo(json.dumps({"placement": placement, "runs": entries, "events": _slim(notable)}, indent=2))
+    if output in STRUCTURED:
+        emit({"placement": placement, "runs": entries, "events": _slim(notable)}, output)
         return
     table = Table(title=f"placement {placement}: runs (newest last)", title_justify="left")
     for column in ("Run", "Snapshot", "Started", "Ended", "Outcome", "Notes"):

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+import yaml
 from rich.console import Console
 from rich.table import Table
 
@@ -255,7 +256,7 @@ def plan(
             help="STAGE:CLUSTER whose delivery fails (repeatable): see what the failure budget does.",
         ),
     ] = None,
-    output: Annotated[str, typer.Option("-o", "--output", help="table or json.")] = "table",
+    output: Annotated[str, typer.Option("-o", "--output", help="table, json or yaml.")] = "table",
 ) -> None:
     """Print when each stage, batch and gate of a rollout would happen.
 
@@ -264,11 +265,11 @@ def plan(
     Assumed: --delivery-time per cluster, health checks pass, approvals pending unless granted,
     deliveries succeed except those named by --fail.
     A pending approval shows "waiting for approval (pending)" and the plan stops there (Blocked).
-    -o json gives the same data; schema in docs/plan.md.
+    -o json (or yaml) gives the same data; schema in docs/plan.md.
     """
     try:
-        if output not in ("table", "json"):
-            raise InputError(f"-o: {output!r} must be table or json")
+        if output not in ("table", "json", "yaml"):
+            raise InputError(f"-o: {output!r} must be table, json or yaml")
         rollout, clusters = _load(file, fleet, kubeconfig)
         begin = _instant(start, "--start") if start else datetime.now(UTC).replace(microsecond=0)
         assumptions = timeline.Assumptions(
@@ -287,5 +288,7 @@ def plan(
         raise typer.Exit(2) from None
     if output == "json":
         typer.echo(json.dumps(report, indent=2))
+    elif output == "yaml":
+        typer.echo(yaml.safe_dump(report, sort_keys=False, default_flow_style=False), nl=False)
     else:
         render_table(report, Console(width=200, highlight=False))

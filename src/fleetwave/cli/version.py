@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import platform
 from typing import Annotated, Any
 
@@ -10,6 +9,7 @@ import typer
 
 from fleetwave import __version__
 from fleetwave.api import families
+from fleetwave.cli.common import STRUCTURED, emit
 from fleetwave.local import recipe
 
 
@@ -31,15 +31,15 @@ def report() -> dict[str, Any]:
 
 
 def version(
-    output: Annotated[str, typer.Option("--output", "-o", help="text or json.")] = "text",
+    output: Annotated[str, typer.Option("--output", "-o", help="text, json or yaml.")] = "text",
 ) -> None:
     """Print fleetwave's version, the API versions it serves and the binary versions it pins."""
     data = report()
-    if output == "json":
-        typer.echo(json.dumps(data, indent=2, sort_keys=True))
+    if output in STRUCTURED:
+        emit(data, output)
         return
     if output != "text":
-        raise typer.BadParameter(f"unknown output {output!r}: text or json", param_hint="--output")
+        raise typer.BadParameter(f"unknown output {output!r}: text, json or yaml", param_hint="--output")
     typer.echo(f"fleetwave {data['version']} (Python {data['python']})")
     typer.echo(f"APIs:     {', '.join(data['apis']['native'])}")
     typer.echo(f"upstream: {', '.join(data['apis']['upstream'])} (with --upstream-apis)")

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 from fleetwave.cli import app
@@ -190,7 +191,7 @@ def test_bad_fleet_file_names_the_field(tmp_path: Path) -> None:
         (["--approve-at", "staging"], "--approve-at: 'staging' must be STAGE=TIME"),
         (["--start", "yesterday"], "--start: 'yesterday' is not an ISO-8601 time"),
         (["--delivery-time", "soon"], "--delivery-time: 'soon' is not a duration"),
-        (["-o", "yaml"], "-o: 'yaml' must be table or json"),
+        (["-o", "xml"], "-o: 'xml' must be table, json or yaml"),
     ],
 )
 def test_bad_options_are_named(args: list[str], needle: str) -> None:
@@ -318,3 +319,10 @@ def test_fail_names_what_is_wrong_with_its_value(value: str, expected: str) -> N
     result = plan("-f", PROMOTION, "--fleet", FLEET, *START, "--fail", value)
     assert result.exit_code == 2
     assert expected in result.stderr
+
+
+def test_yaml_output_is_the_json_data() -> None:
+    args = ("-f", PROMOTION, "--fleet", FLEET, "--start", "2026-11-22T10:00:00Z")
+    as_yaml = plan(*args, "-o", "yaml")
+    assert as_yaml.exit_code == 0, as_yaml.stderr
+    assert yaml.safe_load(as_yaml.stdout) == plan_json(*args)

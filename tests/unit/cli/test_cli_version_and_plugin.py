@@ -42,9 +42,12 @@ def test_version_as_text_is_short_and_refuses_an_unknown_output() -> None:
     assert lines[0].startswith(f"fleetwave {__version__} ")
     assert f"helm {_pins()['helm']}" in result.output
     assert len(lines) == 4
-    refused = CliRunner().invoke(app, ["version", "-o", "yaml"])
+    refused = CliRunner().invoke(app, ["version", "-o", "xml"])
     assert refused.exit_code == 2
-    assert "unknown output 'yaml'" in refused.output
+    assert "unknown output 'xml'" in refused.output
+    as_yaml = CliRunner().invoke(app, ["version", "-o", "yaml"])
+    assert as_yaml.exit_code == 0, as_yaml.output
+    assert yaml.safe_load(as_yaml.output)["version"] == __version__
 
 
 def test_the_recipe_found_is_the_checkouts() -> None:
