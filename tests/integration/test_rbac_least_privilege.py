@@ -109,7 +109,7 @@ CLUSTER_WIDE: dict[tuple[str, str], tuple[str, ...]] = {
 }
 # Allowed in the controller's own namespace on top of the above (content snapshots, the Lease).
 OWN_NAMESPACE: dict[tuple[str, str], tuple[str, ...]] = {
-    ("", "configmaps"): ("create",),
+    ("", "configmaps"): ("create", "delete"),  # collecting snapshots nothing names (ADR 0084)
     ("", "secrets"): ("create",),
     ("coordination.k8s.io", "leases"): ("create", "get", "list", "update", "patch", "delete"),
 }
@@ -257,6 +257,8 @@ def test_every_kind_the_controllers_watch_is_readable() -> None:
         Ask("", "secrets", "delete", OWN),
         Ask("", "configmaps", "update", "default"),
         Ask("", "configmaps", "create", "default"),
+        Ask("", "configmaps", "delete", "default"),  # only its own snapshots' namespace
+        Ask("", "configmaps", "update", OWN),  # snapshots are immutable: created, then deleted
         Ask("coordination.k8s.io", "leases", "delete", "kube-system", "kube-scheduler"),
         Ask("coordination.k8s.io", "leases", "update", "kube-system", install.SERVICE_ACCOUNT),
         Ask("rbac.authorization.k8s.io", "clusterroles", "escalate"),
@@ -281,6 +283,7 @@ def test_denied(controller_sa: Reviewer, ask: Ask) -> None:
         Ask("", "secrets", "get", "default"),
         Ask("", "secrets", "create", OWN),  # content snapshots of Secret content
         Ask("", "configmaps", "create", OWN),
+        Ask("", "configmaps", "delete", OWN),  # collecting snapshots; a Secret one through its anchor
         Ask("", "events", "create", "default"),
         Ask("", "events", "patch", "some-tenant"),
         Ask("coordination.k8s.io", "leases", "create", OWN),

@@ -21,6 +21,7 @@ from typing import Any
 from fleetwave.api import families
 from fleetwave.controllers import (
     content,
+    content_gc,
     fanout,
     kubefleet,
     membercluster,
@@ -79,6 +80,9 @@ class Settings:
     # Namespaces whose namespaced objects the controller reads (ADR 0074); empty: every namespace.
     # Its own namespace is always one of them (content snapshots, leases).
     watch_namespaces: tuple[str, ...] = ()
+    # How old a content snapshot nothing names must be before it is collected (ADR 0084).
+    snapshot_grace_seconds: float = content_gc.GRACE_SECONDS
+    snapshot_sweep_seconds: float = content_gc.SWEEP_SECONDS  # how often a named one is looked at again
 
     @property
     def watched(self) -> frozenset[str] | None:
@@ -126,10 +130,22 @@ def build(client: AsyncClient, settings: Settings, *, handle_signals: bool = Tru
     ]
     for ctx in contexts:
         ctx.cache.peers = [c.cache for c in contexts if c is not ctx]
+    _collect_snapshots(manager, contexts, shared["ConfigMap"], settings)
     # The KubeFleet kinds are served in one group at a time (ADR 0062): upstream when installed so.
     placements = [c for c in contexts if "ClusterResourcePlacement" in c.family.kinds]
     kubefleet.register(manager, placements[-1])
     return manager
+
+
+def _collect_snapshots(
+    manager: Manager, contexts: list[Context], config_maps: Informer, settings: Settings
+) -> None:
+    """One content-gc controller for every family: snapshots are shared by content hash."""
+    collector = content_gc.Collector(
+        contexts, settings.snapshot_grace_seconds, settings.snapshot_sweep_seconds
+    )
+    gc: Controller[str] = manager.add_controller("content-gc", collector.reconcile, keys=collector.names)
+    gc.watch(config_maps, collector.names_of)
 
 
 def _notifier(settings: Settings, secrets: Informer) -> notify.Notifier:

@@ -40,6 +40,7 @@ SECRET_SNAPSHOT_PREFIX = "fw-content-s-"  # hex hashes never start with "s-": th
 SNAPSHOT_KEY = "content.json"
 SNAPSHOT_LABEL = "fleetwave.io/content"
 SNAPSHOT_SECRET_TYPE = "fleetwave.io/content-snapshot"
+ANCHOR_ANNOTATION = "fleetwave.io/anchors"  # on the ConfigMap that owns a Secret snapshot
 ADDON_SECRET_TYPE = "addons.projectsveltos.io/cluster-profile"  # libsveltos ClusterProfileSecretType
 MEMBER_SECRET_LABEL = members.SECRET_LABEL  # set by `fleetwave cluster register`
 SOURCE_KINDS = ("ConfigMap", "Secret")
@@ -411,14 +412,28 @@ def snapshot_configmap(resolved: Resolved, namespace: str) -> dict[str, Any]:
     }
 
 
-def snapshot_object(resolved: Resolved, namespace: str) -> dict[str, Any]:
-    """The immutable snapshot of `resolved`: a Secret when any of it came from a Secret."""
+def snapshot_anchor(resolved: Resolved, namespace: str) -> dict[str, Any]:
+    """An empty ConfigMap of the Secret snapshot's name that owns it (ADR 0084): the controller may
+    delete ConfigMaps of its namespace but no Secret, so collecting a Secret snapshot is deleting its
+    anchor and leaving the Secret to Kubernetes' garbage collector."""
+    metadata = _snapshot_metadata(resolved, namespace)
+    metadata["annotations"] = {ANCHOR_ANNOTATION: "Secret"}
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata, "immutable": True, "data": {}}
+
+
+def snapshot_object(resolved: Resolved, namespace: str, *, anchor_uid: str | None = None) -> dict[str, Any]:
+    """The immutable snapshot of `resolved`: a Secret when any of it came from a Secret (owned by its
+    anchor ConfigMap, whose uid is `anchor_uid`)."""
     if not resolved.from_secret:
         return snapshot_configmap(resolved, namespace)
+    metadata = _snapshot_metadata(resolved, namespace)
+    if anchor_uid:
+        owner = {"apiVersion": "v1", "kind": "ConfigMap", "name": resolved.snapshot_name, "uid": anchor_uid}
+        metadata["ownerReferences"] = [owner]
     return {
         "apiVersion": "v1",
         "kind": "Secret",
-        "metadata": _snapshot_metadata(resolved, namespace),
+        "metadata": metadata,
         "type": SNAPSHOT_SECRET_TYPE,
         "immutable": True,
         "data": {SNAPSHOT_KEY: base64.b64encode(_payload(resolved).encode()).decode()},

@@ -167,8 +167,17 @@ async def ensure_snapshot(ctx: Context, resolved: content.Resolved) -> None:
     ConfigMap, or a Secret when any of the content was read from a Secret."""
     if ctx.cache.get(resolved.snapshot_kind, ctx.namespace, resolved.snapshot_name) is not None:
         return
+    anchor_uid = None
+    if resolved.from_secret:  # owned by an anchor ConfigMap, so that it can be collected (ADR 0084)
+        anchor = content.snapshot_anchor(resolved, ctx.namespace)
+        await ops.create_if_absent(ctx.client, anchor)
+        config_maps = kinds.builtin_resource("v1", "ConfigMap")
+        found = await ops.get(ctx.client, config_maps, resolved.snapshot_name, namespace=ctx.namespace)
+        anchor_uid = str(found.metadata.uid) if found is not None else None
     # Already there is fine: another reconcile made it, or the cache lags behind.
-    await ops.create_if_absent(ctx.client, content.snapshot_object(resolved, ctx.namespace))
+    await ops.create_if_absent(
+        ctx.client, content.snapshot_object(resolved, ctx.namespace, anchor_uid=anchor_uid)
+    )
 
 
 async def report_invalid(ctx: Context, obj: Any, raw: Mapping[str, Any], kind: str, message: str) -> Result:

@@ -213,8 +213,11 @@ def namespace_rules() -> list[Rule]:
         # The leader Lease, or with `--shards` the shard Leases and each replica's heartbeat (ADR 0067),
         # whose names depend on the shard count and the replica: only here, in its own namespace.
         Rule("coordination.k8s.io", ("leases",), ("create", "get", "list", "update", "patch", "delete")),
-        # Immutable content snapshots (`fw-content-<hash>`), created once and never rewritten.
-        Rule("", ("configmaps", "secrets"), ("create",)),
+        # Immutable content snapshots (`fw-content-<hash>`), created once and never rewritten; those
+        # nothing names are collected by deleting their ConfigMap. A Secret snapshot is owned by an
+        # anchor ConfigMap, which the garbage collector follows: no right to delete a Secret (ADR 0084).
+        Rule("", ("configmaps",), ("create", "delete")),
+        Rule("", ("secrets",), ("create",)),
     ]
 
 

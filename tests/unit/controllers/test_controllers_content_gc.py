@@ -1,0 +1,73 @@
+"""Which content snapshots are still named, and when one that is not is collected (pure parts of
+`controllers.content_gc`), and the anchor that lets a Secret snapshot be collected without the
+right to delete a Secret."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from fleetwave.controllers import content, content_gc
+
+NOW = dt.datetime(2030, 1, 1, tzinfo=dt.UTC)
+H1, H2, H3, H4 = ("a" * 64, "b" * 64, "c" * 64, "d" * 64)
+
+
+def test_everything_that_names_a_snapshot_keeps_it() -> None:
+    summary = {"metadata": {"annotations": {"fleetwave.io/content": "fw-content-s1"}}}
+    stage_profile = {"metadata": {"annotations": {"fleetwave.io/pinned-content": "fw-content-pinned"}}}
+    live_profile = {"metadata": {"name": "p"}, "status": {"rollout": {"contentHash": H1}}}
+    promotion = {
+        "status": {
+            "revisions": [
+                {"revision": 1, "snapshot": "fw-content-old", "contentHash": H2, "snapshotHash": H2},
+                {"revision": 2, "snapshot": "fw-content-s-new", "contentHash": H3, "snapshotHash": H3},
+            ]
+        }
+    }
+    named = content_gc.named([stage_profile, live_profile], [summary], [promotion])
+    assert named == {
+        "fw-content-s1",
+        "fw-content-pinned",
+        # A profile's current content, whichever kind its snapshot is kept as.
+        "fw-content-" + H1[:40],
+        "fw-content-s-" + H1[:40],
+        "fw-content-old",
+        "fw-content-s-new",
+    }
+
+
+def test_objects_without_names_name_nothing() -> None:
+    bare = {"metadata": {"name": "x"}}
+    assert content_gc.named([bare], [bare], [bare, {"status": {"revisions": "not a list"}}]) == frozenset()
+
+
+def test_a_named_snapshot_is_looked_at_again_after_the_sweep() -> None:
+    old = NOW - dt.timedelta(days=30)
+    assert content_gc.wait(old, True, NOW, grace=600) == content_gc.SWEEP_SECONDS
+    assert content_gc.wait(old, True, NOW, grace=600, sweep=5) == 5
+
+
+def test_an_unnamed_snapshot_is_collected_only_past_the_grace() -> None:
+    assert content_gc.wait(NOW - dt.timedelta(seconds=601), False, NOW, grace=600) is None
+    assert content_gc.wait(NOW - dt.timedelta(seconds=600), False, NOW, grace=600) is None
+    assert content_gc.wait(NOW - dt.timedelta(seconds=100), False, NOW, grace=600) == 500
+    # A clock behind the API server's never makes it collectable early.
+    assert content_gc.wait(NOW + dt.timedelta(seconds=30), False, NOW, grace=600) == 630
+    assert content_gc.wait(None, False, NOW, grace=600) == 600
+
+
+def test_a_secret_snapshot_is_owned_by_its_anchor_configmap() -> None:
+    resolved = content.Resolved(H4, {"policies": []}, from_secret=True)
+    anchor = content.snapshot_anchor(resolved, "fleetwave-system")
+    assert anchor["kind"] == "ConfigMap"
+    assert anchor["metadata"]["name"] == resolved.snapshot_name == "fw-content-s-" + H4[:40]
+    assert anchor["metadata"]["labels"][content.SNAPSHOT_LABEL] == "snapshot"
+    assert anchor["data"] == {}
+    secret = content.snapshot_object(resolved, "fleetwave-system", anchor_uid="uid-1")
+    assert secret["kind"] == "Secret"
+    assert secret["metadata"]["ownerReferences"] == [
+        {"apiVersion": "v1", "kind": "ConfigMap", "name": resolved.snapshot_name, "uid": "uid-1"}
+    ]
+    # No blockOwnerDeletion: that would need a right on the anchor's finalizers.
+    plain = content.snapshot_object(content.Resolved(H4, {"policies": []}), "fleetwave-system")
+    assert "ownerReferences" not in plain["metadata"]
