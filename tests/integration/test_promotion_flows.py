@@ -8,6 +8,7 @@ import datetime as dt
 import json
 import re
 import subprocess
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -15,7 +16,7 @@ import httpx2
 import pytest
 import yaml
 from lightkube import ApiError, Client
-from lightkube.resources.core_v1 import ConfigMap
+from lightkube.resources.core_v1 import ConfigMap, Event
 from lightkube.types import PatchType
 from prometheus_client.parser import text_string_to_metric_families
 from promotion_support import (
@@ -331,6 +332,52 @@ def test_editing_a_referenced_configmap_is_a_new_revision_that_walks_the_stages_
         assert seen() == {"member-1": "v2", "member-2": "v2", "member-3": "v1"}, "v2 reached production early"
         management.patch(kinds.resource("ClusterPromotion"), name, approve, patch_type=PatchType.JSON)
         wait_for(lambda: seen()["member-3"] == "v2", what="v2 in production after approval")
+
+
+def test_deleting_a_promotion_withdraws_its_stages_last_first(
+    controller: ControllerThread, management: Client, members: dict[str, Client], repo: chartrepo.ChartRepo
+) -> None:
+    name = "withdrawn"
+    apply(management, promotion_doc(name, repo.url, dev_delay="0s"))
+    wait_for(
+        lambda: (
+            "fleetwave.io/withdraw-stages-in-reverse"
+            in (promotion(management, name).metadata.finalizers or [])
+        ),
+        what="the withdrawal finalizer",
+    )
+    wait_for(lambda: set(stage_phases(management, name).values()) == {"Succeeded"}, what="every stage done")
+    assert versions(members, name) == {"member-1": "1.0.0", "member-2": "1.0.0", "member-3": "1.0.0"}
+
+    management.delete(kinds.resource("ClusterPromotion"), name)
+    gone_at: dict[str, float] = {}
+    deadline = time.monotonic() + 120
+    while len(gone_at) < 3 and time.monotonic() < deadline:
+        for member, installed in versions(members, name).items():
+            if installed is None and member not in gone_at:
+                gone_at[member] = time.monotonic()
+        time.sleep(0.1)
+    assert set(gone_at) == {"member-1", "member-2", "member-3"}, gone_at
+    # production (member-3), then staging (member-2), then dev (member-1): each stage is withdrawn only
+    # once the later one's summaries are gone.
+    assert gone_at["member-3"] < gone_at["member-2"] < gone_at["member-1"], gone_at
+
+    def promotion_gone() -> bool:
+        try:
+            promotion(management, name)
+        except ApiError as e:
+            return e.status.code == 404
+        return False
+
+    wait_for(promotion_gone, what="the promotion deleted once its stages are withdrawn")
+    reasons = [
+        e.message
+        for e in management.list(Event, namespace="default", fields={"involvedObject.name": name})
+        if e.reason == "WithdrawingStage"
+    ]
+    assert [m.split("stage ")[1].split(" ")[0] for m in reasons[-3:]] == ["production", "staging", "dev"], (
+        reasons
+    )
 
 
 def test_preserve_cluster_profiles_on_delete_leaves_stage_profiles_and_their_delivery_in_place(

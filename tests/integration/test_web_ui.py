@@ -124,9 +124,10 @@ async def test_the_page_follows_a_promotion_and_approves_as_the_user(
     admin = kubeclient.config_from_file(local_fleet.cluster(fleet.MANAGEMENT).kubeconfig)
     await asyncio.to_thread(setup.install_and_register, management, local_fleet, config)
     client = kubeclient.async_client(admin)
-    as_admin = await ui_server.start(admin)
-    as_viewer = await ui_server.start(kubeclient.config_from_file(viewer))
+    as_admin = as_viewer = None
     try:
+        as_admin = await ui_server.start(admin)
+        as_viewer = await ui_server.start(kubeclient.config_from_file(viewer))
         with chartrepo.serve(bins.path("helm"), tmp_path, [(demo_flow.chart_dir(), "1.0.0")]) as repo:
             await asyncio.to_thread(
                 setup.apply_manifest, management, setup.promotion_manifest(config, repo.url, "1.0.0")
@@ -137,8 +138,9 @@ async def test_the_page_follows_a_promotion_and_approves_as_the_user(
             finally:
                 await controller.stop()
     finally:
-        await as_viewer.stop()
-        await as_admin.stop()
+        for running in (as_viewer, as_admin):
+            if running is not None:
+                await running.stop()
         await client.close()
 
 

@@ -26,6 +26,7 @@ from fleetwave.controllers import (
     promotion_history,
     promotion_preserve,
     promotion_status,
+    promotion_withdrawal,
     rollout_reconcile,
     webhook_gates,
 )
@@ -153,9 +154,10 @@ _PROMOTIONS = _Promotions()
 async def reconcile(ctx: Context, key: str) -> Result:
     obj = ctx.cache.obj(KIND, None, key)
     if obj is not None:
-        ended = await promotion_preserve.guard(ctx, obj, stage_profile_name)
-        if ended is not None:
-            return ended
+        for guard in (promotion_withdrawal.guard, promotion_preserve.guard):
+            ended = await guard(ctx, obj, stage_profile_name)
+            if ended is not None:
+                return ended
     return await rollout_reconcile.reconcile(ctx, key, _PROMOTIONS)
 
 

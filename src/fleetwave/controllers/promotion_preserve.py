@@ -35,16 +35,16 @@ async def guard(ctx: Context, obj: Any, stage_profile_name: Namer) -> Result | N
     if meta.get("deletionTimestamp"):
         if FINALIZER in finalizers:
             await _orphan_stage_profiles(ctx, raw, stage_profile_name)
-            await _set_finalizers(ctx, meta, [f for f in finalizers if f != FINALIZER])
+            await set_finalizers(ctx, meta, [f for f in finalizers if f != FINALIZER])
         return Result()
     if preserve and FINALIZER not in finalizers:
-        await _set_finalizers(ctx, meta, [*finalizers, FINALIZER])
+        await set_finalizers(ctx, meta, [*finalizers, FINALIZER])
     elif not preserve and FINALIZER in finalizers:
-        await _set_finalizers(ctx, meta, [f for f in finalizers if f != FINALIZER])
+        await set_finalizers(ctx, meta, [f for f in finalizers if f != FINALIZER])
     return None
 
 
-async def _set_finalizers(ctx: Context, meta: dict[str, Any], finalizers: list[str]) -> None:
+async def set_finalizers(ctx: Context, meta: dict[str, Any], finalizers: list[str]) -> None:
     # Guarded by resourceVersion: a concurrent edit makes this fail and the watch brings us back.
     body = {"metadata": {"finalizers": finalizers, "resourceVersion": meta.get("resourceVersion")}}
     await ops.merge_patch(ctx.client, ctx.resource(KIND), str(meta["name"]), body)

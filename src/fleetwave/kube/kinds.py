@@ -91,7 +91,7 @@ def family_resource(family: Family, kind: str) -> Any:
     served = family.served(kind)
     if family.native:
         return resource(kind)
-    return served_resource(served.api_version, served.kind, served.plural, native_info(kind).namespaced)
+    return served_resource(served.api_version, served.kind, served.plural, served.namespaced)
 
 
 def builtin(gvk: GVK) -> KindInfo | None:
