@@ -26,6 +26,7 @@ class Probe:
     ready: bool
     version: str | None
     message: str
+    nodes: int | None = None  # None: not known (the credentials may not list nodes)
 
 
 def secret_name(cluster: str) -> str:
@@ -44,9 +45,23 @@ def probe(kubeconfig: bytes, *, timeout: float = 5.0, allow_insecure: bool = Fal
             if ready.status_code != 200:
                 return Probe(False, None, f"API server not ready: /readyz answered {ready.status_code}")
             version = http.get("/version").json().get("gitVersion")
-            return Probe(True, version, "API server ready")
+            return Probe(True, version, "API server ready", _node_count(http))
     except (ops.HTTPError, OSError, ValueError) as e:
         return Probe(False, None, f"API server unreachable: {type(e).__name__}: {e}")
+
+
+def _node_count(http: Any) -> int | None:
+    """The member's node count from one item of a chunked list: the rest is `remainingItemCount`."""
+    try:  # never what makes a member unready: only a property placements may sort by
+        listed = http.get("/api/v1/nodes", params={"limit": 1})
+        if listed.status_code != 200:
+            return None  # typically 403: placing by node count then sees no such property
+        body = listed.json()
+        remaining = (body.get("metadata") or {}).get("remainingItemCount") or 0
+        count = len(body.get("items") or []) + int(remaining)
+    except (ops.HTTPError, OSError, ValueError, TypeError, AttributeError):
+        return None
+    return count if count >= 0 else None
 
 
 def register(
