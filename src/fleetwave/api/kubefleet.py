@@ -8,10 +8,13 @@ Deliberate deviations are recorded in docs/adr/0012-spec-gap-decisions.md.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
+import re
+from decimal import Decimal
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import Field, model_validator
+from pydantic import AfterValidator, Field, model_validator
 
+from fleetwave.api import validation as v
 from fleetwave.api.analyses import AnalysisGate, analyses_field
 from fleetwave.api.analyses import check_unique as check_unique_analyses
 from fleetwave.api.meta import (
@@ -61,10 +64,52 @@ class ResourceSelector(Model):
         return self
 
 
+PropertyName = Annotated[
+    str,
+    AfterValidator(v.check_property_name),
+    Field(json_schema_extra={"pattern": v.PROPERTY_NAME_PATTERN, "maxLength": v.PROPERTY_NAME_MAX}),
+]
+Quantity = Annotated[
+    str,
+    AfterValidator(v.check_quantity),
+    Field(json_schema_extra={"pattern": v.QUANTITY_PATTERN, "maxLength": v.QUANTITY_MAX}),
+]
+
+
+class PropertySelectorRequirement(Model):
+    """A cluster's value of property `name` compared with `values[0]`; a cluster without the
+    property (or with a value that is not a number) does not match, whatever the operator."""
+
+    name: PropertyName
+    operator: Literal["Gt", "Ge", "Eq", "Ne", "Lt", "Le"]
+    values: list[Quantity] = Field(min_length=1, max_length=1)
+
+
+class PropertySelector(Model):
+    match_expressions: list[PropertySelectorRequirement]  # ANDed
+
+
+class PropertySorter(Model):
+    """Weights a preferred term by where a cluster's value of `name` lies between the lowest and
+    the highest value among the eligible clusters (Descending: the highest gets the full weight)."""
+
+    name: PropertyName
+    sort_order: Literal["Ascending", "Descending"]
+
+
 class ClusterSelectorTerm(Model):
     label_selector: LabelSelector | None = None
-    property_selector: FreeForm | None = None
-    property_sorter: FreeForm | None = None
+    property_selector: PropertySelector | None = None
+    property_sorter: PropertySorter | None = None
+
+
+_DECIMAL = re.compile(v.DECIMAL_PATTERN)
+
+
+def property_number(value: str) -> Decimal | None:
+    """A property value as a number; None when it is not a plain decimal (Kubernetes quantity
+    suffixes such as `Gi` or `m` are not read)."""
+    return Decimal(value) if _DECIMAL.fullmatch(value) else None
 
 
 class ClusterSelector(Model):

@@ -44,6 +44,18 @@ PERCENT_OR_INT_PATTERN = r"^((100|[0-9]{1,2})%|[0-9]+)$"
 # CEL half of an int-or-percent check: `type(self) == int` values must be >= the bound.
 INT_MIN_CEL = "type(self) != int || self >= {0}"
 
+# A KubeFleet cluster property name: label-name segments (alphanumerics, '-', '_', '.'; starting and
+# ending alphanumeric) joined by '/', as upstream's webhook checks (`kubernetes-fleet.io/node-count`,
+# `kubernetes.azure.com/skus/Standard_B4ms/count`).
+_PROPERTY_SEGMENT = r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?"
+PROPERTY_NAME_PATTERN = rf"^{_PROPERTY_SEGMENT}(/{_PROPERTY_SEGMENT})*$"
+PROPERTY_NAME_MAX = 512
+# A Kubernetes quantity (resource.Quantity's grammar), what upstream accepts as a property value.
+# fleetwave reads plain decimals only (DECIMAL_PATTERN): a suffixed value is refused by name in status.
+QUANTITY_PATTERN = r"^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]+)?$"
+DECIMAL_PATTERN = r"^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?$"
+QUANTITY_MAX = 64
+
 
 def check_dns1123_label(value: str) -> str:
     if len(value) > DNS1123_LABEL_MAX or not re.fullmatch(DNS1123_LABEL_PATTERN, value):
@@ -73,6 +85,21 @@ def duration_seconds(value: str) -> float:
     if total > MAX_DURATION_SECONDS:  # Go's time.ParseDuration refuses these too (int64 nanoseconds)
         raise ValueError(f"{value!r} is out of range (at most 2562047h)")
     return total
+
+
+def check_property_name(value: str) -> str:
+    if len(value) > PROPERTY_NAME_MAX or not re.fullmatch(PROPERTY_NAME_PATTERN, value):
+        raise ValueError(
+            f"{value!r} is not a property name ('/'-separated segments of alphanumerics, '-', '_' "
+            "and '.', each starting and ending alphanumeric)"
+        )
+    return value
+
+
+def check_quantity(value: str) -> str:
+    if len(value) > QUANTITY_MAX or not re.fullmatch(QUANTITY_PATTERN, value):
+        raise ValueError(f"{value!r} is not a Kubernetes quantity (a number such as 5, 0.5 or 1e3)")
+    return value
 
 
 def check_duration(value: str) -> str:

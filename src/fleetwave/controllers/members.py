@@ -16,9 +16,10 @@ import binascii
 import functools
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from fleetwave.api.kubefleet import property_number
 from fleetwave.core import model as m
 from fleetwave.delivery.target import MemberTarget
 from fleetwave.kube import kubeconfig_policy
@@ -41,6 +42,8 @@ class Member:
     allow_insecure: bool = False  # opted in to http:// or skip-TLS-verify servers (annotation)
     secret_problem: str = ""  # non-empty: the reference is refused and the Secret is never read
     taints: tuple[tuple[str, str, str], ...] = ()  # (key, value, effect): KubeFleet placements' tolerations
+    # name -> value (a string, compared as a number): what KubeFleet property selectors and sorters read
+    properties: Mapping[str, str] = field(default_factory=dict)
 
 
 class Lookup(Protocol):
@@ -75,6 +78,7 @@ def from_object(obj: Obj) -> Member:
         allow_insecure=(meta.get("annotations") or {}).get(ALLOW_INSECURE_ANNOTATION) == "true",
         secret_problem=problem,
         taints=_taints(spec.get("taints")),
+        properties=_properties(meta.get("labels"), status),
     )
 
 
@@ -99,6 +103,32 @@ def unhonoured(obj: Obj) -> str:
         if value not in (None, False, [], {}):
             return f"spec.{key}: not supported by fleetwave yet"
     return ""
+
+
+# KubeFleet's names: its member agent writes the node count into `status.properties`; the version
+# (`/version`'s gitVersion, e.g. v1.30.2) is upstream's too, and fleetwave's probe keeps it in
+# `status.version`.
+NODE_COUNT = "kubernetes-fleet.io/node-count"
+K8S_VERSION = "k8s.io/k8s-version"
+
+
+def _properties(labels: Any, status: Mapping[str, Any]) -> dict[str, str]:
+    """A member's properties, later sources winning: labels whose value is a number (under their key),
+    `status.version` as K8S_VERSION, then `status.properties` (upstream's `{name: {value: "3",
+    observationTime}}`, written by whoever observes the member)."""
+    found = {
+        str(k): v
+        for k, v in (labels.items() if isinstance(labels, Mapping) else ())
+        if isinstance(v, str) and property_number(v) is not None
+    }
+    if isinstance(status.get("version"), str) and status["version"]:
+        found[K8S_VERSION] = status["version"]
+    observed = status.get("properties")
+    for name, prop in observed.items() if isinstance(observed, Mapping) else ():
+        value = prop.get("value") if isinstance(prop, Mapping) else None
+        if isinstance(value, str | int | float) and not isinstance(value, bool):
+            found[str(name)] = str(value)
+    return found
 
 
 def _taints(raw: Any) -> tuple[tuple[str, str, str], ...]:

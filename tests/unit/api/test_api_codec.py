@@ -215,6 +215,50 @@ def test_placement_policy_rules() -> None:
     _reject(doc, "spec.resourceSelectors[0]: set name or labelSelector, not both")
 
 
+def test_property_selectors_and_sorters_are_checked_at_admission() -> None:
+    def placement(term: dict[str, Any]) -> dict[str, Any]:
+        preferred = [{"weight": 10, "preference": term}]
+        return {
+            "apiVersion": "placement.kubernetes-fleet.io/v1beta1",
+            "kind": "ClusterResourcePlacement",
+            "metadata": {"name": "p"},
+            "spec": {
+                "resourceSelectors": [{"group": "", "version": "v1", "kind": "Namespace", "name": "a"}],
+                "policy": {
+                    "placementType": "PickN",
+                    "numberOfClusters": 1,
+                    "affinity": {
+                        "clusterAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": preferred}
+                    },
+                },
+            },
+        }
+
+    def expression(**fields: Any) -> dict[str, Any]:
+        good = {"name": "kubernetes-fleet.io/node-count", "operator": "Ge", "values": ["5"]}
+        return {"propertySelector": {"matchExpressions": [{**good, **fields}]}}
+
+    where = (
+        "spec.policy.affinity.clusterAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].preference"
+    )
+    parse_object(placement({**expression(), "propertySorter": {"name": "cost", "sortOrder": "Ascending"}}))
+    parse_object(placement(expression(values=["4Gi"])))  # a Kubernetes quantity, as upstream accepts
+    _reject(placement(expression(operator="In")), f"{where}.propertySelector.matchExpressions[0].operator")
+    _reject(placement(expression(values=["1", "2"])), "matchExpressions[0].values")
+    _reject(placement(expression(values=[])), "matchExpressions[0].values")
+    _reject(placement(expression(values=["five"])), "is not a Kubernetes quantity")
+    _reject(placement(expression(name="-node count")), "is not a property name")
+    _reject(placement({"propertySelector": {}}), "propertySelector.matchExpressions")
+    _reject(
+        placement({"propertySorter": {"name": "cost", "sortOrder": "Up"}}),
+        f"{where}.propertySorter.sortOrder",
+    )
+    _reject(placement({"propertySorter": {"name": "cost"}}), "propertySorter.sortOrder")
+    _reject(
+        placement({"propertySorter": {"name": "cost", "sortOrder": "Ascending", "x": 1}}), "propertySorter.x"
+    )
+
+
 def test_run_defaults_to_run_state_and_validates_index() -> None:
     doc = {
         "apiVersion": "placement.kubernetes-fleet.io/v1beta1",

@@ -166,3 +166,28 @@ def test_patterns_match_python_checks() -> None:
         assert re.fullmatch(v.DURATION_PATTERN, dur)
     for dur in ("1d", "5", "m"):
         assert not re.fullmatch(v.DURATION_PATTERN, dur)
+    for name in ("kubernetes-fleet.io/node-count", "cpu", "kubernetes.azure.com/skus/Standard_B4ms/count"):
+        assert v.check_property_name(name) == name
+        assert re.fullmatch(v.PROPERTY_NAME_PATTERN, name)
+    for name in ("", "-a", "a/", "a b", "a//b"):
+        assert not re.fullmatch(v.PROPERTY_NAME_PATTERN, name)
+        with pytest.raises(ValueError, match="property name"):
+            v.check_property_name(name)
+    for value in ("5", "-1.5", ".5", "1e3", "4Gi", "500m", "+2k"):
+        assert v.check_quantity(value) == value
+        assert re.fullmatch(v.QUANTITY_PATTERN, value)
+    for value in ("", "five", "1.2.3", "4 Gi", "4gi", "1e"):
+        assert not re.fullmatch(v.QUANTITY_PATTERN, value)
+        with pytest.raises(ValueError, match="quantity"):
+            v.check_quantity(value)
+
+
+def test_property_operators_and_sort_orders_are_enums_in_the_crd() -> None:
+    crd = CRDS["clusterresourceplacements.fleetwave.io"]
+    root = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    operators = [
+        n["enum"] for p, n in _nodes(root) if p.endswith("propertySelector.matchExpressions[].operator")
+    ]
+    orders = [n["enum"] for p, n in _nodes(root) if p.endswith("propertySorter.sortOrder")]
+    assert operators == [["Gt", "Ge", "Eq", "Ne", "Lt", "Le"]] * 2  # required and preferred terms
+    assert orders == [["Ascending", "Descending"]] * 2

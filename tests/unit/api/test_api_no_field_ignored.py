@@ -53,6 +53,14 @@ HS = "tests/unit/health/test_health_selection.py::"
 KS = "tests/integration/test_kubefleet_staged_runs.py::"
 SEL = "tests/unit/kubefleet/test_kubefleet_selection.py::"
 KP = "tests/unit/kubefleet/test_kubefleet_picking.py::"
+PREFERRED = KP + "test_pickn_takes_the_top_n_by_the_weights_of_matching_preferred_terms_then_by_name"
+PROPERTY_SELECTOR = (
+    KP + "test_a_property_selector_compares_numbers_and_a_cluster_without_the_value_never_matches"
+)
+PROPERTY_SORTER = (
+    KP + "test_a_property_sorter_scales_its_weight_between_the_lowest_and_highest_eligible_values"
+)
+SPREAD = KP + "test_do_not_schedule_never_lets_the_skew_pass_max_skew_even_if_fewer_clusters_are_picked"
 MC = "tests/unit/controllers/test_controllers_member_credentials.py::"
 SO = "tests/unit/controllers/test_controllers_summary_ownership.py::"
 DH = "tests/integration/test_delivery_helm.py::"
@@ -426,9 +434,7 @@ REGISTRY: dict[str, dict[str, Entry]] = {
         "clusterNames": h(KP + "test_pickn_counts_only_tolerated_clusters_and_pickfixed_ignores_taints"),
         "numberOfClusters": h(KP + "test_pickn_counts_only_tolerated_clusters_and_pickfixed_ignores_taints"),
         "affinity": h("tests/unit/kubefleet/test_kubefleet_picking.py::"),
-        "topologySpreadConstraints": placement(
-            {"policy": {"topologySpreadConstraints": [{"topologyKey": "zone"}]}}
-        ),
+        "topologySpreadConstraints": h(SPREAD),
         "tolerations": h(
             KP + "test_equal_needs_key_and_value_exists_needs_the_key_and_an_empty_key_tolerates_all"
         ),
@@ -438,57 +444,22 @@ REGISTRY: dict[str, dict[str, Entry]] = {
         "requiredDuringSchedulingIgnoredDuringExecution": h(
             "tests/unit/kubefleet/test_kubefleet_picking.py::"
         ),
-        "preferredDuringSchedulingIgnoredDuringExecution": placement(
-            {
-                "policy": {
-                    "affinity": {
-                        "clusterAffinity": {
-                            "preferredDuringSchedulingIgnoredDuringExecution": [
-                                {"weight": 1, "preference": {}}
-                            ]
-                        }
-                    }
-                }
-            }
-        ),
+        "preferredDuringSchedulingIgnoredDuringExecution": h(PREFERRED),
     },
     "ClusterSelector": {"clusterSelectorTerms": h("tests/unit/kubefleet/test_kubefleet_picking.py::")},
     "ClusterSelectorTerm": {
         "labelSelector": h("tests/unit/kubefleet/test_kubefleet_picking.py::"),
-        "propertySelector": placement(
-            {
-                "policy": {
-                    "affinity": {
-                        "clusterAffinity": {
-                            "requiredDuringSchedulingIgnoredDuringExecution": {
-                                "clusterSelectorTerms": [{"propertySelector": {"matchExpressions": []}}]
-                            }
-                        }
-                    }
-                }
-            }
-        ),
-        "propertySorter": placement(
-            {
-                "policy": {
-                    "affinity": {
-                        "clusterAffinity": {
-                            "requiredDuringSchedulingIgnoredDuringExecution": {
-                                "clusterSelectorTerms": [{"propertySorter": {"name": "x"}}]
-                            }
-                        }
-                    }
-                }
-            }
-        ),
+        "propertySelector": h(PROPERTY_SELECTOR),
+        "propertySorter": h(PROPERTY_SORTER),
     },
-    "PreferredClusterSelector": {
-        f: within("ClusterAffinity.preferredDuringSchedulingIgnoredDuringExecution")
-        for f in ("weight", "preference")
-    },
+    "PropertySelector": {"matchExpressions": h(PROPERTY_SELECTOR)},
+    "PropertySelectorRequirement": {f: h(PROPERTY_SELECTOR) for f in ("name", "operator", "values")},
+    "PropertySorter": {f: h(PROPERTY_SORTER) for f in ("name", "sortOrder")},
+    "PreferredClusterSelector": {f: h(PREFERRED) for f in ("weight", "preference")},
     "TopologySpreadConstraint": {
-        f: within("PlacementPolicy.topologySpreadConstraints")
-        for f in ("maxSkew", "topologyKey", "whenUnsatisfiable")
+        "maxSkew": h(SPREAD),
+        "topologyKey": h(SPREAD),
+        "whenUnsatisfiable": h(KP + "test_schedule_anyway_prefers_the_least_skewed_choice_but_still_picks_n"),
     },
     "Toleration": {
         f: h(KP + "test_equal_needs_key_and_value_exists_needs_the_key_and_an_empty_key_tolerates_all")

@@ -20,42 +20,69 @@ def spec(**fields: Any) -> PlacementSpec:
 
 
 TERM = {"labelSelector": {"matchLabels": {"env": "prod"}}}
+NODES = "kubernetes-fleet.io/node-count"
+
+
+def selector(name: str, value: str = "3") -> dict[str, Any]:
+    return {"matchExpressions": [{"name": name, "operator": "Ge", "values": [value]}]}
+
+
+def pick_n(
+    required: list[dict[str, Any]] | None = None, preferred: list[dict[str, Any]] | None = None, **fields: Any
+) -> dict[str, Any]:
+    affinity: dict[str, Any] = {}
+    if required:
+        affinity["requiredDuringSchedulingIgnoredDuringExecution"] = {"clusterSelectorTerms": required}
+    if preferred:
+        affinity["preferredDuringSchedulingIgnoredDuringExecution"] = preferred
+    return {
+        "placementType": "PickN",
+        "numberOfClusters": 2,
+        "affinity": {"clusterAffinity": affinity},
+        **fields,
+    }
 
 
 @pytest.mark.parametrize(
     ("fields", "named"),
     [
         (
-            {"policy": {"placementType": "PickAll", "topologySpreadConstraints": [{"topologyKey": "zone"}]}},
-            "spec.policy.topologySpreadConstraints",
+            {
+                "policy": pick_n(
+                    required=[
+                        TERM,
+                        {"propertySelector": selector("resources.kubernetes-fleet.io/available-cpu")},
+                    ]
+                )
+            },
+            "clusterSelectorTerms[1].propertySelector.matchExpressions[0].name: resources.",
         ),
         (
             {
-                "policy": {
-                    "affinity": {
-                        "clusterAffinity": {
-                            "preferredDuringSchedulingIgnoredDuringExecution": [
-                                {"weight": 10, "preference": TERM}
-                            ]
-                        }
-                    }
-                }
+                "policy": pick_n(
+                    preferred=[{"weight": 5, "preference": {"propertySelector": selector("memory", "4Gi")}}]
+                )
             },
-            "spec.policy.affinity.clusterAffinity.preferredDuringSchedulingIgnoredDuringExecution",
+            "preferredDuringSchedulingIgnoredDuringExecution[0].preference.propertySelector.matchExpressions[0]"
+            ".values[0]: 4Gi",
         ),
         (
             {
-                "policy": {
-                    "affinity": {
-                        "clusterAffinity": {
-                            "requiredDuringSchedulingIgnoredDuringExecution": {
-                                "clusterSelectorTerms": [TERM, {"propertySelector": {"matchExpressions": []}}]
-                            }
+                "policy": pick_n(
+                    preferred=[
+                        {
+                            "weight": 5,
+                            "preference": {
+                                "propertySorter": {
+                                    "name": "resources.kubernetes-fleet.io/total-cpu",
+                                    "sortOrder": "Ascending",
+                                }
+                            },
                         }
-                    }
-                }
+                    ]
+                )
             },
-            "clusterSelectorTerms[1].propertySelector",
+            "preferredDuringSchedulingIgnoredDuringExecution[0].preference.propertySorter.name",
         ),
         (
             {"strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 2}}},
@@ -119,3 +146,54 @@ def test_the_seed_placements_are_accepted() -> None:
     placements = [d for d in docs if d["kind"].endswith("ResourcePlacement")]
     assert len(placements) == 2
     assert all(unhonoured.refusal(PlacementSpec.model_validate(p["spec"])) == "" for p in placements)
+
+
+def test_preferences_property_selectors_and_sorters_and_spreading_are_accepted_with_pickn() -> None:
+    spread = [
+        {"topologyKey": "zone", "maxSkew": 2},
+        {"topologyKey": "rack", "whenUnsatisfiable": "ScheduleAnyway"},
+    ]
+    placement = pick_n(
+        required=[{**TERM, "propertySelector": selector(NODES)}],
+        preferred=[
+            {"weight": 20, "preference": {"propertySorter": {"name": NODES, "sortOrder": "Descending"}}},
+            {"weight": -10, "preference": {**TERM, "propertySelector": selector("gpus", "1e1")}},
+        ],
+        topologySpreadConstraints=spread,
+    )
+    assert unhonoured.refusal(spec(policy=placement)) == ""
+    # required property selectors filter PickAll as they filter PickN
+    pick_all = {
+        "placementType": "PickAll",
+        "affinity": pick_n(required=[{"propertySelector": selector(NODES)}])["affinity"],
+    }
+    assert unhonoured.refusal(spec(policy=pick_all)) == ""
+
+
+@pytest.mark.parametrize(
+    ("policy", "named"),
+    [
+        (
+            {"placementType": "PickAll", "topologySpreadConstraints": [{"topologyKey": "zone"}]},
+            "spec.policy.topologySpreadConstraints: only PickN",
+        ),
+        (
+            {
+                "affinity": {
+                    "clusterAffinity": {
+                        "preferredDuringSchedulingIgnoredDuringExecution": [
+                            {"weight": 10, "preference": TERM}
+                        ]
+                    }
+                }
+            },
+            "clusterAffinity.preferredDuringSchedulingIgnoredDuringExecution: only PickN",
+        ),
+        (
+            pick_n(required=[TERM, {"propertySorter": {"name": NODES, "sortOrder": "Ascending"}}]),
+            "clusterSelectorTerms[1].propertySorter: only a preferred term sorts clusters",
+        ),
+    ],
+)
+def test_what_kubefleet_refuses_too_is_refused_by_name(policy: dict[str, Any], named: str) -> None:
+    assert named in unhonoured.refusal(spec(policy=policy))
