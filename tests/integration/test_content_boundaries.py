@@ -264,9 +264,11 @@ def test_content_from_an_addon_secret_is_delivered_and_pinned_into_a_secret(
         pinned = management.get(Secret, snapshot, namespace=CONTROLLER_NS)
         assert pinned.type == content.SNAPSHOT_SECRET_TYPE
         assert pinned.immutable is True
-        assert not any(
-            c.metadata.name == snapshot for c in management.list(ConfigMap, namespace=CONTROLLER_NS)
-        ), "Secret content was pinned into a ConfigMap"
+        # The ConfigMap of that name is only the snapshot's anchor (ADR 0084): empty, owning the Secret.
+        anchor = management.get(ConfigMap, snapshot, namespace=CONTROLLER_NS)
+        assert not anchor.data, "Secret content was pinned into a ConfigMap"
+        assert (anchor.metadata.annotations or {}).get(content.ANCHOR_ANNOTATION) == "Secret"
+        assert [o.uid for o in pinned.metadata.ownerReferences or []] == [anchor.metadata.uid]
         assert SECRET_VALUE not in json.dumps(summary.to_dict())
     finally:
         _delete_profile(management, name)

@@ -582,6 +582,74 @@ def test_a_pickfixed_rolling_update_placement_delivers_only_to_the_clusters_it_n
         management.delete(kinds.resource("ClusterResourcePlacement"), crp)
 
 
+def test_pickn_ranks_by_preferred_affinity_and_property_sorters_on_probed_properties(
+    controller: Controllers, management: Client, members: dict[str, Client], hub_ns: str
+) -> None:
+    """KubeFleet's property-based scheduling, as its how-to writes it: a required property selector on
+    the node count the controller probes (status.properties), preferred terms by label and by a
+    property sorter (`order`, a numeric label). Scores: member-3 60, member-1 40, member-2 0; by
+    name PickN would have taken member-1 and member-2."""
+    crp = "pick-by-score"
+    doc = crp_doc(crp, hub_ns)
+    doc["spec"]["policy"] = {
+        "placementType": "PickN",
+        "numberOfClusters": 2,
+        "affinity": {
+            "clusterAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "clusterSelectorTerms": [
+                        {
+                            "propertySelector": {
+                                "matchExpressions": [
+                                    {
+                                        "name": "kubernetes-fleet.io/node-count",
+                                        "operator": "Ge",
+                                        "values": ["1"],
+                                    }
+                                ]
+                            }
+                        }
+                    ]
+                },
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "weight": 40,
+                        "preference": {"labelSelector": {"matchLabels": {"environment": "canary"}}},
+                    },
+                    {
+                        "weight": 20,
+                        "preference": {"propertySorter": {"name": "order", "sortOrder": "Ascending"}},
+                    },
+                ],
+            }
+        },
+    }
+    doc["spec"]["strategy"] = {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 2}}
+    apply(management, doc)
+    try:
+        member = management.get(kinds.resource("MemberCluster"), "member-1", namespace=MEMBER_NS)
+        wait_for(
+            lambda: (
+                (
+                    management.get(kinds.resource("MemberCluster"), "member-1", namespace=MEMBER_NS).status
+                    or {}
+                )
+                .get("properties", {})
+                .get("kubernetes-fleet.io/node-count", {})
+                .get("value")
+                == "1"
+            ),
+            what=f"the probed node count of {member.metadata.name} in its status.properties",
+        )
+        wait_for(
+            lambda: [cm_value(members[m], hub_ns) for m in ("member-1", "member-3")] == ["value1", "value1"],
+            what="the two best-scored clusters updated",
+        )
+        assert cm_value(members["member-2"], hub_ns) is None  # scored 0: not picked
+    finally:
+        management.delete(kinds.resource("ClusterResourcePlacement"), crp)
+
+
 def test_a_pickn_run_in_initialize_state_freezes_its_plan_and_delivers_only_once_set_to_run(
     controller: Controllers, management: Client, members: dict[str, Client], hub_ns: str
 ) -> None:

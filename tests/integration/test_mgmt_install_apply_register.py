@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from lightkube import ApiError, Client, codecs
-from lightkube.resources.core_v1 import Secret
+from lightkube.resources.core_v1 import Node, Secret
 from typer.testing import CliRunner
 
 from fleetwave.api import crds
@@ -163,3 +163,12 @@ def test_a_member_that_is_down_is_registered_as_not_ready(
     mc = management.get(kinds.resource("MemberCluster"), "gone", namespace="fleet-members")
     assert mc.status["ready"] is False
     assert "unreachable" in mc.status["failureMessage"]
+
+
+def test_the_probe_counts_a_members_nodes(local_fleet: fleet.FleetState, members: dict[str, Client]) -> None:
+    member = local_fleet.members[0]
+    listed = len(list(members[member.name].list(Node)))
+    probe = registration.probe(Path(member.kubeconfig).read_bytes())
+    assert probe.ready
+    assert listed >= 1  # a full member's kwok node
+    assert probe.nodes == listed

@@ -41,6 +41,7 @@ class Verdict:
     reason: str
     message: str
     version: str | None = None
+    nodes: int | None = None
 
 
 async def reconcile(ctx: Context, key: str) -> Result:
@@ -60,6 +61,7 @@ async def reconcile(ctx: Context, key: str) -> Result:
         "connectionStatus": "Healthy" if verdict.ready else "Down",
         "failureMessage": None if verdict.ready else verdict.message,
         "version": verdict.version or previous.get("version"),
+        "properties": _properties(previous.get("properties"), verdict, ctx.clock()),
         "conditions": [_condition(ctx, verdict, old, raw_obj)],
     }
     written = await write_status(ctx.client, ctx.resource("MemberCluster"), obj, status)
@@ -72,6 +74,19 @@ async def reconcile(ctx: Context, key: str) -> Result:
     # watched for this member, so fixing it would otherwise go unnoticed. A window that opens or
     # closes sooner than the next probe wakes us then.
     return Result(requeue_after=min(PROBE_INTERVAL, window.seconds_left) if window else PROBE_INTERVAL)
+
+
+def _properties(previous: Any, verdict: Verdict, now: datetime) -> dict[str, Any] | None:
+    """KubeFleet's `status.properties` (ADR 0085): the node count the probe saw, in upstream's shape.
+    The observation time moves only when the value does, so a steady member writes no new status."""
+    kept = dict(previous) if isinstance(previous, dict) else {}
+    if verdict.nodes is None:
+        return kept or None
+    value = str(verdict.nodes)
+    seen = kept.get(members.NODE_COUNT)
+    if not (isinstance(seen, dict) and seen.get("value") == value):
+        kept[members.NODE_COUNT] = {"value": value, "observationTime": timestamps.fmt(now)}
+    return kept
 
 
 async def _verdict(
@@ -88,7 +103,8 @@ async def _verdict(
     probe = await asyncio.to_thread(
         registration.probe, found.kubeconfig, allow_insecure=member.allow_insecure
     )
-    return Verdict(probe.ready, REACHABLE if probe.ready else UNREACHABLE, probe.message, probe.version)
+    reason = REACHABLE if probe.ready else UNREACHABLE
+    return Verdict(probe.ready, reason, probe.message, probe.version, probe.nodes)
 
 
 @dataclass(frozen=True, slots=True)

@@ -366,3 +366,34 @@ def test_the_window_says_when_it_changes_and_an_invalid_one_keeps_the_member_out
     assert not broken.open
     assert "invalid cron expression" in broken.message
     assert membercluster.active_window({"spec": {}}, T0) is None
+
+
+async def test_the_node_count_is_written_as_kubefleets_property_and_only_moves_when_it_changes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    nodes: list[int | None] = [3]
+
+    def probe(raw: bytes, **_: Any) -> registration.Probe:
+        return registration.Probe(True, "v1.35.4", "API server ready", nodes[0])
+
+    monkeypatch.setattr(registration, "probe", probe)
+    config = _kubeconfig()
+    seen = {"kubernetes-fleet.io/node-count": {"value": "3", "observationTime": "2020-01-01T00:00:00Z"}}
+    for previous, count, written in (
+        (None, 3, "3"),
+        (seen, 3, None),  # unchanged: nothing written, the old observation time stays (no churn)
+        (seen, 4, "4"),
+        (seen, None, None),  # not known this time (e.g. no right to list nodes): kept as it was
+    ):
+        nodes[0] = count
+        status = {"properties": previous} if previous else {}
+        mc = _mc(status=status)
+        cache = _Cache({("MemberCluster", "team-a", "m1"): mc, ("Secret", "team-a", "s"): _secret(config)})
+        client = _Client()
+        await membercluster.reconcile(_ctx(cache, client), "team-a/m1")
+        patch = client.patches[0]["status"]  # a merge patch: what changed
+        if written is None:
+            assert "properties" not in patch
+            continue
+        node_count = patch["properties"]["kubernetes-fleet.io/node-count"]
+        assert node_count == {"value": written, "observationTime": "2026-11-22T10:00:00Z"}
