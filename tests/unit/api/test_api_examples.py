@@ -14,12 +14,15 @@ from fleetwave import translate
 from fleetwave.api.codec import parse_object
 from fleetwave.api.models import (
     ClusterPromotion,
+    ClusterResourcePlacement,
     ClusterStagedUpdateRun,
     ClusterStagedUpdateStrategy,
     Resource,
     StagedUpdateRun,
     StagedUpdateStrategy,
 )
+from fleetwave.controllers import members
+from fleetwave.controllers.kubefleet import picking
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "seeds"
 FILES = sorted(EXAMPLES.glob("*.yaml"))
@@ -59,3 +62,31 @@ def test_an_example_parses_and_its_rollouts_translate(path: Path) -> None:
         strategy = strategies[run.spec.staged_rollout_strategy_name]
         rollout = translate.from_manifests([run, strategy])
         assert [s.name for s in rollout.spec.stages] == [s.name for s in strategy.spec.stages]
+
+
+def test_the_pick_by_score_example_picks_what_its_comment_says() -> None:
+    [doc] = documents(EXAMPLES.parent / "placement-pick-by-score.yaml")
+    placement = parse_object(doc)
+    assert isinstance(placement, ClusterResourcePlacement)
+
+    def member(name: str, env: str, nodes: str | None, order: str | None = None) -> members.Member:
+        labels = {"env": env, **({"order": order} if order else {})}
+        properties = {"kubernetes-fleet.io/node-count": {"value": nodes}} if nodes else {}
+        return members.from_object(
+            {
+                "metadata": {"name": name, "namespace": "fleet", "labels": labels},
+                "spec": {},
+                "status": {"ready": True, "properties": properties},
+            }
+        )
+
+    fleet = [
+        member("a-dev", "dev", "3", order="1"),
+        member("b-staging", "staging", "2", order="2"),
+        member("c-prod", "prod", "5", order="3"),
+        member("d-prod-empty", "prod", "0"),  # no node: fails the required property selector
+        member("e-prod-unknown", "prod", None),  # node count not known: never matches
+    ]
+    picked = [m.name for m in picking.pick(placement.spec.policy, fleet)]
+    # c-prod: 40 + 0 (highest order); a-dev: 0 + 20 (lowest order); b-staging: 0 + 10.
+    assert picked == ["c-prod", "a-dev"]
