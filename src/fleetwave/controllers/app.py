@@ -380,8 +380,22 @@ class _Keys:
         return [owner] if owner else []
 
     def profile_of_summary(self, obj: Any) -> Iterable[str]:
+        """The summary's profile, and the profiles that depend on it (`dependsOn`): a summary turning
+        Ready may let them deliver to its cluster."""
         name = _labels(obj).get(ss.PROFILE_LABEL)
-        return [name] if name else []
+        if not name:
+            return []
+        return [name, *self._dependents().get(name, ())]
+
+    def _dependents(self) -> dict[str, list[str]]:
+        def build() -> dict[str, list[str]]:
+            out: dict[str, list[str]] = {}
+            for profile in self.cache.list("ClusterProfile"):
+                for dependency in (profile.get("spec") or {}).get("dependsOn") or []:
+                    out.setdefault(str(dependency), []).append(str(profile["metadata"]["name"]))
+            return out
+
+        return self.cache.memo("profile-dependents", "ClusterProfile", build)
 
     def promotion_of_summary(self, obj: Any) -> Iterable[str]:
         keys: list[str] = []

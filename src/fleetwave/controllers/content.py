@@ -102,7 +102,6 @@ class Resolved:
 _UNSUPPORTED = (
     "kustomization_refs",
     "template_resource_refs",
-    "depends_on",
     "patches",
     "patches_from",
     "reloader",

@@ -24,9 +24,9 @@ from fleetwave.controllers import rollout_facts as rf
 from fleetwave.controllers import summary_status as ss
 from fleetwave.controllers.context import Context
 from fleetwave.controllers.rollout_reconcile import Observation, Pass, Prepared
+from fleetwave.core import dependencies, selectors, timestamps
 from fleetwave.core import effects as fx
 from fleetwave.core import model as m
-from fleetwave.core import selectors
 from fleetwave.kube import ops
 from fleetwave.runtime.controller import Result
 
@@ -48,7 +48,8 @@ class _Profiles:
     def prepare(self, ctx: Context, raw: Mapping[str, Any]) -> Prepared[ClusterProfile]:
         profile = common.parse_as(raw, KIND, ClusterProfile)
         resolved = _content(ctx, raw, profile)
-        return Prepared(profile, resolved, translate.from_profile(profile, content_hash=resolved.hash))
+        spec = translate.from_profile(profile, content_hash=resolved.hash)
+        return Prepared(profile, resolved, spec, held=_held(ctx, profile))
 
     async def observe(self, ctx: Context, run: Pass[ClusterProfile]) -> Observation[_Facts]:
         existing = common.summaries_of(ctx.cache, run.key)
@@ -83,11 +84,14 @@ class _Profiles:
                 await delete_summary(ctx, summary)
 
     def status(self, run: Pass[ClusterProfile], facts: _Facts, decision: fx.Decision) -> dict[str, Any]:
+        conditions = rf.conditions(decision.status, run.generation)
+        if run.parsed.spec.depends_on:
+            conditions.append(_dependencies_condition(run, facts))
         return {
             **rf.profile_status(
                 decision.status, facts.matching, facts.deliveries, run.resolved.hash, run.family
             ),
-            "conditions": rf.conditions(decision.status, run.generation),
+            "conditions": conditions,
             "rollout": engine_state.dump(decision.status),
         }
 
@@ -96,6 +100,53 @@ class _Profiles:
 
 
 _PROFILES = _Profiles()
+DEPENDENCIES = "DependenciesProvisioned"
+
+
+def _held(ctx: Context, profile: ClusterProfile) -> dict[str, tuple[str, ...]]:
+    """`dependsOn` (Sveltos): clusters where a profile this one depends on is not provisioned yet;
+    a cycle is refused (the profile could never be delivered anywhere)."""
+    needs = profile.spec.depends_on or []
+    if not needs:
+        return {}
+    name = profile.metadata.name
+    edges = {
+        str(o["metadata"]["name"]): list((o.get("spec") or {}).get("dependsOn") or [])
+        for o in ctx.cache.list(KIND)
+    }
+    edges[name] = list(needs)
+    cycle = dependencies.cycle_through(name, edges)
+    if cycle:
+        raise content.ContentError(
+            f"spec.dependsOn: {' -> '.join(cycle)} is a cycle; none of them can be delivered"
+        )
+    delivered = {d: common.summaries_of(ctx.cache, d) for d in set(needs)}
+
+    def provisioned(dependency: str, cluster: str) -> bool:
+        summary = delivered[dependency].get(cluster) or {}
+        ready = [c for c in (summary.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"]
+        return bool(ready) and ready[0].get("status") == "True"
+
+    return dependencies.unmet(common.fleet_of(ctx.cache).names, needs, provisioned)
+
+
+def _dependencies_condition(run: Pass[ClusterProfile], facts: _Facts) -> dict[str, Any]:
+    waiting = {c: d for c, d in run.held.items() if c in facts.matching}
+    if waiting:
+        status, reason = "False", "WaitingForDependencies"
+        why = dependencies.describe(waiting)
+        message = f"not delivered until the profiles it depends on are provisioned: {why}"
+    else:
+        status, reason = "True", "Provisioned"
+        message = "every profile it depends on is provisioned on its clusters"
+    return {
+        "type": DEPENDENCIES,
+        "status": status,
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": timestamps.fmt(run.now),
+        "observedGeneration": run.generation,
+    }
 
 
 async def reconcile(ctx: Context, key: str) -> Result:

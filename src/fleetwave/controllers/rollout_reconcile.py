@@ -11,7 +11,7 @@ A kind plugs in through `Rollout`: how it parses, what it observes, how it acts,
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -38,6 +38,9 @@ class Prepared(Generic[P]):
     parsed: P
     resolved: content.Resolved
     spec: m.RolloutSpec
+    # Clusters this rollout must not start on yet, and why (a profile's unmet dependsOn): the engine
+    # sees them as not ready.
+    held: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +57,7 @@ class Pass(Generic[P]):
     previous: st.RolloutStatus | None
     now: datetime
     family: Family  # the API family the object is served in (its status names clusters that way)
+    held: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def generation(self) -> int | None:
@@ -139,8 +143,15 @@ def _start(ctx: Context, key: str, obj: Any, raw: Mapping[str, Any], prepared: P
         parsed=prepared.parsed,
         resolved=prepared.resolved,
         spec=prepared.spec,
-        fleet=common.fleet_of(ctx.cache),
+        fleet=_holding(common.fleet_of(ctx.cache), prepared.held),
         previous=engine_state.previous_of(raw),
         now=ctx.clock(),
         family=ctx.family,
+        held=prepared.held,
     )
+
+
+def _holding(fleet: m.Fleet, held: Mapping[str, tuple[str, ...]]) -> m.Fleet:
+    if not held:
+        return fleet
+    return m.Fleet.of(replace(c, ready=False) if c.name in held else c for c in fleet.by_name.values())

@@ -169,7 +169,10 @@ PROFILE_SPEC: dict[str, Entry] = {
     "templateResourceRefs": profile(
         {"templateResourceRefs": [{"resource": {"kind": "ConfigMap", "name": "x"}, "identifier": "x"}]}
     ),
-    "dependsOn": profile({"dependsOn": ["other"]}),
+    "dependsOn": h(
+        "tests/integration/test_profile_dependencies.py::"
+        "test_a_profile_waits_for_the_profiles_it_depends_on_cluster_by_cluster"
+    ),
     "policyRefs": h(CC + "test_the_hash_follows_the_referenced_data_not_just_the_spec"),
     "helmCharts": h(HELM),
     "kustomizationRefs": profile(
