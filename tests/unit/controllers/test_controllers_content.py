@@ -99,11 +99,10 @@ def test_helm_values_merge_inline_then_values_from_in_order() -> None:
     assert resolved.body["helmCharts"][0]["values"] == {"image": {"repo": "x", "tag": "2"}, "replicas": 3}
 
 
-@pytest.mark.parametrize("field", ["kustomizationRefs", "dependsOn", "patches"])
+@pytest.mark.parametrize("field", ["kustomizationRefs", "patches"])
 def test_fields_not_delivered_yet_are_refused_by_name(field: str) -> None:
     value: Any = {
         "kustomizationRefs": [{"kind": "ConfigMap", "name": "k", "namespace": "fw"}],
-        "dependsOn": ["other"],
         "patches": [{"patch": "x"}],
     }[field]
     with pytest.raises(content.ContentError, match=rf"spec\.{field}: not supported"):
