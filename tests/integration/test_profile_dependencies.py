@@ -53,7 +53,7 @@ def _profile(
     if depends_on:
         spec["dependsOn"] = depends_on
     profile = {
-        "apiVersion": "config.projectsveltos.io/v1beta1",
+        "apiVersion": "fleetwave.io/v1alpha1",
         "kind": "ClusterProfile",
         "metadata": {"name": name},
         "spec": spec,
@@ -115,10 +115,7 @@ def test_a_profile_waits_for_the_profiles_it_depends_on_cluster_by_cluster(
         waiting = _condition(management, app, "DependenciesProvisioned")
         assert waiting["status"] == "False"
         assert waiting["reason"] == "WaitingForDependencies"
-        assert (
-            f"{namespace}/member-2 waits for {base}" in waiting["message"]
-            or f"fleetwave-system/member-2 waits for {base}" in waiting["message"]
-        )
+        assert f"fleetwave-system/member-2 waits for {base}" in waiting["message"]
         assert not _present(members["member-2"], namespace, app)
 
         _apply(management, _profile(base, namespace, ["dev", "staging"]))

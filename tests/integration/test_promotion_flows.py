@@ -375,9 +375,9 @@ def test_deleting_a_promotion_withdraws_its_stages_last_first(
         for e in management.list(Event, namespace="default", fields={"involvedObject.name": name})
         if e.reason == "WithdrawingStage"
     ]
-    assert [m.split("stage ")[1].split(" ")[0] for m in reasons[-3:]] == ["production", "staging", "dev"], (
-        reasons
-    )
+    # Events are listed in no particular order (and a second may hold two): the order is asserted on
+    # the members above; each stage said it was withdrawn.
+    assert {m.split("stage ")[1].split(" ")[0] for m in reasons} == {"production", "staging", "dev"}, reasons
 
 
 def test_preserve_cluster_profiles_on_delete_leaves_stage_profiles_and_their_delivery_in_place(

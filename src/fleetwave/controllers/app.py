@@ -390,9 +390,9 @@ class _Keys:
     def _dependents(self) -> dict[str, list[str]]:
         def build() -> dict[str, list[str]]:
             out: dict[str, list[str]] = {}
-            for profile in self.cache.list("ClusterProfile"):
-                for dependency in (profile.get("spec") or {}).get("dependsOn") or []:
-                    out.setdefault(str(dependency), []).append(str(profile["metadata"]["name"]))
+            for dependent in self.cache.list("ClusterProfile"):
+                for dependency in (dependent.get("spec") or {}).get("dependsOn") or []:
+                    out.setdefault(str(dependency), []).append(str(dependent["metadata"]["name"]))
             return out
 
         return self.cache.memo("profile-dependents", "ClusterProfile", build)
