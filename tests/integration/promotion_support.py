@@ -344,3 +344,12 @@ def running_controller(
     finally:
         thread.stop()
     assert thread.error is None, thread.error
+
+
+@contextmanager
+def registered_controller(
+    state: fleet.FleetState, management: Client, helm: str, identity: str, **overrides: Any
+) -> Iterator[ControllerThread]:
+    """`registered` members and a `running_controller` for a module's tests, in that order."""
+    with registered(management, state), running_controller(state, helm, identity, **overrides) as thread:
+        yield thread

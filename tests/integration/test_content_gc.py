@@ -16,7 +16,7 @@ import pytest
 import yaml
 from lightkube import ApiError, Client, codecs
 from lightkube.resources.core_v1 import ConfigMap, Secret
-from promotion_support import ControllerThread, registered, running_controller, wait_for
+from promotion_support import ControllerThread, registered_controller, wait_for
 
 from fleetwave.kube import kinds
 from fleetwave.local import binaries, fleet
@@ -30,16 +30,9 @@ GRACE = 2.0
 def controller(
     local_fleet: fleet.FleetState, management: Client, bins: binaries.Binaries
 ) -> Iterator[ControllerThread]:
-    with (
-        registered(management, local_fleet),
-        running_controller(
-            local_fleet,
-            bins.path("helm"),
-            "content-gc",
-            snapshot_grace_seconds=GRACE,
-            snapshot_sweep_seconds=1.0,
-        ) as thread,
-    ):
+    helm = bins.path("helm")
+    overrides = {"snapshot_grace_seconds": GRACE, "snapshot_sweep_seconds": 1.0}
+    with registered_controller(local_fleet, management, helm, "content-gc", **overrides) as thread:
         yield thread
 
 

@@ -13,7 +13,7 @@ import pytest
 import yaml
 from lightkube import ApiError, Client, codecs
 from lightkube.resources.core_v1 import ConfigMap
-from promotion_support import ControllerThread, registered, running_controller, wait_for
+from promotion_support import ControllerThread, registered_controller, wait_for
 
 from fleetwave.kube import kinds
 from fleetwave.local import binaries, fleet
@@ -23,10 +23,7 @@ from fleetwave.local import binaries, fleet
 def controller(
     local_fleet: fleet.FleetState, management: Client, bins: binaries.Binaries
 ) -> Iterator[ControllerThread]:
-    with (
-        registered(management, local_fleet),
-        running_controller(local_fleet, bins.path("helm"), "depends-on") as thread,
-    ):
+    with registered_controller(local_fleet, management, bins.path("helm"), "depends-on") as thread:
         yield thread
 
 

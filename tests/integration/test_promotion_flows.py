@@ -334,6 +334,14 @@ def test_editing_a_referenced_configmap_is_a_new_revision_that_walks_the_stages_
         wait_for(lambda: seen()["member-3"] == "v2", what="v2 in production after approval")
 
 
+def _gone(management: Client, name: str) -> bool:
+    try:
+        promotion(management, name)
+    except ApiError as e:
+        return e.status.code == 404
+    return False
+
+
 def test_deleting_a_promotion_withdraws_its_stages_last_first(
     controller: ControllerThread, management: Client, members: dict[str, Client], repo: chartrepo.ChartRepo
 ) -> None:
@@ -362,14 +370,7 @@ def test_deleting_a_promotion_withdraws_its_stages_last_first(
     # once the later one's summaries are gone.
     assert gone_at["member-3"] < gone_at["member-2"] < gone_at["member-1"], gone_at
 
-    def promotion_gone() -> bool:
-        try:
-            promotion(management, name)
-        except ApiError as e:
-            return e.status.code == 404
-        return False
-
-    wait_for(promotion_gone, what="the promotion deleted once its stages are withdrawn")
+    wait_for(lambda: _gone(management, name), what="the promotion deleted once its stages are withdrawn")
     reasons = [
         e.message
         for e in management.list(Event, namespace="default", fields={"involvedObject.name": name})
@@ -400,14 +401,7 @@ def test_preserve_cluster_profiles_on_delete_leaves_stage_profiles_and_their_del
 
     management.delete(resource, name)
 
-    def gone() -> bool:
-        try:
-            promotion(management, name)
-        except ApiError as e:
-            return e.status.code == 404
-        return False
-
-    wait_for(gone, what="the promotion deleted")
+    wait_for(lambda: _gone(management, name), what="the promotion deleted")
     profile = management.get(kinds.resource("ClusterProfile"), f"{name}-dev")
     assert not profile.metadata.ownerReferences  # orphaned: garbage collection leaves it
     assert chart_version(members["member-1"], name, name) == "1.0.0"
