@@ -78,6 +78,7 @@ async def reconcile(ctx: Context, scope: nm.Scope, key: str) -> Result:
         names,
         obj.metadata.generation,
         report_diff=apply_rules.of(placement.spec).report_diff,
+        wanted=_wanted(placement.spec.policy),
     )
     runs = _run_ledgers(ctx, scope, namespace, name)
 
@@ -184,3 +185,10 @@ def _run_ledgers(ctx: Context, scope: nm.Scope, namespace: str | None, placement
         if (r.get("metadata") or {}).get("namespace") == namespace
         and (r.get("spec") or {}).get("placementName") == placement
     ]
+
+
+def _wanted(policy: Any) -> int | None:
+    """How many clusters a PickN placement asks for (None for PickAll and PickFixed)."""
+    if policy is None or policy.placement_type != "PickN":
+        return None
+    return int(policy.number_of_clusters or 0)

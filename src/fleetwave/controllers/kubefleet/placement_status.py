@@ -27,6 +27,7 @@ class Frame:
     names: Mapping[str, str]  # cluster key -> the name shown
     generation: int | None
     report_diff: bool = False  # applyStrategy ReportDiff: nothing is applied, differences are reported
+    wanted: int | None = None  # PickN's numberOfClusters: fewer picked leaves the policy unfulfilled
 
 
 def summary(frame: Frame, ledgers: Iterable[Obj], previous: Obj, now: datetime) -> dict[str, Any]:
@@ -57,8 +58,17 @@ def _cluster_status(frame: Frame, held: history.Held, name: str) -> dict[str, An
 def _conditions(frame: Frame, index: str | None, available: bool, prev: Any, at: str) -> list[dict[str, Any]]:
     gen, prefix = frame.generation, frame.kind
     shown = ", ".join(sorted(frame.names.get(c, c) for c in frame.fleet.names))
-    message = f"picked {len(frame.fleet.names)} clusters: {shown}"
-    out = [cond(prev, f"{prefix}Scheduled", "True", "SchedulingPolicyFulfilled", message, gen, at)]
+    picked = len(frame.fleet.names)
+    if frame.wanted is not None and picked < frame.wanted:
+        # As KubeFleet says it: the placement still goes to the clusters it could pick.
+        message = (
+            f"picked {picked} of the {frame.wanted} clusters asked for: {shown or 'none'}; no other cluster"
+            " passes the required affinity, tolerations, readiness and topology spread constraints"
+        )
+        out = [cond(prev, f"{prefix}Scheduled", "False", "SchedulingPolicyUnfulfilled", message, gen, at)]
+    else:
+        message = f"picked {picked} clusters: {shown}"
+        out = [cond(prev, f"{prefix}Scheduled", "True", "SchedulingPolicyFulfilled", message, gen, at)]
     if frame.report_diff:
         if available and frame.fleet.names:
             said = f"every picked cluster reported its differences from resource snapshot index {index}"
