@@ -22,6 +22,7 @@ from fleetwave.kube.client import AsyncClient
 from fleetwave.runtime import watching
 from fleetwave.ux import board
 from fleetwave.ux import view as v
+from fleetwave.ux.changes import Changes
 
 # The kinds drawn, each listed in every namespace when namespaced; summaries only of stage profiles.
 _KINDS = ("ClusterPromotion", "ClusterSummary", "ClusterStagedUpdateRun", "StagedUpdateRun", "MemberCluster")
@@ -46,7 +47,7 @@ class _Watched:
         return out
 
 
-class BoardFeed:
+class BoardFeed(Changes):
     """Informers over the management cluster and the board built from their stores."""
 
     def __init__(self, client: AsyncClient, *, server: str = "", clock: Callable[[], dt.datetime] = _now):
@@ -56,8 +57,7 @@ class BoardFeed:
         self._watched: list[_Watched] = []
         self._tasks: list[asyncio.Task[None]] = []
         self.problems: list[str] = []
-        self.version = 0
-        self._changed = asyncio.Event()
+        super().__init__()
 
     async def start(self) -> None:
         """Find what is served and readable, start the informers, wait (bounded) for their first list."""
@@ -93,15 +93,7 @@ class BoardFeed:
         return True
 
     def _on_change(self, _kind: str, _obj: Any) -> None:
-        self.version += 1
-        self._changed.set()
-        self._changed = asyncio.Event()
-
-    async def wait_change(self, seen: int) -> int:
-        """Return the version once it differs from `seen`."""
-        while self.version == seen:
-            await self._changed.wait()
-        return self.version
+        self.bump()
 
     def _of(self, kind: str) -> list[dict[str, Any]]:
         return [o for w in self._watched if w.kind == kind for o in w.objects()]

@@ -16,29 +16,22 @@ import pytest
 from aiohttp import web
 
 from fleetwave.ux import approving, ui_server, webapp
+from fleetwave.ux.changes import Changes
 
 TOKEN = "t0ken-for-tests"
 
 
-class FakeBoard:
+class FakeBoard(Changes):
     def __init__(self) -> None:
-        self.version = 1
+        super().__init__()
         self.content: dict[str, Any] = {"rollouts": [], "n": 1}
-        self._changed = asyncio.Event()
 
     def board(self) -> dict[str, Any]:
         return dict(self.content)
 
     def change(self, n: int) -> None:
         self.content = {"rollouts": [], "n": n}
-        self.version += 1
-        self._changed.set()
-        self._changed = asyncio.Event()
-
-    async def wait_change(self, seen: int) -> int:
-        while self.version == seen:
-            await self._changed.wait()
-        return self.version
+        self.bump()
 
 
 @dataclass
