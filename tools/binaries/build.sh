@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Build the real control-plane binaries fleetwave's local fleet runs on (and the kubectl its tests drive), from the Go module proxy.
+# Build the real control-plane binaries fleetwave's local fleet runs on (and the kubectl its tests drive),
+# plus the content tools the controller runs (kustomize, fleetwave-render for Go templates), from the Go module proxy.
 #
 #   tools/binaries/build.sh            build (or reuse) and print the binary directory
 #   tools/binaries/build.sh --init     regenerate the wrapper go.mod/go.sum files (maintainers only)
@@ -16,7 +17,10 @@ source "$here/versions.env"
 die() { echo "fleetwave binaries: $*" >&2; exit 1; }
 log() { echo "fleetwave binaries: $*" >&2; }
 
-key="k8s${KUBERNETES_VERSION}-etcd${ETCD_VERSION}-helm${HELM_VERSION}-kwok${KWOK_VERSION}"
+# fleetwave-render is built from source in this repository: its key is a hash of that source.
+render_src="$(cat "$here/render/main.go" "$here/render/go.sum" | sha256sum | cut -c1-12)"
+core="k8s${KUBERNETES_VERSION}-etcd${ETCD_VERSION}-helm${HELM_VERSION}-kwok${KWOK_VERSION}"
+key="${core}-kustomize${KUSTOMIZE_VERSION}-render${render_src}"
 cache_root="${FLEETWAVE_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/fleetwave}"
 bin="$cache_root/bin/$key"
 
@@ -27,13 +31,16 @@ has() { # has "<output of a command>" "<text it must contain>": no pipes, so pip
 verify() {
   local dir="$1"
   [[ -x "$dir/kube-apiserver" && -x "$dir/kubectl" && -x "$dir/etcd" && -x "$dir/helm" && -x "$dir/kwok" ]] || return 1
+  [[ -x "$dir/kustomize" && -x "$dir/fleetwave-render" ]] || return 1
   has "$("$dir/kube-apiserver" --version 2>/dev/null)" "Kubernetes ${KUBERNETES_VERSION}" &&
     has "$("$dir/kube-controller-manager" --version 2>/dev/null)" "${KUBERNETES_VERSION}" &&
     has "$("$dir/kube-scheduler" --version 2>/dev/null)" "${KUBERNETES_VERSION}" &&
     has "$("$dir/kubectl" version --client 2>/dev/null)" "${KUBERNETES_VERSION}" &&
     has "$("$dir/etcd" --version 2>/dev/null)" "etcd Version: ${ETCD_VERSION#v}" &&
     has "$("$dir/helm" version --template '{{.Version}}' 2>/dev/null)" "${HELM_VERSION}" &&
-    has "$("$dir/kwok" --version 2>/dev/null)" "${KWOK_VERSION}"
+    has "$("$dir/kwok" --version 2>/dev/null)" "${KWOK_VERSION}" &&
+    has "$("$dir/kustomize" version 2>/dev/null)" "${KUSTOMIZE_VERSION}" &&
+    has "$("$dir/fleetwave-render" --version 2>/dev/null)" "fleetwave-render"
 }
 
 if [[ -n "${FLEETWAVE_BIN_DIR:-}" ]]; then
@@ -61,6 +68,14 @@ mkdir -p "$bin.partial"
 # A cache made before a binary was added to the set keeps the binaries it has: only the new one is built
 # (every binary is checked against its pinned version below before the set is used).
 [[ -d "$bin" ]] && cp -an "$bin"/. "$bin.partial"/
+# The control-plane binaries (13 minutes of build) are shared with any set of the same core versions:
+# a new kustomize or a change to fleetwave-render's source rebuilds only those two.
+for other in "$cache_root/bin/$core" "$cache_root/bin/$core"-*; do
+  [[ -d "$other" && "$other" != "$bin" && "$other" != *.partial ]] || continue
+  for name in kube-apiserver kube-controller-manager kube-scheduler kubectl etcd helm kwok; do
+    [[ -x "$other/$name" ]] && cp -n "$other/$name" "$bin.partial/$name"
+  done
+done
 export CGO_ENABLED=0 GOFLAGS="-mod=mod -trimpath"
 
 stamp() { # Kubernetes ldflags, as upstream hack/lib/version.sh sets them: /version must not be v0.0.0
@@ -98,6 +113,7 @@ if [[ "${1:-}" == "--init" ]]; then
   init_simple etcd go.etcd.io/etcd/server/v3 go.etcd.io/etcd/server/v3 "$ETCD_VERSION"
   init_simple helm helm.sh/helm/v3 helm.sh/helm/v3/cmd/helm "$HELM_VERSION"
   init_simple kwok sigs.k8s.io/kwok sigs.k8s.io/kwok/cmd/kwok "$KWOK_VERSION"
+  init_simple kustomize sigs.k8s.io/kustomize/kustomize/v5 sigs.k8s.io/kustomize/kustomize/v5 "$KUSTOMIZE_VERSION"
 fi
 
 build() { # dir output-name package ldflags
@@ -113,6 +129,8 @@ t0=$(date +%s)
 [[ -x "$bin.partial/etcd" ]] || build etcd etcd go.etcd.io/etcd/server/v3 "-s -w"
 kminor=$(echo "$KUBERNETES_VERSION" | cut -d. -f2)
 [[ -x "$bin.partial/helm" ]] || build helm helm helm.sh/helm/v3/cmd/helm "-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=$kminor"
+[[ -x "$bin.partial/kustomize" ]] || build kustomize kustomize sigs.k8s.io/kustomize/kustomize/v5 "-s -w"
+[[ -x "$bin.partial/fleetwave-render" ]] || build render fleetwave-render . "-s -w"
 [[ -x "$bin.partial/kwok" ]] || build kwok kwok sigs.k8s.io/kwok/cmd/kwok "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=${KWOK_VERSION#v}"
 
 verify "$bin.partial" || die "built binaries do not report the pinned versions ($key); remove $bin.partial and run again"

@@ -14,7 +14,17 @@ from pathlib import Path
 
 from fleetwave.local import recipe
 
-NAMES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "etcd", "helm", "kwok")
+NAMES = (
+    "kube-apiserver",
+    "kube-controller-manager",
+    "kube-scheduler",
+    "kubectl",
+    "etcd",
+    "helm",
+    "kwok",
+    "kustomize",
+    "fleetwave-render",
+)
 
 
 class BinariesError(RuntimeError):
