@@ -61,7 +61,7 @@ log "building the wheels (fleetwave $version and its dependencies)"
 "$python" -m pip wheel -q --disable-pip-version-check -w "$context/wheels" "$root" ||
   die "pip wheel failed (see above)"
 bins="$(bash "$root/tools/binaries/build.sh")" || die "the pinned helm is not available (see above)"
-cp "$bins/helm" "$context/helm"
+cp "$bins/helm" "$bins/kustomize" "$bins/fleetwave-render" "$context/"
 
 image="localhost/fleetwave:$version"
 log "building $image on $base"

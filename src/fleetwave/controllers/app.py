@@ -14,8 +14,10 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import logging
+import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from fleetwave.api import families
@@ -35,6 +37,8 @@ from fleetwave.controllers.context import Cache, Context
 from fleetwave.controllers.member_watches import MemberWatches
 from fleetwave.controllers.ports import HealthAdapter, HelmAdapter
 from fleetwave.delivery import sessions
+from fleetwave.delivery.gotemplate import Renderer
+from fleetwave.delivery.kustomize import Kustomizer
 from fleetwave.kube import kinds
 from fleetwave.kube.client import AsyncClient
 from fleetwave.kube.objects import ConfigMap, Secret
@@ -51,6 +55,9 @@ log = logging.getLogger(__name__)
 class Settings:
     namespace: str = "fleetwave-system"
     helm_binary: str = "helm"
+    # The content tools (ADR 0089); empty: the one next to helm_binary, else the name on PATH.
+    render_binary: str = ""
+    kustomize_binary: str = ""
     leader_election: bool = True
     metrics_port: int = 8080
     health_port: int = 8081
@@ -198,6 +205,8 @@ def _family(
         cache=Cache(informers, family),
         recorder=recorder,
         helm=HelmAdapter(settings.helm_binary),
+        renderer=Renderer(_tool(settings.render_binary, "fleetwave-render", settings.helm_binary)),
+        kustomizer=Kustomizer(_tool(settings.kustomize_binary, "kustomize", settings.helm_binary)),
         health=health,
         namespace=settings.namespace,
         clock=_now,
@@ -517,3 +526,11 @@ def _member_of_secret(secret: Any, *, namespaced: bool = True) -> Iterable[str]:
     if not member:
         return []
     return [f"{secret.metadata.namespace}/{member}" if namespaced else member]
+
+
+def _tool(explicit: str, name: str, helm_binary: str) -> str:
+    """A content tool: as configured, else beside helm (the pinned set is built together), else PATH."""
+    if explicit:
+        return explicit
+    beside = Path(helm_binary).parent / name
+    return str(beside) if os.sep in helm_binary and beside.is_file() else name

@@ -29,11 +29,20 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from fleetwave.api.sveltos import DriftExclusion, HelmChart, PolicyRef, ProfileSpec, ValueFrom
+from fleetwave.api.sveltos import (
+    DriftExclusion,
+    HelmChart,
+    KustomizationRef,
+    Patch,
+    PolicyRef,
+    ProfileSpec,
+    TemplateResourceRef,
+    ValueFrom,
+)
 from fleetwave.controllers import drift_exclusions, extra_metadata, members
 from fleetwave.controllers.watch_scope import unwatched
 from fleetwave.delivery import content as dc
-from fleetwave.delivery import helmoptions
+from fleetwave.delivery import gotemplate, helmoptions
 
 SNAPSHOT_PREFIX = "fw-content-"
 SECRET_SNAPSHOT_PREFIX = "fw-content-s-"  # hex hashes never start with "s-": the kinds cannot collide
@@ -44,6 +53,8 @@ ANCHOR_ANNOTATION = "fleetwave.io/anchors"  # on the ConfigMap that owns a Secre
 ADDON_SECRET_TYPE = "addons.projectsveltos.io/cluster-profile"  # libsveltos ClusterProfileSecretType
 MEMBER_SECRET_LABEL = members.SECRET_LABEL  # set by `fleetwave cluster register`
 SOURCE_KINDS = ("ConfigMap", "Secret")
+TEMPLATE_ANNOTATION = "projectsveltos.io/template"  # Sveltos: this source's content is a Go template
+KUSTOMIZE_ARCHIVE_KEY = "kustomize.tar.gz"  # Sveltos: the key holding a kustomizationRef's directory tree
 
 
 class Lookup(Protocol):
@@ -99,13 +110,7 @@ class Resolved:
 
 # Fields fleetwave parses (so manifests round-trip) but does not honour yet: refusing them with a
 # message beats silently deploying something other than what the user asked for (issue 10).
-_UNSUPPORTED = (
-    "kustomization_refs",
-    "template_resource_refs",
-    "patches",
-    "patches_from",
-    "reloader",
-)
+_UNSUPPORTED = ("reloader",)
 
 
 def _refuse_unhonoured(spec: ProfileSpec, path: str) -> None:
@@ -116,6 +121,20 @@ def _refuse_unhonoured(spec: ProfileSpec, path: str) -> None:
         _refuse_unhonoured_chart(chart, f"{path}.helmCharts[{i}]")
     for i, ref in enumerate(spec.policy_refs or []):
         _refuse_ref_options(ref, f"{path}.policyRefs[{i}]")
+    for i, kref in enumerate(spec.kustomization_refs or []):
+        where = f"{path}.kustomizationRefs[{i}]"
+        if kref.remote_url is not None:
+            raise ContentError(f"{where}.remoteURL: remote URLs are not supported by fleetwave yet")
+        if kref.deployment_type == LOCAL:
+            raise ContentError(
+                f"{where}.deploymentType: Local kustomizations are not supported by fleetwave yet"
+            )
+        if kref.force is False or kref.skip_namespace_creation is False:
+            raise ContentError(
+                f"{where}: force/skipNamespaceCreation false are not supported by fleetwave yet"
+            )
+    if (spec.patches or spec.patches_from) and spec.helm_charts:
+        raise ContentError(f"{path}.patches: not supported together with helmCharts by fleetwave yet")
 
 
 LOCAL = "Local"
@@ -216,23 +235,64 @@ def resolve(
     reader = _Reader(lookup, boundary or Boundary(), default_namespace)
     policies = []
     for i, ref in enumerate(spec.policy_refs or []):
-        objects = reader.policy(ref, f"{path}.policyRefs[{i}]")
+        where = f"{path}.policyRefs[{i}]"
+        templates = reader.policy_templates(ref, where)
+        if templates is not None:  # Go templates, rendered per cluster when delivered (ADR 0089)
+            if ref.deployment_type == LOCAL:
+                raise ContentError(f"{where}: Local content cannot be a template in fleetwave yet")
+            policies.append({"source": reader.source(ref), "tier": ref.tier, "templates": templates})
+            continue
+        objects = reader.policy(ref, where)
         if objects is not None:
             objects = drift_exclusions.apply(extra_metadata.stamp(objects, labels, annotations), excluded)
             policy: dict[str, Any] = {"source": reader.source(ref), "tier": ref.tier, "objects": objects}
             if ref.deployment_type == LOCAL:
-                _refuse_owned_kinds(objects, f"{path}.policyRefs[{i}]")
+                _refuse_owned_kinds(objects, where)
                 policy["deploymentType"] = LOCAL  # for the management cluster (ADR 0064)
             policies.append(policy)
+    for i, kref in enumerate(spec.kustomization_refs or []):
+        kustomization = reader.kustomization(kref, f"{path}.kustomizationRefs[{i}]")
+        if kustomization is not None:
+            policies.append(kustomization)
     charts = []
     for i, chart in enumerate(spec.helm_charts or []):
-        values = reader.values(chart, f"{path}.helmCharts[{i}]")
-        charts.append(
-            {"chart": chart.model_dump(mode="json", by_alias=True, exclude_none=True), "values": values}
-        )
-    body = {"policies": policies, "helmCharts": charts}
+        entry: dict[str, Any] = {"chart": chart.model_dump(mode="json", by_alias=True, exclude_none=True)}
+        layers = reader.value_layers(chart, f"{path}.helmCharts[{i}]")
+        if any("template" in layer for layer in layers):
+            entry["valueLayers"] = layers  # merged per cluster once rendered (ADR 0089)
+        else:
+            entry["values"] = _merged(layer["values"] for layer in layers)
+        charts.append(entry)
+    body: dict[str, Any] = {"policies": policies, "helmCharts": charts}
+    templating = reader.template_context(spec.template_resource_refs or [], f"{path}.templateResourceRefs")
+    patches = reader.patches(spec, path)
+    if patches:
+        body["patches"] = patches
+    if patches or any("objects" not in p for p in policies) or any("valueLayers" in c for c in charts):
+        body.update(templating)
+        body["finish"] = {
+            "extraLabels": labels,
+            "extraAnnotations": annotations,
+            "driftExclusions": [
+                e.model_dump(mode="json", by_alias=True, exclude_none=True) for e in excluded
+            ],
+        }
     digest = hashlib.sha256(dc.canonical_json(body).encode()).hexdigest()
     return Resolved(hash=digest, body=body, from_secret=reader.secret_read)
+
+
+def read_source(
+    lookup: Lookup, boundary: Boundary, kind: str, namespace: str, name: str, *, optional: bool, path: str
+) -> Mapping[str, Any] | None:
+    """One ConfigMap/Secret read within `boundary` (templateResourceRefs resolved per cluster)."""
+    reader = _Reader(lookup, boundary, namespace)
+    reader.kind_allowed(kind, path)
+    if not namespace or not name:
+        raise ContentError(
+            f"{path}: {kind} {namespace or '-'}/{name or '-'}: namespace and name are required"
+        )
+    reader.where(kind, namespace, name, path)
+    return reader.read(kind, namespace, name, optional, path)
 
 
 def check_refs(
@@ -279,31 +339,156 @@ class _Reader:
         except dc.ContentError as e:
             raise ContentError(str(e)) from None
 
-    def values(self, chart: HelmChart, path: str) -> dict[str, Any]:
-        """Inline `values` first, then each valuesFrom source in order (later keys win)."""
-        merged: dict[str, Any] = {}
-        if chart.values:
-            merged = _deep_merge(merged, _yaml_map(chart.values, f"{path}.values", redact=False))
-        for j, source in enumerate(chart.values_from or []):
-            merged = _deep_merge(merged, self._values_from(source, f"{path}.valuesFrom[{j}]"))
-        return merged
+    def policy_templates(self, ref: PolicyRef, path: str) -> list[dict[str, str]] | None:
+        """The raw texts of a source annotated `projectsveltos.io/template`, by key; None otherwise."""
+        kind, namespace, name = self.check(ref, path)
+        obj = self._read(kind, namespace, name, ref.optional, path)
+        if obj is None or not is_template_source(obj):
+            return None
+        return self._texts(obj, kind, path)
 
-    def _values_from(self, source: ValueFrom, path: str) -> dict[str, Any]:
+    def _texts(self, obj: Mapping[str, Any], kind: str, path: str) -> list[dict[str, str]]:
+        data = _data(obj)
+        try:
+            return [
+                {
+                    "key": key,
+                    "name": f"{path}[{key}]",
+                    "text": dc.decode(data[key], f"{path}[{key}]", kind == "Secret"),
+                }
+                for key in sorted(data)
+            ]
+        except dc.ContentError as e:
+            raise ContentError(str(e)) from None
+
+    def kustomization(self, ref: KustomizationRef, path: str) -> dict[str, Any] | None:
+        """A kustomizationRef pinned as its archive, built per cluster when delivered (ADR 0089)."""
+        kind = ref.kind or "ConfigMap"
+        self._kind(kind, path)
+        if ref.name is None:
+            raise ContentError(f"{path}.name: required")
+        namespace = ref.namespace or self.default_namespace
+        self._where(kind, namespace, ref.name, defaulted=ref.namespace is None, path=path)
+        obj = self._read(kind, namespace, ref.name, ref.optional, path)
+        if obj is None:
+            return None
+        holder = "data" if kind == "Secret" else "binaryData"
+        archive = (obj.get(holder) or {}).get(KUSTOMIZE_ARCHIVE_KEY)
+        if not isinstance(archive, str):
+            raise ContentError(
+                f"{path}: {kind} {namespace}/{ref.name} has no {holder}[{KUSTOMIZE_ARCHIVE_KEY}]"
+            )
+        values: dict[str, str] = dict(ref.values or {})
+        for j, source in enumerate(ref.values_from or []):
+            where = f"{path}.valuesFrom[{j}]"
+            found = self._source(source, where)
+            for item in self._texts(found, source.kind, where) if found is not None else []:
+                values[item["key"]] = item["text"]
+        return {
+            "source": f"{kind}/{namespace}/{ref.name}",
+            "tier": ref.tier,
+            "kustomize": {
+                "archive": archive,
+                "path": ref.path or ".",
+                "components": list(ref.components or []),
+                "targetNamespace": ref.target_namespace or "",
+            },
+            "values": values,
+        }
+
+    def value_layers(self, chart: HelmChart, path: str) -> list[dict[str, Any]]:
+        """Helm values in merge order (inline, then each valuesFrom): parsed maps, or raw template
+        text where Sveltos renders it (inline values with an action; sources marked as templates)."""
+        layers: list[dict[str, Any]] = []
+        if chart.values:
+            layers.append(self._layer(chart.values, f"{path}.values", redact=False))
+        for j, source in enumerate(chart.values_from or []):
+            where = f"{path}.valuesFrom[{j}]"
+            found = self._source(source, where)
+            if found is None:
+                continue
+            secret = source.kind == "Secret"
+            for item in self._texts(found, source.kind, where):
+                if is_template_source(found):
+                    layers.append({"template": item["text"], "name": item["name"], "secret": secret})
+                else:
+                    layers.append({"values": _yaml_map(item["text"], item["name"], redact=secret)})
+        return layers
+
+    @staticmethod
+    def _layer(text: str, path: str, *, redact: bool) -> dict[str, Any]:
+        if gotemplate.is_template(text):
+            return {"template": text, "name": path, "secret": redact}
+        return {"values": _yaml_map(text, path, redact=redact)}
+
+    def _source(self, source: ValueFrom, path: str) -> Mapping[str, Any] | None:
         self._kind(source.kind, path)
         namespace = source.namespace or self.default_namespace
         self._where(source.kind, namespace, source.name, defaulted=source.namespace is None, path=path)
-        obj = self._read(source.kind, namespace, source.name, source.optional, path)
-        secret = source.kind == "Secret"
-        merged: dict[str, Any] = {}
-        data = _data(obj or {})
-        for key in sorted(data):
-            where = f"{path}[{key}]"
-            try:
-                text = dc.decode(data[key], where, secret)
-            except dc.ContentError as e:
-                raise ContentError(str(e)) from None
-            merged = _deep_merge(merged, _yaml_map(text, where, redact=secret))
-        return merged
+        return self._read(source.kind, namespace, source.name, source.optional, path)
+
+    def template_context(self, refs: list[TemplateResourceRef], path: str) -> dict[str, Any]:
+        """templateResourceRefs: those naming one object are read now and pinned with the revision;
+        those whose name is a template or whose namespace is the cluster's are read per cluster."""
+        pinned: dict[str, Any] = {}
+        deferred: list[dict[str, Any]] = []
+        for i, ref in enumerate(refs):
+            where = f"{path}[{i}]"
+            res = ref.resource
+            kind, name = res.kind or "", res.name or ""
+            self._kind(kind, f"{where}.resource")
+            if not name:
+                raise ContentError(f"{where}.resource.name: required")
+            if ref.identifier in pinned or any(d["identifier"] == ref.identifier for d in deferred):
+                raise ContentError(f"{where}.identifier: {ref.identifier} is used twice")
+            if not res.namespace or gotemplate.is_template(name) or gotemplate.is_template(res.namespace):
+                deferred.append(
+                    {
+                        "identifier": ref.identifier,
+                        "kind": kind,
+                        "namespace": res.namespace or "",
+                        "name": name,
+                        "optional": ref.optional,
+                        "path": where,
+                    }
+                )
+                continue
+            self._where(kind, res.namespace, name, defaulted=False, path=where)
+            obj = self._read(kind, res.namespace, name, ref.optional, where)
+            if obj is not None:
+                pinned[ref.identifier] = clean_resource(obj)
+        return {"mgmtResources": pinned, "templateResourceRefs": deferred}
+
+    def patches(self, spec: ProfileSpec, path: str) -> list[dict[str, Any]]:
+        """patches then patchesFrom, in order; template text stays raw until it is rendered per cluster."""
+        out: list[dict[str, Any]] = []
+        for i, patch in enumerate(spec.patches or []):
+            entry = patch.model_dump(mode="json", by_alias=True, exclude_none=True)
+            if gotemplate.is_template(patch.patch):
+                entry["name"] = f"{path}.patches[{i}]"
+            out.append(entry)
+        for j, source in enumerate(spec.patches_from or []):
+            where = f"{path}.patchesFrom[{j}]"
+            found = self._source(source, where)
+            for item in self._texts(found, source.kind, where) if found is not None else []:
+                if gotemplate.is_template(item["text"]):
+                    out.append(
+                        {"template": item["text"], "name": item["name"], "secret": source.kind == "Secret"}
+                    )
+                else:
+                    out.append(parse_patch(item["text"], item["name"], redact=source.kind == "Secret"))
+        return out
+
+    def kind_allowed(self, kind: str, path: str) -> None:
+        self._kind(kind, path)
+
+    def where(self, kind: str, namespace: str, name: str, path: str) -> None:
+        self._where(kind, namespace, name, defaulted=False, path=path)
+
+    def read(
+        self, kind: str, namespace: str, name: str, optional: bool, path: str
+    ) -> Mapping[str, Any] | None:
+        return self._read(kind, namespace, name, optional, path)
 
     @staticmethod
     def _kind(kind: str, path: str) -> None:
@@ -355,6 +540,37 @@ class _Reader:
         return obj
 
 
+def is_template_source(obj: Mapping[str, Any]) -> bool:
+    return TEMPLATE_ANNOTATION in ((obj.get("metadata") or {}).get("annotations") or {})
+
+
+def clean_resource(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """A management-cluster object as a template sees it: without what only the API server writes."""
+    out = dict(obj)
+    meta = dict(out.get("metadata") or {})
+    for key in ("managedFields", "resourceVersion", "uid", "generation", "creationTimestamp"):
+        meta.pop(key, None)
+    out["metadata"] = meta
+    return out
+
+
+def parse_patch(text: str, path: str, *, redact: bool) -> dict[str, Any]:
+    """One patchesFrom entry: YAML of a Sveltos Patch ({patch, target})."""
+    raw = _yaml_map(text, path, redact=redact)
+    try:
+        patch = Patch.model_validate(raw)
+    except ValueError:
+        raise ContentError(f"{path}: not a patch (a map with patch and an optional target)") from None
+    return patch.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def _merged(layers: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    merged: dict[str, Any] = {}
+    for layer in layers:
+        merged = _deep_merge(merged, layer)
+    return merged
+
+
 def _data(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     data = obj.get("data") or {}
     return data if isinstance(data, Mapping) else {}
@@ -365,6 +581,11 @@ def _yaml_map(text: str, path: str, *, redact: bool) -> dict[str, Any]:
         return dc.load_yaml_map(text, path, redact=redact)
     except dc.ContentError as e:
         raise ContentError(str(e)) from None
+
+
+def deep_merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    """Helm's merge of values layers: maps merge key by key, anything else is replaced."""
+    return _deep_merge(base, over)
 
 
 def _deep_merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:

@@ -18,7 +18,9 @@ from fleetwave.api.sveltos import HelmChart, ValidateHealth
 from fleetwave.controllers.own_writes import OwnWrites
 from fleetwave.core import rollout_metrics
 from fleetwave.core import status as st
+from fleetwave.delivery.gotemplate import Renderer
 from fleetwave.delivery.helmplan import Ownership
+from fleetwave.delivery.kustomize import Kustomizer
 from fleetwave.delivery.target import MemberTarget
 from fleetwave.kube import kinds
 from fleetwave.kube.client import AsyncClient
@@ -229,6 +231,9 @@ class Context:
     wakers: dict[str, Callable[[str], None]] = field(default_factory=dict)
     # The rollout metrics of the manager's registry (ADR 0082); None: not recorded (unit tests).
     metrics: RolloutMetrics | None = None
+    # The pinned content tools: Go templates and kustomize (ADR 0089).
+    renderer: Renderer = field(default_factory=Renderer)
+    kustomizer: Kustomizer = field(default_factory=Kustomizer)
 
     def record_rollout(
         self, kind: str, key: str, previous: st.RolloutStatus | None, new: st.RolloutStatus

@@ -22,7 +22,7 @@ from typing import Any
 from fleetwave import translate
 from fleetwave.api.models import ClusterProfile
 from fleetwave.api.sveltos import ClusterProfileSpec, HelmChart, ValidateHealth
-from fleetwave.controllers import content, members
+from fleetwave.controllers import content, members, templated_content
 from fleetwave.controllers import rollout_common as common
 from fleetwave.controllers import summary_status as ss
 from fleetwave.controllers.context import Context, HelmOutcome, Wake, as_dict
@@ -259,6 +259,10 @@ async def _deliver(ctx: Context, raw: Mapping[str, Any]) -> ss.Outcome:
         return ss.Outcome(wanted_hash, (ss.Feature(ss.FEATURE_RESOURCES, "Failed", "", str(e)),))
     if body is None:
         return ss.Outcome(wanted_hash, health_message="waiting for the content snapshot")
+    try:
+        body = await _for_cluster(ctx, spec, body)
+    except templated_content.InstantiationError as e:
+        return ss.Outcome(wanted_hash, (ss.Feature(_feature_of(body), "Failed", "", str(e)),))
     previous = raw.get("status") or {}
     dry_run = profile.sync_mode == "DryRun"
     key = f"{raw['metadata']['namespace']}/{raw['metadata']['name']}"
@@ -278,6 +282,30 @@ async def _deliver(ctx: Context, raw: Mapping[str, Any]) -> ss.Outcome:
         return outcome
     except MemberUnreachable as e:
         return ss.Outcome(wanted_hash, unreachable=str(e))
+
+
+async def _for_cluster(ctx: Context, spec: Mapping[str, Any], body: dict[str, Any]) -> dict[str, Any]:
+    """The snapshot as this cluster gets it: templates rendered, kustomizations built (ADR 0089)."""
+    if not templated_content.needs_instantiation(body):
+        return body
+    cluster = ctx.cache.get("MemberCluster", spec.get("clusterNamespace"), str(spec.get("clusterName")))
+    if cluster is None:
+        raise templated_content.InstantiationError("the cluster is not registered")
+    return await templated_content.instantiate(
+        body,
+        cluster=cluster,
+        lookup=ctx.cache,
+        boundary=common.content_boundary(ctx),
+        tools=templated_content.Tools(ctx.renderer, ctx.kustomizer),
+    )
+
+
+def _feature_of(body: Mapping[str, Any]) -> str:
+    """Where a content failure shows: Kustomize, Resources, or Helm when only charts are templated."""
+    policies = body.get("policies") or []
+    if any("kustomize" in p for p in policies):
+        return ss.FEATURE_KUSTOMIZE
+    return ss.FEATURE_RESOURCES if policies or body.get("patches") else ss.FEATURE_HELM
 
 
 async def _pre_deploy(
@@ -420,6 +448,10 @@ async def _deliver_to(
         ownership,
     )
     features = [resources] if objects or resources.deployed else []
+    if any(p.get("feature") == ss.FEATURE_KUSTOMIZE for p in body.get("policies") or []):
+        # Kustomize output is applied with the other resources (one inventory, pruned together), so
+        # its feature reports that same apply.
+        features.append(ss.Feature(ss.FEATURE_KUSTOMIZE, resources.status, resources.hash, resources.message))
     if body.get("helmCharts") or releases:
         features.append(_helm_feature(releases, body))
     outcome = ss.Outcome(wanted_hash, tuple(features), tuple(releases), dry_run=dry_run, drift=tuple(drift))

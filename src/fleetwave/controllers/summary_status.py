@@ -34,6 +34,7 @@ OWNER_KIND = "ClusterProfile"
 FEATURE_RESOURCES = "Resources"
 WAITING = "WaitingForPreDeployChecks"
 FEATURE_HELM = "Helm"
+FEATURE_KUSTOMIZE = "Kustomize"
 
 
 def summary_name(profile: str, cluster: str) -> str:

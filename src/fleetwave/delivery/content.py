@@ -337,3 +337,16 @@ def decode(value: Any, source: str, base64_encoded: bool) -> str:
         return base64.b64decode(value, validate=True).decode()
     except (binascii.Error, UnicodeDecodeError, ValueError):
         raise ContentError(f"{source}: not base64-encoded UTF-8 text") from None
+
+
+MAX_ARCHIVE_BYTES = 4 * 1024 * 1024  # more than any ConfigMap or Secret can hold
+
+
+def archive_bytes(value: Any, source: str) -> bytes:
+    """A binary value (ConfigMap binaryData, Secret data) as bytes: base64, bounded."""
+    if not isinstance(value, str) or len(value) > MAX_ARCHIVE_BYTES * 4 // 3 + 4:
+        raise ContentError(f"{source}: the archive is not base64 text of at most {MAX_ARCHIVE_BYTES} bytes")
+    try:
+        return base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError):
+        raise ContentError(f"{source}: the archive is not base64-encoded") from None
