@@ -133,6 +133,12 @@ def _refuse_unhonoured(spec: ProfileSpec, path: str) -> None:
             raise ContentError(
                 f"{where}: force/skipNamespaceCreation false are not supported by fleetwave yet"
             )
+    for i, tref in enumerate(spec.template_resource_refs or []):
+        # Revisions pin what they read: a change to any field makes a new revision, so there is no
+        # narrower trigger to choose (ADR 0089).
+        if tref.watch_fields or tref.ignore_status_changes:
+            field = "watchFields" if tref.watch_fields else "ignoreStatusChanges"
+            raise ContentError(f"{path}.templateResourceRefs[{i}].{field}: not supported by fleetwave yet")
     if (spec.patches or spec.patches_from) and spec.helm_charts:
         raise ContentError(f"{path}.patches: not supported together with helmCharts by fleetwave yet")
 

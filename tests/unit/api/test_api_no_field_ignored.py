@@ -43,6 +43,10 @@ ROOT = Path(__file__).resolve().parents[3]
 TS = "tests/unit/translate/test_translate_sveltos.py::"
 TK = "tests/unit/translate/test_translate_kubefleet.py::"
 CC = "tests/unit/controllers/test_controllers_content.py::"
+TC = "tests/unit/controllers/test_controllers_templated_content.py::"
+TEMPLATES = TC + "test_a_template_policy_is_pinned_raw_and_renders_differently_per_cluster"
+KUSTOMIZE = TC + "test_a_kustomization_ref_builds_the_overlay_and_fills_its_values_per_cluster"
+PATCHES = TC + "test_patches_apply_to_every_delivered_object_and_may_be_templates"
 CE = "tests/unit/core/test_core_engine_edges.py::"
 CP = "tests/unit/core/test_core_planning.py::"
 PF = "tests/integration/test_promotion_flows.py::"
@@ -148,6 +152,18 @@ def check(value: dict[str, Any]) -> Entry:
     return ("refused", ("check", value))
 
 
+def template_ref(value: dict[str, Any]) -> Entry:
+    resource = {"kind": "ConfigMap", "name": "x", "namespace": "fw"}
+    return (
+        "refused",
+        ("profile", {"templateResourceRefs": [{"resource": resource, "identifier": "x", **value}]}),
+    )
+
+
+def kustomization(value: dict[str, Any]) -> Entry:
+    return ("refused", ("profile", {"kustomizationRefs": [{"kind": "ConfigMap", "name": "k", **value}]}))
+
+
 def within(parent: str) -> Entry:
     return ("within", parent)
 
@@ -166,24 +182,20 @@ PROFILE_SPEC: dict[str, Entry] = {
     "maxUpdate": h(PH + "test_max_update_admits_one_cluster_at_a_time_and_waits_for_validate_healths"),
     "stopMatchingBehavior": h(SO + "test_a_summary_fleetwave_made_goes_on_to_delivery"),
     "reloader": profile({"reloader": True}),
-    "templateResourceRefs": profile(
-        {"templateResourceRefs": [{"resource": {"kind": "ConfigMap", "name": "x"}, "identifier": "x"}]}
-    ),
+    "templateResourceRefs": h(TEMPLATES),
     "dependsOn": h(
         "tests/integration/test_profile_dependencies.py::"
         "test_a_profile_waits_for_the_profiles_it_depends_on_cluster_by_cluster"
     ),
     "policyRefs": h(CC + "test_the_hash_follows_the_referenced_data_not_just_the_spec"),
     "helmCharts": h(HELM),
-    "kustomizationRefs": profile(
-        {"kustomizationRefs": [{"kind": "ConfigMap", "name": "k", "namespace": "fw"}]}
-    ),
+    "kustomizationRefs": h(KUSTOMIZE),
     "preDeployChecks": h(CHECKS),
     "validateHealths": h(PH + "test_max_update_admits_one_cluster_at_a_time_and_waits_for_validate_healths"),
     "preDeleteChecks": h(CHECKS),
     "postDeleteChecks": h(CHECKS),
-    "patches": profile({"patches": [{"patch": "x"}]}),
-    "patchesFrom": profile({"patchesFrom": [{"kind": "ConfigMap", "name": "p", "namespace": "fw"}]}),
+    "patches": h(PATCHES),
+    "patchesFrom": h(PATCHES),
     "driftExclusions": h(DRIFT),
     "maxConsecutiveFailures": h(
         PC + "test_a_lower_tier_takes_an_object_over_and_the_other_profile_gives_up_after_its_failures"
@@ -205,8 +217,11 @@ REGISTRY: dict[str, dict[str, Entry]] = {
         ),
     },
     "TemplateResourceRef": {
-        f: within("ProfileSpec.templateResourceRefs")
-        for f in ("resource", "identifier", "optional", "ignoreStatusChanges", "watchFields")
+        "resource": h(TEMPLATES),
+        "identifier": h(TEMPLATES),
+        "optional": h(TC + "test_an_optional_template_resource_that_is_missing_is_left_out"),
+        "ignoreStatusChanges": template_ref({"ignoreStatusChanges": True}),
+        "watchFields": template_ref({"watchFields": ["data"]}),
     },
     "ObjectReference": {
         "apiVersion": h(TS + "test_profile_cluster_refs_select_by_name_label"),
@@ -263,23 +278,25 @@ REGISTRY: dict[str, dict[str, Entry]] = {
         for f in ("kind", "namespace", "name", "optional")
     },
     "KustomizationRef": {
-        f: within("ProfileSpec.kustomizationRefs")
-        for f in (
-            "kind",
-            "namespace",
-            "name",
-            "remoteURL",
-            "path",
-            "components",
-            "targetNamespace",
-            "deploymentType",
-            "values",
-            "valuesFrom",
-            "tier",
-            "optional",
-            "skipNamespaceCreation",
-            "force",
-        )
+        **{
+            f: h(KUSTOMIZE)
+            for f in (
+                "kind",
+                "namespace",
+                "name",
+                "path",
+                "components",
+                "targetNamespace",
+                "values",
+                "valuesFrom",
+                "tier",
+                "optional",
+            )
+        },
+        "remoteURL": kustomization({"remoteURL": {"url": "https://example.com/k.tgz"}}),
+        "deploymentType": kustomization({"deploymentType": "Local"}),
+        "skipNamespaceCreation": kustomization({"skipNamespaceCreation": False}),
+        "force": kustomization({"force": False}),
     },
     "ValidateHealth": {
         **{f: h(SELECT) for f in ("name", "group", "version", "kind", "namespace")},
@@ -297,8 +314,8 @@ REGISTRY: dict[str, dict[str, Entry]] = {
     "MetricQuery": {f: h(METRIC_LUA) for f in ("name", "query")},
     "CELRule": {f: h(CORE_APP) for f in ("name", "rule")},
     "JobCheck": {f: within("ValidateHealth.jobCheck") for f in ("jobRef", "timeout")},
-    "Patch": {f: within("ProfileSpec.patches") for f in ("patch", "target")},
-    # Reached from patches (refused) and from driftExclusions (honoured, literal targets only).
+    "Patch": {f: h(PATCHES) for f in ("patch", "target")},
+    # Reached from patches (kustomize honours every selector) and from driftExclusions (literal targets only).
     "PatchSelector": {
         **{f: h(DRIFT) for f in ("group", "version", "kind", "name", "namespace")},
         "labelSelector": profile(

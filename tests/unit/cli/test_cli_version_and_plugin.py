@@ -32,7 +32,7 @@ def test_version_as_json_names_the_package_the_api_versions_and_the_pinned_binar
     assert "config.projectsveltos.io/v1beta1" in data["apis"]["upstream"]
     assert "placement.kubernetes-fleet.io/v1beta1" in data["apis"]["upstream"]
     assert data["binaries"] == _pins()
-    assert set(data["binaries"]) == {"kubernetes", "etcd", "helm", "kwok"}
+    assert set(data["binaries"]) == {"kubernetes", "etcd", "helm", "kwok", "kustomize"}
 
 
 def test_version_as_text_is_short_and_refuses_an_unknown_output() -> None:

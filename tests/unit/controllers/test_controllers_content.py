@@ -99,13 +99,25 @@ def test_helm_values_merge_inline_then_values_from_in_order() -> None:
     assert resolved.body["helmCharts"][0]["values"] == {"image": {"repo": "x", "tag": "2"}, "replicas": 3}
 
 
-@pytest.mark.parametrize("field", ["kustomizationRefs", "patches"])
-def test_fields_not_delivered_yet_are_refused_by_name(field: str) -> None:
-    value: Any = {
-        "kustomizationRefs": [{"kind": "ConfigMap", "name": "k", "namespace": "fw"}],
-        "patches": [{"patch": "x"}],
-    }[field]
-    with pytest.raises(content.ContentError, match=rf"spec\.{field}: not supported"):
+@pytest.mark.parametrize(
+    ("field", "value", "refused"),
+    [
+        (
+            "kustomizationRefs",
+            [{"kind": "ConfigMap", "name": "k", "namespace": "fw", "remoteURL": {"url": "https://x/y.tgz"}}],
+            r"spec\.kustomizationRefs\[0\]\.remoteURL: remote URLs are not supported",
+        ),
+        (
+            "kustomizationRefs",
+            [{"kind": "ConfigMap", "name": "k", "namespace": "fw", "deploymentType": "Local"}],
+            r"spec\.kustomizationRefs\[0\]\.deploymentType: Local kustomizations are not supported",
+        ),
+    ],
+)
+def test_kustomization_options_not_delivered_yet_are_refused_by_name(
+    field: str, value: Any, refused: str
+) -> None:
+    with pytest.raises(content.ContentError, match=refused):
         content.resolve(
             _spec(**{field: value}),
             Objects({("ConfigMap", "fw", "greeting"): _policy("v1")}),
@@ -127,7 +139,10 @@ CHART = {
 @pytest.mark.parametrize(
     ("extra", "refused"),
     [
-        ({"patchesFrom": [{"kind": "ConfigMap", "name": "p", "namespace": "fw"}]}, r"spec\.patchesFrom: not"),
+        (
+            {"patchesFrom": [{"kind": "ConfigMap", "name": "p", "namespace": "fw"}], "helmCharts": [CHART]},
+            r"spec\.patches: not supported together with helmCharts",
+        ),
         ({"reloader": True}, r"spec\.reloader: not supported"),
         (
             {"policyRefs": [{"kind": "ConfigMap", "name": "greeting", "namespace": "fw", "path": "x"}]},
