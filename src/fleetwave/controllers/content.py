@@ -355,11 +355,13 @@ class _Reader:
 
     def _texts(self, obj: Mapping[str, Any], kind: str, path: str) -> list[dict[str, str]]:
         data = _data(obj)
+        meta = obj.get("metadata") or {}
+        where = f"({kind} {meta.get('namespace')}/{meta.get('name')})"
         try:
             return [
                 {
                     "key": key,
-                    "name": f"{path}[{key}]",
+                    "name": f"{path}[{key}] {where}",
                     "text": dc.decode(data[key], f"{path}[{key}]", kind == "Secret"),
                 }
                 for key in sorted(data)

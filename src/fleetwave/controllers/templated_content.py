@@ -27,7 +27,7 @@ from fleetwave.delivery.gotemplate import Renderer, RenderError
 from fleetwave.delivery.kustomize import KustomizeError, Kustomizer
 
 POLICY_INDEX = "fleetwave.io/policy-index"  # carried through kustomize while patching, then removed
-_LOCATION = re.compile(r"template: [^:]*:(\d+(?::\d+)?)")
+_LOCATION = re.compile(r"template: .*?:(\d+(?::\d+)?):")
 
 
 class InstantiationError(ValueError):
@@ -189,17 +189,21 @@ async def _render(
     outputs: dict[int, str] = {}
     for k, ((name, _, secret), result) in enumerate(zip(batch.items, results, strict=True)):
         if result.output is None:
-            raise InstantiationError(f"{name}: {_error_text(result.error, secret)}")
+            raise InstantiationError(f"{name}: {_error_text(name, result.error, secret)}")
         outputs[k] = result.output
     return outputs
 
 
-def _error_text(error: str, secret: bool) -> str:
-    """Go's message, or for a template read from a Secret only where it failed: Go quotes values."""
-    if not secret:
-        return error[:500]
+def _error_text(name: str, error: str, secret: bool) -> str:
+    """Go's message without the template's name it repeats, or for a template read from a Secret only
+    where it failed (Go quotes values in its messages)."""
     where = _LOCATION.search(error)
-    return f"the template fails at line {where.group(1)}" if where else "the template fails"
+    if secret:
+        return f"the template fails at line {where.group(1)}" if where else "the template fails"
+    short = error.replace(f'executing "{name}" ', "")
+    if short.startswith(f"template: {name}:"):
+        short = "line " + short.removeprefix(f"template: {name}:")
+    return short[:500]
 
 
 def _parse(text: str, name: str, *, redact: bool) -> list[dict[str, Any]]:
