@@ -18,7 +18,7 @@ from typing import Any
 
 from fleetwave import translate
 from fleetwave.api.models import ClusterProfile
-from fleetwave.controllers import content, engine_state, rollout_reconcile
+from fleetwave.controllers import content, engine_state, profile_withdrawal, rollout_reconcile
 from fleetwave.controllers import rollout_common as common
 from fleetwave.controllers import rollout_facts as rf
 from fleetwave.controllers import summary_status as ss
@@ -150,6 +150,11 @@ def _dependencies_condition(run: Pass[ClusterProfile], facts: _Facts) -> dict[st
 
 
 async def reconcile(ctx: Context, key: str) -> Result:
+    obj = ctx.cache.obj(KIND, None, key)
+    if obj is not None:
+        ended = await profile_withdrawal.guard(ctx, obj)
+        if ended is not None:
+            return ended
     return await rollout_reconcile.reconcile(ctx, key, _PROFILES)
 
 

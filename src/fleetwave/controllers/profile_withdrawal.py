@@ -1,0 +1,95 @@
+"""Deleting a ClusterProfile withdraws its content at the pace it was rolled out: maxUpdate clusters at
+a time (issue 15, ADR 0090).
+
+ClusterSummaries are owned by their profile, so without more the garbage collector would delete them
+all at once and every member would lose the content in the same instant: the outage a rolling update
+exists to avoid, run backwards. A profile therefore carries a finalizer; when it is deleted, at most
+maxUpdate of its summaries are being deleted at any time (each summary's own finalizer uninstalls from
+its member, ADR 0045), the next ones only once those are gone; then the finalizer goes and the
+profile with it. Without maxUpdate (Sveltos: unlimited) every summary goes at once, as before; a
+promotion's stage profiles have none (the promotion paces them, and withdraws them last stage
+first, ADR 0086).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from fleetwave.controllers.context import Context, as_dict
+from fleetwave.controllers.summary_status import PROFILE_LABEL
+from fleetwave.core import batching
+from fleetwave.core import model as m
+from fleetwave.kube import ops
+from fleetwave.runtime.controller import Result
+
+FINALIZER = "fleetwave.io/withdraw-in-batches"
+KIND = "ClusterProfile"
+RECHECK = 2.0  # seconds; summary deletions wake the profile too, this is the safety net
+
+
+def next_batch(summaries: Sequence[tuple[str, bool]], max_update: str | int | None) -> list[str]:
+    """The summaries to delete now (pure): `summaries` is (name, already being deleted), and at most
+    maxUpdate (resolved against all of them) are on their way out at once, in name order."""
+    try:
+        parsed = m.MaxInFlight.parse(max_update, round_up=True)
+    except ValueError:  # admission refuses it; a profile that predates the rule withdraws at once
+        parsed = m.MaxInFlight()
+    limit = batching.resolve_max_in_flight(parsed, len(summaries))
+    leaving = sum(1 for _, deleting in summaries if deleting)
+    waiting = sorted(name for name, deleting in summaries if not deleting)
+    return waiting[: max(0, limit - leaving)]
+
+
+async def guard(ctx: Context, obj: Any) -> Result | None:
+    """Keep the finalizer on a live profile; on deletion, withdraw in batches. A Result ends the
+    reconcile."""
+    raw = as_dict(obj)
+    meta = raw.get("metadata") or {}
+    finalizers = list(meta.get("finalizers") or [])
+    if not meta.get("deletionTimestamp"):
+        if FINALIZER not in finalizers:
+            await _set_finalizers(ctx, meta, [*finalizers, FINALIZER])
+            return Result()  # the edit's own event brings us back with the new resourceVersion
+        return None
+    if FINALIZER not in finalizers:
+        return None
+    if await _withdraw_next(ctx, obj, raw):
+        return Result(requeue_after=RECHECK)
+    await _set_finalizers(ctx, meta, [f for f in finalizers if f != FINALIZER])
+    ctx.withdrawing.pop(str(meta.get("uid")), None)
+    return Result()
+
+
+async def _withdraw_next(ctx: Context, obj: Any, raw: Mapping[str, Any]) -> bool:
+    """Delete the next batch of summaries; True while any is left."""
+    summaries = ctx.cache.labelled("ClusterSummary", PROFILE_LABEL, str(raw["metadata"]["name"]))
+    if not summaries:
+        return False
+    asked = ctx.withdrawing.setdefault(str(raw["metadata"].get("uid")), set())
+    keys = [f"{s['metadata']['namespace']}/{s['metadata']['name']}" for s in summaries]
+    asked &= set(keys)  # gone from the cache: no longer in flight
+    states = [
+        (key, bool(s["metadata"].get("deletionTimestamp")) or key in asked)
+        for key, s in zip(keys, summaries, strict=True)
+    ]
+    batch = next_batch(states, (raw.get("spec") or {}).get("maxUpdate"))
+    asked.update(batch)
+    for key in batch:
+        namespace, _, name = key.partition("/")
+        await ops.delete_if_exists(ctx.client, ctx.resource("ClusterSummary"), name, namespace=namespace)
+    if batch:
+        left = len(summaries) - sum(1 for _, deleting in states if deleting)
+        await ctx.event(
+            obj,
+            False,
+            "WithdrawingBatch",
+            f"withdrawing {len(batch)} of {left} clusters (maxUpdate at a time)",
+        )
+    return True
+
+
+async def _set_finalizers(ctx: Context, meta: Mapping[str, Any], finalizers: list[str]) -> None:
+    # Guarded by resourceVersion: a concurrent edit makes this fail and the watch brings us back.
+    body = {"metadata": {"finalizers": finalizers, "resourceVersion": meta.get("resourceVersion")}}
+    await ops.merge_patch(ctx.client, ctx.resource(KIND), str(meta["name"]), body)
