@@ -861,6 +861,19 @@ def test_a_cluster_that_left_the_placement_loses_its_content_in_the_deletion_sta
 
         doc["spec"]["policy"]["clusterNames"] = ["member-1"]  # member-2 leaves the placement
         apply(management, doc)
+        placement = get(management, "ClusterResourcePlacement", crp)
+        generation = placement.metadata.generation
+        wait_for(
+            lambda: (
+                cond(
+                    get(management, "ClusterResourcePlacement", crp), "ClusterResourcePlacementScheduled"
+                ).get("observedGeneration")
+                == generation
+            ),
+            what="the placement sees its new cluster list",
+        )
+        # Strategy External: a PickFixed change is carried out by the next run, not by the placement.
+        assert cm_value(members["member-2"], hub_ns) == "value1"
         apply(management, run_doc("shrinking-run-2", crp, "0", strategy))
         wait_for(lambda: succeeded(management, "ClusterStagedUpdateRun", "shrinking-run-2"), what="run 2")
         run = get(management, "ClusterStagedUpdateRun", "shrinking-run-2")

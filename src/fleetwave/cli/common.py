@@ -39,6 +39,17 @@ WatchNamespaceOption = Annotated[
 ]
 
 
+PlacementKindOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--placement-kind",
+        help="A kind placements may select besides the built-in ones, as group/version/Kind "
+        "(v1/Kind for core), e.g. networking.k8s.io/v1/Ingress or apiextensions.k8s.io/v1/"
+        "CustomResourceDefinition; repeat for several. The controller reads it (install grants that).",
+    ),
+]
+
+
 def watch_namespaces(given: list[str] | None) -> tuple[str, ...]:
     """--watch-namespace values, checked as namespace names, sorted and without repeats."""
     chosen = sorted(set(given or []))

@@ -7,7 +7,7 @@ import logging
 import os
 import shutil
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -15,6 +15,7 @@ from fleetwave.api import families
 from fleetwave.cli.common import (
     Globals,
     KubeconfigOption,
+    PlacementKindOption,
     WatchNamespaceOption,
     fail,
     management_config,
@@ -25,6 +26,7 @@ from fleetwave.kube import client as kubeclient
 from fleetwave.kube import ops
 from fleetwave.local import binaries, recipe
 from fleetwave.mgmt import install as installing
+from fleetwave.mgmt import placement_kinds
 from fleetwave.runtime.manager import LeadershipLost
 
 app = typer.Typer(help="Run the fleetwave controller.", no_args_is_help=True)
@@ -49,6 +51,19 @@ def _upstream(config: kubeclient.KubeConfig, explicit: bool | None) -> bool:
             return installing.upstream_installed(client)
     except ops.ApiError as e:
         fail(f"cannot tell whether the upstream API groups are installed: {ops.message_of(e)}")
+
+
+def _placement_kinds(config: Any, given: list[str]) -> tuple[Any, ...]:
+    """--placement-kind values resolved through the management cluster's discovery (ADR 0091)."""
+    if not given:
+        return ()
+    try:
+        found, missing = placement_kinds.resolve_served(kubeclient.client(config), given)
+    except placement_kinds.PlacementKindError as e:
+        fail(str(e), code=2)
+    for problem in missing:  # a CRD installed later must not make the controller crash-loop
+        logging.getLogger("fleetwave").error("%s; placements cannot select it yet", problem)
+    return found
 
 
 def _helm(explicit: str | None) -> str:
@@ -125,6 +140,7 @@ def run(
         ),
     ] = None,
     watch_namespace: WatchNamespaceOption = None,
+    placement_kind: PlacementKindOption = None,
     notify_secret: Annotated[
         str | None,
         typer.Option(
@@ -156,6 +172,7 @@ def run(
         watch_namespaces=watch,
         notify_secret=notify_secret,
         upstream=families.upstream_families(namespace) if _upstream(config, upstream_apis) else (),
+        placement_kinds=_placement_kinds(config, placement_kind or []),
     )
 
     async def main() -> None:

@@ -14,6 +14,7 @@ from fleetwave.api.codec import ManifestError
 from fleetwave.cli import inputs
 from fleetwave.cli.common import (
     KubeconfigOption,
+    PlacementKindOption,
     WatchNamespaceOption,
     fail,
     management_client,
@@ -21,7 +22,7 @@ from fleetwave.cli.common import (
 )
 from fleetwave.kube import kinds, ops
 from fleetwave.mgmt import install as installing
-from fleetwave.mgmt import manifests, registration
+from fleetwave.mgmt import manifests, placement_kinds, registration
 
 console = Console()
 cluster_app = typer.Typer(help="Register and list member clusters.", no_args_is_help=True)
@@ -40,12 +41,18 @@ def install(
         ),
     ] = False,
     watch_namespace: WatchNamespaceOption = None,
+    placement_kind: PlacementKindOption = None,
 ) -> None:
     """Install fleetwave's CRDs and least-privilege RBAC into the management cluster."""
     watch = watch_namespaces(watch_namespace)
     with management_client(kubeconfig) as client:
         try:
-            names = installing.install(client, upstream_apis=upstream_apis, watch=watch)
+            extra = placement_kinds.resolve(client, placement_kind or [])
+            names = installing.install(
+                client, upstream_apis=upstream_apis, watch=watch, placement_kinds=extra
+            )
+        except placement_kinds.PlacementKindError as e:
+            fail(str(e), code=2)
         except installing.ForeignCRD as e:
             fail(f"install refused: {e}", code=2)
         except (ops.ApiError, TimeoutError) as e:

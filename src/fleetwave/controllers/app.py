@@ -84,6 +84,8 @@ class Settings:
     shards: int = 1
     # A Secret in `namespace` naming where rollout notifications go (runtime/notify.py); None: nowhere.
     notify_secret: str | None = None
+    # Kinds placements may select besides the built-in ones, resolved (`--placement-kind`, ADR 0091).
+    placement_kinds: tuple[kinds.KindInfo, ...] = ()
     # Namespaces whose namespaced objects the controller reads (ADR 0074); empty: every namespace.
     # Its own namespace is always one of them (content snapshots, leases).
     watch_namespaces: tuple[str, ...] = ()
@@ -214,6 +216,7 @@ def _family(
         watched=settings.watched,
         notifier=notifier,
         metrics=manager.metrics.rollouts,
+        placement_kinds=settings.placement_kinds,
     )
     _add_controllers(manager, ctx, informers, settings)
     return ctx

@@ -362,6 +362,7 @@ class _Reader:
                 {
                     "key": key,
                     "name": f"{path}[{key}] {where}",
+                    "where": f"{path}[{key}]",
                     "text": dc.decode(data[key], f"{path}[{key}]", kind == "Secret"),
                 }
                 for key in sorted(data)
@@ -420,7 +421,7 @@ class _Reader:
                 if is_template_source(found):
                     layers.append({"template": item["text"], "name": item["name"], "secret": secret})
                 else:
-                    layers.append({"values": _yaml_map(item["text"], item["name"], redact=secret)})
+                    layers.append({"values": _yaml_map(item["text"], item["where"], redact=secret)})
         return layers
 
     @staticmethod
@@ -484,7 +485,7 @@ class _Reader:
                         {"template": item["text"], "name": item["name"], "secret": source.kind == "Secret"}
                     )
                 else:
-                    out.append(parse_patch(item["text"], item["name"], redact=source.kind == "Secret"))
+                    out.append(parse_patch(item["text"], item["where"], redact=source.kind == "Secret"))
         return out
 
     def kind_allowed(self, kind: str, path: str) -> None:

@@ -231,6 +231,8 @@ class Context:
     wakers: dict[str, Callable[[str], None]] = field(default_factory=dict)
     # The rollout metrics of the manager's registry (ADR 0082); None: not recorded (unit tests).
     metrics: RolloutMetrics | None = None
+    # Kinds placements may select besides the built-in ones (`--placement-kind`, ADR 0091).
+    placement_kinds: tuple[kinds.KindInfo, ...] = ()
     # Summaries this process asked to delete, by profile uid, until its cache shows them leaving
     # (profile_withdrawal: a wake-up in between must not start the next batch early).
     withdrawing: dict[str, set[str]] = field(default_factory=dict)

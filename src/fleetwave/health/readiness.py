@@ -1,8 +1,11 @@
 """Default readiness: is one applied object available, without any user-written check?
 
 Judged from status the way `kubectl rollout status` and Helm's `--wait` do: a workload is ready once
-the controller has seen the current generation and every replica is updated and available. Kinds not
-listed here are ready once they exist. Pure: takes the object as a dict.
+the controller has seen the current generation and every replica is updated and available. Any other
+object is judged by its conditions when it has them (custom resources, ADR 0091): a `Ready`
+condition, else an `Available` one, must be True (and, when the condition says which generation it
+observed, of the current generation); an object without either is ready once it exists.
+Pure: takes the object as a dict.
 """
 
 from __future__ import annotations
@@ -17,12 +20,33 @@ def is_ready(obj: Obj) -> tuple[bool, str]:
     """(ready, reason) for one object; the reason says what is missing when not ready."""
     group = str(obj.get("apiVersion") or "").rpartition("/")[0]
     judge = _JUDGES.get((group, str(obj.get("kind") or "")))
-    return judge(obj) if judge else (True, "exists")
+    return judge(obj) if judge else _by_conditions(obj)
+
+
+# Built-in groups whose objects have no conditions to wait for: no member watch for them.
+_NO_CONDITIONS = frozenset({"", "rbac.authorization.k8s.io", "scheduling.k8s.io", "node.k8s.io"})
 
 
 def judged(api_version: str, kind: str) -> bool:
     """Whether objects of this kind can exist and not be ready (others are ready once they exist)."""
-    return (api_version.rpartition("/")[0], kind) in _JUDGES
+    group = api_version.rpartition("/")[0]
+    return (group, kind) in _JUDGES or group not in _NO_CONDITIONS
+
+
+def _by_conditions(obj: Obj) -> tuple[bool, str]:
+    for kind in ("Ready", "Available"):
+        c = _condition(obj, kind)
+        if c is None:
+            continue
+        generation = (obj.get("metadata") or {}).get("generation")
+        observed = c.get("observedGeneration")
+        if isinstance(generation, int) and isinstance(observed, int) and observed < generation:
+            return False, f"{kind} condition is of generation {observed}, not yet {generation}"
+        if c.get("status") == "True":
+            return True, kind.lower()
+        why = str(c.get("message") or c.get("reason") or "").strip()[:200]
+        return False, f"{kind} is {c.get('status')}" + (f": {why}" if why else "")
+    return True, "exists"
 
 
 def _status(obj: Obj) -> dict[str, Any]:

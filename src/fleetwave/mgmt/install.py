@@ -8,6 +8,7 @@ from typing import Any
 from fleetwave.api import crds, families
 from fleetwave.kube import kinds, ops, sync_ops
 from fleetwave.kube.client import Client
+from fleetwave.kube.kinds import KindInfo
 from fleetwave.mgmt import rbac
 
 NAMESPACE = "fleetwave-system"
@@ -32,6 +33,7 @@ def install(
     namespace: str = NAMESPACE,
     upstream_apis: bool = False,
     watch: tuple[str, ...] = (),
+    placement_kinds: tuple[KindInfo, ...] = (),
 ) -> list[str]:
     """Apply every CRD and the RBAC, wait until the CRDs are Established, then apply the admission
     policies. Returns CRD names. With `upstream_apis`, also the CRDs of the upstream API families
@@ -54,6 +56,10 @@ def install(
     for doc in rbac_documents(namespace, watch):
         sync_ops.apply(client, doc)
     for doc in rbac.upstream_documents(namespace, families.UPSTREAM, watch) if upstream_apis else []:
+        sync_ops.apply(client, doc)
+    # Read rights on the kinds the controller is told to place (ADR 0091); an install without them
+    # leaves an earlier grant in place (delete ClusterRole fleetwave-controller-placement-kinds).
+    for doc in rbac.placement_kind_documents(namespace, placement_kinds, watch) if placement_kinds else []:
         sync_ops.apply(client, doc)
     _wait_established(client, names, timeout)
     # After the CRDs serve: the policy validates MemberClusters (a namespaced one may only name a

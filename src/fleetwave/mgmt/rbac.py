@@ -36,12 +36,14 @@ Where each rule comes from:
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from fleetwave.api import families, models
 from fleetwave.api.families import Family
 from fleetwave.api.meta import API_VERSION
+from fleetwave.kube.kinds import KindInfo
 
 NAME = "fleetwave-controller"  # the ServiceAccount, roles, bindings and the leader-election Lease
 WATCHED_NAME = f"{NAME}-watched"  # bound in each watched namespace (`--watch-namespace`)
@@ -171,6 +173,7 @@ def split(rules: list[Rule]) -> tuple[list[Rule], list[Rule]]:
 
 
 UPSTREAM_NAME = f"{NAME}-upstream-apis"
+PLACEMENT_KINDS_NAME = f"{NAME}-placement-kinds"  # `--placement-kind` (ADR 0091)
 
 
 def family_rules(family: Family) -> list[Rule]:
@@ -206,6 +209,34 @@ def upstream_documents(
     namespaced part is bound only in those namespaces."""
     rules = [r for f in served for r in family_rules(f)]
     return _scoped(UPSTREAM_NAME, namespace, rules, watch)
+
+
+def placement_kind_rules(infos: Iterable[KindInfo]) -> list[Rule]:
+    """Read rights on the kinds placements may select besides the built-in ones (ADR 0091)."""
+    by_group: dict[str, set[str]] = {}
+    for info in infos:
+        by_group.setdefault(info.gvk.group, set()).add(info.plural)
+    return [Rule(group, tuple(sorted(plurals)), READ) for group, plurals in sorted(by_group.items())]
+
+
+def placement_kind_documents(
+    namespace: str, infos: Iterable[KindInfo], watch: tuple[str, ...] = ()
+) -> list[dict[str, Any]]:
+    """A ClusterRole + binding reading the configured placement kinds; with `watch`, the namespaced
+    kinds are read only in those namespaces (scope from discovery, not from fleetwave's tables)."""
+    listed = list(infos)
+    if not watch:
+        return _scoped(PLACEMENT_KINDS_NAME, namespace, placement_kind_rules(listed), ())
+    name, watched = PLACEMENT_KINDS_NAME, f"{PLACEMENT_KINDS_NAME}-watched"
+    return [
+        _cluster_role(name, placement_kind_rules(i for i in listed if not i.namespaced)),
+        _binding(name, namespace, "ClusterRole", name),
+        _cluster_role(watched, placement_kind_rules(i for i in listed if i.namespaced)),
+        *(
+            _binding(watched, namespace, "ClusterRole", watched, ns)
+            for ns in watched_namespaces(namespace, watch)
+        ),
+    ]
 
 
 def namespace_rules() -> list[Rule]:

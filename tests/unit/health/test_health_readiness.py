@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from fleetwave.health.readiness import is_ready
+from fleetwave.health.readiness import is_ready, judged
 
 
 def _cond(kind: str, status: str = "True", **extra: str) -> dict[str, str]:
@@ -156,3 +156,39 @@ def test_other_kinds_are_ready_once_they_exist() -> None:
     assert is_ready(_obj("v1", "ConfigMap")) == (True, "exists")
     # Same kind name in another group is not judged as the built-in.
     assert is_ready(_obj("example.com/v1", "Deployment", status={})) == (True, "exists")
+
+
+@pytest.mark.parametrize(
+    ("conditions", "ready", "reason"),
+    [
+        ([_cond("Ready")], True, "ready"),
+        (
+            [_cond("Ready", "False", message="waiting for the certificate")],
+            False,
+            "Ready is False: waiting for the certificate",
+        ),
+        ([_cond("Available"), _cond("Progressing", "False")], True, "available"),
+        ([_cond("Available", "Unknown")], False, "Available is Unknown"),
+        ([_cond("Ready"), _cond("Available", "False")], True, "ready"),  # Ready decides when both exist
+        ([_cond("Synced")], True, "exists"),  # neither condition: ready once it exists
+    ],
+)
+def test_a_custom_resource_is_judged_by_its_ready_or_available_condition(
+    conditions: list[dict[str, str]], ready: bool, reason: str
+) -> None:
+    assert is_ready(_obj("example.com/v1", "Widget", status={"conditions": conditions})) == (ready, reason)
+
+
+def test_a_condition_of_an_older_generation_is_not_ready_yet() -> None:
+    widget = _obj(
+        "example.com/v1", "Widget", status={"conditions": [{**_cond("Ready"), "observedGeneration": 1}]}
+    )
+    widget["metadata"]["generation"] = 2
+    assert is_ready(widget) == (False, "Ready condition is of generation 1, not yet 2")
+
+
+def test_kinds_that_may_wait_are_watched_and_core_kinds_are_not() -> None:
+    assert judged("example.com/v1", "Widget")
+    assert judged("apps/v1", "Deployment")
+    assert not judged("v1", "ConfigMap")
+    assert not judged("rbac.authorization.k8s.io/v1", "Role")

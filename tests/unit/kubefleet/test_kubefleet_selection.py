@@ -10,6 +10,7 @@ from fleetwave.api import families
 from fleetwave.api.kubefleet import PlacementSpec
 from fleetwave.controllers import members
 from fleetwave.controllers.kubefleet import selection
+from fleetwave.kube import kinds
 
 
 def obj(kind: str, name: str, namespace: str | None = None, **extra: Any) -> dict[str, Any]:
@@ -207,3 +208,78 @@ def test_a_sveltos_clusters_default_kubeconfig_secret_is_a_credential_too() -> N
         credentials=members.kubeconfig_secrets([as_member]),
     )
     assert names(picked) == ["Namespace/dev"]
+
+
+WIDGETS = kinds.KindInfo(kinds.GVK("example.com/v1", "Widget"), "widgets", True)
+CRDS = kinds.KindInfo(
+    kinds.GVK("apiextensions.k8s.io/v1", "CustomResourceDefinition"), "customresourcedefinitions", False
+)
+INGRESSES = kinds.KindInfo(kinds.GVK("networking.k8s.io/v1", "Ingress"), "ingresses", True)
+EXTRA = selection.configured([WIDGETS, CRDS, INGRESSES])
+WITH_EXTRA = {
+    **HUB,
+    "Widget.v1.example.com": [obj("Widget", "w", "app", spec={"size": 3}), obj("Widget", "w2", "other")],
+    "CustomResourceDefinition.v1.apiextensions.k8s.io": [
+        obj("CustomResourceDefinition", "widgets.example.com", spec={"group": "example.com"})
+    ],
+    "Ingress.v1.networking.k8s.io": [obj("Ingress", "web", "app", spec={"rules": []})],
+}
+
+
+def test_a_configured_kind_is_selected_by_group_version_kind_and_taken_with_its_namespace() -> None:
+    picked = selection.select(
+        spec(
+            {"group": "", "version": "v1", "kind": "Namespace", "name": "app"},
+            {
+                "group": "apiextensions.k8s.io",
+                "version": "v1",
+                "kind": "CustomResourceDefinition",
+                "name": "widgets.example.com",
+            },
+        ),
+        lambda k: WITH_EXTRA.get(k, []),
+        namespace=None,
+        extra=EXTRA,
+    )
+    # Cluster-scoped first (the namespace, the CRD), then what lives in the namespace, custom ones too.
+    assert names(picked)[:2] == ["Namespace/app", "CustomResourceDefinition/widgets.example.com"]
+    assert {"Widget/w", "Ingress/web"} <= set(names(picked))
+    assert "Widget/w2" not in names(picked)
+    widget = next(o for o in picked if o["kind"] == "Widget")
+    assert widget == {
+        "apiVersion": "example.com/v1",
+        "kind": "Widget",
+        "metadata": {"name": "w", "namespace": "app"},
+        "spec": {"size": 3},
+    }
+
+
+def test_a_kind_not_configured_is_refused_saying_how_to_place_it() -> None:
+    with pytest.raises(
+        selection.SelectionError, match=r"example.com/Widget is not supported .*--placement-kind"
+    ):
+        selection.select(
+            spec({"group": "example.com", "version": "v1", "kind": "Widget"}), lister, namespace=None
+        )
+    with pytest.raises(selection.SelectionError, match=r"example\.com/Widget is not supported"):
+        selection.select(
+            spec({"group": "example.com", "version": "v2", "kind": "Widget", "name": "w"}),
+            lambda k: WITH_EXTRA.get(k, []),
+            namespace="app",
+            extra=EXTRA,
+        )
+
+
+def test_a_resource_placement_selects_a_configured_namespaced_kind_in_its_namespace() -> None:
+    picked = selection.select(
+        spec({"group": "networking.k8s.io", "version": "v1", "kind": "Ingress", "name": "web"}),
+        lambda k: WITH_EXTRA.get(k, []),
+        namespace="app",
+        extra=EXTRA,
+    )
+    assert names(picked) == ["Ingress/web"]
+
+
+def test_configuring_a_built_in_kind_changes_nothing() -> None:
+    config_maps = kinds.KindInfo(kinds.GVK("v1", "ConfigMap"), "configmaps", True)
+    assert selection.configured([config_maps]) == ()

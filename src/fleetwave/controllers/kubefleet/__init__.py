@@ -13,7 +13,7 @@ from typing import Any
 
 from fleetwave.controllers.context import Context
 from fleetwave.controllers.kubefleet import naming as nm
-from fleetwave.controllers.kubefleet import placement, run, run_rollback
+from fleetwave.controllers.kubefleet import placement, run, run_rollback, selection
 from fleetwave.kube import kinds
 from fleetwave.runtime.controller import Controller
 from fleetwave.runtime.manager import Manager
@@ -61,6 +61,9 @@ def register(manager: Manager, ctx: Context) -> None:
             _informer(manager, ctx, kind, ctx.resource(kind))
     for kind, resource in SELECTABLE.items():
         _informer(manager, ctx, kind, resource)
+    for info in ctx.placement_kinds:  # ADR 0091
+        for extra in selection.configured([info]):
+            _informer(manager, ctx, extra.key, kinds.resource_class(info))
     _informer(manager, ctx, "MemberCluster", ctx.resource("MemberCluster"))
     for scope in nm.SCOPES:
         tag = "rp" if scope.namespaced else "crp"
@@ -193,7 +196,8 @@ def _wire_placements(ctx: Context, scope: nm.Scope, placements: Controller[str])
         placements,
         lambda o: [scope.key(o.metadata.namespace, str((o.spec or {}).get("placementName")))],
     )
-    for kind in SELECTABLE:
+    configured = [k.key for k in selection.configured(ctx.placement_kinds)]
+    for kind in [*SELECTABLE, *configured]:
         mapper = same_namespace if scope.namespaced else (lambda _o: _placements(ctx, scope))
         _watch(inf[kind], placements, mapper)
 

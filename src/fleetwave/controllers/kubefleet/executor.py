@@ -20,8 +20,13 @@ from fleetwave.delivery import manifests
 from fleetwave.delivery.target import MemberTarget, MemberUnreachable
 from fleetwave.kube import kinds
 
-# Every kind a snapshot may hold: what a prune or a removal must search for inventory labels.
+# Every built-in kind a snapshot may hold: what a prune or a removal must search for inventory labels.
 KINDS = frozenset(kinds.GVK(k.api_version, k.name) for k in selection.KINDS.values())
+
+
+def kinds_of(ctx: Context) -> frozenset[kinds.GVK]:
+    """The built-in kinds and those the controller is configured to place (ADR 0091)."""
+    return KINDS | {info.gvk for info in ctx.placement_kinds}
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +61,7 @@ async def apply(
         report = await manifests.apply(tgt, objects, inventory=inventory, policy=rules.policy)
         if not report.ok:
             return Outcome(False, "apply failed: " + "; ".join(report.errors))
-        await manifests.prune(tgt, inventory=inventory, kinds=KINDS, keep=report.refs)
+        await manifests.prune(tgt, inventory=inventory, kinds=kinds_of(ctx), keep=report.refs)
     except MemberUnreachable as e:
         return Outcome(False, str(e))
     return Outcome(True, "applied")
@@ -142,7 +147,7 @@ async def remove(ctx: Context, cluster: str, *, inventory: str) -> Outcome:
         # Upstream leaves content on a cluster that left the fleet; there is no way to reach it.
         return Outcome(True, f"cluster {cluster} left the fleet; its content could not be removed")
     try:
-        removed = await manifests.withdraw(tgt, inventory=inventory, kinds=KINDS)
+        removed = await manifests.withdraw(tgt, inventory=inventory, kinds=kinds_of(ctx))
     except MemberUnreachable as e:
         return Outcome(False, str(e))
     return Outcome(True, f"removed {len(removed)} objects")

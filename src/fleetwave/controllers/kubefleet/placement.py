@@ -58,6 +58,7 @@ async def reconcile(ctx: Context, scope: nm.Scope, key: str) -> Result:
                 everywhere=True,
             ),
             watched=ctx.watched,
+            extra=selection.configured(ctx.placement_kinds),
         )
     except (codec.ManifestError, selection.SelectionError) as e:
         return await _invalid(ctx, scope, obj, current, str(e))

@@ -4,29 +4,56 @@ A ClusterResourcePlacement selects Namespaces (with everything of a supported ki
 only the namespace, or the namespace plus what its other selectors match) and cluster-scoped objects
 by kind and name or labels; a ResourcePlacement selects namespaced objects in its own namespace.
 Server-populated fields are stripped so a snapshot changes only when the user's content does.
+
+The supported kinds are the built-in ones below plus those the controller is configured to place
+(`--placement-kind`, ADR 0091): CRDs, custom resources, Ingresses, ... each read through its own
+informer, which is why they must be named (the controller needs the right to list and watch them).
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from fleetwave.api.kubefleet import PlacementSpec, ResourceSelector
 from fleetwave.controllers import members
 from fleetwave.controllers.watch_scope import unwatched
+from fleetwave.kube import kinds
 
 Obj = Mapping[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
 class Kind:
-    name: str  # the informer/cache name, which is the kind
+    name: str  # the kind
     api_version: str
     namespaced: bool
     group: str
     version: str
+    cache: str = ""  # the informer/cache name: the kind for built-ins, `Kind.version.group` otherwise
+
+    @property
+    def key(self) -> str:
+        return self.cache or self.name
+
+    @classmethod
+    def configured(cls, info: kinds.KindInfo) -> Kind:
+        """A kind the controller was told to place (ADR 0091)."""
+        gvk = info.gvk
+        cache = f"{gvk.kind}.{gvk.version}.{gvk.group or 'core'}"
+        return cls(gvk.kind, gvk.api_version, info.namespaced, gvk.group, gvk.version, cache=cache)
+
+
+def configured(infos: Iterable[kinds.KindInfo]) -> tuple[Kind, ...]:
+    """The configured kinds that are not built-in ones (those are always placed)."""
+    out = []
+    for info in infos:
+        builtin = KINDS.get(info.gvk.kind)
+        if builtin is None or builtin.group != info.gvk.group:
+            out.append(Kind.configured(info))
+    return tuple(out)
 
 
 NAMESPACED_KINDS = (
@@ -69,14 +96,26 @@ def reserved(namespace: str) -> bool:
 Lister = Callable[[str], Iterable[Obj]]
 
 
-def _kind_of(sel: ResourceSelector, path: str) -> Kind:
-    kind = KINDS.get(sel.kind)
-    if kind is None or kind.group != sel.group:
-        supported = ", ".join(sorted(KINDS))
+def registry(extra: Sequence[Kind] = ()) -> dict[str, Kind]:
+    """Every kind a placement may select, by cache key: built-ins first, then the configured ones."""
+    out = dict(KINDS)
+    for kind in extra:
+        builtin = KINDS.get(kind.name)
+        if builtin is None or builtin.group != kind.group:
+            out[kind.key] = kind
+    return out
+
+
+def _kind_of(sel: ResourceSelector, path: str, known: Mapping[str, Kind]) -> Kind:
+    matching = [k for k in known.values() if k.name == sel.kind and k.group == sel.group]
+    exact = [k for k in matching if not sel.version or k.version == sel.version]
+    if not exact:
+        supported = ", ".join(sorted(f"{k.group or 'core'}/{k.name}" for k in known.values()))
         raise SelectionError(
-            f"{path}: {sel.group or 'core'}/{sel.kind} is not supported (supported: {supported})"
+            f"{path}: {sel.group or 'core'}/{sel.kind} is not supported (supported: {supported}; other"
+            " kinds are placed once the controller is told to with --placement-kind)"
         )
-    return kind
+    return exact[0]
 
 
 def _matches(sel: ResourceSelector, obj: Obj) -> bool:
@@ -108,11 +147,14 @@ def select(
     namespace: str | None,
     credentials: frozenset[tuple[str, str]] = frozenset(),
     watched: frozenset[str] | None = None,
+    extra: Sequence[Kind] = (),
 ) -> list[dict[str, Any]]:
     """The cleaned manifests selected by `spec`; `namespace` is set for a ResourcePlacement.
     `credentials`: the (namespace, name) of every Secret a member cluster names as its kubeconfig.
     `watched`: the namespaces the controller reads (None: all); selecting the content of another is
-    refused, since placing the namespace without what the controller cannot see would be half of it."""
+    refused, since placing the namespace without what the controller cannot see would be half of it.
+    `extra`: the kinds the controller is configured to place besides the built-in ones."""
+    known = registry(extra)
     chosen: dict[tuple[str, str, str], dict[str, Any]] = {}
 
     def add(kind: Kind, obj: Obj) -> None:
@@ -121,10 +163,11 @@ def select(
         if not _generated(kind, obj) and not credential:
             body = clean(kind, obj)
             meta = body["metadata"]
-            chosen[(kind.name, meta.get("namespace") or "", meta["name"])] = body
+            chosen[(kind.key, meta.get("namespace") or "", meta["name"])] = body
 
     typed = [
-        (_kind_of(sel, f"spec.resourceSelectors[{i}]"), sel) for i, sel in enumerate(spec.resource_selectors)
+        (_kind_of(sel, f"spec.resourceSelectors[{i}]", known), sel)
+        for i, sel in enumerate(spec.resource_selectors)
     ]
     inner = [(k, sel) for k, sel in typed if k.namespaced]
     if namespace is not None:
@@ -133,8 +176,8 @@ def select(
                 raise SelectionError(
                     f"spec.resourceSelectors[{i}]: a ResourcePlacement selects namespaced kinds only"
                 )
-        _select_in(inner, lister, {namespace}, add)
-        return _ordered(chosen)
+        _select_in(inner, lister, {namespace}, add, known)
+        return _ordered(chosen, known)
     whole, picked = _cluster_scoped(typed, lister, add)
     for name in sorted(whole | picked):
         problem = unwatched(name, watched)
@@ -145,9 +188,9 @@ def select(
             "spec.resourceSelectors: namespaced kinds need a Namespace selector with"
             " selectionScope NamespaceWithResourceSelectors"
         )
-    _select_in([], lister, whole, add)
-    _select_in(inner, lister, picked, add)
-    return _ordered(chosen)
+    _select_in([], lister, whole, add, known)
+    _select_in(inner, lister, picked, add, known)
+    return _ordered(chosen, known)
 
 
 def _cluster_scoped(
@@ -159,7 +202,7 @@ def _cluster_scoped(
     for kind, sel in typed:
         if kind.namespaced:
             continue
-        for obj in lister(kind.name):
+        for obj in lister(kind.key):
             name = str((obj.get("metadata") or {}).get("name"))
             if not _matches(sel, obj) or (kind.name == "Namespace" and reserved(name)):
                 continue
@@ -177,20 +220,25 @@ def _select_in(
     lister: Lister,
     namespaces: set[str],
     add: Callable[[Kind, Obj], None],
+    known: Mapping[str, Kind],
 ) -> None:
     """Namespaced objects in `namespaces`: every supported one, or those `selectors` match."""
     if not namespaces:
         return
-    for kind in NAMESPACED_KINDS:
-        for obj in lister(kind.name):
+    for kind in (k for k in known.values() if k.namespaced):
+        for obj in lister(kind.key):
             if (obj.get("metadata") or {}).get("namespace") not in namespaces:
                 continue
             if not selectors or any(k is kind and _matches(sel, obj) for k, sel in selectors):
                 add(kind, obj)
 
 
-def _ordered(chosen: Mapping[tuple[str, str, str], dict[str, Any]]) -> list[dict[str, Any]]:
-    order = {name: i for i, name in enumerate(KINDS)}
+def _ordered(
+    chosen: Mapping[tuple[str, str, str], dict[str, Any]], known: Mapping[str, Kind]
+) -> list[dict[str, Any]]:
+    """Cluster-scoped kinds before namespaced ones (CRDs and namespaces before what lives in them),
+    then the registry's order, then namespace and name: a stable snapshot."""
+    order = {key: (kind.namespaced, i) for i, (key, kind) in enumerate(known.items())}
     return [chosen[k] for k in sorted(chosen, key=lambda k: (order[k[0]], k[1], k[2]))]
 
 
