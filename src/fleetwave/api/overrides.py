@@ -2,10 +2,11 @@
 
 Field names, defaults and limits follow placement.kubernetes-fleet.io v1beta1. What upstream's
 admission webhook refuses is refused here by CEL rules (and the same checks in Python): paths into
-kind, apiVersion, status or metadata other than labels and annotations; a value on remove; patches on
-a Delete rule; property selectors in an override's cluster selector. That two overrides of one kind
-select the same object cannot be checked on one object: the cluster it would reach reports it
-(Overridden=False), see docs/adr/0088-per-cluster-overrides.md.
+kind, apiVersion, status or metadata other than labels and annotations; patches on a Delete rule;
+property selectors in an override's cluster selector. A value on remove is refused by Python only
+(CEL cannot see an untyped field): the override controller says so in a Warning event. That two
+overrides of one kind select the same object cannot be checked on one object: the cluster it would
+reach reports it (Overridden=False), see docs/adr/0088-per-cluster-overrides.md.
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ class JSONPatchOverride(Model):
             "cannot override metadata fields except labels and annotations",
         ),
         cel("!self.path.matches('/\\\\s*(/|$)')", "path cannot contain an empty segment"),
-        cel("self.op != 'remove' || !has(self.value)", "remove cannot have a value"),
+        # "remove cannot have a value" is Python's only: CEL cannot see a field without a schema.
     )
 
     op: Literal["add", "remove", "replace"]

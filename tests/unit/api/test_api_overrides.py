@@ -79,7 +79,8 @@ def test_paths_and_values_upstream_refuses_are_refused_by_python_and_cel(
 ) -> None:
     with pytest.raises(ValidationError, match=why):
         JSONPatchOverride.model_validate(patch)
-    assert not _cel_ok(_rules_of("ClusterResourceOverride", "patch"), patch)
+    if "value" not in why:  # the API server's CEL cannot see `value` (no schema): Python's only
+        assert not _cel_ok(_rules_of("ClusterResourceOverride", "patch"), patch)
 
 
 @pytest.mark.parametrize(

@@ -229,3 +229,25 @@ def test_the_placement_shows_each_clusters_overrides_and_overridden_condition() 
     bad = statuses["bad"]["conditions"][0]
     assert (bad["status"], bad["reason"], bad["message"]) == ("False", "OverriddenFailed", "boom")
     assert history.latest([ledger])["fleet/bad"].override_error == "boom"
+
+
+async def test_an_override_the_crd_cannot_refuse_is_not_snapshotted_and_a_warning_says_why() -> None:
+    bad_rule = {
+        **SPEC["policy"]["overrideRules"][0],
+        "jsonPatchOverrides": [{"op": "remove", "path": "/data/color", "value": 1}],
+    }
+    override = {**_override(), "spec": {**SPEC, "policy": {"overrideRules": [bad_rule]}}}
+    events: list[tuple[bool, str, str]] = []
+
+    class Cache(Lookup):
+        def obj(self, kind: str, namespace: str | None, name: str) -> Any:
+            return self.get(kind, namespace, name)
+
+    async def event(obj: Any, warning: bool, reason: str, message: str) -> None:
+        events.append((warning, reason, message))
+
+    ctx = SimpleNamespace(cache=Cache({"ResourceOverride": [override]}), event=event, client=None)
+    await osn.reconcile(ctx, "ResourceOverride", "app/ro")  # type: ignore[arg-type]
+    [(warning, reason, message)] = events
+    assert (warning, reason) == (True, "InvalidOverride")
+    assert "remove cannot have a value" in message

@@ -91,14 +91,11 @@ def _latest(s: Obj) -> bool:
     return ((s.get("metadata") or {}).get("labels") or {}).get(nm.LATEST_LABEL) == "true"
 
 
-def normalized_spec(kind: str, obj: Obj) -> dict[str, Any] | None:
-    """The override's spec with defaults filled in, so an equivalent edit cuts no snapshot; None
-    when it does not parse."""
+def normalized_spec(kind: str, obj: Obj) -> dict[str, Any]:
+    """The override's spec with defaults filled in, so an equivalent edit cuts no snapshot; raises
+    codec.ManifestError when it does not parse."""
     body = {**obj, "apiVersion": f"{kinds.GROUP}/{kinds.VERSION}", "kind": kind}
-    try:
-        parsed = codec.parse_object(body)
-    except codec.ManifestError:
-        return None
+    parsed = codec.parse_object(body)
     spec: dict[str, Any] = parsed.spec.model_dump(mode="json", by_alias=True, exclude_none=True)  # type: ignore[attr-defined]
     return spec
 
@@ -106,9 +103,12 @@ def normalized_spec(kind: str, obj: Obj) -> dict[str, Any] | None:
 async def reconcile(ctx: Context, kind: str, key: str) -> Result:
     namespace, name = nm.split_key(key)
     obj = ctx.cache.get(kind, namespace, name)
-    spec = normalized_spec(kind, obj) if obj is not None else None
-    if obj is not None and spec is None:
-        return Result()  # not a valid override: nothing is snapshotted (the CRD refuses most)
+    try:
+        spec = normalized_spec(kind, obj) if obj is not None else None
+    except codec.ManifestError as e:
+        # What the CRD cannot refuse (a value on remove): not snapshotted, and said where it shows.
+        await ctx.event(ctx.cache.obj(kind, namespace, name), True, "InvalidOverride", str(e)[:1024])
+        return Result()
     snapshot_kind = ov.SNAPSHOT_KIND[kind]
     existing = of_override(ctx.cache.list(snapshot_kind), name, namespace)
     todo = plan(kind, name, namespace, spec, existing)
