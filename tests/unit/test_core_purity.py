@@ -24,6 +24,8 @@ ALLOWED = {
     "typing",
     "zoneinfo",
     "croniter",
+    "jsonpatch",  # RFC 6902, pure (per-cluster overrides)
+    "jsonpointer",
 }
 FORBIDDEN_CALLS = (".now(", "utcnow", "time.time", "time.monotonic", "today(")
 

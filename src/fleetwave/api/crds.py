@@ -64,7 +64,9 @@ def structural(node: Any, defs: dict[str, Any]) -> Any:
             out[key] = value
     if "anyOf" in out and not out.get("x-kubernetes-int-or-string"):
         raise ValueError(f"non-structural anyOf in schema: {out}")
-    if "x-kubernetes-preserve-unknown-fields" in out and "properties" not in out:
+    # `x-any-json` marks a field that takes any JSON value (a JSON patch's value): it gets no type.
+    any_json = out.pop("x-any-json", False)
+    if "x-kubernetes-preserve-unknown-fields" in out and "properties" not in out and not any_json:
         out.setdefault("type", "object")
     if "enum" in out and "type" not in out:
         out["type"] = "string"
@@ -174,6 +176,16 @@ _UPSTREAM_NAMES: dict[tuple[str, str], dict[str, Any]] = {
     ("lib.projectsveltos.io", "SveltosCluster"): {"shortNames": [], "columns": _MEMBER_COLUMNS},
     ("cluster.kubernetes-fleet.io", "MemberCluster"): {"shortNames": ["cluster"], "columns": _MEMBER_COLUMNS},
     **{("config.projectsveltos.io", k): {"shortNames": [], "columns": []} for k in _SVELTOS_CONFIG},
+    # KubeFleet's overrides and their snapshots have neither.
+    **{
+        (_FLEET, k): {"shortNames": [], "columns": []}
+        for k in (
+            "ClusterResourceOverride",
+            "ResourceOverride",
+            "ClusterResourceOverrideSnapshot",
+            "ResourceOverrideSnapshot",
+        )
+    },
 }
 
 

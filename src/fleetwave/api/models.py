@@ -27,6 +27,12 @@ from fleetwave.api.kubefleet import (
     UpdateRunStatus,
 )
 from fleetwave.api.meta import API_VERSION, Condition, LabelSelector, ObjectMeta, Resource
+from fleetwave.api.overrides import (
+    ClusterResourceOverride,
+    ClusterResourceOverrideSnapshot,
+    ResourceOverride,
+    ResourceOverrideSnapshot,
+)
 from fleetwave.api.sveltos import (
     AutoTrigger,
     ClusterProfile,
@@ -64,6 +70,10 @@ ALL_KINDS: tuple[type[Resource], ...] = (
     StagedUpdateRun,
     ClusterApprovalRequest,
     ApprovalRequest,
+    ClusterResourceOverride,
+    ResourceOverride,
+    ClusterResourceOverrideSnapshot,
+    ResourceOverrideSnapshot,
 )
 KINDS: dict[str, type[Resource]] = {k.kind_name: k for k in ALL_KINDS}
 
@@ -82,6 +92,8 @@ __all__ = [
     "ClusterPromotion",
     "ClusterPromotionSpec",
     "ClusterPromotionStatus",
+    "ClusterResourceOverride",
+    "ClusterResourceOverrideSnapshot",
     "ClusterResourcePlacement",
     "ClusterResourceSnapshot",
     "ClusterStagedUpdateRun",
@@ -102,6 +114,8 @@ __all__ = [
     "PolicyRef",
     "ProfileSpec",
     "Resource",
+    "ResourceOverride",
+    "ResourceOverrideSnapshot",
     "ResourcePlacement",
     "ResourceSnapshot",
     "ResourceSnapshotSpec",

@@ -25,6 +25,10 @@ KUBEFLEET_PLACEMENT_KINDS = (
     "StagedUpdateRun",
     "ClusterApprovalRequest",
     "ApprovalRequest",
+    "ClusterResourceOverride",
+    "ResourceOverride",
+    "ClusterResourceOverrideSnapshot",
+    "ResourceOverrideSnapshot",
 )
 _SVELTOS_CONFIG = frozenset(SVELTOS_CONFIG_KINDS)
 _KUBEFLEET_PLACEMENT = frozenset(KUBEFLEET_PLACEMENT_KINDS)

@@ -85,6 +85,13 @@ SELECTABLE_APPS = ("deployments", "statefulsets", "daemonsets")
 SELECTABLE_BATCH = ("jobs", "cronjobs")
 SELECTABLE_RBAC = ("roles", "rolebindings", "clusterroles", "clusterrolebindings")
 
+# Snapshots the controllers cut: of placements' resources and of overrides.
+SNAPSHOTS = (
+    "ClusterResourceSnapshot",
+    "ResourceSnapshot",
+    "ClusterResourceOverrideSnapshot",
+    "ResourceOverrideSnapshot",
+)
 # Kinds whose status the controllers write.
 STATUS_WRITTEN = (
     "ClusterPromotion",
@@ -114,8 +121,8 @@ def cluster_rules() -> list[Rule]:
         Rule(
             GROUP, _plurals("ClusterPromotion", "ClusterResourcePlacement", "ResourcePlacement"), ("patch",)
         ),
-        # Resource snapshots: cut, unmarked as latest, pruned past the revision history limit.
-        Rule(GROUP, _plurals("ClusterResourceSnapshot", "ResourceSnapshot"), ("create", "patch", "delete")),
+        # Resource and override snapshots: cut, unmarked as latest, pruned past the history limit.
+        Rule(GROUP, _plurals(*SNAPSHOTS), ("create", "patch", "delete")),
         # Approval requests of staged update runs.
         Rule(GROUP, _plurals("ClusterApprovalRequest", "ApprovalRequest"), ("create",)),
         Rule(GROUP, tuple(f"{_plural(k)}/status" for k in STATUS_WRITTEN), ("patch",)),
@@ -194,7 +201,7 @@ def family_rules(family: Family) -> list[Rule]:
 
     grant(("ClusterProfile", "ClusterSummary"), ("create", "patch", "delete"))
     grant(("ClusterPromotion", "ClusterResourcePlacement", "ResourcePlacement"), ("patch",))
-    grant(("ClusterResourceSnapshot", "ResourceSnapshot"), ("create", "patch", "delete"))
+    grant(SNAPSHOTS, ("create", "patch", "delete"))
     grant(("ClusterApprovalRequest", "ApprovalRequest"), ("create",))
     grant(STATUS_WRITTEN, ("patch",), "/status")
     grant(OWNERS, ("update",), "/finalizers")

@@ -40,7 +40,12 @@ def test_upstream_crds_use_upstream_names_scope_and_columns_and_are_marked_as_fl
         "clustersummaries.config.projectsveltos.io",
         "sveltosclusters.lib.projectsveltos.io",
     }
-    assert len(made) == len(sveltos) + 11  # ten placement kinds and KubeFleet's MemberCluster
+    # ten placement kinds, four override kinds and KubeFleet's MemberCluster
+    assert len(made) == len(sveltos) + 15
+    for kind in ("clusterresourceoverrides", "resourceoverrides", "resourceoverridesnapshots"):
+        names = made[f"{kind}.placement.kubernetes-fleet.io"]["spec"]["names"]
+        assert "shortNames" not in names  # as upstream: none
+        assert names["categories"] == ["fleet", "fleet-placement"]
     for crd in made.values():
         assert crd["metadata"]["labels"] == {crds.MANAGED_BY: crds.FLEETWAVE}
     for crd in sveltos.values():

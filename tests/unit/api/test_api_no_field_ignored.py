@@ -102,6 +102,15 @@ HELM = DH + "test_install_upgrade_noop_bad_values_and_uninstall"
 LUA = "tests/unit/health/test_health_lua.py::test_api_form_healthy_when_all_replicas_are_available"
 SELECT = HS + "test_a_check_without_script_or_rules_passes_on_existence"
 WRITTEN = SO + "test_a_summary_fleetwave_did_not_make_is_ignored_with_an_event"
+CO = "tests/unit/core/test_core_overrides.py::"
+OVERRIDDEN = (
+    "tests/integration/test_kubefleet_overrides.py::"
+    "test_overrides_label_prod_clusters_and_replace_a_configmap_value_then_a_bad_one_fails_its_cluster"
+)
+OSNAP = (
+    "tests/unit/kubefleet/test_kubefleet_overrides.py::"
+    "test_an_override_is_snapshotted_once_per_spec_and_its_snapshots_go_with_it"
+)
 SNAPSHOTS = (
     "tests/unit/kubefleet/test_kubefleet_snapshots.py::test_history_is_trimmed_oldest_first_to_the_limit"
 )
@@ -553,6 +562,32 @@ REGISTRY: dict[str, dict[str, Entry]] = {
         "state": h(KS + "test_stop_mid_stage_lets_clusters_in_flight_finish_and_run_resumes"),
     },
     "ApprovalRequestSpec": dict.fromkeys(("parentStageRollout", "targetStage"), ("written", SEED_RUN)),
+    "ClusterResourceOverrideSpec": {
+        "placement": h(CO + "test_for_placement_keeps_overrides_aimed_at_it_that_select_its_objects"),
+        "clusterResourceSelectors": h(OVERRIDDEN),
+        "policy": h(OVERRIDDEN),
+    },
+    "ResourceOverrideSpec": {
+        "placement": h(CO + "test_for_placement_keeps_overrides_aimed_at_it_that_select_its_objects"),
+        "resourceSelectors": h(OVERRIDDEN),
+        "policy": h(OVERRIDDEN),
+    },
+    "PlacementRef": {
+        f: h(CO + "test_for_placement_keeps_overrides_aimed_at_it_that_select_its_objects")
+        for f in ("name", "scope")
+    },
+    "OverrideSelector": {f: h(OVERRIDDEN) for f in ("group", "version", "kind", "name")},
+    "OverridePolicy": {"overrideRules": h(OVERRIDDEN)},
+    "OverrideRule": {
+        "clusterSelector": h(OVERRIDDEN),
+        "overrideType": h(CO + "test_a_delete_rule_leaves_the_object_out_on_matching_clusters"),
+        "jsonPatchOverrides": h(OVERRIDDEN),
+    },
+    "JSONPatchOverride": {f: h(OVERRIDDEN) for f in ("op", "path", "value")},
+    "ClusterResourceOverrideSnapshotSpec": dict.fromkeys(
+        ("overrideSpec", "overrideHash"), ("written", OSNAP)
+    ),
+    "ResourceOverrideSnapshotSpec": dict.fromkeys(("overrideSpec", "overrideHash"), ("written", OSNAP)),
 }
 
 

@@ -13,7 +13,8 @@ from typing import Any
 
 from fleetwave.controllers.context import Context
 from fleetwave.controllers.kubefleet import naming as nm
-from fleetwave.controllers.kubefleet import placement, run, run_rollback, selection
+from fleetwave.controllers.kubefleet import override_snapshots, placement, run, run_rollback, selection
+from fleetwave.controllers.kubefleet import overrides as ov
 from fleetwave.kube import kinds
 from fleetwave.runtime.controller import Controller
 from fleetwave.runtime.manager import Manager
@@ -65,6 +66,10 @@ def register(manager: Manager, ctx: Context) -> None:
         for extra in selection.configured([info]):
             _informer(manager, ctx, extra.key, kinds.resource_class(info))
     _informer(manager, ctx, "MemberCluster", ctx.resource("MemberCluster"))
+    for kind, snapshot_kind in ov.SNAPSHOT_KIND.items():
+        _informer(manager, ctx, kind, ctx.resource(kind))
+        _informer(manager, ctx, snapshot_kind, ctx.resource(snapshot_kind))
+    _register_overrides(manager, ctx)
     for scope in nm.SCOPES:
         tag = "rp" if scope.namespaced else "crp"
         if not ctx.family.native:
@@ -86,6 +91,37 @@ def register(manager: Manager, ctx: Context) -> None:
         _wire(ctx, scope, placements, runs)
         ctx.wakers[scope.placement] = placements.enqueue
         ctx.wakers[scope.run] = runs.enqueue
+
+
+def _register_overrides(manager: Manager, ctx: Context) -> None:
+    """One controller per override kind: it keeps the override's snapshots (override_snapshots)."""
+    for kind in ov.SNAPSHOT_KIND:
+        _override_controller(manager, ctx, kind)
+
+
+def _override_controller(manager: Manager, ctx: Context, kind: str) -> None:
+    inf = ctx.cache.informers
+    namespaced = kind == ov.RESOURCE_KIND
+    tag = kind.lower() if ctx.family.native else f"{kind.lower()}.{ctx.family.served(kind).group}"
+
+    def key(namespace: str | None, name: str) -> str:
+        return f"{namespace}/{name}" if namespaced else name
+
+    def keys() -> list[str]:
+        return [key(o["metadata"].get("namespace"), o["metadata"]["name"]) for o in ctx.cache.list(kind)]
+
+    def own(obj: Any) -> list[str]:
+        return [key(obj.metadata.namespace, obj.metadata.name)]
+
+    def parent(obj: Any) -> list[str]:
+        name = (obj.metadata.labels or {}).get(ov.PARENT_LABEL)
+        return [key(obj.metadata.namespace, name)] if name else []
+
+    controller: Controller[str] = manager.add_controller(
+        f"{tag}-snapshots", functools.partial(override_snapshots.reconcile, ctx, kind), workers=2, keys=keys
+    )
+    _watch(inf[kind], controller, own)
+    _watch(inf[ov.SNAPSHOT_KIND[kind]], controller, parent)
 
 
 def _rollout_of_placement(scope: nm.Scope, key: str) -> str:
@@ -200,6 +236,11 @@ def _wire_placements(ctx: Context, scope: nm.Scope, placements: Controller[str])
     for kind in [*SELECTABLE, *configured]:
         mapper = same_namespace if scope.namespaced else (lambda _o: _placements(ctx, scope))
         _watch(inf[kind], placements, mapper)
+    # A new override snapshot, or an override gone (its snapshots then no longer count), may change
+    # what any placement's clusters get: each placement works out whether it does.
+    for kind, snapshot_kind in ov.SNAPSHOT_KIND.items():
+        for watched in (kind, snapshot_kind):
+            _watch(inf[watched], placements, lambda _o: _placements(ctx, scope))
 
 
 __all__ = ["register"]

@@ -22,6 +22,8 @@ class Held:
     at: str  # RFC 3339 of the event (sortable as text)
     done: bool
     diffs: tuple[Obj, ...] = ()  # ReportDiff: how the member differed from the snapshot
+    overrides: Obj | None = None  # the override snapshots applied (None: the entry says nothing)
+    override_error: str = ""
 
 
 def _events(status: Obj) -> Iterable[Held]:
@@ -29,7 +31,9 @@ def _events(status: Obj) -> Iterable[Held]:
         if entry.get("appliedAt"):
             diffs = tuple(d for d in entry.get("diffedPlacements") or () if isinstance(d, Mapping))
             index, at = str(entry.get("index")), str(entry["appliedAt"])
-            yield Held(cluster, index, at, bool(entry.get("doneAt")), diffs)
+            applied = entry.get("overrides") if isinstance(entry.get("overrides"), Mapping) else {}
+            error = str(entry.get("overrideError") or "")
+            yield Held(cluster, index, at, bool(entry.get("doneAt")), diffs, applied, error)
     for cluster, entry in (status.get("deletions") or {}).items():
         if entry.get("doneAt"):
             yield Held(cluster, None, str(entry["doneAt"]), True)

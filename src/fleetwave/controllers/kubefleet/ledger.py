@@ -10,25 +10,37 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from fleetwave.controllers.context import Context, Wake
 from fleetwave.controllers.kubefleet import apply_rules, executor
+from fleetwave.controllers.kubefleet import overrides as ov
 from fleetwave.core import model as m
+from fleetwave.core import overrides as co
 from fleetwave.core import status as st
 from fleetwave.kube.status import Versioned
 
 
 @dataclass(frozen=True, slots=True)
 class Content:
-    """What a rollout object carries: one snapshot's objects, under one inventory label."""
+    """What a rollout object carries: one snapshot's objects, under one inventory label, as each
+    cluster gets them once its overrides are applied."""
 
     index: str
     hash: str
     objects: Sequence[Mapping[str, Any]]
     inventory: str
     rules: apply_rules.ApplyRules = apply_rules.DEFAULT
+    overrides: ov.PerCluster = ov.NONE
+
+    def hash_for(self, cluster: str) -> str:
+        """The hash of what `cluster` gets (the snapshot's when no override applies there)."""
+        return self.overrides.digest(self.hash, cluster)
+
+    def render(self, cluster: str) -> co.Rendered:
+        """The objects `cluster` gets; raises co.OverrideError."""
+        return self.overrides.render(cluster, self.objects)
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +52,9 @@ class Delivered:
     error: str | None = None
     done_at: str | None = None
     diffs: tuple[Mapping[str, Any], ...] = ()  # ReportDiff: how the member differs
+    # The override snapshots applied (upstream's names in status), or why they could not be.
+    overrides: Mapping[str, Any] = field(default_factory=dict)
+    override_error: str | None = None
 
     @classmethod
     def load(cls, raw: Mapping[str, Any]) -> Delivered:
@@ -51,6 +66,8 @@ class Delivered:
             error=str(raw["error"]) if raw.get("error") else None,
             done_at=str(raw["doneAt"]) if raw.get("doneAt") else None,
             diffs=tuple(d for d in raw.get("diffedPlacements") or () if isinstance(d, Mapping)),
+            overrides=dict(raw["overrides"]) if isinstance(raw.get("overrides"), Mapping) else {},
+            override_error=str(raw["overrideError"]) if raw.get("overrideError") else None,
         )
 
     def dump(self) -> dict[str, Any]:
@@ -62,6 +79,10 @@ class Delivered:
             out["doneAt"] = self.done_at
         if self.diffs:
             out["diffedPlacements"] = [dict(d) for d in self.diffs]
+        if self.overrides:
+            out["overrides"] = dict(self.overrides)
+        if self.override_error:
+            out["overrideError"] = self.override_error
         return out
 
 
@@ -109,7 +130,7 @@ async def observe(
     check: list[str] = []
     for cluster in sorted(started(rollout) & fleet.names):
         entry = ledger.get(cluster)
-        if entry is None or entry.hash != content.hash:
+        if entry is None or entry.hash != content.hash_for(cluster):
             continue  # pending: the engine asks for a Deliver again
         if entry.done_at:
             deliveries[cluster] = m.Delivery(m.DeliveryPhase.APPLIED, ready=True)
@@ -133,43 +154,64 @@ def _per(wake: Wake | None, cluster: str) -> Wake | None:
 async def _settle(
     ctx: Context, cluster: str, entry: Delivered, content: Content, wake: Wake | None
 ) -> tuple[m.Delivery, Delivered]:
+    try:
+        objects = content.render(cluster).objects
+    except co.OverrideError as e:  # labels or pins changed since the apply: nothing more is applied
+        failed = replace(entry, error=str(e), override_error=str(e))
+        return m.Delivery(m.DeliveryPhase.FAILED, message=str(e)), failed
     if entry.error:  # a failed apply is retried, level-triggered, until it succeeds
         applied = await executor.apply(
-            ctx, cluster, content.objects, inventory=content.inventory, rules=content.rules
+            ctx, cluster, objects, inventory=content.inventory, rules=content.rules
         )
         if not applied.ok:
             failed = replace(entry, error=applied.message)
             return m.Delivery(m.DeliveryPhase.FAILED, message=applied.message), failed
-        entry = replace(entry, error=None, message=applied.message, diffs=applied.diffs)
+        entry = replace(entry, error=None, override_error=None, message=applied.message, diffs=applied.diffs)
     if content.rules.report_diff:  # nothing was applied: the report is the whole delivery
         entry = replace(entry, done_at=st.fmt(ctx.clock()))
         return m.Delivery(m.DeliveryPhase.APPLIED, ready=True, message=entry.message), entry
-    result = await executor.available(ctx, cluster, content.objects, wake=wake)
+    result = await executor.available(ctx, cluster, objects, wake=wake)
     done = st.fmt(ctx.clock()) if result.ok else None
     entry = replace(entry, message=result.message, done_at=done)
     return m.Delivery(m.DeliveryPhase.APPLIED, ready=result.ok, message=result.message), entry
 
 
 async def deliver(ctx: Context, clusters: Iterable[str], content: Content) -> Ledger:
-    """Apply `content` to `clusters`; the new ledger entries, failures included (retried later)."""
+    """Apply `content` to `clusters`; the new ledger entries, failures included (retried later). A
+    cluster whose overrides fail gets nothing applied: its entry says why."""
     todo = sorted(set(clusters))
-    results = await asyncio.gather(
-        *(
-            executor.apply(ctx, c, content.objects, inventory=content.inventory, rules=content.rules)
-            for c in todo
-        )
+    results = await asyncio.gather(*(_deliver_one(ctx, c, content) for c in todo))
+    return dict(zip(todo, results, strict=True))
+
+
+async def _deliver_one(ctx: Context, cluster: str, content: Content) -> Delivered:
+    digest = content.hash_for(cluster)
+    try:
+        rendered = content.render(cluster)
+    except co.OverrideError as e:
+        at = st.fmt(ctx.clock())
+        return Delivered(content.index, digest, at, str(e), error=str(e), override_error=str(e))
+    result = await executor.apply(
+        ctx, cluster, rendered.objects, inventory=content.inventory, rules=content.rules
     )
     at = st.fmt(ctx.clock())
+    return Delivered(
+        index=content.index,
+        hash=digest,
+        applied_at=at,
+        message=result.message,
+        error=None if result.ok else result.message,
+        # ReportDiff applies nothing: once reported, there is nothing to wait for.
+        done_at=at if result.ok and content.rules.report_diff else None,
+        diffs=result.diffs,
+        overrides=_applied(rendered),
+    )
+
+
+def _applied(rendered: co.Rendered) -> dict[str, Any]:
+    if not rendered.cluster_overrides and not rendered.resource_overrides:
+        return {}
     return {
-        cluster: Delivered(
-            index=content.index,
-            hash=content.hash,
-            applied_at=at,
-            message=result.message,
-            error=None if result.ok else result.message,
-            # ReportDiff applies nothing: once reported, there is nothing to wait for.
-            done_at=at if result.ok and content.rules.report_diff else None,
-            diffs=result.diffs,
-        )
-        for cluster, result in zip(todo, results, strict=True)
+        "clusterResourceOverrideSnapshots": list(rendered.cluster_overrides),
+        "resourceOverrideSnapshots": [{"name": n, "namespace": ns} for ns, n in rendered.resource_overrides],
     }

@@ -17,6 +17,7 @@ from fleetwave.controllers import members
 from fleetwave.controllers.context import Context, as_dict
 from fleetwave.controllers.kubefleet import (
     apply_rules,
+    overrides,
     placement_delete,
     placement_rolling,
     placement_status,
@@ -93,8 +94,15 @@ async def reconcile(ctx: Context, scope: nm.Scope, key: str) -> Result:
         )
         return Result(requeue=True) if written is StatusWrite.CONFLICT else Result()
     inventory = scope.inventory(namespace, name)
+    per = overrides.for_placement(ctx.cache, snapshots.resources(latest), name, namespace, fleet)
     where = placement_rolling.setting(
-        scope.placement, placement, latest, fleet, inventory, poll=timedelta(seconds=ctx.judge_poll)
+        scope.placement,
+        placement,
+        latest,
+        fleet,
+        inventory,
+        poll=timedelta(seconds=ctx.judge_poll),
+        overrides=per,
     )
     return await placement_rolling.roll(ctx, where, current, render)
 

@@ -19,10 +19,12 @@ from fleetwave.controllers import engine_state, requeue
 from fleetwave.controllers.context import Context
 from fleetwave.controllers.kubefleet import apply_rules, history, snapshots
 from fleetwave.controllers.kubefleet import ledger as lg
+from fleetwave.controllers.kubefleet import overrides as ov
 from fleetwave.controllers.kubefleet import removals as rm
 from fleetwave.core import batching, engine
 from fleetwave.core import effects as fx
 from fleetwave.core import model as m
+from fleetwave.core import overrides as co
 from fleetwave.core import status as st
 from fleetwave.kube.status import StatusWrite, Versioned, write_versioned
 from fleetwave.runtime.controller import Result
@@ -53,10 +55,19 @@ class Setting:
 
 
 def setting(
-    kind: str, placement: Any, latest: Mapping[str, Any], fleet: m.Fleet, inventory: str, *, poll: timedelta
+    kind: str,
+    placement: Any,
+    latest: Mapping[str, Any],
+    fleet: m.Fleet,
+    inventory: str,
+    *,
+    poll: timedelta,
+    overrides: ov.PerCluster = ov.NONE,
 ) -> Setting:
     rules = apply_rules.of(placement.spec)
-    digest = _revision(snapshots.hash_of(latest), rules)
+    # An override edit is a new revision: the rollout goes round again (clusters it does not touch
+    # keep their hash and are re-applied unchanged).
+    digest = _revision(co.revision(snapshots.hash_of(latest), overrides.every), rules)
     rolling = placement.spec.strategy.rolling_update
     limit = max_unavailable(rolling.max_unavailable if rolling else "25%", len(fleet.names))
     spec = m.RolloutSpec(
@@ -67,7 +78,7 @@ def setting(
     )
     index = str(snapshots.index_of(latest))
     return Setting(
-        kind, spec, fleet, lg.Content(index, digest, snapshots.resources(latest), inventory, rules)
+        kind, spec, fleet, lg.Content(index, digest, snapshots.resources(latest), inventory, rules, overrides)
     )
 
 

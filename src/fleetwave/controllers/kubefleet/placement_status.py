@@ -47,12 +47,31 @@ def summary(frame: Frame, ledgers: Iterable[Obj], previous: Obj, now: datetime) 
 
 def _cluster_status(frame: Frame, held: history.Held, name: str) -> dict[str, Any]:
     out: dict[str, Any] = {"clusterName": name, "observedResourceIndex": held.index}
+    applied = held.overrides or {}
+    if applied.get("clusterResourceOverrideSnapshots"):
+        out["applicableClusterResourceOverrides"] = list(applied["clusterResourceOverrideSnapshots"])
+    if applied.get("resourceOverrideSnapshots"):
+        out["applicableResourceOverrides"] = [dict(r) for r in applied["resourceOverrideSnapshots"]]
+    out["conditions"] = [_overridden(frame, held, applied)]
     if frame.report_diff:
         out["diffReported"] = held.done
         out["diffedPlacements"] = [dict(d) for d in held.diffs]
     else:
         out["available"] = held.done
     return out
+
+
+def _overridden(frame: Frame, held: history.Held, applied: Obj) -> dict[str, Any]:
+    """Upstream's per-cluster Overridden, as of the cluster's last delivery."""
+    if held.override_error:
+        return cond(
+            None, "Overridden", "False", "OverriddenFailed", held.override_error, frame.generation, held.at
+        )
+    if applied:
+        said = "the applicable override snapshots were applied"
+        return cond(None, "Overridden", "True", "OverriddenSucceeded", said, frame.generation, held.at)
+    said = "no override applies to this cluster"
+    return cond(None, "Overridden", "True", "NoOverrideSpecified", said, frame.generation, held.at)
 
 
 def _conditions(frame: Frame, index: str | None, available: bool, prev: Any, at: str) -> list[dict[str, Any]]:

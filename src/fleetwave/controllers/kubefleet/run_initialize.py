@@ -25,7 +25,7 @@ from fleetwave.api.kubefleet import (
 from fleetwave.api.meta import parse_duration
 from fleetwave.controllers import engine_state, members
 from fleetwave.controllers.context import Context
-from fleetwave.controllers.kubefleet import history, picking, snapshots, unhonoured
+from fleetwave.controllers.kubefleet import history, overrides, picking, snapshots, unhonoured
 from fleetwave.controllers.kubefleet import naming as nm
 from fleetwave.controllers.kubefleet.run_status import cond
 from fleetwave.core import batching
@@ -159,6 +159,10 @@ def initialize(ctx: Context, scope: nm.Scope, run: Any, now: datetime) -> dict[s
     except translate.TranslateError as e:
         raise Abort(str(e)) from e
     plan = batching.freeze_plan(spec, fleet, now)
+    # The overrides are pinned with the snapshot: what each cluster gets is fixed for the whole run.
+    name, ns = placement.metadata.name, placement.metadata.namespace
+    per = overrides.for_placement(ctx.cache, snapshots.resources(snapshot), name, ns, fleet)
+    pinned = overrides.pins(per, fleet.names) if per.every else {}
     apply_strategy = placement.spec.strategy.apply_strategy
     return {
         "policySnapshotIndexUsed": "0",
@@ -172,6 +176,7 @@ def initialize(ctx: Context, scope: nm.Scope, run: Any, now: datetime) -> dict[s
         "deliveries": {},
         "approvals": {},
         "deletions": {},
+        **({"overrideSnapshots": pinned} if pinned else {}),
         "conditions": [_initialized(scope, run, plan.unmatched, now)],
     }
 

@@ -13,7 +13,14 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from fleetwave.controllers.context import Context, as_dict
-from fleetwave.controllers.kubefleet import apply_rules, run_initialize, run_rollback, run_status, snapshots
+from fleetwave.controllers.kubefleet import (
+    apply_rules,
+    overrides,
+    run_initialize,
+    run_rollback,
+    run_status,
+    snapshots,
+)
 from fleetwave.controllers.kubefleet import ledger as lg
 from fleetwave.controllers.kubefleet import naming as nm
 from fleetwave.controllers.kubefleet.run_record import RunRecord
@@ -83,6 +90,7 @@ def setting(ctx: Context, scope: nm.Scope, obj: Any, run: Any, record: RunRecord
         objects=snapshots.resources(snap),
         inventory=scope.inventory(namespace, run.spec.placement_name),
         rules=apply_rules.of(parsed.spec if parsed else None),
+        overrides=overrides.pinned(ctx.cache, record.overrides, fleet),
     )
     frame = run_status.Frame(
         kind=scope.run,

@@ -29,6 +29,7 @@ KEYS = (
     "deletionClusters",
     "deletions",
     "stoppedAt",
+    "overrideSnapshots",
 )
 
 
@@ -52,6 +53,9 @@ class RunRecord:
     deletion_clusters: tuple[str, ...]
     deletions: rm.Removals
     stopped_at: str | None = None
+    # The override snapshots pinned at initialization: per cluster, and the candidates for clusters
+    # that join later (`overrides.pins`).
+    overrides: Mapping[str, Any] = field(default_factory=dict)
     strategy: StagedUpdateStrategySpec = field(init=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -81,6 +85,7 @@ def load(status: Mapping[str, Any]) -> RunRecord:
             deletion_clusters=tuple(str(c) for c in status.get("deletionClusters") or ()),
             deletions=rm.load(status.get("deletions")),
             stopped_at=str(status["stoppedAt"]) if status.get("stoppedAt") else None,
+            overrides=dict(status.get("overrideSnapshots") or {}),
         )
     except (KeyError, TypeError, ValueError) as e:
         raise Unreadable(f"the run's record in status is damaged ({type(e).__name__}: {e})") from e
@@ -108,6 +113,8 @@ def dump(record: RunRecord) -> dict[str, Any]:
     }
     if record.stopped_at:
         out["stoppedAt"] = record.stopped_at
+    if record.overrides:
+        out["overrideSnapshots"] = dict(record.overrides)
     return out
 
 

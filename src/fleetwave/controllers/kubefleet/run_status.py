@@ -8,7 +8,7 @@ only move when a condition's status flips.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -51,6 +51,7 @@ class View:
     display: Callable[[str], str]
     now: datetime
     previous: Obj
+    pins: Mapping[str, Obj] = field(default_factory=dict)  # cluster -> its pinned override snapshots
 
 
 def cond(
@@ -111,6 +112,7 @@ def render(
         display=frame.display,
         now=now,
         previous=previous,
+        pins=dict(record.overrides.get("clusters") or {}),
     )
     kept = {k: v for k, v in previous.items() if k not in RENDERED and k not in KEYS}
     return {**kept, **dump(record), **build(view)}
@@ -215,7 +217,10 @@ def _cluster(view: View, cluster: str, failed: Mapping[str, str]) -> dict[str, A
         )
     elif cluster in failed:
         conds.append(cond(None, "Succeeded", "False", "ClusterUpdatingFailed", failed[cluster], gen, now))
-    out: dict[str, Any] = {"clusterName": view.display(cluster), "conditions": conds}
+    if entry.get("overrideError"):
+        why = str(entry["overrideError"])
+        conds.append(cond(None, "Overridden", "False", "OverriddenFailed", why, gen, started_at))
+    out: dict[str, Any] = {**_named(view, cluster), "conditions": conds}
     if not entry.get("doneAt") and entry.get("message"):
         out["message"] = entry["message"]
     return out
@@ -226,7 +231,17 @@ def _clusters(view: View, s: st.StageStatus, failed: Mapping[str, str]) -> list[
     them); conditions once its update started."""
     started = set(s.started)
     ordered = [*s.clusters, *(c for c in s.started if c not in s.clusters)]
-    return [_cluster(view, c, failed) if c in started else {"clusterName": view.display(c)} for c in ordered]
+    return [_cluster(view, c, failed) if c in started else _named(view, c) for c in ordered]
+
+
+def _named(view: View, cluster: str) -> dict[str, Any]:
+    """A cluster's name and the override snapshots the run pinned for it (upstream's fields)."""
+    out: dict[str, Any] = {"clusterName": view.display(cluster)}
+    pinned = view.pins.get(cluster) or {}
+    for key in ("resourceOverrideSnapshots", "clusterResourceOverrideSnapshots"):
+        if pinned.get(key):
+            out[key] = list(pinned[key])
+    return out
 
 
 def _stage(view: View, cfg: StageConfig, s: st.StageStatus, prev: Obj) -> dict[str, Any]:

@@ -26,7 +26,7 @@ def unapplied(record: RunRecord, where: Setting) -> tuple[str, ...]:
     """Clusters started before the stop whose apply was not recorded (a crash, or a lost write)."""
     started = lg.started(record.rollout) & where.fleet.names
     ledger = record.ledger
-    return tuple(sorted(c for c in started if c not in ledger or ledger[c].hash != where.content.hash))
+    return tuple(sorted(c for c in started if c not in ledger or ledger[c].hash != where.content.hash_for(c)))
 
 
 async def stop(ctx: Context, where: Setting, record: RunRecord, current: Versioned) -> Result:

@@ -1,0 +1,222 @@
+"""KubeFleet's overrides on the real local fleet, as upstream's how-tos write them: a placement of a
+namespace and its ConfigMap; a ClusterResourceOverride labels what lands on the env=prod clusters
+with the member's name, a ResourceOverride replaces a ConfigMap value there. The members' objects
+and the placement's per-cluster status are checked; then a bad path fails those clusters without
+touching what they hold."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from lightkube import ApiError, Client, codecs
+from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.resources.core_v1 import ConfigMap, Namespace
+from promotion_support import ControllerThread, settings, wait_for
+
+from fleetwave.kube import kinds
+from fleetwave.local import binaries, fleet
+from fleetwave.mgmt import install, registration
+
+MEMBER_NS = "ov-members"
+LABELS = {"member-1": {"env": "dev"}, "member-2": {"env": "prod"}, "member-3": {"env": "prod"}}
+API = f"{kinds.GROUP}/{kinds.VERSION}"
+PROD = {"clusterSelectorTerms": [{"labelSelector": {"matchLabels": {"env": "prod"}}}]}
+
+
+@pytest.fixture(scope="module")
+def controller(local_fleet: fleet.FleetState, management: Client, bins: binaries.Binaries) -> Iterator[None]:
+    install.install(management)
+    for member in local_fleet.members:
+        registration.register(
+            management,
+            name=member.name,
+            namespace=MEMBER_NS,
+            kubeconfig=Path(member.kubeconfig).read_bytes(),
+            labels=LABELS[member.name],
+        )
+    kubeconfig = local_fleet.cluster(fleet.MANAGEMENT).kubeconfig
+    thread = ControllerThread(kubeconfig, settings(bins.path("helm"), f"ov-{uuid.uuid4().hex[:4]}"))
+    thread.start()
+    try:
+        yield
+    finally:
+        thread.stop()
+        for mc in management.list(kinds.resource("MemberCluster"), namespace=MEMBER_NS):
+            management.delete(kinds.resource("MemberCluster"), mc.metadata.name, namespace=MEMBER_NS)
+    assert thread.error is None, thread.error
+
+
+def apply(client: Client, doc: dict[str, Any]) -> None:
+    client.apply(codecs.from_dict(doc), force=True)
+
+
+def member_objects(client: Client, namespace: str) -> tuple[dict[str, str], dict[str, str]] | None:
+    """(the namespace's labels, the ConfigMap's data) on a member, None until both are there."""
+    try:
+        ns = client.get(Namespace, namespace)
+        cm = client.get(ConfigMap, "app-config", namespace=namespace)
+    except ApiError as e:
+        if e.status.code == 404:
+            return None
+        raise
+    return dict(ns.metadata.labels or {}), dict(cm.data or {})
+
+
+def statuses(management: Client, crp: str) -> dict[str, dict[str, Any]]:
+    placed = management.get(kinds.resource("ClusterResourcePlacement"), crp)
+    return {s["clusterName"]: s for s in (placed.status or {}).get("placementStatuses") or []}
+
+
+def overridden(status: dict[str, Any]) -> dict[str, Any]:
+    return next((c for c in status.get("conditions") or [] if c["type"] == "Overridden"), {})
+
+
+def test_overrides_label_prod_clusters_and_replace_a_configmap_value_then_a_bad_one_fails_its_cluster(
+    controller: None, management: Client, members: dict[str, Client]
+) -> None:
+    ns = f"ov-{uuid.uuid4().hex[:6]}"
+    crp, cro = f"{ns}-crp", f"{ns}-cluster-name"
+    management.create(Namespace(metadata=ObjectMeta(name=ns)))
+    management.create(ConfigMap(metadata=ObjectMeta(name="app-config", namespace=ns), data={"level": "base"}))
+    cluster_override = {
+        "apiVersion": API,
+        "kind": "ClusterResourceOverride",
+        "metadata": {"name": cro},
+        "spec": {
+            "placement": {"name": crp},
+            "clusterResourceSelectors": [{"group": "", "version": "v1", "kind": "Namespace", "name": ns}],
+            "policy": {
+                "overrideRules": [
+                    {
+                        "clusterSelector": PROD,
+                        "jsonPatchOverrides": [
+                            {
+                                "op": "add",
+                                "path": "/metadata/labels",
+                                "value": {"cluster-name": "${MEMBER-CLUSTER-NAME}"},
+                            }
+                        ],
+                    }
+                ]
+            },
+        },
+    }
+
+    def resource_override(path: str) -> dict[str, Any]:
+        return {
+            "apiVersion": API,
+            "kind": "ResourceOverride",
+            "metadata": {"name": "app-config", "namespace": ns},
+            "spec": {
+                "placement": {"name": crp},
+                "resourceSelectors": [
+                    {"group": "", "version": "v1", "kind": "ConfigMap", "name": "app-config"}
+                ],
+                "policy": {
+                    "overrideRules": [
+                        {
+                            "clusterSelector": PROD,
+                            "jsonPatchOverrides": [{"op": "replace", "path": path, "value": "production"}],
+                        }
+                    ]
+                },
+            },
+        }
+
+    apply(management, cluster_override)
+    apply(management, resource_override("/data/level"))
+    wait_for(
+        lambda: _found(management, "ResourceOverrideSnapshot", "app-config-0", ns),
+        what="the ResourceOverride snapshotted",
+    )
+    placement = {
+        "apiVersion": API,
+        "kind": "ClusterResourcePlacement",
+        "metadata": {"name": crp},
+        "spec": {
+            "resourceSelectors": [{"group": "", "version": "v1", "kind": "Namespace", "name": ns}],
+            "policy": {"placementType": "PickAll"},
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 3}},
+        },
+    }
+    apply(management, placement)
+    try:
+        expected = {
+            "member-1": (None, {"level": "base"}),
+            "member-2": ("member-2", {"level": "production"}),
+            "member-3": ("member-3", {"level": "production"}),
+        }
+
+        def landed() -> bool:
+            for name, (label, data) in expected.items():
+                got = member_objects(members[name], ns)
+                if got is None or (got[0].get("cluster-name"), got[1]) != (label, data):
+                    return False
+            return True
+
+        wait_for(
+            landed, what="overridden content on the members", explain=lambda: str(statuses(management, crp))
+        )
+        snap = management.get(kinds.resource("ClusterResourceOverrideSnapshot"), f"{cro}-0")
+        assert (snap.metadata.labels or {})["kubernetes-fleet.io/parent-resource-override"] == cro
+        assert (snap.metadata.labels or {})["kubernetes-fleet.io/is-latest-snapshot"] == "true"
+
+        shown = wait_for(lambda: _all_shown(management, crp), what="per-cluster status")
+        prod = shown["member-2"]
+        assert prod["applicableClusterResourceOverrides"] == [f"{cro}-0"]
+        assert prod["applicableResourceOverrides"] == [{"name": "app-config-0", "namespace": ns}]
+        assert (overridden(prod)["status"], overridden(prod)["reason"]) == ("True", "OverriddenSucceeded")
+        dev = shown["member-1"]
+        assert "applicableResourceOverrides" not in dev
+        assert (overridden(dev)["status"], overridden(dev)["reason"]) == ("True", "NoOverrideSpecified")
+
+        # A path the ConfigMap does not have: the prod clusters fail, keep what they hold, and say why.
+        apply(management, resource_override("/data/missing"))
+
+        def failed() -> dict[str, dict[str, Any]] | None:
+            now = statuses(management, crp)
+            ok = all(
+                overridden(now.get(m, {})).get("reason") == "OverriddenFailed"
+                for m in ("member-2", "member-3")
+            )
+            return now if ok else None
+
+        broken = wait_for(failed, what="Overridden=False on the prod clusters")
+        message = overridden(broken["member-2"])["message"]
+        assert (
+            f"ResourceOverride snapshot {ns}/app-config-1, rule 0, patch 0 (replace /data/missing)" in message
+        )
+        assert overridden(broken["member-2"])["status"] == "False"
+        assert overridden(broken["member-1"])["reason"] == "NoOverrideSpecified"
+        for name, (label, data) in expected.items():  # nothing half-applied, nothing withdrawn
+            got = member_objects(members[name], ns)
+            assert got is not None
+            assert (got[0].get("cluster-name"), got[1]) == (label, data)
+    finally:
+        management.delete(kinds.resource("ClusterResourcePlacement"), crp)
+        wait_for(lambda: _found(management, "ClusterResourcePlacement", crp) is None, what="placement gone")
+        management.delete(kinds.resource("ClusterResourceOverride"), cro)
+        management.delete(kinds.resource("ResourceOverride"), "app-config", namespace=ns)
+        wait_for(
+            lambda: _found(management, "ClusterResourceOverrideSnapshot", f"{cro}-0") is None,
+            what="the override's snapshots deleted with it",
+        )
+        management.delete(Namespace, ns)
+
+
+def _all_shown(management: Client, crp: str) -> dict[str, dict[str, Any]] | None:
+    now = statuses(management, crp)
+    return now if set(now) == set(LABELS) and all(overridden(s) for s in now.values()) else None
+
+
+def _found(client: Client, kind: str, name: str, namespace: str | None = None) -> Any | None:
+    try:
+        return client.get(kinds.resource(kind), name, namespace=namespace)
+    except ApiError as e:
+        if e.status.code == 404:
+            return None
+        raise
