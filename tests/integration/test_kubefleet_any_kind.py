@@ -1,7 +1,8 @@
 """A placement carries any kind the controller is told to place (ADR 0091), as KubeFleet users place
 CRDs with their custom resources: a ClusterResourcePlacement selects a CustomResourceDefinition by
 name and a namespace whose content includes custom resources and an Ingress; every member gets the CRD
-first, then what lives in the namespace; deleting the placement withdraws all of it."""
+first, then what lives in the namespace; deleting the placement withdraws all of it. And envelopes
+(ADR 0092): content that must not act on the hub (a webhook configuration) reaches members wrapped."""
 
 from __future__ import annotations
 
@@ -56,6 +57,8 @@ def _found(client: Client, api_version: str, kind: str, name: str, namespace: st
         "Widget": PLURAL,
         "Ingress": "ingresses",
         "CustomResourceDefinition": "customresourcedefinitions",
+        "ValidatingWebhookConfiguration": "validatingwebhookconfigurations",
+        "ConfigMap": "configmaps",
     }
     resource = kinds.served_resource(api_version, kind, plural[kind], namespace is not None)
     try:
@@ -164,3 +167,83 @@ def test_a_placement_carries_a_crd_its_custom_resources_and_an_ingress_then_with
             what=f"the CRD withdrawn from {member}",
         )
         assert _found(client, "networking.k8s.io/v1", "Ingress", "web", namespace) is None
+
+
+def test_envelopes_carry_a_webhook_configuration_and_namespaced_content_that_never_act_on_the_hub(
+    controller: ControllerThread, management: Client, members: dict[str, Client], namespace: str
+) -> None:
+    webhook_name = f"guard-{namespace}"
+    webhook = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": webhook_name},
+        "webhooks": [],
+    }
+    config = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "wrapped", "namespace": namespace},
+        "data": {"from": "an envelope"},
+    }
+    cluster_envelope = {
+        "apiVersion": API,
+        "kind": "ClusterResourceEnvelope",
+        "metadata": {"name": f"webhooks-{namespace}"},
+        "data": {"webhook.yaml": webhook},
+    }
+    envelope = {
+        "apiVersion": API,
+        "kind": "ResourceEnvelope",
+        "metadata": {"name": "config", "namespace": namespace},
+        "data": {"config.yaml": config},
+    }
+    placement = {
+        "apiVersion": API,
+        "kind": "ClusterResourcePlacement",
+        "metadata": {"name": f"envelopes-{namespace}"},
+        "spec": {
+            "resourceSelectors": [
+                # As upstream's docs write them: the envelope kinds in KubeFleet's group.
+                {
+                    "group": "placement.kubernetes-fleet.io",
+                    "version": "v1beta1",
+                    "kind": "ClusterResourceEnvelope",
+                    "name": cluster_envelope["metadata"]["name"],
+                },
+                {"group": "", "version": "v1", "kind": "Namespace", "name": namespace},
+            ],
+            "policy": {"placementType": "PickAll"},
+        },
+    }
+    for doc in (cluster_envelope, envelope, placement):
+        management.apply(codecs.from_dict(doc), field_manager="test")
+    hooks = "admissionregistration.k8s.io/v1"
+    name = placement["metadata"]["name"]
+    try:
+        for member, client in members.items():
+            wait_for(
+                lambda c=client: _found(c, hooks, "ValidatingWebhookConfiguration", webhook_name, None),
+                what=f"the wrapped webhook configuration on {member}",
+            )
+            wrapped = wait_for(
+                lambda c=client: _found(c, "v1", "ConfigMap", "wrapped", namespace),
+                what=f"the wrapped ConfigMap on {member}",
+            )
+            assert wrapped["data"] == {"from": "an envelope"}
+        # The hub holds the envelopes, never what they wrap.
+        assert _found(management, hooks, "ValidatingWebhookConfiguration", webhook_name, None) is None
+        assert _found(management, "v1", "ConfigMap", "wrapped", namespace) is None
+        status = wait_for(lambda: _available(management, name), what="the envelope placement available")
+        assert ("ClusterResourceEnvelope", cluster_envelope["metadata"]["name"]) in {
+            (r["kind"], r["name"]) for r in status["selectedResources"]
+        }
+    finally:
+        management.delete(kinds.resource("ClusterResourcePlacement"), name)
+        management.delete(kinds.resource("ClusterResourceEnvelope"), cluster_envelope["metadata"]["name"])
+    for member, client in members.items():
+        wait_for(
+            lambda c=client: (
+                _found(c, hooks, "ValidatingWebhookConfiguration", webhook_name, None) is None or None
+            ),
+            what=f"the webhook configuration withdrawn from {member}",
+        )

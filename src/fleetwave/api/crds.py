@@ -176,7 +176,7 @@ _UPSTREAM_NAMES: dict[tuple[str, str], dict[str, Any]] = {
     ("lib.projectsveltos.io", "SveltosCluster"): {"shortNames": [], "columns": _MEMBER_COLUMNS},
     ("cluster.kubernetes-fleet.io", "MemberCluster"): {"shortNames": ["cluster"], "columns": _MEMBER_COLUMNS},
     **{("config.projectsveltos.io", k): {"shortNames": [], "columns": []} for k in _SVELTOS_CONFIG},
-    # KubeFleet's overrides and their snapshots have neither.
+    # KubeFleet's overrides, their snapshots and the envelopes have neither.
     **{
         (_FLEET, k): {"shortNames": [], "columns": []}
         for k in (
@@ -184,6 +184,8 @@ _UPSTREAM_NAMES: dict[tuple[str, str], dict[str, Any]] = {
             "ResourceOverride",
             "ClusterResourceOverrideSnapshot",
             "ResourceOverrideSnapshot",
+            "ClusterResourceEnvelope",
+            "ResourceEnvelope",
         )
     },
 }

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from fleetwave.api.cluster import MemberCluster, MemberClusterSpec, MemberClusterStatus
+from fleetwave.api.envelopes import ClusterResourceEnvelope, ResourceEnvelope
 from fleetwave.api.kubefleet import (
     ApprovalRequest,
     ApprovalRequestSpec,
@@ -74,6 +75,8 @@ ALL_KINDS: tuple[type[Resource], ...] = (
     ResourceOverride,
     ClusterResourceOverrideSnapshot,
     ResourceOverrideSnapshot,
+    ClusterResourceEnvelope,
+    ResourceEnvelope,
 )
 KINDS: dict[str, type[Resource]] = {k.kind_name: k for k in ALL_KINDS}
 
@@ -92,6 +95,7 @@ __all__ = [
     "ClusterPromotion",
     "ClusterPromotionSpec",
     "ClusterPromotionStatus",
+    "ClusterResourceEnvelope",
     "ClusterResourceOverride",
     "ClusterResourceOverrideSnapshot",
     "ClusterResourcePlacement",
@@ -114,6 +118,7 @@ __all__ = [
     "PolicyRef",
     "ProfileSpec",
     "Resource",
+    "ResourceEnvelope",
     "ResourceOverride",
     "ResourceOverrideSnapshot",
     "ResourcePlacement",

@@ -29,6 +29,8 @@ KUBEFLEET_PLACEMENT_KINDS = (
     "ResourceOverride",
     "ClusterResourceOverrideSnapshot",
     "ResourceOverrideSnapshot",
+    "ClusterResourceEnvelope",
+    "ResourceEnvelope",
 )
 _SVELTOS_CONFIG = frozenset(SVELTOS_CONFIG_KINDS)
 _KUBEFLEET_PLACEMENT = frozenset(KUBEFLEET_PLACEMENT_KINDS)

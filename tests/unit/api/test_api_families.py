@@ -40,9 +40,15 @@ def test_upstream_crds_use_upstream_names_scope_and_columns_and_are_marked_as_fl
         "clustersummaries.config.projectsveltos.io",
         "sveltosclusters.lib.projectsveltos.io",
     }
-    # ten placement kinds, four override kinds and KubeFleet's MemberCluster
-    assert len(made) == len(sveltos) + 15
-    for kind in ("clusterresourceoverrides", "resourceoverrides", "resourceoverridesnapshots"):
+    # ten placement kinds, four override kinds, two envelopes and KubeFleet's MemberCluster
+    assert len(made) == len(sveltos) + 17
+    for kind in (
+        "clusterresourceoverrides",
+        "resourceoverrides",
+        "resourceoverridesnapshots",
+        "clusterresourceenvelopes",
+        "resourceenvelopes",
+    ):
         names = made[f"{kind}.placement.kubernetes-fleet.io"]["spec"]["names"]
         assert "shortNames" not in names  # as upstream: none
         assert names["categories"] == ["fleet", "fleet-placement"]

@@ -12,8 +12,15 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from fleetwave.controllers.context import Context
+from fleetwave.controllers.kubefleet import (
+    envelopes,
+    override_snapshots,
+    placement,
+    run,
+    run_rollback,
+    selection,
+)
 from fleetwave.controllers.kubefleet import naming as nm
-from fleetwave.controllers.kubefleet import override_snapshots, placement, run, run_rollback, selection
 from fleetwave.controllers.kubefleet import overrides as ov
 from fleetwave.kube import kinds
 from fleetwave.runtime.controller import Controller
@@ -62,6 +69,8 @@ def register(manager: Manager, ctx: Context) -> None:
             _informer(manager, ctx, kind, ctx.resource(kind))
     for kind, resource in SELECTABLE.items():
         _informer(manager, ctx, kind, resource)
+    for kind in envelopes.KINDS:  # ADR 0092
+        _informer(manager, ctx, kind, ctx.resource(kind))
     for info in ctx.placement_kinds:  # ADR 0091
         for extra in selection.configured([info]):
             _informer(manager, ctx, extra.key, kinds.resource_class(info))
@@ -233,7 +242,7 @@ def _wire_placements(ctx: Context, scope: nm.Scope, placements: Controller[str])
         lambda o: [scope.key(o.metadata.namespace, str((o.spec or {}).get("placementName")))],
     )
     configured = [k.key for k in selection.configured(ctx.placement_kinds)]
-    for kind in [*SELECTABLE, *configured]:
+    for kind in [*SELECTABLE, *envelopes.KINDS, *configured]:
         mapper = same_namespace if scope.namespaced else (lambda _o: _placements(ctx, scope))
         _watch(inf[kind], placements, mapper)
     # A new override snapshot, or an override gone (its snapshots then no longer count), may change

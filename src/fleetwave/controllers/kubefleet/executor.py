@@ -14,7 +14,7 @@ from typing import Any
 
 from fleetwave.controllers import members
 from fleetwave.controllers.context import Context, Wake
-from fleetwave.controllers.kubefleet import apply_rules, selection
+from fleetwave.controllers.kubefleet import apply_rules, envelopes, selection
 from fleetwave.core import status as st
 from fleetwave.delivery import manifests
 from fleetwave.delivery.target import MemberTarget, MemberUnreachable
@@ -25,8 +25,29 @@ KINDS = frozenset(kinds.GVK(k.api_version, k.name) for k in selection.KINDS.valu
 
 
 def kinds_of(ctx: Context) -> frozenset[kinds.GVK]:
-    """The built-in kinds and those the controller is configured to place (ADR 0091)."""
-    return KINDS | {info.gvk for info in ctx.placement_kinds}
+    """Every kind a prune or a removal searches: the built-in ones, those the controller is configured
+    to place (ADR 0091), and whatever an envelope in a snapshot the cache holds wraps (ADR 0092: a
+    kind that left the envelope is still found while its earlier snapshot is kept)."""
+    return KINDS | {info.gvk for info in ctx.placement_kinds} | _wrapped(ctx)
+
+
+def _wrapped(ctx: Context) -> frozenset[kinds.GVK]:
+    out: set[kinds.GVK] = set()
+    for snapshot_kind in ("ClusterResourceSnapshot", "ResourceSnapshot"):
+        if snapshot_kind not in ctx.cache.informers:
+            continue
+
+        def build(kind: str = snapshot_kind) -> frozenset[kinds.GVK]:
+            return frozenset(
+                kinds.GVK(api_version, kind_name)
+                for s in ctx.cache.list(kind)
+                for api_version, kind_name in envelopes.wrapped_kinds(
+                    (s.get("spec") or {}).get("selectedResources") or []
+                )
+            )
+
+        out |= ctx.cache.memo(f"wrapped kinds of {snapshot_kind}", snapshot_kind, build)
+    return frozenset(out)
 
 
 @dataclass(frozen=True, slots=True)

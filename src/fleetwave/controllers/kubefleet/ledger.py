@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from fleetwave.controllers.context import Context, Wake
-from fleetwave.controllers.kubefleet import apply_rules, executor
+from fleetwave.controllers.kubefleet import apply_rules, envelopes, executor
 from fleetwave.controllers.kubefleet import overrides as ov
 from fleetwave.core import model as m
 from fleetwave.core import overrides as co
@@ -39,8 +39,8 @@ class Content:
         return self.overrides.digest(self.hash, cluster)
 
     def render(self, cluster: str) -> co.Rendered:
-        """The objects `cluster` gets; raises co.OverrideError."""
-        return self.overrides.render(cluster, self.objects)
+        """The objects `cluster` gets, envelopes unwrapped (ADR 0092); raises co.OverrideError."""
+        return self.overrides.render(cluster, envelopes.unwrap(self.objects))
 
 
 @dataclass(frozen=True, slots=True)

@@ -59,7 +59,10 @@ async def reconcile(ctx: Context, scope: nm.Scope, key: str) -> Result:
                 everywhere=True,
             ),
             watched=ctx.watched,
-            extra=selection.configured(ctx.placement_kinds),
+            extra=(
+                *selection.envelope_kinds(ctx.api_version("ResourceEnvelope")),
+                *selection.configured(ctx.placement_kinds),
+            ),
         )
     except (codec.ManifestError, selection.SelectionError) as e:
         return await _invalid(ctx, scope, obj, current, str(e))

@@ -19,6 +19,7 @@ from typing import Any
 
 from fleetwave.api.kubefleet import PlacementSpec, ResourceSelector
 from fleetwave.controllers import members
+from fleetwave.controllers.kubefleet import envelopes
 from fleetwave.controllers.watch_scope import unwatched
 from fleetwave.kube import kinds
 
@@ -44,6 +45,15 @@ class Kind:
         gvk = info.gvk
         cache = f"{gvk.kind}.{gvk.version}.{gvk.group or 'core'}"
         return cls(gvk.kind, gvk.api_version, info.namespaced, gvk.group, gvk.version, cache=cache)
+
+
+def envelope_kinds(api_version: str) -> tuple[Kind, ...]:
+    """KubeFleet's envelopes, in the group the controller serves them in (ADR 0092)."""
+    group, _, version = api_version.rpartition("/")
+    return (
+        Kind(envelopes.CLUSTER, api_version, False, group, version),
+        Kind(envelopes.NAMESPACED, api_version, True, group, version),
+    )
 
 
 def configured(infos: Iterable[kinds.KindInfo]) -> tuple[Kind, ...]:
@@ -107,8 +117,9 @@ def registry(extra: Sequence[Kind] = ()) -> dict[str, Kind]:
 
 
 def _kind_of(sel: ResourceSelector, path: str, known: Mapping[str, Kind]) -> Kind:
-    matching = [k for k in known.values() if k.name == sel.kind and k.group == sel.group]
-    exact = [k for k in matching if not sel.version or k.version == sel.version]
+    matching = [k for k in known.values() if k.name == sel.kind and _same_group(k, sel.group)]
+    # An envelope's version is whichever the served group has (v1beta1 upstream, v1alpha1 natively).
+    exact = [k for k in matching if not sel.version or k.version == sel.version or k.name in envelopes.KINDS]
     if not exact:
         supported = ", ".join(sorted(f"{k.group or 'core'}/{k.name}" for k in known.values()))
         raise SelectionError(
@@ -116,6 +127,13 @@ def _kind_of(sel: ResourceSelector, path: str, known: Mapping[str, Kind]) -> Kin
             " kinds are placed once the controller is told to with --placement-kind)"
         )
     return exact[0]
+
+
+def _same_group(kind: Kind, group: str) -> bool:
+    """An envelope is named in upstream's group or fleetwave's, whichever the controller serves."""
+    if kind.name in envelopes.KINDS and kind.group in envelopes.GROUPS:
+        return group in envelopes.GROUPS
+    return kind.group == group
 
 
 def _matches(sel: ResourceSelector, obj: Obj) -> bool:
@@ -162,6 +180,11 @@ def select(
         credential = kind.name == "Secret" and members.is_kubeconfig_secret(obj, credentials)
         if not _generated(kind, obj) and not credential:
             body = clean(kind, obj)
+            if envelopes.is_envelope(body):
+                try:
+                    envelopes.check(body)
+                except envelopes.EnvelopeError as e:
+                    raise SelectionError(f"spec.resourceSelectors: {e}") from None
             meta = body["metadata"]
             chosen[(kind.key, meta.get("namespace") or "", meta["name"])] = body
 
