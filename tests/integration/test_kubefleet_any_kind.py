@@ -10,13 +10,14 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
+import httpx2
 import pytest
 from lightkube import ApiError, Client, codecs
 from promotion_support import ControllerThread, registered_controller, wait_for
 
 from fleetwave.kube import kinds
 from fleetwave.local import binaries, fleet
-from fleetwave.mgmt import placement_kinds
+from fleetwave.mgmt import install, placement_kinds
 
 GROUP = f"kinds-{uuid.uuid4().hex[:6]}.example.com"
 PLURAL = "widgets"
@@ -60,11 +61,17 @@ def _found(client: Client, api_version: str, kind: str, name: str, namespace: st
         "ValidatingWebhookConfiguration": "validatingwebhookconfigurations",
         "ConfigMap": "configmaps",
     }
-    resource = kinds.served_resource(api_version, kind, plural[kind], namespace is not None)
+    resource = kinds.resource_class(
+        kinds.KindInfo(kinds.GVK(api_version, kind), plural[kind], namespace is not None)
+    )
     try:
         return client.get(resource, name, namespace=namespace)
     except ApiError as e:
         if e.status.code == 404:
+            return None
+        raise
+    except httpx2.HTTPStatusError as e:  # the kind itself is not served (yet): a bare 404
+        if e.response.status_code == 404:
             return None
         raise
 
@@ -82,6 +89,7 @@ def controller(
 ) -> Iterator[ControllerThread]:
     management.apply(codecs.from_dict(_crd()), field_manager="test")
     wait_for(lambda: _established(management), what="the Widget CRD on the management cluster")
+    kinds.served_resource(f"{GROUP}/v1", "Widget", PLURAL, True)  # so that codecs can read a Widget
     extra = placement_kinds.resolve(
         management,
         [
@@ -90,6 +98,8 @@ def controller(
             "networking.k8s.io/v1/Ingress",
         ],
     )
+    # The controller runs with the installed RBAC: read rights on the kinds it is told to place.
+    install.install(management, placement_kinds=extra)
     try:
         with registered_controller(
             local_fleet, management, bins.path("helm"), "any-kind", placement_kinds=extra
