@@ -77,6 +77,9 @@ CLUSTER_WIDE: dict[tuple[str, str], tuple[str, ...]] = {
     (FW, _fw("ResourcePlacement")): (*READ, "patch"),
     (FW, _fw("ClusterResourceSnapshot")): (*READ, "create", "patch", "delete"),
     (FW, _fw("ResourceSnapshot")): (*READ, "create", "patch", "delete"),
+    # Override snapshots (ADR 0088): cut from each override, pruned past the history limit.
+    (FW, _fw("ClusterResourceOverrideSnapshot")): (*READ, "create", "patch", "delete"),
+    (FW, _fw("ResourceOverrideSnapshot")): (*READ, "create", "patch", "delete"),
     (FW, _fw("ClusterApprovalRequest")): (*READ, "create"),
     (FW, _fw("ApprovalRequest")): (*READ, "create"),
     **{
