@@ -4,10 +4,14 @@ until every dependency is provisioned there."""
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 
+import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
+from fleetwave.api.codec import parse_object
+from fleetwave.api.sveltos import ClusterProfile
 from fleetwave.core import dependencies as deps
 
 
@@ -70,3 +74,16 @@ def test_the_description_is_bounded() -> None:
     waiting = {f"ns/c{i:02d}": ("base",) for i in range(8)}
     said = deps.describe(waiting, limit=2)
     assert said == "ns/c00 waits for base; ns/c01 waits for base; and 6 more clusters"
+
+
+def test_the_depends_on_example_orders_routes_after_the_controller_and_has_no_cycle() -> None:
+    path = Path(__file__).resolve().parents[3] / "examples" / "profile-depends-on.yaml"
+    profiles = [parse_object(d) for d in yaml.safe_load_all(path.read_text(encoding="utf-8")) if d]
+    edges = {
+        p.metadata.name: list(p.spec.depends_on or []) for p in profiles if isinstance(p, ClusterProfile)
+    }
+    assert edges == {"ingress-controller": [], "ingress-routes": ["ingress-controller"]}
+    assert all(deps.cycle_through(name, edges) is None for name in edges)
+    ready = {("prod-1", "ingress-controller")}
+    waiting = deps.unmet(["prod-1", "prod-2"], edges["ingress-routes"], lambda p, c: (c, p) in ready)
+    assert waiting == {"prod-2": ("ingress-controller",)}
