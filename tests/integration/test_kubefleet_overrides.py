@@ -220,3 +220,109 @@ def _found(client: Client, kind: str, name: str, namespace: str | None = None) -
         if e.status.code == 404:
             return None
         raise
+
+
+def test_a_staged_run_pins_the_override_snapshots_it_started_with(
+    controller: None, management: Client, members: dict[str, Client]
+) -> None:
+    """Strategy External: an override's edit reaches members only through the next run, and each run
+    lists, per cluster, the override snapshots it delivered."""
+    ns = f"ovr-{uuid.uuid4().hex[:6]}"
+    crp, cro, strategy = f"{ns}-crp", f"{ns}-label", f"{ns}-all"
+    management.create(Namespace(metadata=ObjectMeta(name=ns)))
+    management.create(ConfigMap(metadata=ObjectMeta(name="app-config", namespace=ns), data={"level": "base"}))
+
+    def cluster_override(value: str) -> dict[str, Any]:
+        return {
+            "apiVersion": API,
+            "kind": "ClusterResourceOverride",
+            "metadata": {"name": cro},
+            "spec": {
+                "placement": {"name": crp},
+                "clusterResourceSelectors": [{"group": "", "version": "v1", "kind": "Namespace", "name": ns}],
+                "policy": {
+                    "overrideRules": [
+                        {
+                            "clusterSelector": PROD,
+                            "jsonPatchOverrides": [
+                                {"op": "add", "path": "/metadata/labels", "value": {"cluster-name": value}}
+                            ],
+                        }
+                    ]
+                },
+            },
+        }
+
+    def run(name: str) -> dict[str, Any]:
+        spec = {"placementName": crp, "resourceSnapshotIndex": "0", "stagedRolloutStrategyName": strategy}
+        return {"apiVersion": API, "kind": "ClusterStagedUpdateRun", "metadata": {"name": name}, "spec": spec}
+
+    def succeeded(name: str) -> dict[str, Any] | None:
+        found = _found(management, "ClusterStagedUpdateRun", name)
+        status = dict((found.status or {}) if found is not None else {})
+        done = any(c["type"] == "Succeeded" and c["status"] == "True" for c in status.get("conditions") or [])
+        return status if done else None
+
+    def pinned(status: dict[str, Any]) -> dict[str, list[Any]]:
+        return {
+            c["clusterName"]: list(c.get("clusterResourceOverrideSnapshots") or [])
+            for stage in status.get("stagesStatus") or []
+            for c in stage.get("clusters") or []
+        }
+
+    def label_on(member: str) -> str | None:
+        got = member_objects(members[member], ns)
+        return None if got is None else got[0].get("cluster-name")
+
+    apply(management, cluster_override("${MEMBER-CLUSTER-NAME}"))
+    wait_for(lambda: _found(management, "ClusterResourceOverrideSnapshot", f"{cro}-0"), what="snapshot 0")
+    apply(
+        management,
+        {
+            "apiVersion": API,
+            "kind": "ClusterStagedUpdateStrategy",
+            "metadata": {"name": strategy},
+            "spec": {"stages": [{"name": "all", "labelSelector": {}, "maxConcurrency": 3}]},
+        },
+    )
+    placement = {
+        "apiVersion": API,
+        "kind": "ClusterResourcePlacement",
+        "metadata": {"name": crp},
+        "spec": {
+            "resourceSelectors": [{"group": "", "version": "v1", "kind": "Namespace", "name": ns}],
+            "policy": {"placementType": "PickAll"},
+            "strategy": {"type": "External"},
+        },
+    }
+    apply(management, placement)
+    try:
+        wait_for(
+            lambda: _found(management, "ClusterResourceSnapshot", f"{crp}-0-snapshot"),
+            what="the resource snapshot",
+        )
+        apply(management, run(f"{ns}-run-1"))
+        first = wait_for(lambda: succeeded(f"{ns}-run-1"), what="run 1")
+        assert pinned(first) == {"member-1": [], "member-2": [f"{cro}-0"], "member-3": [f"{cro}-0"]}
+        assert [label_on(m) for m in ("member-1", "member-2", "member-3")] == [None, "member-2", "member-3"]
+
+        apply(management, cluster_override("edited-${MEMBER-CLUSTER-NAME}"))
+        wait_for(lambda: _found(management, "ClusterResourceOverrideSnapshot", f"{cro}-1"), what="snapshot 1")
+        # The placement does not roll on its own: members keep what run 1 delivered.
+        assert label_on("member-2") == "member-2"
+        apply(management, run(f"{ns}-run-2"))
+        second = wait_for(lambda: succeeded(f"{ns}-run-2"), what="run 2")
+        assert pinned(second)["member-2"] == [f"{cro}-1"]
+        assert [label_on(m) for m in ("member-2", "member-3")] == ["edited-member-2", "edited-member-3"]
+    finally:
+        for kind, name in (
+            ("ClusterStagedUpdateRun", f"{ns}-run-1"),
+            ("ClusterStagedUpdateRun", f"{ns}-run-2"),
+            ("ClusterResourcePlacement", crp),
+            ("ClusterStagedUpdateStrategy", strategy),
+            ("ClusterResourceOverride", cro),
+        ):
+            if _found(management, kind, name) is not None:
+                management.delete(kinds.resource(kind), name)
+        wait_for(lambda: _found(management, "ClusterResourcePlacement", crp) is None, what="placement gone")
+        management.delete(Namespace, ns)

@@ -484,8 +484,8 @@ class StageTaskStatus(StatusModel):
 
 class ClusterUpdatingStatus(StatusModel):
     cluster_name: str
-    resource_override_snapshots: list[FreeForm] | None = None
-    cluster_resource_override_snapshots: list[FreeForm] | None = None
+    resource_override_snapshots: list[FreeForm] | None = None  # upstream's NamespacedName: {name, namespace}
+    cluster_resource_override_snapshots: list[str] | None = None  # snapshot names
     conditions: list[Condition] | None = None
 
 
