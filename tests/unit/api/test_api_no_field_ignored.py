@@ -108,7 +108,7 @@ OVERRIDDEN = (
     "test_overrides_label_prod_clusters_and_replace_a_configmap_value_then_a_bad_one_fails_its_cluster"
 )
 OSNAP = (
-    "tests/unit/kubefleet/test_kubefleet_overrides.py::"
+    "tests/unit/kubefleet/test_kubefleet_override_wiring.py::"
     "test_an_override_is_snapshotted_once_per_spec_and_its_snapshots_go_with_it"
 )
 SNAPSHOTS = (
