@@ -14,6 +14,7 @@ cluster it no longer selects) waits for the profile to update or delete it.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 from collections.abc import Mapping
@@ -84,7 +85,8 @@ async def reconcile(ctx: Context, key: str) -> Result:
     wanted = str((meta.get("annotations") or {}).get(ss.CONTENT_HASH_ANNOTATION, ""))
     if ss.gave_up(raw.get("status") or {}, content_hash=wanted, generation=meta.get("generation")):
         return Result()  # maxConsecutiveFailures reached: a new revision or a spec edit wakes us
-    if _settled(raw, wanted, same_target=_same_target(ctx, key, raw)) == "done":
+    inputs = _template_inputs(ctx, raw)
+    if _settled(raw, wanted, same_target=_same_target(ctx, key, raw), template_inputs=inputs) == "done":
         # Deployed and healthy at this revision and generation: nothing to write, nothing to ask the
         # member (our own status write wakes us, and work must not grow with the fleet's size).
         return Result()
@@ -183,7 +185,9 @@ async def _ignore(ctx: Context, obj: Any, raw: Mapping[str, Any], problem: str) 
     return Result()  # an edit wakes us
 
 
-def _settled(raw: Mapping[str, Any], wanted_hash: str, *, same_target: bool = True) -> str:
+def _settled(
+    raw: Mapping[str, Any], wanted_hash: str, *, same_target: bool = True, template_inputs: str | None = None
+) -> str:
     """How far this summary got with what it wants now: "deliver" (apply the content), "judge" (it is
     deployed, only its health is pending) or "done" (deployed and healthy). DryRun and drift
     detection always deliver; OneTime content counts as deployed whatever revision it was.
@@ -195,6 +199,12 @@ def _settled(raw: Mapping[str, Any], wanted_hash: str, *, same_target: bool = Tr
         return "deliver"
     if mode == "Continuous" and not same_target:
         return "deliver"
+    if (
+        mode == "Continuous"
+        and template_inputs is not None
+        and template_inputs != previous.get("templateInputsHash")
+    ):
+        return "deliver"  # templated content rendered for a cluster that has changed since
     same_revision = previous.get("observedContentHash") == wanted_hash
     if mode == "Continuous" and not same_revision:
         return "deliver"
@@ -206,6 +216,15 @@ def _settled(raw: Mapping[str, Any], wanted_hash: str, *, same_target: bool = Tr
     if ready.get("status") == "True" and same_revision:
         return "done"
     return "judge" if ready.get("reason") == "Unhealthy" or mode == "OneTime" else "deliver"
+
+
+def _template_inputs(ctx: Context, raw: Mapping[str, Any]) -> str | None:
+    """The cluster's fingerprint now, when the summary's content was rendered for it (else None)."""
+    if not (raw.get("status") or {}).get("templateInputsHash"):
+        return None
+    spec = raw.get("spec") or {}
+    cluster = ctx.cache.get("MemberCluster", spec.get("clusterNamespace"), str(spec.get("clusterName")))
+    return None if cluster is None else templated_content.inputs_fingerprint(cluster)
 
 
 def _fingerprint(target: MemberTarget) -> str:
@@ -260,9 +279,21 @@ async def _deliver(ctx: Context, raw: Mapping[str, Any]) -> ss.Outcome:
     if body is None:
         return ss.Outcome(wanted_hash, health_message="waiting for the content snapshot")
     try:
-        body = await _for_cluster(ctx, spec, body)
+        body, rendered_for = await _for_cluster(ctx, spec, body)
     except templated_content.InstantiationError as e:
         return ss.Outcome(wanted_hash, (ss.Feature(_feature_of(body), "Failed", "", str(e)),))
+    outcome = await _deliver_body(ctx, raw, target, profile, body, wanted_hash)
+    return dataclasses.replace(outcome, template_inputs=rendered_for) if rendered_for else outcome
+
+
+async def _deliver_body(
+    ctx: Context,
+    raw: Mapping[str, Any],
+    target: MemberTarget,
+    profile: ClusterProfileSpec,
+    body: Mapping[str, Any],
+    wanted_hash: str,
+) -> ss.Outcome:
     previous = raw.get("status") or {}
     dry_run = profile.sync_mode == "DryRun"
     key = f"{raw['metadata']['namespace']}/{raw['metadata']['name']}"
@@ -270,7 +301,8 @@ async def _deliver(ctx: Context, raw: Mapping[str, Any]) -> ss.Outcome:
     try:
         await _probe(target)
         same_target = ctx.delivered_to.get(key) == _fingerprint(target)
-        if _settled(raw, wanted_hash, same_target=same_target) == "judge":
+        inputs = _template_inputs(ctx, raw)
+        if _settled(raw, wanted_hash, same_target=same_target, template_inputs=inputs) == "judge":
             return await _health_only(ctx, target, profile, body, wanted_hash, previous, wake)
         waiting = await _pre_deploy(ctx, target, profile, previous, wanted_hash, dry_run, wake)
         if waiting:
@@ -284,20 +316,24 @@ async def _deliver(ctx: Context, raw: Mapping[str, Any]) -> ss.Outcome:
         return ss.Outcome(wanted_hash, unreachable=str(e))
 
 
-async def _for_cluster(ctx: Context, spec: Mapping[str, Any], body: dict[str, Any]) -> dict[str, Any]:
-    """The snapshot as this cluster gets it: templates rendered, kustomizations built (ADR 0089)."""
+async def _for_cluster(
+    ctx: Context, spec: Mapping[str, Any], body: dict[str, Any]
+) -> tuple[dict[str, Any], str]:
+    """The snapshot as this cluster gets it: templates rendered, kustomizations built (ADR 0089); with
+    the fingerprint of the cluster it was rendered for ("" when nothing is templated)."""
     if not templated_content.needs_instantiation(body):
-        return body
+        return body, ""
     cluster = ctx.cache.get("MemberCluster", spec.get("clusterNamespace"), str(spec.get("clusterName")))
     if cluster is None:
         raise templated_content.InstantiationError("the cluster is not registered")
-    return await templated_content.instantiate(
+    rendered = await templated_content.instantiate(
         body,
         cluster=cluster,
         lookup=ctx.cache,
         boundary=common.content_boundary(ctx),
         tools=templated_content.Tools(ctx.renderer, ctx.kustomizer),
     )
+    return rendered, templated_content.inputs_fingerprint(cluster)
 
 
 def _feature_of(body: Mapping[str, Any]) -> str:

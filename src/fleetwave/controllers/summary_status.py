@@ -121,6 +121,7 @@ class Outcome:
     dry_run: bool = False
     drift: tuple[str, ...] = ()
     waiting: str = ""  # non-empty: nothing was deployed this pass (preDeployChecks), and why
+    template_inputs: str = ""  # templated content: the fingerprint of the cluster it was rendered for
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @property
@@ -230,6 +231,11 @@ def status_body(
         "conditions": [ready_condition(outcome, generation=generation, now=now, previous=old_ready)],
         "failureMessage": outcome.unreachable or outcome.failed or None,
         "drift": list(outcome.drift) or None,
+        # Templated content is rendered for the cluster as it was (ADR 0089): a change of its labels,
+        # annotations or spec makes this differ and the content is rendered and delivered again.
+        "templateInputsHash": previous.get("templateInputsHash")
+        if outcome.unreachable
+        else outcome.template_inputs or None,
     }
 
 

@@ -15,6 +15,7 @@ the cluster's content is applied (the summary reports it and retries with backof
 from __future__ import annotations
 
 import copy
+import hashlib
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -38,6 +39,20 @@ class InstantiationError(ValueError):
 class Tools:
     renderer: Renderer = field(default_factory=Renderer)
     kustomizer: Kustomizer = field(default_factory=Kustomizer)
+
+
+def inputs_fingerprint(cluster: Mapping[str, Any]) -> str:
+    """What of `.Cluster` a rendering depends on and may change: name, namespace, labels, annotations
+    and spec (not status, which the cluster probe rewrites)."""
+    meta = cluster.get("metadata") or {}
+    seen = {
+        "name": meta.get("name"),
+        "namespace": meta.get("namespace"),
+        "labels": meta.get("labels") or {},
+        "annotations": meta.get("annotations") or {},
+        "spec": cluster.get("spec") or {},
+    }
+    return hashlib.sha256(dc.canonical_json(seen).encode()).hexdigest()[:32]
 
 
 def needs_instantiation(body: Mapping[str, Any]) -> bool:

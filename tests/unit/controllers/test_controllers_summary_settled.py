@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from fleetwave.controllers import templated_content
 from fleetwave.controllers.summary import _settled
 
 
@@ -74,3 +75,26 @@ def test_continuous_content_not_delivered_by_this_process_to_these_credentials_i
     # OneTime promises never to change the cluster again: who delivered it does not matter.
     assert _settled(summary("OneTime"), "h1", same_target=False) == "done"
     assert _settled(summary("OneTime"), "h2", same_target=False) == "judge"
+
+
+def test_templated_content_is_delivered_again_when_the_cluster_it_was_rendered_for_changed() -> None:
+    rendered = summary("Continuous")
+    rendered["status"]["templateInputsHash"] = "cluster-as-it-was"
+    assert _settled(rendered, "h1", template_inputs="cluster-as-it-was") == "done"
+    assert _settled(rendered, "h1", template_inputs="cluster-relabelled") == "deliver"
+    # OneTime promises not to change the cluster again: it stays done.
+    one_time = summary("OneTime")
+    one_time["status"]["templateInputsHash"] = "cluster-as-it-was"
+    assert _settled(one_time, "h1", template_inputs="cluster-relabelled") == "done"
+
+
+def test_the_fingerprint_ignores_what_the_probe_rewrites() -> None:
+    base = {
+        "metadata": {"name": "c", "namespace": "n", "labels": {"env": "dev"}},
+        "spec": {},
+        "status": {"x": 1},
+    }
+    probed = {**base, "status": {"x": 2, "properties": {}}}
+    relabelled = {**base, "metadata": {**base["metadata"], "labels": {"env": "prod"}}}
+    assert templated_content.inputs_fingerprint(base) == templated_content.inputs_fingerprint(probed)
+    assert templated_content.inputs_fingerprint(base) != templated_content.inputs_fingerprint(relabelled)
