@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from lightkube import ApiError, Client, codecs
 from lightkube.resources.core_v1 import ConfigMap
+from lightkube.types import PatchType
 from promotion_support import ControllerThread, registered_controller, wait_for
 
 from fleetwave.controllers import summary_status as ss
@@ -61,6 +62,17 @@ def _failure(management: Client, profile: str, cluster: str) -> str:
     return " ".join(str(f.get("failureMessage") or "") for f in features if f.get("status") == "Failed")
 
 
+def _label(management: Client, cluster: str, tier: str | None) -> None:
+    patch = {"metadata": {"labels": {"tier": tier}}}
+    management.patch(
+        kinds.resource("MemberCluster"), cluster, patch, namespace=HOME, patch_type=PatchType.MERGE
+    )
+
+
+def _data(member: Client, namespace: str) -> dict[str, Any]:
+    return dict((_configmap(member, namespace, "app-settings") or {}).get("data") or {})
+
+
 def _tgz(files: dict[str, str]) -> str:
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w:gz") as tar:
@@ -82,6 +94,7 @@ data:
   cluster: "{{{{ .Cluster.metadata.name }}}}"
   environment: "{{{{ .Cluster.metadata.labels.env }}}}"
   replicas: "{{{{ (getResource "sizes").data.replicas }}}}"
+  tier: "{{{{ index .Cluster.metadata.labels "tier" | default "standard" }}}}"
   {{{{- if eq .Cluster.metadata.labels.env "prod" }}}}
   guard: "{{{{ fail "prod needs a change window first" }}}}"
   {{{{- end }}}}
@@ -178,7 +191,12 @@ def test_templates_kustomize_and_patches_reach_each_cluster_as_that_cluster_need
                 lambda n=name: _configmap(members[n], namespace, "app-settings"),
                 what=f"app-settings on {name}",
             )
-            assert settings["data"] == {"cluster": name, "environment": env, "replicas": "3"}
+            assert settings["data"] == {
+                "cluster": name,
+                "environment": env,
+                "replicas": "3",
+                "tier": "standard",
+            }
             kz = wait_for(
                 lambda n=name: _configmap(members[n], namespace, "fleet-kz-settings"),
                 what=f"the kustomize output on {name}",
@@ -223,6 +241,16 @@ def test_templates_kustomize_and_patches_reach_each_cluster_as_that_cluster_need
             ),
             what="the new replicas on dev",
         )
+
+        # `.Cluster` is the cluster as it is now: a new label renders and delivers again.
+        _label(management, dev, "gold")
+        try:
+            wait_for(
+                lambda: _data(members[dev], namespace).get("tier") == "gold",
+                what="dev's content rendered again for its new label",
+            )
+        finally:
+            _label(management, dev, None)
     finally:
         management.delete(kinds.resource("ClusterProfile"), profile)
         for name in envs:
