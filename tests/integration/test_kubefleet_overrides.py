@@ -50,6 +50,32 @@ def controller(local_fleet: fleet.FleetState, management: Client, bins: binaries
     assert thread.error is None, thread.error
 
 
+def labelling_override(name: str, placement: str, namespace: str, value: str) -> dict[str, Any]:
+    """A ClusterResourceOverride labelling `namespace` (and so everything in it) `cluster-name: value`
+    on the env=prod clusters of `placement`."""
+    return {
+        "apiVersion": API,
+        "kind": "ClusterResourceOverride",
+        "metadata": {"name": name},
+        "spec": {
+            "placement": {"name": placement},
+            "clusterResourceSelectors": [
+                {"group": "", "version": "v1", "kind": "Namespace", "name": namespace}
+            ],
+            "policy": {
+                "overrideRules": [
+                    {
+                        "clusterSelector": PROD,
+                        "jsonPatchOverrides": [
+                            {"op": "add", "path": "/metadata/labels", "value": {"cluster-name": value}}
+                        ],
+                    }
+                ]
+            },
+        },
+    }
+
+
 def apply(client: Client, doc: dict[str, Any]) -> None:
     client.apply(codecs.from_dict(doc), force=True)
 
@@ -82,29 +108,7 @@ def test_overrides_label_prod_clusters_and_replace_a_configmap_value_then_a_bad_
     crp, cro = f"{ns}-crp", f"{ns}-cluster-name"
     management.create(Namespace(metadata=ObjectMeta(name=ns)))
     management.create(ConfigMap(metadata=ObjectMeta(name="app-config", namespace=ns), data={"level": "base"}))
-    cluster_override = {
-        "apiVersion": API,
-        "kind": "ClusterResourceOverride",
-        "metadata": {"name": cro},
-        "spec": {
-            "placement": {"name": crp},
-            "clusterResourceSelectors": [{"group": "", "version": "v1", "kind": "Namespace", "name": ns}],
-            "policy": {
-                "overrideRules": [
-                    {
-                        "clusterSelector": PROD,
-                        "jsonPatchOverrides": [
-                            {
-                                "op": "add",
-                                "path": "/metadata/labels",
-                                "value": {"cluster-name": "${MEMBER-CLUSTER-NAME}"},
-                            }
-                        ],
-                    }
-                ]
-            },
-        },
-    }
+    cluster_override = labelling_override(cro, crp, ns, "${MEMBER-CLUSTER-NAME}")
 
     def resource_override(path: str) -> dict[str, Any]:
         return {
@@ -232,27 +236,6 @@ def test_a_staged_run_pins_the_override_snapshots_it_started_with(
     management.create(Namespace(metadata=ObjectMeta(name=ns)))
     management.create(ConfigMap(metadata=ObjectMeta(name="app-config", namespace=ns), data={"level": "base"}))
 
-    def cluster_override(value: str) -> dict[str, Any]:
-        return {
-            "apiVersion": API,
-            "kind": "ClusterResourceOverride",
-            "metadata": {"name": cro},
-            "spec": {
-                "placement": {"name": crp},
-                "clusterResourceSelectors": [{"group": "", "version": "v1", "kind": "Namespace", "name": ns}],
-                "policy": {
-                    "overrideRules": [
-                        {
-                            "clusterSelector": PROD,
-                            "jsonPatchOverrides": [
-                                {"op": "add", "path": "/metadata/labels", "value": {"cluster-name": value}}
-                            ],
-                        }
-                    ]
-                },
-            },
-        }
-
     def run(name: str) -> dict[str, Any]:
         spec = {"placementName": crp, "resourceSnapshotIndex": "0", "stagedRolloutStrategyName": strategy}
         return {"apiVersion": API, "kind": "ClusterStagedUpdateRun", "metadata": {"name": name}, "spec": spec}
@@ -274,7 +257,7 @@ def test_a_staged_run_pins_the_override_snapshots_it_started_with(
         got = member_objects(members[member], ns)
         return None if got is None else got[0].get("cluster-name")
 
-    apply(management, cluster_override("${MEMBER-CLUSTER-NAME}"))
+    apply(management, labelling_override(cro, crp, ns, "${MEMBER-CLUSTER-NAME}"))
     wait_for(lambda: _found(management, "ClusterResourceOverrideSnapshot", f"{cro}-0"), what="snapshot 0")
     apply(
         management,
@@ -306,7 +289,7 @@ def test_a_staged_run_pins_the_override_snapshots_it_started_with(
         assert pinned(first) == {"member-1": [], "member-2": [f"{cro}-0"], "member-3": [f"{cro}-0"]}
         assert [label_on(m) for m in ("member-1", "member-2", "member-3")] == [None, "member-2", "member-3"]
 
-        apply(management, cluster_override("edited-${MEMBER-CLUSTER-NAME}"))
+        apply(management, labelling_override(cro, crp, ns, "edited-${MEMBER-CLUSTER-NAME}"))
         wait_for(lambda: _found(management, "ClusterResourceOverrideSnapshot", f"{cro}-1"), what="snapshot 1")
         # The placement does not roll on its own: members keep what run 1 delivered.
         assert label_on("member-2") == "member-2"
