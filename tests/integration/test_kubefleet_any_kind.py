@@ -17,7 +17,7 @@ from promotion_support import ControllerThread, registered_controller, wait_for
 
 from fleetwave.kube import kinds
 from fleetwave.local import binaries, fleet
-from fleetwave.mgmt import install, placement_kinds
+from fleetwave.mgmt import install, placement_kinds, rbac
 
 GROUP = f"kinds-{uuid.uuid4().hex[:6]}.example.com"
 PLURAL = "widgets"
@@ -109,6 +109,12 @@ def controller(
         management.delete(
             kinds.builtin_resource("apiextensions.k8s.io/v1", "CustomResourceDefinition"), CRD_NAME
         )
+        # The read rights on the placed kinds are this module's: later modules check that the installed
+        # RBAC grants nothing beyond what fleetwave's own install does.
+        for kind in ("ClusterRoleBinding", "ClusterRole"):
+            management.delete(
+                kinds.builtin_resource("rbac.authorization.k8s.io/v1", kind), rbac.PLACEMENT_KINDS_NAME
+            )
 
 
 def test_a_placement_carries_a_crd_its_custom_resources_and_an_ingress_then_withdraws_them(

@@ -225,7 +225,7 @@ def test_templates_kustomize_and_patches_reach_each_cluster_as_that_cluster_need
             lambda: _failure(management, profile, prod) or None, what="prod's template failure"
         )
         assert "prod needs a change window first" in message
-        assert f"spec.policyRefs[0][app.yaml] (ConfigMap {namespace}/app-template): line 12:" in message
+        assert f"spec.policyRefs[0][app.yaml] (ConfigMap {namespace}/app-template): line 13:" in message
         assert _configmap(members[prod], namespace, "app-settings") is None
         assert _configmap(members[prod], namespace, "fleet-kz-settings") is None  # nothing half-applied
 
