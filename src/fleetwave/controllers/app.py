@@ -113,7 +113,7 @@ def build(client: AsyncClient, settings: Settings, *, handle_signals: bool = Tru
             memory_bytes=settings.health_memory_bytes,
         )
     )
-    watches = MemberWatches(per_member=settings.member_watches_per_cluster)
+    watches = MemberWatches(per_member=settings.member_watches_per_cluster, linger=WATCH_LINGER)
     manager = _manager(client, settings, pool, watches, handle_signals=handle_signals)
     watched = settings.watched or ()
     shared = {
@@ -230,6 +230,8 @@ def _resource(family: families.Family, kind: str) -> Any:
 
 
 POOL_CLOSE_SECONDS = 15.0
+# A member watch whose last judgement passed stays open this long for the next rollout (ADR 0068).
+WATCH_LINGER = 120.0
 
 
 class _SandboxedManager(Manager):

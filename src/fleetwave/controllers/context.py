@@ -227,6 +227,9 @@ class Context:
     own_writes: OwnWrites = field(default_factory=OwnWrites)
     # ClusterSummary key -> fingerprint of the credentials this process last delivered it with.
     delivered_to: dict[str, str] = field(default_factory=dict)
+    # Inventory -> what this process last pruned it down to (credentials fingerprint, kinds and
+    # objects kept): the same delivery again has nothing left behind to look for.
+    pruned: dict[str, tuple[str, frozenset[object]]] = field(default_factory=dict)
     # kind -> enqueue(key) of its controller, filled in once the controllers exist (app.py).
     wakers: dict[str, Callable[[str], None]] = field(default_factory=dict)
     # The rollout metrics of the manager's registry (ADR 0082); None: not recorded (unit tests).

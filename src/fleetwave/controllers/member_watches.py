@@ -4,7 +4,10 @@ reads changes on the member, instead of at the next poll (ADR 0065).
 A stream is one watch on one member for one (apiVersion, kind, namespace): a list of one item for a
 starting resourceVersion, then a watch with bookmarks. It keeps no objects (the judgement reads the
 member itself); every event calls the wake-up of each subscriber. Streams are shared by every
-judgement reading the same kind there and end when their last subscriber leaves or stops renewing.
+judgement reading the same kind there and end when their last subscriber leaves or stops renewing,
+after lingering `linger` seconds: the next rollout's judgement on that member then finds its stream
+running instead of paying a list and a new watch on its critical path (ADR 0068). A lingering stream
+gives its place up to a new one when a bound is reached.
 Bounded: at most `per_member` streams per member and `total` overall; past a bound a judgement
 is not watched and falls back to its poll, which stays as the safety net for what no stream covers
 (a Lua `getResource`, a watch the member refuses).
@@ -53,6 +56,7 @@ class _Stream:
     subscribers: dict[Hashable, tuple[Wake, float]] = field(default_factory=dict)  # -> (wake, renewed)
     events: int = 0
     last_event: float = float("-inf")  # clock time of the last change it reported
+    idle_since: float | None = None  # when its last subscriber left (it lingers until `linger`)
 
 
 _BACKOFF = queueing.Backoff(base=0.5, cap=30.0)
@@ -65,6 +69,7 @@ class MemberWatches:
         per_member: int = 16,
         total: int = 2000,
         idle_seconds: float = 300.0,
+        linger: float = 0.0,
         server_timeout: int = 240,
         clock: Callable[[], float] = time.monotonic,
         stream: StreamRunner | None = None,
@@ -72,6 +77,7 @@ class MemberWatches:
         self.per_member = per_member
         self.total = total
         self.idle_seconds = idle_seconds
+        self.linger = linger
         self.server_timeout = server_timeout
         self._clock = clock
         self._streams: dict[_StreamKey, _Stream] = {}
@@ -113,6 +119,7 @@ class MemberWatches:
                     name=f"member watch {target.name} {interest.kind}",
                 )
             stream.subscribers[key] = (wake, now)
+            stream.idle_since = None
             missed = missed or (since is not None and stream.last_event >= since)
         # A subscriber reads only what it named last: drop it from streams it no longer needs.
         wanted = {_StreamKey(target.name, credentials, i) for i in _covering(interests)}
@@ -139,22 +146,52 @@ class MemberWatches:
         await asyncio.gather(*tasks, return_exceptions=True)
 
     def _room_for(self, member: str) -> bool:
-        if len(self._streams) >= self.total:
+        if len(self._streams) >= self.total and not self._evict_lingering(None):
             return False
-        return sum(1 for k in self._streams if k.member == member) < self.per_member
+        if sum(1 for k in self._streams if k.member == member) < self.per_member:
+            return True
+        return self._evict_lingering(member)
+
+    def _evict_lingering(self, member: str | None) -> bool:
+        """End the longest-idle lingering stream (of `member`, or of any); False if there is none."""
+        idle = [
+            (s.idle_since, k)
+            for k, s in self._streams.items()
+            if s.idle_since is not None and (member is None or k.member == member)
+        ]
+        if not idle:
+            return False
+        _, skey = min(idle, key=lambda pair: pair[0])
+        self._end(skey)
+        return True
+
+    def _end(self, skey: _StreamKey) -> None:
+        stream = self._streams.pop(skey, None)
+        if stream is not None and stream.task is not None:
+            stream.task.cancel()
 
     def _expire(self, now: float) -> None:
         for skey, stream in list(self._streams.items()):
             for key, (_wake, renewed) in list(stream.subscribers.items()):
                 if now - renewed > self.idle_seconds:
                     self._leave(skey, stream, key)
+            if stream.idle_since is not None and now - stream.idle_since >= self.linger:
+                self._end(skey)
 
     def _leave(self, skey: _StreamKey, stream: _Stream, key: Hashable) -> None:
         stream.subscribers.pop(key, None)
-        if not stream.subscribers:
-            self._streams.pop(skey, None)
-            if stream.task is not None:
-                stream.task.cancel()
+        if stream.subscribers:
+            return
+        if self.linger > 0:
+            stream.idle_since = self._clock()
+            asyncio.get_running_loop().call_later(self.linger, self._end_if_still_idle, skey, stream)
+        else:
+            self._end(skey)
+
+    def _end_if_still_idle(self, skey: _StreamKey, stream: _Stream) -> None:
+        idle = stream.idle_since
+        if self._streams.get(skey) is stream and idle is not None and self._clock() - idle >= self.linger:
+            self._end(skey)
 
     async def _watch(self, target: MemberTarget, interest: Interest, changed: Wake) -> None:
         """The stream: call `changed` on every change of `interest` on `target`, until cancelled."""

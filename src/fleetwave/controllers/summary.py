@@ -29,7 +29,7 @@ from fleetwave.controllers import summary_status as ss
 from fleetwave.controllers.context import Context, HelmOutcome, Wake, as_dict
 from fleetwave.core import selectors, timestamps
 from fleetwave.delivery import content as dc
-from fleetwave.delivery import manifests
+from fleetwave.delivery import manifests, sessions
 from fleetwave.delivery.helmplan import Ownership
 from fleetwave.delivery.target import MemberTarget, MemberUnreachable
 from fleetwave.kube import internals, kinds, ops
@@ -41,6 +41,7 @@ log = logging.getLogger(__name__)
 DRIFT_POLL = 30.0
 UNREACHABLE_RETRY = 5.0
 PROBE_TIMEOUT = 5.0
+PROBE_FRESH = 5.0
 
 
 def inventory(namespace: str, name: str) -> str:
@@ -364,7 +365,12 @@ async def _pre_deploy(
 
 
 async def _probe(target: MemberTarget) -> None:
-    """Fail fast on a member that does not answer: helm and watches would otherwise hang for minutes."""
+    """Fail fast on a member that does not answer: helm and watches would otherwise hang for minutes.
+    A member whose pooled client answered within PROBE_FRESH seconds is not asked again (a request on
+    every stage's critical path); one that died since fails its next request instead, within the
+    client's timeout."""
+    if sessions.pool().answered_within(target.pool_key(), PROBE_FRESH):
+        return
     # The member kubeconfig policy runs first (in `session`): nothing it refuses is run or read.
     # The pooled client's connection is reused: a probe costs one request, not a TLS handshake.
     try:
@@ -470,7 +476,7 @@ async def _deliver_to(
         found = await manifests.detect_drift(target, objects, inventory=inv, owner=owner)
         drift = [f"{d.ref}: {d.reason}" for d in found]
     resources = await _resources(
-        target, objects, inv, raw.get("status") or {}, dry_run, _apply_policy(profile), owner
+        target, objects, inv, raw.get("status") or {}, dry_run, _apply_policy(profile), owner, ctx.pruned
     )
     # Releases installed before owners were profiles carry the summary's own key: still ours.
     ownership = Ownership(dc.inventory_key(owner), profile.tier, formerly=(dc.inventory_key(inv),))
@@ -515,6 +521,7 @@ async def _resources(
     dry_run: bool,
     policy: manifests.ApplyPolicy,
     owner: str,
+    pruned: dict[str, tuple[str, frozenset[object]]] | None = None,
 ) -> ss.Feature:
     before = _previous_kinds(previous)
     report = await manifests.apply(
@@ -523,7 +530,15 @@ async def _resources(
     if not report.ok:
         return ss.Feature(ss.FEATURE_RESOURCES, "Failed", report.content_hash, "; ".join(report.errors))
     if not dry_run:
-        await manifests.prune(target, inventory=inv, kinds=before | report.kinds, keep=report.refs)
+        kinds_ = before | report.kinds
+        done = (_fingerprint(target), frozenset([*kinds_, *(r.identity for r in report.refs)]))
+        if pruned is None or pruned.get(inv) != done:
+            # Lists of every kind on the member: skipped when this process pruned the same objects
+            # of the same kinds there before (nothing can have been left behind since).
+            pruned_now = pruned if pruned is not None else {}
+            pruned_now.pop(inv, None)
+            await manifests.prune(target, inventory=inv, kinds=kinds_, keep=report.refs)
+            pruned_now[inv] = done
     deployed = tuple(sorted({ss.gvk_string(g.api_version, g.kind) for g in report.kinds}))
     return ss.Feature(ss.FEATURE_RESOURCES, "Provisioned", report.content_hash, deployed=deployed)
 
@@ -637,6 +652,7 @@ async def _finalize(ctx: Context, obj: Any, raw: Mapping[str, Any]) -> Result:
     finalizers = [f for f in meta.get("finalizers") or [] if f != ss.FINALIZER]
     await _patch_meta(ctx, meta["namespace"], meta["name"], {"finalizers": finalizers})
     ctx.delivered_to.pop(f"{meta['namespace']}/{meta['name']}", None)
+    ctx.pruned.pop(inventory(meta["namespace"], meta["name"]), None)
     return Result()
 
 

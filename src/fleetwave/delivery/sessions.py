@@ -34,6 +34,7 @@ class Entry:
     users: int = 0
     last_used: float = 0.0
     retired: bool = False
+    answered: float = float("-inf")  # when a use of it last ended without an error
 
 
 class SessionPool:
@@ -61,6 +62,11 @@ class SessionPool:
         entry.last_used = time.monotonic()
         if entry.retired and entry.users == 0:
             self._close(entry)
+
+    def answered_within(self, key: Hashable, seconds: float) -> bool:
+        """Whether the member behind `key` answered a use of its client in the last `seconds`."""
+        entry = self._entries.get(key)
+        return entry is not None and time.monotonic() - entry.answered < seconds
 
     def retire(self, entry: Entry) -> None:
         """Stop handing this client out (its connections failed); closed once its last user is done."""

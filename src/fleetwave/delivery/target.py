@@ -10,6 +10,7 @@ import hashlib
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
@@ -48,6 +49,7 @@ class MemberTarget:
         entry = pool.checkout(self.pool_key(), self.config)
         try:
             yield entry.client
+            entry.answered = time.monotonic()
         except ops.TransportError as err:
             pool.retire(entry)
             raise MemberUnreachable(self.name, f"{type(err).__name__}: {err}") from err

@@ -29,8 +29,18 @@ class StatusWrite(Enum):
 
 
 def normalized(value: Any) -> Any:
-    """Plain JSON data (datetimes and models as the API would serialise them)."""
-    return json.loads(json.dumps(value, default=_json_default, sort_keys=True))
+    """Plain JSON data (datetimes and models as the API would serialise them), without null map
+    values: the API server drops a null it stores for a non-nullable field, so a status carrying
+    one never compared equal to what was stored and was patched again on every pass."""
+    return _without_nulls(json.loads(json.dumps(value, default=_json_default, sort_keys=True)))
+
+
+def _without_nulls(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _without_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_without_nulls(v) for v in value]
+    return value
 
 
 def merge_patch(old: Any, new: Any) -> Any:

@@ -19,9 +19,11 @@ class Streams:
         self.running: dict[Stream, asyncio.Event] = {}
         self.changed: dict[Stream, object] = {}
         self.cancelled: list[Stream] = []
+        self.started: list[Stream] = []
 
     async def run(self, target: MemberTarget, interest: Interest, changed: object) -> None:
         key = (target.name, interest)
+        self.started.append(key)
         self.running[key] = asyncio.Event()
         self.changed[key] = changed
         try:
@@ -194,4 +196,38 @@ async def test_a_change_seen_while_the_judgement_read_wakes_the_late_subscriber_
     assert woken == ["late"]  # ... so it is woken at once instead of waiting for the poll
     watches.subscribe(target(), [CM], "later", lambda: woken.append("later"), since=now[0] + 1)
     assert woken == ["late"]
+    await watches.close()
+
+
+async def test_a_released_stream_lingers_for_the_next_judgement_then_ends() -> None:
+    streams = Streams()
+    now = [0.0]
+    watches = MemberWatches(linger=0.2, clock=lambda: now[0], stream=streams.run)
+    watches.subscribe(target(), [CM], "first", lambda: None)
+    await settle()
+    watches.release("first")
+    await settle()
+    assert set(streams.running) == {("m1", CM)}  # still open: the next rollout needs no new list
+    woken: list[str] = []
+    watches.subscribe(target(), [CM], "next", lambda: woken.append("next"))
+    streams.fire("m1", CM)
+    assert woken == ["next"]
+    assert len(streams.started) == 1  # the same stream served both
+    watches.release("next")
+    now[0] = 1.0
+    await asyncio.sleep(0.3)
+    assert streams.running == {}
+    await watches.close()
+
+
+async def test_a_lingering_stream_gives_its_place_to_a_new_one_at_the_bound() -> None:
+    streams = Streams()
+    watches = MemberWatches(per_member=1, linger=60, stream=streams.run)
+    watches.subscribe(target(), [CM], "a", lambda: None)
+    await settle()
+    watches.release("a")
+    watches.subscribe(target(), [DEPLOY], "b", lambda: None)
+    await settle()
+    assert set(streams.running) == {("m1", DEPLOY)}
+    assert watches.refused == 0
     await watches.close()

@@ -91,3 +91,18 @@ async def test_each_event_loop_has_its_own_pool() -> None:
     await asyncio.to_thread(in_another_loop)
     assert other[0] is not mine
     await sessions.close_pool()
+
+
+async def test_a_member_counts_as_answering_only_after_a_use_that_ended_without_an_error() -> None:
+    target = MemberTarget("m", KUBECONFIG)
+    key = target.pool_key()
+    assert not sessions.pool().answered_within(key, 60)
+    with pytest.raises(RuntimeError):
+        async with target.session():
+            raise RuntimeError("the request failed")
+    assert not sessions.pool().answered_within(key, 60)
+    async with target.session():
+        pass
+    assert sessions.pool().answered_within(key, 60)
+    assert not sessions.pool().answered_within(key, 0)
+    await sessions.close_pool()
