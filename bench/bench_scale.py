@@ -17,8 +17,9 @@ cluster, so later points carry them too):
 Reported per point: time of the single rollout and of the loaded batch, their ratio, the delay
 gate's reaction under load (the gate's `until` -> the staging profile's first write with clusters,
 as seen by a watch here), controller RSS (its process tree: main + health-check workers) and CPU,
-management API server and etcd RSS, fleetwave objects in the management cluster, and requests per
-second served by the member API servers (their `apiserver_request_total`). A point that does not
+management API server and etcd RSS, fleetwave objects in the management cluster, requests per
+second served by the member API servers (their `apiserver_request_total`), and the writes the
+management API server served during the loaded batch. A point that does not
 finish within its budget is reported with its progress, and the curve stops there.
 """
 
@@ -284,6 +285,20 @@ def member_requests(servers: list[fleet.ClusterInfo]) -> float:
     return total
 
 
+def management_writes(state: fleet.FleetState) -> float:
+    """Writes the management API server has served so far (PATCH, POST, PUT, DELETE): each is an
+    etcd write and a watch event for every controller watching the kind."""
+    with internals.http(
+        kubeclient.config_from_file(state.cluster(fleet.MANAGEMENT).kubeconfig), timeout=10
+    ) as http:
+        text = http.get("/metrics").text
+    return sum(
+        float(m.group(2))
+        for m in re.finditer(r"^apiserver_request_total\{([^}]*)\} (\S+)$", text, re.M)
+        if re.search(r'verb="(PATCH|POST|PUT|DELETE|APPLY)"', m.group(1))
+    )
+
+
 def object_counts(client: Client) -> dict[str, int]:
     out = {}
     for kind in (
@@ -409,6 +424,7 @@ async def point(
         apiserver = next(p.pid for p in state.processes if p.name == "management/apiserver")
         etcd = next(p.pid for p in state.processes if p.name == "etcd")
         requests_before = await asyncio.to_thread(member_requests, state.members)
+        writes_before = await asyncio.to_thread(management_writes, state)
         cpu_before = cpu_seconds(tree(controller_pid))
         with Sampler(controller_pid, apiserver, etcd) as sampler:
             t0 = time.monotonic()
@@ -424,6 +440,7 @@ async def point(
         cpu = cpu_seconds(tree(controller_pid)) - cpu_before
         work = await asyncio.to_thread(reconcile_seconds)
         requests = await asyncio.to_thread(member_requests, state.members) - requests_before
+        writes = await asyncio.to_thread(management_writes, state) - writes_before
         reactions = watch.gate_reactions(names)
         counts = await asyncio.to_thread(object_counts, sync)
         finished = [x for x in names + runs if x in watch.done]
@@ -443,6 +460,7 @@ async def point(
             "apiserver_rss_mib": round(sampler.peak["apiserver"] / 2**20),
             "etcd_rss_mib": round(sampler.peak["etcd"] / 2**20),
             "member_requests_per_s": round(requests / max(t_load, 1e-3)),
+            "management_writes": round(writes),
             "objects": counts,
             # Reconciles per controller and the seconds spent in them: single rollout, then load.
             "results": dict(RESULTS),
@@ -510,7 +528,7 @@ def report(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
     )
     head = (
         "clusters | single rollout | loaded batch | ratio | gate p50/p99 | controller RSS | controller CPU "
-        "| mgmt apiserver / etcd RSS | member req/s | summaries"
+        "| mgmt apiserver / etcd RSS | member req/s | mgmt writes | summaries"
     )
     print(head)
     for row in rows:
@@ -524,7 +542,7 @@ def report(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
             f"{r['gate_p50_ms']}/{r['gate_p99_ms']} ms | {r['controller_rss_mib']:>10} MiB | "
             f"{r['controller_cpu_s']} s ({r['controller_cores']} cores) | "
             f"{r['apiserver_rss_mib']} / {r['etcd_rss_mib']} MiB | {r['member_requests_per_s']} | "
-            f"{r['objects']['ClusterSummary']}"
+            f"{r['management_writes']} | {r['objects']['ClusterSummary']}"
         )
     print(json.dumps(rows))
 

@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Literal, TypeVar
 
 from fleetwave.delivery import content as ct
@@ -358,7 +359,7 @@ async def apply(
             # Whatever follows a failure must stay untouched: one apply at a time. Every object
             # whose kind is served is read first, together (reads touch nothing): a round trip per
             # object less on the way to the last apply.
-            reads = await _bounded_gather(_read_ahead(client, resolver, o) for o in desired)
+            reads = await _bounded_gather(partial(_read_ahead, client, resolver, o) for o in desired)
             for obj, read in zip(desired, reads, strict=True):
                 if stopped:
                     results.append(AppliedObject(ct.ref_of(obj), ct.object_hash(obj), "skipped", stopped))
@@ -372,7 +373,9 @@ async def apply(
             # Nothing depends on another object of its own wave: a wave's objects go concurrently
             # (each read just before its apply, so what it reports is what that apply changed).
             for wave in _waves(desired):
-                done = await _bounded_gather(_apply_one(client, resolver, o, dry_run, policy) for o in wave)
+                done = await _bounded_gather(
+                    partial(_apply_one, client, resolver, o, dry_run, policy) for o in wave
+                )
                 results += done
                 for result in done:
                     if result.changed and result.ref.kind == "CustomResourceDefinition" and not dry_run:
@@ -397,13 +400,15 @@ def _waves(objects: Sequence[Mapping[str, Any]]) -> list[list[Mapping[str, Any]]
     return out
 
 
-async def _bounded_gather(calls: Iterable[Awaitable[_T]]) -> list[_T]:
-    """The results in order, at most APPLY_CONCURRENCY requests in flight to one member."""
+async def _bounded_gather(calls: Iterable[Callable[[], Awaitable[_T]]]) -> list[_T]:
+    """The results in order, at most APPLY_CONCURRENCY requests in flight to one member. Each call
+    is made only once it may run: a gather cancelled early (the controller stopping) leaves no
+    coroutine behind that was created and never awaited."""
     gate = asyncio.Semaphore(APPLY_CONCURRENCY)
 
-    async def one(call: Awaitable[_T]) -> _T:
+    async def one(call: Callable[[], Awaitable[_T]]) -> _T:
         async with gate:
-            return await call
+            return await call()
 
     return list(await asyncio.gather(*(one(c) for c in calls)))
 
@@ -455,7 +460,7 @@ async def prune(
         resolver = kd.AsyncKinds(client)
         infos = [i for i in [await resolver.find(g) for g in _removal_order(kinds)] if i is not None]
         # The lists are reads: all at once. Deletions stay in removal order.
-        found = await _bounded_gather(_labelled(client, info, key) for info in infos)
+        found = await _bounded_gather(partial(_labelled, client, info, key) for info in infos)
         for info, refs in zip(infos, found, strict=True):
             for ref in refs:
                 if ref.identity not in kept and await _delete(client, info, ref):
