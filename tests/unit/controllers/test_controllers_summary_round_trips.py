@@ -3,6 +3,7 @@ the member answered, no prune lists when the same objects were pruned there befo
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -12,13 +13,17 @@ from fleetwave.delivery import manifests, sessions
 from fleetwave.delivery.content import ObjectRef
 from fleetwave.delivery.target import MemberTarget, MemberUnreachable
 
-KUBECONFIG = b"""apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
-users: [{name: u, user: {token: t}}]
-contexts: [{name: x, context: {cluster: c, user: u}}]
-current-context: x
-"""
+# A member nothing listens for (port 1).
+KUBECONFIG = json.dumps(
+    {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:1"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+        "current-context": "x",
+    }
+).encode()
 CM = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "n"}}
 
 
