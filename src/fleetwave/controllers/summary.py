@@ -521,7 +521,7 @@ async def _resources(
     dry_run: bool,
     policy: manifests.ApplyPolicy,
     owner: str,
-    pruned: dict[str, tuple[str, frozenset[object]]] | None = None,
+    pruned: dict[str, tuple[str, frozenset[object]]],
 ) -> ss.Feature:
     before = _previous_kinds(previous)
     report = await manifests.apply(
@@ -532,13 +532,12 @@ async def _resources(
     if not dry_run:
         kinds_ = before | report.kinds
         done = (_fingerprint(target), frozenset([*kinds_, *(r.identity for r in report.refs)]))
-        if pruned is None or pruned.get(inv) != done:
+        if pruned.get(inv) != done:
             # Lists of every kind on the member: skipped when this process pruned the same objects
             # of the same kinds there before (nothing can have been left behind since).
-            pruned_now = pruned if pruned is not None else {}
-            pruned_now.pop(inv, None)
+            pruned.pop(inv, None)
             await manifests.prune(target, inventory=inv, kinds=kinds_, keep=report.refs)
-            pruned_now[inv] = done
+            pruned[inv] = done
     deployed = tuple(sorted({ss.gvk_string(g.api_version, g.kind) for g in report.kinds}))
     return ss.Feature(ss.FEATURE_RESOURCES, "Provisioned", report.content_hash, deployed=deployed)
 
