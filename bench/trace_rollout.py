@@ -1,12 +1,14 @@
 """Where a 3-stage rollout's time goes: a timeline of every watch event it causes (ADR 0068).
 
-    .venv/bin/python bench/trace_rollout.py [--trials 3] [--state-dir DIR]
+    .venv/bin/python bench/trace_rollout.py [--trials 3] [--state-dir DIR] [--controller-log]
 
 Same fleet, content and promotion as bench_gates' ratio trials (a Namespace, a ConfigMap and a
 Deployment; dev -> staging -> production with no gates). Per trial a new revision is applied and
 every event of the promotion, its stage profiles, their summaries (management cluster) and of the
 Deployment on each member is printed with its receive time in ms since the revision was applied,
-so the hops between "member Available" and "next stage's first write" can be read off.
+so the hops between "member Available" and "next stage's first write" can be read off. With
+`--controller-log` the controller runs at DEBUG and its lines (each reconcile with its queue wait and
+duration, each HTTP request it sent) are merged in by their wall-clock time (millisecond resolution).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ NAME = "trace-rollout"
 class Timeline:
     def __init__(self) -> None:
         self.t0 = time.monotonic()
+        self.wall0 = time.time()
         self.lines: list[tuple[float, str]] = []
 
     def mark(self, what: str) -> None:
@@ -46,7 +49,22 @@ class Timeline:
 
     def reset(self) -> None:
         self.t0 = time.monotonic()
+        self.wall0 = time.time()
         self.lines.clear()
+
+    def merge_log(self, log: Path | None, until: float) -> None:
+        """Add the controller's log lines written between the reset and `until` seconds after it."""
+        if log is None:
+            return
+        for line in log.read_text(errors="replace").splitlines():
+            stamp, _, rest = line[:23], line[23:24], line[24:]
+            try:
+                at = dt.datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S,%f").timestamp() - self.wall0
+            except ValueError:
+                continue
+            if 0 <= at <= until:
+                self.lines.append((at, "  ctl " + rest.replace("fleetwave.runtime.controller: ", "")))
+        self.lines.sort(key=lambda pair: pair[0])
 
 
 def _describe(kind: str, obj: dict[str, Any]) -> str:
@@ -95,7 +113,7 @@ def _report(task: asyncio.Task[None]) -> None:
         print("watch failed:", task.exception())
 
 
-async def trace(state: fleet.FleetState, trials: int) -> None:
+async def trace(state: fleet.FleetState, trials: int, log: Path | None) -> None:
     mk = kubeclient.config_from_file(state.cluster(fleet.MANAGEMENT).kubeconfig)
     client = kubeclient.async_client(mk)
     members = {
@@ -122,6 +140,7 @@ async def trace(state: fleet.FleetState, trials: int) -> None:
             tl.reset()
             took = await bg.rollout_time(client, w, trial)
             await asyncio.sleep(0.5)  # the events that trail the last status write
+            tl.merge_log(log, took + 0.5)
             print(f"--- trial {trial}: {took * 1000:.0f} ms")
             for at, line in tl.lines:
                 print(f"{at * 1000:8.1f} ms  {line}")
@@ -140,6 +159,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=3)
     parser.add_argument("--state-dir", type=Path, default=None, help="reuse/keep a fleet here")
+    parser.add_argument("--controller-log", action="store_true", help="merge the controller's DEBUG log in")
     args = parser.parse_args()
     bins = binaries.ensure()
     with tempfile.TemporaryDirectory(prefix="fleetwave-trace-") as tmp:
@@ -155,8 +175,10 @@ def main() -> None:
             mgmt = kubeclient.client(kubeclient.config_from_file(state.cluster(fleet.MANAGEMENT).kubeconfig))
             setup.install_and_register(mgmt, state, setup.DemoConfig())
             mgmt.close()
-            controller = bg.start_controller(state, bins.path("helm"), Path(tmp) / "controller.log")
-            asyncio.run(trace(state, args.trials))
+            log = Path(tmp) / "controller.log"
+            extra = ("--log-level", "DEBUG") if args.controller_log else ()
+            controller = bg.start_controller(state, bins.path("helm"), log, extra)
+            asyncio.run(trace(state, args.trials, log if args.controller_log else None))
         finally:
             if controller is not None:
                 bg.stop_controller(controller)

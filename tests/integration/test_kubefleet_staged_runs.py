@@ -786,8 +786,14 @@ def test_apply_strategies_report_diffs_take_over_only_as_told_and_leave_drifted_
         )
 
         # whenToApply: IfNotDrifted — a hand edit on the member is not overwritten by the next snapshot.
+        # The delivery under the previous rules is done too: wait for the one under the new rules
+        # (its hash folds them in), or the hand edit below races a last apply under IfNoDiff.
+        before = _delivery(management, crp).get("hash")
         _strategy(management, crp, {"type": "ClientSideApply", "whenToApply": "IfNotDrifted"})
-        wait_for(lambda: _delivery(management, crp).get("doneAt"), what="delivered under IfNotDrifted")
+        wait_for(
+            lambda: (d := _delivery(management, crp)).get("doneAt") and d.get("hash") != before,
+            what="delivered under IfNotDrifted",
+        )
         edited = member.get(ConfigMap, "test-cm", namespace=hub_ns)
         edited.data = {"key": "edited"}
         member.replace(edited, field_manager="kubectl-edit")

@@ -151,7 +151,8 @@ def run(
 ) -> None:
     """Reconcile ClusterPromotions, ClusterProfiles and ClusterSummaries until stopped."""
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("httpx2").setLevel(logging.WARNING)  # one line per request drowns everything else
+    if log_level.upper() != "DEBUG":
+        logging.getLogger("httpx2").setLevel(logging.WARNING)  # one line per request drowns everything else
     watch = watch_namespaces(watch_namespace)  # refused before anything connects
     config = _config(kubeconfig)
     settings = controllers.Settings(

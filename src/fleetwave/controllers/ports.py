@@ -1,9 +1,11 @@
 """The controllers' ports to member clusters, backed by the real helm and the health-check sandbox.
 
-Every health judgement (readiness of delivered objects, Sveltos validateHealths, promotion
-postDelayHealthChecks, KubeFleet availability) runs in the sandbox's worker processes
-(`fleetwave.sandbox.pool.CheckPool`, ADR 0041): user Lua and CEL never run on the controller's
-threads, and a check over its budget is a failed check naming the limit.
+Every health judgement with a user's check in it (Sveltos validateHealths, promotion
+postDelayHealthChecks) runs in the sandbox's worker processes (`fleetwave.sandbox.pool.CheckPool`,
+ADR 0041): user Lua and CEL never run on the controller's threads, and a check over its budget is a
+failed check naming the limit. Readiness of delivered objects alone (KubeFleet availability, a
+profile without validateHealths) runs no user code: it is judged on the event loop through the
+member's pooled client (`delivery.availability`, ADR 0068).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import Any
 from fleetwave.api.sveltos import HelmChart, ValidateHealth
 from fleetwave.controllers.context import HealthOutcome, HelmOutcome, Wake
 from fleetwave.controllers.member_watches import Interest, MemberWatches
-from fleetwave.delivery import helm
+from fleetwave.delivery import availability, helm
 from fleetwave.delivery.helmplan import Ownership
 from fleetwave.delivery.target import MemberTarget
 from fleetwave.health import readiness
@@ -94,18 +96,23 @@ class HealthAdapter:
     ) -> HealthOutcome:
         listed, ids = list(checks_), list(objects)
         began = self.watches.now() if self.watches is not None else None
-        verdict = await self.pool.check(target.kubeconfig, listed, ids, allow_insecure=target.allow_insecure)
-        message = verdict.message
+        if listed:
+            verdict = await self.pool.check(
+                target.kubeconfig, listed, ids, allow_insecure=target.allow_insecure
+            )
+            ok, message = verdict.ok, verdict.message
+        else:
+            ok, message = await availability.judge(target, ids, wall_seconds=self.pool.budget.wall_seconds)
         if message.startswith("cluster unreachable"):  # the worker does not know the member's name
             message = f"cluster {target.name} unreachable" + message.removeprefix("cluster unreachable")
         if wake is not None and self.watches is not None:
-            if verdict.ok:
+            if ok:
                 self.watches.release(wake.key)
             else:
                 self.watches.subscribe(target, interests(listed, ids), wake.key, wake.call, since=began)
         if self.metrics is not None:
-            self.metrics.health_checks.labels("healthy" if verdict.ok else "unhealthy").inc()
-        return HealthOutcome(verdict.ok, message)
+            self.metrics.health_checks.labels("healthy" if ok else "unhealthy").inc()
+        return HealthOutcome(ok, message)
 
 
 def interests(checks_: Iterable[ValidateHealth], objects: Iterable[ObjectId]) -> list[Interest]:

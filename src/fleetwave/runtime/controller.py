@@ -121,7 +121,8 @@ class Controller(Generic[K]):
 
     async def _reconcile_once(self, key: K) -> None:
         m = self._metrics
-        m.event_to_reconcile.labels(self.name).observe(self.queue.waited(key))
+        waited = self.queue.waited(key)
+        m.event_to_reconcile.labels(self.name).observe(waited)
         started = time.perf_counter()
         try:
             result = await self._reconcile(key)
@@ -138,7 +139,12 @@ class Controller(Generic[K]):
             self.queue.add_rate_limited(key)
             return
         finally:
-            m.reconcile_duration.labels(self.name).observe(time.perf_counter() - started)
+            took = time.perf_counter() - started
+            m.reconcile_duration.labels(self.name).observe(took)
+            # The timeline `bench/trace_rollout.py --controller-log` merges with watch events.
+            log.debug(
+                "reconciled %s %s: waited %.1f ms, took %.1f ms", self.name, key, waited * 1e3, took * 1e3
+            )
         m.reconciles.labels(self.name, _apply(self.queue, key, result)).inc()
 
 
