@@ -7,11 +7,16 @@ failed write is logged, never raised, so it cannot fail a reconcile.
 Like client-go's broadcaster, `record` only queues the Event: one writer task per recorder sends
 them in order, off the reconcile's path (each Event is a write to the API server, and a rollout's
 stage transitions emit several). The queue is bounded; past it an Event is dropped and counted.
-`flush()` waits for what was queued; `close()` does so within a time limit, at shutdown.
+An Event's first occurrence is written at once; its repeats are counted in memory and written as one
+bump of `count` and `lastTimestamp` `bump_after` seconds after the first of them (ADR 0068: every
+revision of a rollout repeats the same stage Events, and a count bump per repeat was a third of the
+requests of a rollout). `flush()` waits for what was queued and writes the repeats held back;
+`close()` does so within a time limit, at shutdown.
 """
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import datetime as dt
 import logging
@@ -56,7 +61,10 @@ class ObjectRef:
 class _Seen:
     name: str
     namespace: str
-    count: int
+    count: int  # as the Event in the API server has it
+    unwritten: int = 0  # repeats counted since, not yet written
+    last: dt.datetime | None = None  # when the latest of them happened
+    timer: asyncio.TimerHandle | None = None  # the bump that writes them, when one is due
 
 
 class SpamFilter:
@@ -79,8 +87,10 @@ class SpamFilter:
         return allowed
 
 
-# What `record` queued: the object, type, reason, message and when it happened.
-_Pending = tuple[ObjectRef, EventType, str, str, dt.datetime]
+# What `record` queued: the object, type, reason, message and when it happened; or, for repeats
+# held back, the Event's key and what is known of it.
+_Key = tuple[ObjectRef, EventType, str, str]
+_Pending = tuple[ObjectRef, EventType, str, str, dt.datetime] | tuple[_Key, _Seen]
 
 
 class EventRecorder:
@@ -92,15 +102,18 @@ class EventRecorder:
         instance: str | None = None,
         cache_size: int = 4096,
         max_pending: int = 1000,
+        bump_after: float = 10.0,
     ) -> None:
         self._api = client
         self.component = component
         self.instance = instance or component
+        self.bump_after = bump_after
         self._cache_size = cache_size
-        self._seen: collections.OrderedDict[tuple[Any, ...], _Seen] = collections.OrderedDict()
+        self._seen: collections.OrderedDict[_Key, _Seen] = collections.OrderedDict()
         self._spam = SpamFilter(size=cache_size)
+        self._closing = False
         self._queue: BackgroundQueue[_Pending] = BackgroundQueue(
-            lambda item: self._write(*item), what="events", max_pending=max_pending
+            self._handle, what="events", max_pending=max_pending
         )
 
     @property
@@ -118,40 +131,89 @@ class EventRecorder:
             log.debug("event %s on %s/%s dropped: %d waiting", reason, ref.kind, ref.name, self._queue.left)
 
     async def flush(self) -> None:
-        """Wait until every queued Event was written (or failed)."""
+        """Wait until every queued Event was written (or failed), repeats held back included."""
+        await self._queue.flush()
+        self._release_all()
         await self._queue.flush()
 
     async def close(self, within: float = 5.0) -> None:
-        """Write what is queued, within `within` seconds, then stop the writer."""
+        """Write what is queued and the repeats held back, within `within` seconds, then stop the
+        writer."""
+        self._closing = True  # repeats still queued are written as they come, not held back
+        self._release_all()
         await self._queue.close(within)
+
+    def _release_all(self) -> None:
+        for key, seen in self._seen.items():
+            if seen.unwritten:
+                self._release(key, seen)
+
+    def _release(self, key: _Key, seen: _Seen) -> None:
+        """Queue the write of a held-back count (a timer's, a flush's or an eviction's)."""
+        if seen.timer is not None:
+            seen.timer.cancel()
+            seen.timer = None
+        self._queue.put((key, seen))
+
+    async def _handle(self, item: _Pending) -> None:
+        if len(item) == 2:
+            key, seen = item
+            await self._write_repeats(key, seen)
+        else:
+            await self._write(*item)
 
     async def _write(
         self, ref: ObjectRef, type_: EventType, reason: str, message: str, now: dt.datetime
     ) -> None:
         key = (ref, type_, reason, message)
         seen = self._seen.get(key)
+        if seen is not None:
+            seen.unwritten += 1
+            seen.last = now
+            self._seen.move_to_end(key)
+            if self._closing:
+                await self._write_repeats(key, seen)
+            elif seen.timer is None:
+                seen.timer = asyncio.get_running_loop().call_later(self.bump_after, self._release, key, seen)
+            return
         try:
-            if seen is not None and await self._bump(seen, now):
-                self._seen.move_to_end(key)
-                return
-            self._remember(key, await self._create(ref, type_, reason, message, now))
+            self._remember(key, await self._create(ref, type_, reason, message, now, 1))
         except Exception as exc:
             log.warning("event %s %s on %s/%s not recorded: %s", type_, reason, ref.kind, ref.name, exc)
 
-    async def _bump(self, seen: _Seen, now: dt.datetime) -> bool:
-        """Count one more occurrence; False if the Event has gone (expired by its TTL)."""
-        patch = {"count": seen.count + 1, "lastTimestamp": timestamps.fmt(now)}
+    async def _write_repeats(self, key: _Key, seen: _Seen) -> None:
+        """Add the repeats counted since the last write to the Event (a new one if it expired)."""
+        if seen.timer is not None:
+            seen.timer.cancel()
+            seen.timer = None
+        unwritten, at = seen.unwritten, seen.last or dt.datetime.now(dt.UTC)
+        if not unwritten:
+            return
+        seen.unwritten = 0
+        ref, type_, reason, message = key
+        try:
+            if await self._bump(seen, unwritten, at):
+                return
+            fresh = await self._create(ref, type_, reason, message, at, unwritten)
+            if self._seen.get(key) is seen:
+                self._remember(key, fresh)
+        except Exception as exc:
+            log.warning("event %s %s on %s/%s not recorded: %s", type_, reason, ref.kind, ref.name, exc)
+
+    async def _bump(self, seen: _Seen, repeats: int, at: dt.datetime) -> bool:
+        """Count `repeats` more occurrences; False if the Event has gone (expired by its TTL)."""
+        patch = {"count": seen.count + repeats, "lastTimestamp": timestamps.fmt(at)}
         try:
             await ops.merge_patch(self._api, Event, seen.name, patch, namespace=seen.namespace)
         except ops.StatusError as exc:
             if ops.is_not_found(exc):
                 return False
             raise
-        seen.count += 1
+        seen.count += repeats
         return True
 
     async def _create(
-        self, ref: ObjectRef, type_: EventType, reason: str, message: str, now: dt.datetime
+        self, ref: ObjectRef, type_: EventType, reason: str, message: str, now: dt.datetime, count: int
     ) -> _Seen:
         # Cluster-scoped objects get their Events in "default", as kubectl and client-go expect.
         namespace = ref.namespace or "default"
@@ -163,7 +225,7 @@ class EventRecorder:
             type=str(type_),
             reason=reason,
             message=message,
-            count=1,
+            count=count,
             firstTimestamp=now,
             lastTimestamp=now,
             source=EventSource(component=self.component),
@@ -171,10 +233,12 @@ class EventRecorder:
             reportingInstance=self.instance,
         )
         created = await self._api.create(event)
-        return _Seen(str(created.metadata.name), namespace, 1)
+        return _Seen(str(created.metadata.name), namespace, count)
 
-    def _remember(self, key: tuple[Any, ...], seen: _Seen) -> None:
+    def _remember(self, key: _Key, seen: _Seen) -> None:
         self._seen[key] = seen
         self._seen.move_to_end(key)
         while len(self._seen) > self._cache_size:
-            self._seen.popitem(last=False)
+            old_key, old = self._seen.popitem(last=False)
+            if old.unwritten:
+                self._release(old_key, old)  # forgotten, but its repeats are still written

@@ -5,6 +5,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import httpx2
+
+from fleetwave.kube import ops
 from fleetwave.runtime import events
 
 REF = events.ObjectRef("fleetwave.io/v1alpha1", "ClusterPromotion", "web", None, "uid-1")
@@ -56,3 +59,86 @@ async def test_close_gives_up_within_its_limit_on_a_write_that_hangs() -> None:
     await recorder.record(REF, events.EventType.WARNING, "Stuck", "m")
     await asyncio.wait_for(recorder.close(within=0.05), 5)
     assert api.created == []
+
+
+class _Counting:
+    """Creates and count bumps, as the API server would keep them; `gone` Events answer 404."""
+
+    def __init__(self) -> None:
+        self.creates: list[tuple[str, int]] = []  # (reason, count)
+        self.bumps: list[tuple[str, int]] = []  # (event name, count)
+        self.gone: set[str] = set()
+
+    async def create(self, event: Any) -> Any:
+        self.creates.append((event.reason, event.count))
+        return event
+
+    async def patch(self, _resource: Any, name: str, body: dict[str, Any], **_: Any) -> Any:
+        if name in self.gone:
+            request = httpx2.Request("PATCH", f"https://127.0.0.1/api/v1/namespaces/default/events/{name}")
+            raise ops.StatusError("gone", request=request, response=httpx2.Response(404, request=request))
+        self.bumps.append((name, body["count"]))
+        return body
+
+
+async def _record(recorder: events.EventRecorder, reason: str, times: int = 1) -> None:
+    for _ in range(times):
+        await recorder.record(REF, events.EventType.NORMAL, reason, "stage dev started")
+
+
+async def test_repeats_are_held_back_and_written_as_one_count_bump() -> None:
+    api = _Counting()
+    recorder = events.EventRecorder(api, bump_after=0.05)  # type: ignore[arg-type]
+    await _record(recorder, "StageStarted", 4)
+    await _settle()
+    assert api.creates == [("StageStarted", 1)]  # the first occurrence at once
+    assert api.bumps == []  # the three repeats wait for their bump
+    await asyncio.sleep(0.1)
+    await _settle()
+    [(name, count)] = api.bumps
+    assert name.startswith("web.")
+    assert count == 4
+    await _record(recorder, "StageStarted")
+    await recorder.close()  # what is held back is written at shutdown
+    assert api.bumps[-1] == (name, 5)
+
+
+async def test_flush_writes_the_repeats_held_back() -> None:
+    api = _Counting()
+    recorder = events.EventRecorder(api, bump_after=3600)  # type: ignore[arg-type]
+    await _record(recorder, "StageStarted", 3)
+    await recorder.flush()
+    assert [c for _, c in api.bumps] == [3]
+    await recorder.close()
+    assert len(api.bumps) == 1  # nothing left to write
+
+
+async def test_an_expired_event_is_created_again_with_the_repeats_it_missed() -> None:
+    api = _Counting()
+    recorder = events.EventRecorder(api, bump_after=3600)  # type: ignore[arg-type]
+    await _record(recorder, "StageStarted")
+    await _settle()
+    api.gone = _Everything()  # the Event expired: every bump below answers 404
+    await _record(recorder, "StageStarted", 2)
+    await recorder.flush()
+    assert api.creates == [("StageStarted", 1), ("StageStarted", 2)]
+
+
+async def test_an_event_evicted_from_memory_still_has_its_repeats_written() -> None:
+    api = _Counting()
+    recorder = events.EventRecorder(api, bump_after=3600, cache_size=1)  # type: ignore[arg-type]
+    await _record(recorder, "StageStarted", 2)
+    await _record(recorder, "StageSucceeded")  # evicts StageStarted, which has a repeat held back
+    await _settle()
+    assert [c for _, c in api.bumps] == [2]
+    await recorder.close()
+
+
+class _Everything(set[str]):
+    def __contains__(self, _item: object) -> bool:
+        return True
+
+
+async def _settle() -> None:
+    for _ in range(5):
+        await asyncio.sleep(0)
