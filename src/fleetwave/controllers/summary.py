@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import logging
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -100,6 +101,9 @@ async def reconcile(ctx: Context, key: str) -> Result:
         previous=raw.get("status") or {},
         max_failures=int(limit) if limit else None,
     )
+    held = _progress_held_back(ctx, key, raw.get("status") or {}, status)
+    if held is not None:
+        return Result(requeue_after=min(held, ctx.judge_poll))
     written, fresh = await write_versioned(
         ctx.client, ctx.resource("ClusterSummary"), Versioned.of(obj), status
     )
@@ -107,11 +111,30 @@ async def reconcile(ctx: Context, key: str) -> Result:
         return Result(requeue=True)
     if written is StatusWrite.WRITTEN:
         ctx.own_writes.record(("ClusterSummary", key), fresh.resource_version)
+        ctx.status_written[key] = time.monotonic()
     if written is StatusWrite.WRITTEN and outcome.failed:
         await ctx.event(obj, True, "DeliveryFailed", status.get("failureMessage") or outcome.failed)
     if ss.gave_up(status, content_hash=wanted, generation=meta.get("generation")):
         return Result()
     return _requeue(ctx, raw, outcome)
+
+
+PROGRESS_EVERY = 5.0  # seconds between writes of an unhealthy judgement's changing message
+
+
+def _progress_held_back(
+    ctx: Context, key: str, previous: Mapping[str, Any], status: Mapping[str, Any]
+) -> float | None:
+    """Seconds until a progress-only status change is due (None: write it now). A summary whose
+    status this process wrote within PROGRESS_EVERY seconds keeps its last message until then,
+    unless the judgement's verdict changes (ADR 0068)."""
+    if not ss.progress_only(previous, status):
+        return None
+    last = ctx.status_written.get(key)
+    if last is None:
+        return None
+    left = PROGRESS_EVERY - (time.monotonic() - last)
+    return left if left > 0 else None
 
 
 NOT_OURS = "NotCreatedByFleetwave"
@@ -651,6 +674,7 @@ async def _finalize(ctx: Context, obj: Any, raw: Mapping[str, Any]) -> Result:
     finalizers = [f for f in meta.get("finalizers") or [] if f != ss.FINALIZER]
     await _patch_meta(ctx, meta["namespace"], meta["name"], {"finalizers": finalizers})
     ctx.delivered_to.pop(f"{meta['namespace']}/{meta['name']}", None)
+    ctx.status_written.pop(f"{meta['namespace']}/{meta['name']}", None)
     ctx.pruned.pop(inventory(meta["namespace"], meta["name"]), None)
     return Result()
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from fleetwave.api.meta import API_VERSION
 from fleetwave.core import timestamps
+from fleetwave.kube import status as kstatus
 
 PROFILE_LABEL = "fleetwave.io/cluster-profile"
 CLUSTER_LABEL = "fleetwave.io/cluster"
@@ -160,6 +161,35 @@ def ready_condition(
         "lastTransitionTime": since,
         "observedGeneration": generation,
     }
+
+
+def progress_only(previous: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    """Whether `new` differs from `previous` only in the message of a Ready condition that stays
+    False as Unhealthy: a health judgement's progress ("0 of 1 updated replicas available", then
+    "1 updated, 0 available"), not a transition. Such writes are held back a few seconds (ADR 0068):
+    each one wakes the profile and the promotion, which write their status in turn."""
+    old, fresh = _ready_of(previous), _ready_of(new)
+    if old.get("reason") != "Unhealthy" or fresh.get("reason") != "Unhealthy":
+        return False
+    if (
+        old.get("status") != "False"
+        or fresh.get("status") != "False"
+        or old.get("message") == fresh.get("message")
+    ):
+        return False
+    before, after = (kstatus.normalized(_without_ready_message(s)) for s in (previous, new))
+    return bool(before == after)
+
+
+def _ready_of(status: Mapping[str, Any]) -> Mapping[str, Any]:
+    return next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), {})
+
+
+def _without_ready_message(status: Mapping[str, Any]) -> dict[str, Any]:
+    conditions = [
+        {**c, "message": ""} if c.get("type") == "Ready" else c for c in status.get("conditions") or []
+    ]
+    return {**status, "conditions": conditions}
 
 
 NON_RETRIABLE = "FailedNonRetriable"

@@ -1,0 +1,59 @@
+"""An unhealthy judgement's changing message is held back a few seconds; every transition is not."""
+
+from __future__ import annotations
+
+import time
+from types import SimpleNamespace
+from typing import Any
+
+from fleetwave.controllers import summary
+from fleetwave.controllers import summary_status as ss
+
+
+def _status(status: str, reason: str, message: str, **extra: Any) -> dict[str, Any]:
+    ready = {
+        "type": "Ready",
+        "status": status,
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": "2026-11-25T10:00:00Z",
+        "observedGeneration": 1,
+    }
+    return {"observedContentHash": "h1", "conditions": [ready], "failureMessage": None, **extra}
+
+
+WAITING = _status("False", "Unhealthy", "Deployment web/web: 0 of 1 updated replicas available")
+LATER = _status("False", "Unhealthy", "Deployment web/web: 1 updated replica, 0 available")
+
+
+def test_only_a_changed_unhealthy_message_is_progress() -> None:
+    assert ss.progress_only(WAITING, LATER)
+    assert not ss.progress_only(WAITING, WAITING)  # nothing changed: nothing to hold back
+    assert not ss.progress_only(WAITING, _status("True", "Provisioned", "deployed and healthy"))
+    assert not ss.progress_only(WAITING, _status("False", "Failed", "apply refused"))
+    assert not ss.progress_only(_status("False", "Failed", "a"), _status("False", "Failed", "b"))
+    # Anything else changing with it (a new revision) is written at once.
+    assert not ss.progress_only(WAITING, {**LATER, "observedContentHash": "h2"})
+    moved = _status("False", "Unhealthy", LATER["conditions"][0]["message"])
+    moved["conditions"][0]["lastTransitionTime"] = "2026-11-25T10:00:05Z"
+    assert not ss.progress_only(WAITING, moved)
+
+
+def test_nulls_the_api_server_drops_do_not_hide_progress() -> None:
+    stored = {k: v for k, v in WAITING.items() if v is not None}
+    assert ss.progress_only(stored, LATER)
+
+
+def _ctx(written_ago: float | None) -> Any:
+    written = {} if written_ago is None else {"ns/s": time.monotonic() - written_ago}
+    return SimpleNamespace(status_written=written)
+
+
+def test_progress_waits_for_the_interval_after_this_process_last_wrote() -> None:
+    held = summary._progress_held_back(_ctx(1.0), "ns/s", WAITING, LATER)
+    assert held is not None
+    assert summary.PROGRESS_EVERY - 1.5 < held <= summary.PROGRESS_EVERY - 1.0
+    assert summary._progress_held_back(_ctx(summary.PROGRESS_EVERY + 0.1), "ns/s", WAITING, LATER) is None
+    assert summary._progress_held_back(_ctx(None), "ns/s", WAITING, LATER) is None  # e.g. after a restart
+    ready = _status("True", "Provisioned", "deployed and healthy")
+    assert summary._progress_held_back(_ctx(0.1), "ns/s", WAITING, ready) is None
