@@ -1,12 +1,15 @@
 """Where a 3-stage rollout's time goes: a timeline of every watch event it causes (ADR 0068).
 
     .venv/bin/python bench/trace_rollout.py [--trials 3] [--state-dir DIR] [--controller-log]
+        [--staged-run]
 
 Same fleet, content and promotion as bench_gates' ratio trials (a Namespace, a ConfigMap and a
 Deployment; dev -> staging -> production with no gates). Per trial a new revision is applied and
 every event of the promotion, its stage profiles, their summaries (management cluster) and of the
 Deployment on each member is printed with its receive time in ms since the revision was applied,
-so the hops between "member Available" and "next stage's first write" can be read off. With
+so the hops between "member Available" and "next stage's first write" can be read off.
+`--staged-run` traces bench_gates' ClusterStagedUpdateRun of the same content instead (each trial's
+time is from the run's creation; the timeline starts when the content is edited). With
 `--controller-log` the controller runs at DEBUG and its lines (each reconcile with its queue wait and
 duration, each HTTP request it sent) are merged in by their wall-clock time (millisecond resolution).
 """
@@ -52,6 +55,9 @@ class Timeline:
         self.wall0 = time.time()
         self.lines.clear()
 
+    def elapsed(self) -> float:
+        return time.monotonic() - self.t0
+
     def merge_log(self, log: Path | None, until: float) -> None:
         """Add the controller's log lines written between the reset and `until` seconds after it."""
         if log is None:
@@ -88,18 +94,30 @@ def _describe(kind: str, obj: dict[str, Any]) -> str:
     )
 
 
-async def _watch_mgmt(client: AsyncClient, kind: str, tl: Timeline) -> None:
+def _describe_run(obj: dict[str, Any]) -> str:
+    status = obj.get("status") or {}
+    stages = " ".join(
+        f"{s.get('stageName')}="
+        + ",".join(c["type"] for c in s.get("conditions") or [] if c.get("status") == "True")
+        for s in status.get("stagesStatus") or []
+    )
+    done = [c["type"] for c in status.get("conditions") or [] if c.get("status") == "True"]
+    return f"run {(obj.get('metadata') or {}).get('name')} {','.join(done)} [{stages}]"
+
+
+async def _watch_mgmt(client: AsyncClient, kind: str, tl: Timeline, name_part: str) -> None:
     resource = kinds.resource(kind)
     namespace = "*" if kind == "ClusterSummary" else None
     async for event, obj in client.watch(resource, namespace=namespace, on_error=on_error_retry):
         raw = obj.to_dict() if hasattr(obj, "to_dict") else dict(obj)
         name = (raw.get("metadata") or {}).get("name", "")
-        if NAME in name:
-            tl.mark(f"{event:8s} {_describe(kind, raw)}")
+        if name_part in name:
+            line = _describe_run(raw) if kind == "ClusterStagedUpdateRun" else _describe(kind, raw)
+            tl.mark(f"{event:8s} {line}")
 
 
-async def _watch_member(member: str, client: AsyncClient, tl: Timeline) -> None:
-    async for event, d in client.watch(Deployment, namespace=NAME):
+async def _watch_member(member: str, client: AsyncClient, tl: Timeline, namespace: str) -> None:
+    async for event, d in client.watch(Deployment, namespace=namespace):
         s, meta = d.status, d.metadata
         tl.mark(
             f"{event:8s} {member} Deployment gen={meta.generation if meta else None} "
@@ -113,22 +131,34 @@ def _report(task: asyncio.Task[None]) -> None:
         print("watch failed:", task.exception())
 
 
-async def trace(state: fleet.FleetState, trials: int, log: Path | None) -> None:
+async def trace(state: fleet.FleetState, trials: int, log: Path | None, staged: bool) -> None:
     mk = kubeclient.config_from_file(state.cluster(fleet.MANAGEMENT).kubeconfig)
     client = kubeclient.async_client(mk)
     members = {
         m.name: kubeclient.async_client(kubeclient.config_from_file(m.kubeconfig)) for m in state.members
     }
     tl = Timeline()
-    tasks = [
-        asyncio.create_task(_watch_mgmt(client, k, tl))
-        for k in ("ClusterPromotion", "ClusterProfile", "ClusterSummary")
-    ]
-    tasks += [asyncio.create_task(_watch_member(n, c, tl)) for n, c in members.items()]
+    name = bg.STAGED if staged else NAME
+    watched = (
+        ("ClusterStagedUpdateRun",) if staged else ("ClusterPromotion", "ClusterProfile", "ClusterSummary")
+    )
+    tasks = [asyncio.create_task(_watch_mgmt(client, k, tl, name)) for k in watched]
+    tasks += [asyncio.create_task(_watch_member(n, c, tl, name)) for n, c in members.items()]
     for task in tasks:
         task.add_done_callback(
             lambda t: t.cancelled() or t.exception() is None or print("watch:", t.exception())
         )
+    if staged:
+        try:
+            await _trace_staged(client, tl, trials, log)
+        finally:
+            for task in tasks:
+                task.cancel()
+            with contextlib.suppress(BaseException):
+                await asyncio.gather(*tasks, return_exceptions=True)
+            for c in (client, *members.values()):
+                await c.close()
+        return
     w = bg.Watcher(client, NAME)
     w.start()
     try:
@@ -155,11 +185,27 @@ async def trace(state: fleet.FleetState, trials: int, log: Path | None) -> None:
             await c.close()
 
 
+async def _trace_staged(client: AsyncClient, tl: Timeline, trials: int, log: Path | None) -> None:
+    await client.apply(codecs.from_dict(bg.staged_strategy()), force=True)
+    await client.apply(codecs.from_dict(bg.staged_placement()), force=True)
+    _, index = await bg.staged_run_time(client, 0, -1)
+    await asyncio.sleep(1.0)
+    for trial in range(1, trials + 1):
+        tl.reset()
+        took, index = await bg.staged_run_time(client, trial, index)
+        await asyncio.sleep(0.5)
+        tl.merge_log(log, tl.elapsed())
+        print(f"--- trial {trial}: {took * 1000:.0f} ms from the run's creation")
+        for at, line in tl.lines:
+            print(f"{at * 1000:8.1f} ms  {line}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=3)
     parser.add_argument("--state-dir", type=Path, default=None, help="reuse/keep a fleet here")
     parser.add_argument("--controller-log", action="store_true", help="merge the controller's DEBUG log in")
+    parser.add_argument("--staged-run", action="store_true", help="trace a ClusterStagedUpdateRun instead")
     args = parser.parse_args()
     bins = binaries.ensure()
     with tempfile.TemporaryDirectory(prefix="fleetwave-trace-") as tmp:
@@ -178,7 +224,7 @@ def main() -> None:
             log = Path(tmp) / "controller.log"
             extra = ("--log-level", "DEBUG") if args.controller_log else ()
             controller = bg.start_controller(state, bins.path("helm"), log, extra)
-            asyncio.run(trace(state, args.trials, log if args.controller_log else None))
+            asyncio.run(trace(state, args.trials, log if args.controller_log else None, args.staged_run))
         finally:
             if controller is not None:
                 bg.stop_controller(controller)

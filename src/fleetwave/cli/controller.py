@@ -6,10 +6,17 @@ import asyncio
 import logging
 import os
 import shutil
+from collections.abc import Callable, Coroutine
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+
+try:
+    import uvloop as _uvloop
+except ImportError:  # not built for this platform (Windows): --event-loop asyncio
+    _uvloop = None  # type: ignore[assignment]
 
 from fleetwave.api import families
 from fleetwave.cli.common import (
@@ -30,6 +37,21 @@ from fleetwave.mgmt import placement_kinds
 from fleetwave.runtime.manager import LeadershipLost
 
 app = typer.Typer(help="Run the fleetwave controller.", no_args_is_help=True)
+
+
+class EventLoop(StrEnum):
+    UVLOOP = "uvloop"
+    ASYNCIO = "asyncio"
+
+
+def _runner(loop: EventLoop) -> Callable[[Coroutine[Any, Any, None]], None]:
+    """How the controller's loop runs. uvloop spends less CPU per request than asyncio's own loop,
+    and the controller is CPU-bound while a stage runs (ADR 0093); asyncio stays one flag away."""
+    if loop is EventLoop.ASYNCIO:
+        return asyncio.run
+    if _uvloop is None:
+        fail("--event-loop uvloop: uvloop is not installed here; install it or pass --event-loop asyncio")
+    return _uvloop.run
 
 
 def _config(explicit: Path | None) -> kubeclient.KubeConfig:
@@ -104,6 +126,9 @@ def run(
         float, typer.Option(help="Seconds a crashed leader blocks a successor.")
     ] = 15.0,
     log_level: Annotated[str, typer.Option(help="DEBUG, INFO, WARNING.")] = "INFO",
+    event_loop: Annotated[
+        EventLoop, typer.Option(help="uvloop: less CPU per request (ADR 0093); asyncio: the standard one.")
+    ] = EventLoop.UVLOOP,
     health_workers: Annotated[
         int, typer.Option(min=2, help="Worker processes Lua/CEL health checks run in (killed on overrun).")
     ] = 2,
@@ -184,6 +209,6 @@ def run(
             await client.close()
 
     try:
-        asyncio.run(main())
+        _runner(event_loop)(main())
     except LeadershipLost as e:
         fail(f"leadership lost: {e}; exiting so that a fresh process re-contends")
