@@ -27,7 +27,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from lightkube import AsyncClient, codecs
+import httpx2
+from lightkube import ApiError, AsyncClient, codecs
 from lightkube.resources.apps_v1 import Deployment
 from lightkube.types import on_error_retry
 
@@ -185,7 +186,22 @@ async def trace(state: fleet.FleetState, trials: int, log: Path | None, staged: 
             await c.close()
 
 
+async def _served(client: AsyncClient) -> None:
+    """Until the KubeFleet kinds answer: right after install their storage is still initialising (429)."""
+    kinds_ = ("ClusterStagedUpdateStrategy", "ClusterResourcePlacement", "ClusterResourceSnapshot")
+    for _ in range(300):
+        try:
+            for kind in kinds_:
+                async for _obj in client.list(kinds.resource(kind)):
+                    break
+            return
+        except (ApiError, httpx2.HTTPStatusError):
+            await asyncio.sleep(0.2)
+    raise TimeoutError("the KubeFleet kinds are not served")
+
+
 async def _trace_staged(client: AsyncClient, tl: Timeline, trials: int, log: Path | None) -> None:
+    await _served(client)
     await client.apply(codecs.from_dict(bg.staged_strategy()), force=True)
     await client.apply(codecs.from_dict(bg.staged_placement()), force=True)
     _, index = await bg.staged_run_time(client, 0, -1)

@@ -139,6 +139,14 @@ def build(client: AsyncClient, settings: Settings, *, handle_signals: bool = Tru
     ]
     for ctx in contexts:
         ctx.cache.peers = [c.cache for c in contexts if c is not ctx]
+    if manager.shards is not None:
+        # A shard taken over may have been delivered by another replica meanwhile: what this process
+        # remembers having pruned no longer says nothing was left behind.
+        def forget_prunes(_shard: int) -> None:
+            for c in contexts:
+                c.pruned.clear()
+
+        manager.shards.on_gain(forget_prunes)
     _collect_snapshots(manager, contexts, shared["ConfigMap"], settings)
     # The KubeFleet kinds are served in one group at a time (ADR 0062): upstream when installed so.
     placements = [c for c in contexts if "ClusterResourcePlacement" in c.family.kinds]

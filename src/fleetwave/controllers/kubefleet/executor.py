@@ -7,6 +7,7 @@ member is reported as a message, never raised: the run waits and reports it.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -61,6 +62,10 @@ def target(ctx: Context, cluster: str) -> MemberTarget | None:
     return members.target_for(ctx.cache, cluster)
 
 
+def _fingerprint(tgt: MemberTarget) -> str:
+    return hashlib.sha256(tgt.kubeconfig).hexdigest()
+
+
 def _missing(cluster: str) -> Outcome:
     return Outcome(False, f"cluster {cluster} is not registered or its kubeconfig Secret is missing")
 
@@ -82,7 +87,14 @@ async def apply(
         report = await manifests.apply(tgt, objects, inventory=inventory, policy=rules.policy)
         if not report.ok:
             return Outcome(False, "apply failed: " + "; ".join(report.errors))
-        await manifests.prune(tgt, inventory=inventory, kinds=kinds_of(ctx), keep=report.refs)
+        searched = kinds_of(ctx)
+        done = (_fingerprint(tgt), frozenset([*searched, *(r.identity for r in report.refs)]))
+        if ctx.pruned.get(inventory) != done:
+            # A list of every kind a snapshot may hold, cluster-wide: skipped when this process
+            # pruned the same objects of the same kinds with the same credentials before (ADR 0068).
+            ctx.pruned.pop(inventory, None)
+            await manifests.prune(tgt, inventory=inventory, kinds=searched, keep=report.refs)
+            ctx.pruned[inventory] = done
     except MemberUnreachable as e:
         return Outcome(False, str(e))
     return Outcome(True, "applied")
@@ -167,6 +179,7 @@ async def remove(ctx: Context, cluster: str, *, inventory: str) -> Outcome:
     if tgt is None:
         # Upstream leaves content on a cluster that left the fleet; there is no way to reach it.
         return Outcome(True, f"cluster {cluster} left the fleet; its content could not be removed")
+    ctx.pruned.pop(inventory, None)
     try:
         removed = await manifests.withdraw(tgt, inventory=inventory, kinds=kinds_of(ctx))
     except MemberUnreachable as e:

@@ -1,0 +1,72 @@
+"""A placement's delivery lists every kind on the member to prune only when something could have
+been left behind: not when this process pruned the same objects with the same credentials before."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from fleetwave.controllers.kubefleet import executor
+from fleetwave.delivery import content as ct
+from fleetwave.delivery import manifests
+from fleetwave.delivery.target import MemberTarget
+from fleetwave.kube.kinds import GVK
+
+CM = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "ns"}}
+
+
+class _Member:
+    """The member as the executor sees it: applies answer with every object, prunes are counted."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.kubeconfig = b"kubeconfig-1"
+        self.prunes = 0
+        self.withdrawals = 0
+        monkeypatch.setattr(executor, "target", lambda _ctx, _cluster: MemberTarget("m", self.kubeconfig))
+        monkeypatch.setattr(executor, "kinds_of", lambda _ctx: frozenset({GVK("v1", "ConfigMap")}))
+        monkeypatch.setattr(manifests, "apply", self._apply)
+        monkeypatch.setattr(manifests, "prune", self._prune)
+        monkeypatch.setattr(manifests, "withdraw", self._withdraw)
+
+    async def _apply(self, _tgt: Any, objects: list[dict[str, Any]], **_: Any) -> manifests.ApplyReport:
+        applied = tuple(manifests.AppliedObject(ct.ref_of(o), "h", "unchanged") for o in objects)
+        return manifests.ApplyReport("inv", False, applied, "c")
+
+    async def _prune(self, *_: Any, **__: Any) -> list[ct.ObjectRef]:
+        self.prunes += 1
+        return []
+
+    async def _withdraw(self, *_: Any, **__: Any) -> list[ct.ObjectRef]:
+        self.withdrawals += 1
+        return []
+
+
+async def test_the_same_delivery_again_does_not_list_the_member_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    member = _Member(monkeypatch)
+    ctx: Any = SimpleNamespace(pruned={})
+    for _ in range(3):
+        assert (await executor.apply(ctx, "m", [CM], inventory="crp/m")).ok
+    assert member.prunes == 1
+    other = {**CM, "metadata": {"name": "b", "namespace": "ns"}}
+    await executor.apply(ctx, "m", [other], inventory="crp/m")  # an object left the snapshot
+    assert member.prunes == 2
+    member.kubeconfig = b"kubeconfig-2"  # rotated credentials (or a rebuilt cluster)
+    await executor.apply(ctx, "m", [other], inventory="crp/m")
+    assert member.prunes == 3
+    await executor.apply(ctx, "m", [other], inventory="another/m")  # another placement's inventory
+    assert member.prunes == 4
+
+
+async def test_removing_the_content_forgets_what_was_pruned(monkeypatch: pytest.MonkeyPatch) -> None:
+    member = _Member(monkeypatch)
+    ctx: Any = SimpleNamespace(pruned={})
+    await executor.apply(ctx, "m", [CM], inventory="crp/m")
+    await executor.remove(ctx, "m", inventory="crp/m")
+    assert member.withdrawals == 1
+    assert "crp/m" not in ctx.pruned
+    await executor.apply(ctx, "m", [CM], inventory="crp/m")
+    assert member.prunes == 2
