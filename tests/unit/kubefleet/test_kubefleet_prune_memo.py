@@ -59,6 +59,11 @@ async def test_the_same_delivery_again_does_not_list_the_member_again(
     assert member.prunes == 3
     await executor.apply(ctx, "m", [other], inventory="another/m")  # another placement's inventory
     assert member.prunes == 4
+    # One placement's inventory is the same on every cluster: each cluster is remembered on its own.
+    await executor.apply(ctx, "n", [other], inventory="crp/m")
+    await executor.apply(ctx, "m", [other], inventory="crp/m")
+    await executor.apply(ctx, "n", [other], inventory="crp/m")
+    assert member.prunes == 5
 
 
 async def test_removing_the_content_forgets_what_was_pruned(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -67,6 +72,6 @@ async def test_removing_the_content_forgets_what_was_pruned(monkeypatch: pytest.
     await executor.apply(ctx, "m", [CM], inventory="crp/m")
     await executor.remove(ctx, "m", inventory="crp/m")
     assert member.withdrawals == 1
-    assert "crp/m" not in ctx.pruned
+    assert not ctx.pruned
     await executor.apply(ctx, "m", [CM], inventory="crp/m")
     assert member.prunes == 2

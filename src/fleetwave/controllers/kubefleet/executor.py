@@ -62,6 +62,11 @@ def target(ctx: Context, cluster: str) -> MemberTarget | None:
     return members.target_for(ctx.cache, cluster)
 
 
+def _memo_key(cluster: str, inventory: str) -> str:
+    """A placement's inventory is the same on every cluster: what was pruned is remembered per cluster."""
+    return f"{inventory}\n{cluster}"
+
+
 def _fingerprint(tgt: MemberTarget) -> str:
     return hashlib.sha256(tgt.kubeconfig).hexdigest()
 
@@ -87,14 +92,14 @@ async def apply(
         report = await manifests.apply(tgt, objects, inventory=inventory, policy=rules.policy)
         if not report.ok:
             return Outcome(False, "apply failed: " + "; ".join(report.errors))
-        searched = kinds_of(ctx)
+        searched, memo = kinds_of(ctx), _memo_key(cluster, inventory)
         done = (_fingerprint(tgt), frozenset([*searched, *(r.identity for r in report.refs)]))
-        if ctx.pruned.get(inventory) != done:
+        if ctx.pruned.get(memo) != done:
             # A list of every kind a snapshot may hold, cluster-wide: skipped when this process
             # pruned the same objects of the same kinds with the same credentials before (ADR 0068).
-            ctx.pruned.pop(inventory, None)
+            ctx.pruned.pop(memo, None)
             await manifests.prune(tgt, inventory=inventory, kinds=searched, keep=report.refs)
-            ctx.pruned[inventory] = done
+            ctx.pruned[memo] = done
     except MemberUnreachable as e:
         return Outcome(False, str(e))
     return Outcome(True, "applied")
@@ -179,7 +184,7 @@ async def remove(ctx: Context, cluster: str, *, inventory: str) -> Outcome:
     if tgt is None:
         # Upstream leaves content on a cluster that left the fleet; there is no way to reach it.
         return Outcome(True, f"cluster {cluster} left the fleet; its content could not be removed")
-    ctx.pruned.pop(inventory, None)
+    ctx.pruned.pop(_memo_key(cluster, inventory), None)
     try:
         removed = await manifests.withdraw(tgt, inventory=inventory, kinds=kinds_of(ctx))
     except MemberUnreachable as e:
