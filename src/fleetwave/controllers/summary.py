@@ -544,7 +544,7 @@ async def _resources(
     dry_run: bool,
     policy: manifests.ApplyPolicy,
     owner: str,
-    pruned: dict[str, tuple[str, frozenset[object]]],
+    pruned: manifests.PruneMemo,
 ) -> ss.Feature:
     before = _previous_kinds(previous)
     report = await manifests.apply(
@@ -553,14 +553,9 @@ async def _resources(
     if not report.ok:
         return ss.Feature(ss.FEATURE_RESOURCES, "Failed", report.content_hash, "; ".join(report.errors))
     if not dry_run:
-        kinds_ = before | report.kinds
-        done = (_fingerprint(target), frozenset([*kinds_, *(r.identity for r in report.refs)]))
-        if pruned.get(inv) != done:
-            # Lists of every kind on the member: skipped when this process pruned the same objects
-            # of the same kinds there before (nothing can have been left behind since).
-            pruned.pop(inv, None)
-            await manifests.prune(target, inventory=inv, kinds=kinds_, keep=report.refs)
-            pruned[inv] = done
+        await manifests.prune_unless_done(
+            target, pruned, inv, inventory=inv, kinds=before | report.kinds, keep=report.refs
+        )
     deployed = tuple(sorted({ss.gvk_string(g.api_version, g.kind) for g in report.kinds}))
     return ss.Feature(ss.FEATURE_RESOURCES, "Provisioned", report.content_hash, deployed=deployed)
 

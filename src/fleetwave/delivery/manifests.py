@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Literal, TypeVar
 
 from fleetwave.delivery import content as ct
-from fleetwave.delivery.target import Target
+from fleetwave.delivery.target import MemberTarget, Target
 from fleetwave.kube import kinds as kd
 from fleetwave.kube import ops
 from fleetwave.kube.client import FIELD_MANAGER, AsyncClient
@@ -466,6 +467,35 @@ async def prune(
                 if ref.identity not in kept and await _delete(client, info, ref):
                     deleted.append(ref)
     return deleted
+
+
+# Inventory (or another key) -> what this process last pruned it down to: the credentials'
+# fingerprint, and the kinds searched and objects kept.
+PruneMemo = dict[str, tuple[str, frozenset[object]]]
+
+
+async def prune_unless_done(
+    target: MemberTarget,
+    memo: PruneMemo,
+    key: str,
+    *,
+    inventory: str,
+    kinds: Iterable[kd.GVK],
+    keep: Iterable[ct.ObjectRef],
+) -> None:
+    """`prune`, unless this process pruned the same objects of the same kinds with the same
+    credentials under `key` before: a list of every kind on the member, and nothing can have been
+    left behind since (ADR 0068)."""
+    searched, kept = set(kinds), set(keep)
+    done = (
+        hashlib.sha256(target.kubeconfig).hexdigest(),
+        frozenset([*searched, *(r.identity for r in kept)]),
+    )
+    if memo.get(key) == done:
+        return
+    memo.pop(key, None)
+    await prune(target, inventory=inventory, kinds=searched, keep=kept)
+    memo[key] = done
 
 
 async def withdraw(target: Target, *, inventory: str, kinds: Iterable[kd.GVK]) -> list[ct.ObjectRef]:

@@ -7,7 +7,6 @@ member is reported as a message, never raised: the run waits and reports it.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -67,10 +66,6 @@ def _memo_key(cluster: str, inventory: str) -> str:
     return f"{inventory}\n{cluster}"
 
 
-def _fingerprint(tgt: MemberTarget) -> str:
-    return hashlib.sha256(tgt.kubeconfig).hexdigest()
-
-
 def _missing(cluster: str) -> Outcome:
     return Outcome(False, f"cluster {cluster} is not registered or its kubeconfig Secret is missing")
 
@@ -92,14 +87,14 @@ async def apply(
         report = await manifests.apply(tgt, objects, inventory=inventory, policy=rules.policy)
         if not report.ok:
             return Outcome(False, "apply failed: " + "; ".join(report.errors))
-        searched, memo = kinds_of(ctx), _memo_key(cluster, inventory)
-        done = (_fingerprint(tgt), frozenset([*searched, *(r.identity for r in report.refs)]))
-        if ctx.pruned.get(memo) != done:
-            # A list of every kind a snapshot may hold, cluster-wide: skipped when this process
-            # pruned the same objects of the same kinds with the same credentials before (ADR 0068).
-            ctx.pruned.pop(memo, None)
-            await manifests.prune(tgt, inventory=inventory, kinds=searched, keep=report.refs)
-            ctx.pruned[memo] = done
+        await manifests.prune_unless_done(
+            tgt,
+            ctx.pruned,
+            _memo_key(cluster, inventory),
+            inventory=inventory,
+            kinds=kinds_of(ctx),
+            keep=report.refs,
+        )
     except MemberUnreachable as e:
         return Outcome(False, str(e))
     return Outcome(True, "applied")
