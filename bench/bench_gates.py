@@ -390,25 +390,41 @@ def staged_placement() -> Obj:
     }
 
 
-async def _snapshot_index(client: AsyncClient, after: int) -> int:
-    """The placement's newest snapshot index, once it is above `after`."""
+async def _snapshot_index(client: AsyncClient, after: int, trial: int) -> int:
+    """The placement's newest snapshot index, once it is above `after` and holds the whole of the
+    trial's content. The content's objects are applied one by one, so the placement may first
+    snapshot a part of it; the run is created once the hub has settled, as a person would, so
+    that the hub's snapshotting is not counted as the run's time."""
     resource = kinds.resource("ClusterResourceSnapshot")
     while True:
         newest = -1
         async for snap in client.list(resource, labels={"kubernetes-fleet.io/parent-CRP": STAGED}):
-            labels = (snap.to_dict().get("metadata") or {}).get("labels") or {}
-            if labels.get("kubernetes-fleet.io/is-latest-snapshot") == "true":
+            raw = snap.to_dict()
+            labels = (raw.get("metadata") or {}).get("labels") or {}
+            if labels.get("kubernetes-fleet.io/is-latest-snapshot") == "true" and _holds(raw, trial):
                 newest = int(labels.get("kubernetes-fleet.io/resource-index", -1))
         if newest > after:
+            await asyncio.sleep(0.2)  # the placement finishes marking the older one not latest
             return newest
         await asyncio.sleep(0.02)
+
+
+def _holds(snapshot: Obj, trial: int) -> bool:
+    """Whether a snapshot holds the trial's Deployment (the last of its objects applied)."""
+    for obj in (snapshot.get("spec") or {}).get("selectedResources") or []:
+        if obj.get("kind") == "Deployment":
+            annotations = (((obj.get("spec") or {}).get("template") or {}).get("metadata") or {}).get(
+                "annotations"
+            ) or {}
+            return bool(annotations.get("trial") == str(trial))
+    return False
 
 
 async def staged_run_time(client: AsyncClient, trial: int, after: int) -> tuple[float, int]:
     """(seconds from creating a run of the trial's snapshot to its Succeeded, that snapshot's index)."""
     for obj in content(STAGED, trial):
         await client.apply(codecs.from_dict(obj), force=True)
-    index = await _snapshot_index(client, after)
+    index = await _snapshot_index(client, after, trial)
     name = f"{STAGED}-{trial}"
     run = {
         "apiVersion": f"{kinds.GROUP}/{kinds.VERSION}",

@@ -230,9 +230,10 @@ class Context:
     # Inventory -> what this process last pruned it down to (credentials fingerprint, kinds and
     # objects kept): the same delivery again has nothing left behind to look for.
     pruned: dict[str, tuple[str, frozenset[object]]] = field(default_factory=dict)
-    # ClusterSummary key -> when (monotonic) this process last wrote its status: an unhealthy
-    # judgement's changing message is written at most every few seconds (summary.PROGRESS_EVERY).
-    status_written: dict[str, float] = field(default_factory=dict)
+    # ClusterSummary key, or (run kind, key) -> when (monotonic) this process last wrote its
+    # status: a waiting judgement's changing message is written at most every few seconds
+    # (summary.PROGRESS_EVERY, run_execute.PROGRESS_EVERY).
+    status_written: dict[Hashable, float] = field(default_factory=dict)
     # kind -> enqueue(key) of its controller, filled in once the controllers exist (app.py).
     wakers: dict[str, Callable[[str], None]] = field(default_factory=dict)
     # The rollout metrics of the manager's registry (ADR 0082); None: not recorded (unit tests).
@@ -254,6 +255,7 @@ class Context:
             self.metrics.record(kind, key, rollout_metrics.observe(previous, new, self.clock()))
 
     def forget_rollout(self, kind: str, key: str) -> None:
+        self.status_written.pop((kind, key), None)
         if self.metrics is not None:
             self.metrics.forget(kind, key)
 

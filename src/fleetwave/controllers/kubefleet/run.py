@@ -21,6 +21,7 @@ from fleetwave.controllers.kubefleet import (
     run_record,
     run_rollback,
     run_stop,
+    run_writes,
 )
 from fleetwave.controllers.kubefleet import naming as nm
 from fleetwave.controllers.kubefleet.run_status import cond
@@ -54,6 +55,11 @@ async def reconcile(ctx: Context, scope: nm.Scope, key: str) -> Result:
         ctx.forget_rollout(scope.run, key)
         return Result()  # approval requests are owned by the run: garbage collection removes them
     current = Versioned.of(obj)
+    if run_writes.behind(ctx, scope, namespace, name, current.resource_version):
+        # The cache predates our last status write: deciding from it would redeliver what that
+        # write recorded as done, and its write would be refused. The write's informer event wakes
+        # us; the timer is a safety net for a watch that is down.
+        return Result(requeue_after=1.0)
     if terminal(current.status, as_dict(obj).get("metadata")):
         return Result()
     try:

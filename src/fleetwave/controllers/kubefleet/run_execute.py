@@ -11,6 +11,7 @@ learnt is in status when the reconcile ends. Then the engine's wake time decides
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -18,7 +19,7 @@ from datetime import datetime
 from fleetwave.api.kubefleet import StageConfig
 from fleetwave.controllers import analysis_gates, requeue, webhook_gates
 from fleetwave.controllers.context import Context
-from fleetwave.controllers.kubefleet import approvals, run_delete, run_status
+from fleetwave.controllers.kubefleet import approvals, run_delete, run_status, run_writes
 from fleetwave.controllers.kubefleet import ledger as lg
 from fleetwave.controllers.kubefleet.run_pass import Setting, publish, stuck
 from fleetwave.controllers.kubefleet.run_record import RunRecord, Seen
@@ -164,6 +165,9 @@ async def execute(
         body = run_status.render(
             where.frame, step.record, mode="Run", previous=current.status, now=now, stuck=why
         )
+        held = _held_back(ctx, where, current, body, step)
+        if held is not None:
+            return Result(requeue_after=min(held, ctx.judge_poll))
         await acknowledge(ctx, where, step)
         written, current = await publish(ctx, where, current, body, step.events)
         if written is StatusWrite.CONFLICT:
@@ -179,6 +183,27 @@ async def execute(
         if record == step.record:
             return _requeue(step, now)
     return _requeue(step, now)
+
+
+PROGRESS_EVERY = 5.0  # seconds between writes of a waiting cluster's changing message
+
+
+def _held_back(
+    ctx: Context, where: Setting, current: Versioned, body: Mapping[str, object], step: Step
+) -> float | None:
+    """Seconds until a progress-only status change is due (None: write it now). A run whose status
+    this process wrote within PROGRESS_EVERY seconds keeps its last messages until then when the
+    pass decided nothing to act on (ADR 0068): each write wakes the run and its placement again."""
+    if step.deliver or step.create or step.remove or step.accept or step.events:
+        return None
+    if not run_status.progress_only(current.status, body):
+        return None
+    meta = where.run.metadata
+    last = run_writes.written_at(ctx, where.scope, meta.namespace, meta.name)
+    if last is None:
+        return None
+    left = PROGRESS_EVERY - (time.monotonic() - last)
+    return left if left > 0 else None
 
 
 async def _webhooks(

@@ -25,7 +25,7 @@ from fleetwave.api.kubefleet import (
 from fleetwave.api.meta import parse_duration
 from fleetwave.controllers import engine_state, members
 from fleetwave.controllers.context import Context
-from fleetwave.controllers.kubefleet import history, overrides, picking, snapshots, unhonoured
+from fleetwave.controllers.kubefleet import history, overrides, picking, run_writes, snapshots, unhonoured
 from fleetwave.controllers.kubefleet import naming as nm
 from fleetwave.controllers.kubefleet.run_status import cond
 from fleetwave.core import batching
@@ -203,6 +203,8 @@ async def start(ctx: Context, scope: nm.Scope, obj: Any, run: Any, current: Vers
     )
     if written is StatusWrite.CONFLICT:
         return Result(requeue=True)
+    if written is StatusWrite.WRITTEN:
+        run_writes.wrote(ctx, scope, run.metadata.namespace, run.metadata.name, current)
     stages = fields["rollout"]["stages"]
     plan = ", ".join(f"{s['name']}: {len(s.get('clusters') or [])} clusters" for s in stages)
     await ctx.event(obj, False, "Initialized", f"plan frozen; {plan}")

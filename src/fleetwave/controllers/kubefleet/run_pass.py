@@ -19,6 +19,7 @@ from fleetwave.controllers.kubefleet import (
     run_initialize,
     run_rollback,
     run_status,
+    run_writes,
     snapshots,
 )
 from fleetwave.controllers.kubefleet import ledger as lg
@@ -148,6 +149,8 @@ async def publish(
     written, after = await write_versioned(ctx.client, ctx.resource(where.scope.run), current, body)
     if written is StatusWrite.CONFLICT:
         return written, current
+    if written is StatusWrite.WRITTEN:
+        run_writes.wrote(ctx, where.scope, where.run.metadata.namespace, where.run.metadata.name, after)
     for event in events:
         await ctx.event(where.obj, event.reason in WARNINGS, event.reason, event.message)
     old, new = _progressing(current.status), _progressing(body)

@@ -19,6 +19,7 @@ from fleetwave.controllers.kubefleet import naming as nm
 from fleetwave.controllers.kubefleet import removals as rm
 from fleetwave.controllers.kubefleet.run_record import KEYS, RunRecord, dump
 from fleetwave.core import status as st
+from fleetwave.kube.status import normalized
 
 SP = st.StagePhase
 Obj = Mapping[str, Any]
@@ -369,3 +370,19 @@ def _deletion(view: View, prev: Obj) -> dict[str, Any]:
         out["endTime"] = prev.get("endTime") or now
     out["conditions"] = conditions
     return out
+
+
+def progress_only(previous: Obj, new: Obj) -> bool:
+    """Whether `new` differs from `previous` in messages alone: a waiting cluster's judgement
+    moving on ("0 of 1 updated replicas available", then "1 updated, 0 available"), not a
+    transition. Reasons, statuses, times and ledger entries' other fields all compare equal."""
+    before, after = normalized(previous), normalized(new)
+    return bool(before != after and _without_messages(before) == _without_messages(after))
+
+
+def _without_messages(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: "" if k == "message" else _without_messages(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_without_messages(v) for v in value]
+    return value
