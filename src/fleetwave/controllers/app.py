@@ -510,7 +510,9 @@ def _wire_members(
 
 def _wire_promotions(promotions: Controller[str], informers: Mapping[str, Informer], keys: _Keys) -> None:
     promotions.watch(informers["ClusterPromotion"], lambda o: [object_key(o)])
-    promotions.watch(informers["ClusterProfile"], keys.promotion_of_profile)
+    # A promotion reads its stage profiles' spec and metadata, and its facts from their summaries:
+    # a profile's own status writes (it sums the same summaries up) would wake it for nothing.
+    promotions.watch(informers["ClusterProfile"], keys.promotion_of_profile, besides_status=True)
     promotions.watch(informers["ClusterSummary"], keys.promotion_of_summary)
     # A content snapshot is nobody's source: it wakes no promotion (a Secret one used to wake all),
     # only the stage profiles pinned to it, whose invalid status wakes the promotion should it go.

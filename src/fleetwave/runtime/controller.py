@@ -69,17 +69,41 @@ class Controller(Generic[K]):
             if s.shard_of(key) == shard:
                 self.queue.add(key)
 
-    def watch(self, informer: watching.Informer, mapper: Callable[[Any], Iterable[K]]) -> None:
-        """Enqueue `mapper(obj)` on every change the informer sees (e.g. an owner's key)."""
+    def watch(
+        self,
+        informer: watching.Informer,
+        mapper: Callable[[Any], Iterable[K]],
+        *,
+        delay: float = 0.0,
+        besides_status: bool = False,
+    ) -> None:
+        """Enqueue `mapper(obj)` on every change the informer sees (e.g. an owner's key); with a
+        `delay`, that many seconds later, every change meanwhile folded into the one reconcile.
+        `besides_status`: changes of an object's status alone are not followed (for a controller
+        that reads the spec and metadata of those objects, never their status)."""
+        seen: dict[str, tuple[Any, ...]] = {}
 
-        def enqueue(_event: watching.EventType, obj: Any) -> None:
+        def enqueue(event: watching.EventType, obj: Any) -> None:
+            if besides_status:
+                name = watching.object_key(obj)
+                if event == "DELETED":
+                    seen.pop(name, None)
+                else:
+                    mark = _besides_status(obj)
+                    if seen.get(name) == mark:
+                        return
+                    seen[name] = mark
             for key in mapper(obj):
-                self.enqueue(key)
+                self.enqueue(key, delay)
 
         informer.on_change(enqueue)
 
-    def enqueue(self, key: K) -> None:
-        if self._admits(key):
+    def enqueue(self, key: K, delay: float = 0.0) -> None:
+        if not self._admits(key):
+            return
+        if delay > 0:
+            self.queue.add_after(key, delay)
+        else:
             self.queue.add(key)
 
     async def run(self) -> None:
@@ -155,6 +179,20 @@ class Sharding(Generic[K]):
     shard_of: Callable[[K], int]
     owns: Callable[[int], bool]
     all_keys: Callable[[], Iterable[K]]  # every key the controller reconciles, from the caches
+
+
+def _besides_status(obj: Any) -> tuple[Any, ...]:
+    """What of an object changes with anything but its status (the spec moves `generation`)."""
+    meta = obj.metadata
+    return (
+        meta.uid,
+        meta.generation,
+        meta.deletionTimestamp,
+        repr(meta.labels),
+        repr(meta.annotations),
+        repr(meta.ownerReferences),
+        repr(meta.finalizers),
+    )
 
 
 def _apply(queue: queueing.WorkQueue[K], key: K, result: Result) -> str:

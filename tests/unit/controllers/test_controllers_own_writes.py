@@ -41,3 +41,26 @@ def test_a_write_without_a_version_records_nothing() -> None:
     writes = OwnWrites()
     writes.record("k", None)
     assert not writes.behind("k", "1")
+
+
+def test_a_reconcile_put_off_is_woken_once_when_the_cache_shows_the_write() -> None:
+    writes = OwnWrites()
+    writes.record("k", "120")
+    assert not writes.caught_up("k", "120")  # nobody was put off: nothing to wake
+    assert writes.behind("k", "119")  # a reconcile is put off
+    assert not writes.caught_up("k", "119")  # the cache has not moved yet
+    assert writes.caught_up("k", "120")
+    assert not writes.caught_up("k", "121")  # woken once only
+
+
+def test_a_newer_cached_version_wakes_a_put_off_reconcile_and_an_expired_write_forgets_it() -> None:
+    now = [0.0]
+    writes = OwnWrites(horizon=10, clock=lambda: now[0])
+    writes.record("k", "120")
+    assert writes.behind("k", "100")
+    assert writes.caught_up("k", "125")
+    writes.record("j", "7")
+    assert writes.behind("j", "6")
+    now[0] = 11.0
+    assert not writes.behind("j", "6")  # trusted no longer: the reconcile goes on by itself
+    assert not writes.caught_up("j", "7")

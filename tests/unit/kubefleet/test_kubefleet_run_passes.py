@@ -193,3 +193,36 @@ def test_a_stopped_run_finishes_a_started_cluster_whose_apply_was_never_recorded
     assert run_stop.unapplied(recorded, where) == ()
     stale = replace(first.record, ledger={"fleet/dev-1": replace(_done("fleet/dev-1", T0), hash="h0")})
     assert run_stop.unapplied(stale, where) == ("fleet/dev-1",)
+
+
+def test_a_waiting_clusters_changing_message_is_progress_only_and_its_becoming_available_is_not() -> None:
+    where = _setting()
+    first = run_execute.decide(where, _record(where), {}, {}, T0)
+
+    def waiting(message: str) -> lg.Delivered:
+        return lg.Delivered("1", "h1", applied_at=st.fmt(T0), message=message)
+
+    def body(record: RunRecord, previous: dict[str, Any]) -> dict[str, Any]:
+        return run_status.render(where.frame, record, mode="Run", previous=previous, now=T0)
+
+    one = replace(first.record, ledger={"fleet/dev-1": waiting("0 of 1 updated replicas available")})
+    written = body(one, {})
+    two = replace(first.record, ledger={"fleet/dev-1": waiting("1 updated, 0 available")})
+    moved = body(two, written)
+    assert moved != written
+    assert run_status.progress_only(written, moved)
+    assert not run_status.progress_only(written, body(one, written))  # nothing changed at all
+    done = replace(first.record, ledger={"fleet/dev-1": _done("fleet/dev-1", T0)})
+    assert not run_status.progress_only(written, body(done, written))
+
+
+def test_why_a_stage_holds_is_never_progress_only() -> None:
+    where = _setting()
+    first = run_execute.decide(where, _record(where), {}, {}, T0)
+    written = run_status.render(where.frame, first.record, mode="Run", previous={}, now=T0)
+    stage = first.record.rollout.stages[0]
+    held = replace(stage, message="webhook smoke not passing for cluster dev-1: 503")
+    record = replace(first.record, rollout=first.record.rollout.with_stage(0, held))
+    moved = run_status.render(where.frame, record, mode="Run", previous=written, now=T0)
+    assert moved != written
+    assert not run_status.progress_only(written, moved)

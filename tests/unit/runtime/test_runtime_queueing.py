@@ -6,10 +6,12 @@ import asyncio
 import heapq
 import itertools
 from collections.abc import Callable
+from types import SimpleNamespace
 
 import pytest
 
 from fleetwave.runtime import queueing
+from fleetwave.runtime.controller import Controller, Result
 
 
 class FakeClock:
@@ -243,3 +245,82 @@ async def test_workers_never_process_one_key_concurrently_and_see_every_last_add
     await asyncio.gather(*workers)
     assert max_holders == 1
     assert all(last_start[k] > last_add[k] for k in last_add)
+
+
+class _Informer:
+    """The one thing Controller.watch uses of an informer: its change handlers."""
+
+    def __init__(self) -> None:
+        self.handlers: list[Callable[[str, object], None]] = []
+
+    def on_change(self, handler: Callable[[str, object], None]) -> None:
+        self.handlers.append(handler)
+
+    def emit(self, obj: object) -> None:
+        for handler in self.handlers:
+            handler("MODIFIED", obj)
+
+
+async def test_a_delayed_watch_folds_every_change_of_its_window_into_one_reconcile() -> None:
+    async def reconcile(_key: str) -> Result:
+        return Result()
+
+    q, clock = make()
+    ctl: Controller[str] = Controller("c", reconcile, queue=q)
+    informer = _Informer()
+    ctl.watch(informer, lambda obj: [str(obj)], delay=0.5)  # type: ignore[arg-type]
+    informer.emit("p")
+    clock.advance(0.3)
+    informer.emit("p")  # within the window: no second reconcile, and no later one either
+    assert len(q) == 0
+    clock.advance(0.2)
+    assert len(q) == 1
+    assert await asyncio.wait_for(q.get(), 1) == "p"
+    q.done("p")
+    clock.advance(1.0)
+    assert len(q) == 0
+    ctl.watch(informer, lambda obj: [f"{obj}-now"])  # type: ignore[arg-type]  # no delay: at once
+    informer.emit("p")
+    assert len(q) == 1
+
+
+def _profile(generation: int, status: str, labels: dict[str, str] | None = None) -> object:
+    meta = SimpleNamespace(
+        name="p",
+        namespace=None,
+        uid="u1",
+        generation=generation,
+        deletionTimestamp=None,
+        labels=labels or {},
+        annotations={},
+        ownerReferences=[],
+        finalizers=None,
+    )
+    return SimpleNamespace(metadata=meta, status=status)
+
+
+class _EventInformer(_Informer):
+    def emit_as(self, event: str, obj: object) -> None:
+        for handler in self.handlers:
+            handler(event, obj)
+
+
+def test_a_watch_besides_status_follows_spec_metadata_and_removal_but_not_status_writes() -> None:
+    async def reconcile(_key: str) -> Result:
+        return Result()
+
+    q, _ = make()
+    ctl: Controller[str] = Controller("c", reconcile, queue=q)
+    informer = _EventInformer()
+    woken: list[str] = []
+    ctl.enqueue = lambda key, delay=0.0: woken.append(key)  # type: ignore[method-assign]
+    ctl.watch(informer, lambda obj: ["owner"], besides_status=True)  # type: ignore[arg-type]
+    informer.emit_as("ADDED", _profile(1, ""))
+    informer.emit_as("MODIFIED", _profile(1, "1 of 3 ready"))
+    informer.emit_as("MODIFIED", _profile(1, "3 of 3 ready"))
+    assert woken == ["owner"]
+    informer.emit_as("MODIFIED", _profile(2, "3 of 3 ready"))  # spec edited
+    informer.emit_as("MODIFIED", _profile(2, "3 of 3 ready", {"stage": "prod"}))  # relabelled
+    informer.emit_as("DELETED", _profile(2, "3 of 3 ready", {"stage": "prod"}))  # gone as it was
+    informer.emit_as("ADDED", _profile(1, ""))  # made again
+    assert woken == ["owner"] * 5

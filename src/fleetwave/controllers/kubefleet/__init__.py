@@ -18,6 +18,7 @@ from fleetwave.controllers.kubefleet import (
     placement,
     run,
     run_rollback,
+    run_writes,
     selection,
 )
 from fleetwave.controllers.kubefleet import naming as nm
@@ -157,22 +158,30 @@ def _bind(fn: Any, ctx: Context, scope: nm.Scope) -> Callable[[str], Any]:
     return lambda key: fn(ctx, scope, key)
 
 
-def _on_spec_change(informer: Informer, controller: Controller[str]) -> None:
-    """Own-kind events: only creation, spec changes (generation), a rollback request (annotations) and
-    deletion; our status writes are not."""
-    seen: dict[str, tuple[int | None, str]] = {}
+PLACEMENT_FOLLOWS_RUNS = 0.5
+
+
+def _on_spec_change(
+    informer: Informer, controller: Controller[str], mapper: Callable[[Any], Iterable[str]] | None = None
+) -> None:
+    """Events of creation, spec changes (generation), a rollback request (annotations), deletion
+    (its timestamp) and removal only; status writes are not. Each wakes the object's own key, or
+    `mapper(obj)`."""
+    seen: dict[str, tuple[int | None, str, str]] = {}
 
     def handler(event: str, obj: Any) -> None:
         key = object_key(obj)
-        asked = run_rollback.request_of({"annotations": obj.metadata.annotations or {}})
-        generation = obj.metadata.generation, f"{asked.reason}/{asked.to_index}"
+        meta = obj.metadata
+        asked = run_rollback.request_of({"annotations": meta.annotations or {}})
+        generation = meta.generation, f"{asked.reason}/{asked.to_index}", str(meta.deletionTimestamp)
         if event == "DELETED":
             seen.pop(key, None)
         elif key in seen and seen[key] == generation:
             return
         else:
             seen[key] = generation
-        controller.enqueue(key)
+        for wanted in mapper(obj) if mapper is not None else [key]:
+            controller.enqueue(wanted)
 
     informer.on_change(handler)
 
@@ -212,6 +221,14 @@ def _wire(ctx: Context, scope: nm.Scope, placements: Controller[str], runs: Cont
 def _wire_runs(ctx: Context, scope: nm.Scope, runs: Controller[str]) -> None:
     inf = ctx.cache.informers
     _on_spec_change(inf[scope.run], runs)
+
+    def caught_up(obj: Any) -> list[str]:
+        meta = obj.metadata
+        if run_writes.caught_up(ctx, scope, meta.namespace, meta.name, meta.resourceVersion):
+            return [scope.key(meta.namespace, meta.name)]
+        return []
+
+    _watch(inf[scope.run], runs, caught_up)
     _watch(
         inf[scope.approval],
         runs,
@@ -219,7 +236,9 @@ def _wire_runs(ctx: Context, scope: nm.Scope, runs: Controller[str]) -> None:
     )
     for kind in ("MemberCluster", scope.snapshot, scope.strategy):
         _watch(inf[kind], runs, lambda _o: _open_runs(ctx, scope))
-    _watch(inf[scope.placement], runs, lambda o: _open_runs(ctx, scope, o))
+    # What a run reads of its placement is its spec (and whether it exists), never its status,
+    # which follows the runs: a placement's status write waking its runs would wake it again.
+    _on_spec_change(inf[scope.placement], runs, lambda o: _open_runs(ctx, scope, o))
 
 
 def _wire_placements(ctx: Context, scope: nm.Scope, placements: Controller[str]) -> None:
@@ -236,10 +255,12 @@ def _wire_placements(ctx: Context, scope: nm.Scope, placements: Controller[str])
     _on_spec_change(inf[scope.placement], placements)
     _watch(inf["MemberCluster"], placements, lambda _o: _placements(ctx, scope))
     _watch(inf[scope.snapshot], placements, parent)
-    _watch(
+    # A placement's status sums its runs up: the many status writes of a run in progress are
+    # followed once every PLACEMENT_FOLLOWS_RUNS seconds, off the run's own critical path.
+    placements.watch(
         inf[scope.run],
-        placements,
         lambda o: [scope.key(o.metadata.namespace, str((o.spec or {}).get("placementName")))],
+        delay=PLACEMENT_FOLLOWS_RUNS,
     )
     configured = [k.key for k in selection.configured(ctx.placement_kinds)]
     for kind in [*SELECTABLE, *envelopes.KINDS, *configured]:

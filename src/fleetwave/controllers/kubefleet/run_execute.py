@@ -196,14 +196,12 @@ def _held_back(
     pass decided nothing to act on (ADR 0068): each write wakes the run and its placement again."""
     if step.deliver or step.create or step.remove or step.accept or step.events:
         return None
-    if not run_status.progress_only(current.status, body):
-        return None
     meta = where.run.metadata
     last = run_writes.written_at(ctx, where.scope, meta.namespace, meta.name)
-    if last is None:
+    left = PROGRESS_EVERY - (time.monotonic() - last) if last is not None else 0.0
+    if left <= 0 or not run_status.progress_only(current.status, body):
         return None
-    left = PROGRESS_EVERY - (time.monotonic() - last)
-    return left if left > 0 else None
+    return left
 
 
 async def _webhooks(

@@ -373,11 +373,14 @@ def _deletion(view: View, prev: Obj) -> dict[str, Any]:
 
 
 def progress_only(previous: Obj, new: Obj) -> bool:
-    """Whether `new` differs from `previous` in messages alone: a waiting cluster's judgement
-    moving on ("0 of 1 updated replicas available", then "1 updated, 0 available"), not a
-    transition. Reasons, statuses, times and ledger entries' other fields all compare equal."""
+    """Whether `new` differs from `previous` in a waiting cluster's judgement alone ("0 of 1
+    updated replicas available", then "1 updated, 0 available"): messages of the ledger and what is
+    rendered from them, while the engine record (a gate's message included: why a stage holds is
+    always written at once) and every reason, status and time compare equal."""
     before, after = normalized(previous), normalized(new)
-    return bool(before != after and _without_messages(before) == _without_messages(after))
+    if before == after or before.get("rollout") != after.get("rollout"):
+        return False
+    return bool(_without_messages(before) == _without_messages(after))
 
 
 def _without_messages(value: Any) -> Any:
