@@ -69,6 +69,9 @@ class Versioned:
     namespace: str | None
     resource_version: str | None
     status: Mapping[str, Any]
+    # The status as the server holds it, when `status` carries fields computed but not written
+    # yet (None: `status` is what the server holds): the next write sends those fields too.
+    stored: Mapping[str, Any] | None = None
 
     @classmethod
     def of(cls, obj: Any) -> Versioned:
@@ -98,7 +101,7 @@ async def write_versioned(
 ) -> tuple[StatusWrite, Versioned]:
     """Like `write_status`, and returns the version just written (unchanged when nothing was)."""
     wanted = normalized(dict(new_status))
-    diff = merge_patch(current.status, wanted)
+    diff = merge_patch(current.status if current.stored is None else current.stored, wanted)
     if diff is None:
         return StatusWrite.UNCHANGED, current
     body = {"metadata": {"resourceVersion": current.resource_version}, "status": diff}
@@ -111,7 +114,7 @@ async def write_versioned(
             return StatusWrite.CONFLICT, current
         raise
     if getattr(result, "metadata", None) is None:
-        return StatusWrite.WRITTEN, replace(current, resource_version=None, status=wanted)
+        return StatusWrite.WRITTEN, replace(current, resource_version=None, status=wanted, stored=None)
     return StatusWrite.WRITTEN, replace(Versioned.of(result), namespace=current.namespace)
 
 

@@ -184,15 +184,18 @@ class Sharding(Generic[K]):
 def _besides_status(obj: Any) -> tuple[Any, ...]:
     """What of an object changes with anything but its status (the spec moves `generation`)."""
     meta = obj.metadata
-    return (
-        meta.uid,
-        meta.generation,
-        meta.deletionTimestamp,
-        repr(meta.labels),
-        repr(meta.annotations),
-        repr(meta.ownerReferences),
-        repr(meta.finalizers),
-    )
+    return tuple(repr(getattr(meta, field, None)) for field in _BESIDES_STATUS)
+
+
+_BESIDES_STATUS = (
+    "uid",
+    "generation",
+    "deletionTimestamp",
+    "labels",
+    "annotations",
+    "ownerReferences",
+    "finalizers",
+)
 
 
 def _apply(queue: queueing.WorkQueue[K], key: K, result: Result) -> str:

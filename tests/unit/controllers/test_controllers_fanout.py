@@ -78,7 +78,7 @@ class _Recorder(Controller[str]):
         super().__init__(name, _never)
         self.woken: set[str] = set()
 
-    def enqueue(self, key: str) -> None:
+    def enqueue(self, key: str, delay: float = 0.0) -> None:
         self.woken.add(key)
 
 

@@ -8,7 +8,7 @@ cleans up after its last stage (`run_delete`). Every phase starts from the recor
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from fleetwave.api import codec
@@ -66,15 +66,24 @@ async def reconcile(ctx: Context, scope: nm.Scope, key: str) -> Result:
         run = run_initialize.parse(as_dict(obj), scope.run)
     except codec.ManifestError as e:
         return await run_initialize.failed(ctx, scope, obj, current, str(e))
+    announce = None
     if not run_record.initialized(current.status):
-        started = await run_initialize.start(ctx, scope, obj, run, current)
+        # A run that starts at once writes its plan with its first stage's start (one write).
+        started = await run_initialize.start(ctx, scope, obj, run, current, defer=run.spec.state == "Run")
         if isinstance(started, Result):
             return started
-        current = started
-    return await _drive(ctx, scope, obj, run, current)
+        current, announce = started.current, (started.announce if started.deferred else None)
+    return await _drive(ctx, scope, obj, run, current, announce)
 
 
-async def _drive(ctx: Context, scope: nm.Scope, obj: Any, run: Any, current: Versioned) -> Result:
+async def _drive(
+    ctx: Context,
+    scope: nm.Scope,
+    obj: Any,
+    run: Any,
+    current: Versioned,
+    announce: Callable[[], Awaitable[None]] | None = None,
+) -> Result:
     try:
         record = run_record.load(current.status)
         where = run_pass.setting(ctx, scope, obj, run, record)
@@ -86,7 +95,9 @@ async def _drive(ctx: Context, scope: nm.Scope, obj: Any, run: Any, current: Ver
         return await run_stop.hold(ctx, where, record, current)
     raw = approvals.of_run(ctx, scope, run.metadata.namespace, run.metadata.name)
     try:
-        return await run_execute.execute(ctx, where, record, current, run_execute.requests_of(raw))
+        return await run_execute.execute(
+            ctx, where, record, current, run_execute.requests_of(raw), announce=announce
+        )
     except run_pass.SnapshotGone as e:  # the snapshot a rollback returns to was pruned meanwhile
         return await _fail(ctx, scope, obj, current, str(e))
 

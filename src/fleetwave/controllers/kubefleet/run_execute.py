@@ -12,7 +12,7 @@ learnt is in status when the reconcile ends. Then the engine's wake time decides
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
 
@@ -144,8 +144,15 @@ def _known(requests: Mapping[str, Request], step: Step) -> dict[str, Request]:
 
 
 async def execute(
-    ctx: Context, where: Setting, record: RunRecord, current: Versioned, requests: Mapping[str, Request]
+    ctx: Context,
+    where: Setting,
+    record: RunRecord,
+    current: Versioned,
+    requests: Mapping[str, Request],
+    *,
+    announce: Callable[[], Awaitable[None]] | None = None,
 ) -> Result:
+    """`announce`: what to say once the first write is made (a plan initialized with it)."""
     for last in [False] * (PASSES - 1) + [True]:
         now = ctx.clock()
         seen = await lg.observe(
@@ -169,9 +176,10 @@ async def execute(
         if held is not None:
             return Result(requeue_after=min(held, ctx.judge_poll))
         await acknowledge(ctx, where, step)
-        written, current = await publish(ctx, where, current, body, step.events)
+        written, current = await publish(ctx, where, current, body, step.events, before=announce)
         if written is StatusWrite.CONFLICT:
             return Result(requeue=True)
+        announce = None
         meta = where.run.metadata
         ctx.record_rollout(
             where.scope.run, where.scope.key(meta.namespace, meta.name), record.rollout, step.record.rollout

@@ -8,8 +8,8 @@ frozen plan is written as soon as it is made, before anything is delivered.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import replace
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -32,7 +32,7 @@ from fleetwave.core import batching
 from fleetwave.core import model as m
 from fleetwave.core import status as st
 from fleetwave.kube import kinds
-from fleetwave.kube.status import StatusWrite, Versioned, write_versioned
+from fleetwave.kube.status import StatusWrite, Versioned, normalized, write_versioned
 from fleetwave.runtime.controller import Result
 
 Obj = Mapping[str, Any]
@@ -189,8 +189,23 @@ def _initialized(scope: nm.Scope, run: Any, unmatched: int, now: datetime) -> di
     return cond(None, "Initialized", "True", reason, message, run.metadata.generation, st.fmt(now))
 
 
-async def start(ctx: Context, scope: nm.Scope, obj: Any, run: Any, current: Versioned) -> Versioned | Result:
-    """Initialize and write the frozen plan at once; a run not ready yet says what it waits for."""
+@dataclass(frozen=True, slots=True)
+class Started:
+    """A run just initialized: its status with the frozen plan, and the Event that announces it.
+    `deferred`: the plan is not written yet (`current.stored` is what the server holds); the
+    first pass writes it with the first stage's start, one status write instead of two, and
+    announces it once that write is made."""
+
+    current: Versioned
+    announce: Callable[[], Awaitable[None]]
+    deferred: bool
+
+
+async def start(
+    ctx: Context, scope: nm.Scope, obj: Any, run: Any, current: Versioned, *, defer: bool = False
+) -> Started | Result:
+    """Initialize the frozen plan (written at once unless `defer`); a run not ready yet says what
+    it waits for."""
     now = ctx.clock()
     try:
         fields = initialize(ctx, scope, run, now)
@@ -198,17 +213,22 @@ async def start(ctx: Context, scope: nm.Scope, obj: Any, run: Any, current: Vers
         return await _waiting(ctx, scope, obj, current, str(e), now)
     except Abort as e:
         return await failed(ctx, scope, obj, current, str(e))
-    written, current = await write_versioned(
-        ctx.client, ctx.resource(scope.run), current, {**current.status, **fields}
-    )
+    stages = fields["rollout"]["stages"]
+    plan = ", ".join(f"{s['name']}: {len(s.get('clusters') or [])} clusters" for s in stages)
+
+    async def announce() -> None:
+        await ctx.event(obj, False, "Initialized", f"plan frozen; {plan}")
+
+    body = {**current.status, **fields}
+    if defer:
+        return Started(replace(current, status=normalized(body), stored=current.status), announce, True)
+    written, current = await write_versioned(ctx.client, ctx.resource(scope.run), current, body)
     if written is StatusWrite.CONFLICT:
         return Result(requeue=True)
     if written is StatusWrite.WRITTEN:
         run_writes.wrote(ctx, scope, run.metadata.namespace, run.metadata.name, current)
-    stages = fields["rollout"]["stages"]
-    plan = ", ".join(f"{s['name']}: {len(s.get('clusters') or [])} clusters" for s in stages)
-    await ctx.event(obj, False, "Initialized", f"plan frozen; {plan}")
-    return current
+    await announce()
+    return Started(current, announce, False)
 
 
 async def _waiting(

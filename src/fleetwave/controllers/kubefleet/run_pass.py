@@ -7,7 +7,7 @@ and writes it once (guarded by the resourceVersion the pass started from), then 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -143,14 +143,23 @@ def _content_of(where: Setting, snapshot: Mapping[str, Any]) -> lg.Content:
 
 
 async def publish(
-    ctx: Context, where: Setting, current: Versioned, body: Mapping[str, Any], events: Iterable[fx.Event]
+    ctx: Context,
+    where: Setting,
+    current: Versioned,
+    body: Mapping[str, Any],
+    events: Iterable[fx.Event],
+    *,
+    before: Callable[[], Awaitable[None]] | None = None,
 ) -> tuple[StatusWrite, Versioned]:
-    """Write the pass's status; once it is written, announce what the pass decided."""
+    """Write the pass's status; once it is written, announce what the pass decided (after what
+    `before` announces: an initialization the write carried)."""
     written, after = await write_versioned(ctx.client, ctx.resource(where.scope.run), current, body)
     if written is StatusWrite.CONFLICT:
         return written, current
     if written is StatusWrite.WRITTEN:
         run_writes.wrote(ctx, where.scope, where.run.metadata.namespace, where.run.metadata.name, after)
+    if before is not None:
+        await before()
     for event in events:
         await ctx.event(where.obj, event.reason in WARNINGS, event.reason, event.message)
     old, new = _progressing(current.status), _progressing(body)
