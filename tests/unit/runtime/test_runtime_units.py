@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from types import SimpleNamespace
+from typing import Any
 
 import httpx2
 import pytest
@@ -181,3 +183,36 @@ def test_event_spam_filter_allows_a_burst_then_one_per_refill_period() -> None:
     assert not spam.allow("a", 10.6)
     spam.allow("c", 11.0)  # beyond `size` keys the least recently used is forgotten: "b" went
     assert len(spam._buckets) == 2
+
+
+class _PatchRecorder:
+    """A client whose status patches are recorded and answered with nothing (no metadata)."""
+
+    def __init__(self) -> None:
+        self.bodies: list[Any] = []
+
+    async def patch(self, _resource: Any, _name: str, body: Any, **_kw: Any) -> Any:
+        self.bodies.append(body)
+        return {}
+
+
+async def test_fields_computed_but_not_stored_yet_go_out_with_the_next_status_write() -> None:
+    client = _PatchRecorder()
+    stored = {"phase": "Pending"}
+    pending = status.Versioned("run-1", None, "7", {"phase": "Pending", "plan": {"stages": 2}}, stored=stored)
+    written, after = await status.write_versioned(
+        client,  # type: ignore[arg-type]
+        SimpleNamespace(Status=object()),  # type: ignore[arg-type]
+        pending,
+        {"phase": "Running", "plan": {"stages": 2}},
+    )
+    assert written is status.StatusWrite.WRITTEN
+    assert client.bodies == [
+        {"metadata": {"resourceVersion": "7"}, "status": {"phase": "Running", "plan": {"stages": 2}}}
+    ]
+    assert after.stored is None
+    assert after.status == {"phase": "Running", "plan": {"stages": 2}}
+    plain = status.Versioned("run-1", None, "7", {"phase": "Pending", "plan": {"stages": 2}})
+    resource: Any = SimpleNamespace(Status=object())
+    await status.write_versioned(client, resource, plain, {"phase": "Running", "plan": {"stages": 2}})  # type: ignore[arg-type]
+    assert client.bodies[-1] == {"metadata": {"resourceVersion": "7"}, "status": {"phase": "Running"}}
