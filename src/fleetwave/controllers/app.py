@@ -15,7 +15,7 @@ import asyncio
 import datetime as dt
 import logging
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,7 +33,7 @@ from fleetwave.controllers import (
     summary,
 )
 from fleetwave.controllers import summary_status as ss
-from fleetwave.controllers.context import Cache, Context
+from fleetwave.controllers.context import Cache, Context, as_dict
 from fleetwave.controllers.member_watches import MemberWatches
 from fleetwave.controllers.ports import HealthAdapter, HelmAdapter
 from fleetwave.delivery import sessions
@@ -43,7 +43,7 @@ from fleetwave.kube import kinds
 from fleetwave.kube.client import AsyncClient
 from fleetwave.kube.objects import ConfigMap, Secret
 from fleetwave.runtime import events, notify
-from fleetwave.runtime.controller import Controller
+from fleetwave.runtime.controller import Controller, besides_status
 from fleetwave.runtime.manager import Election, Manager
 from fleetwave.runtime.watching import EventType, Informer, object_key
 from fleetwave.sandbox.pool import Budget, CheckPool
@@ -514,13 +514,22 @@ def _wire_members(
 def _wire_promotions(promotions: Controller[str], informers: Mapping[str, Informer], keys: _Keys) -> None:
     promotions.watch(informers["ClusterPromotion"], lambda o: [object_key(o)])
     # A promotion reads its stage profiles' spec and metadata, and its facts from their summaries:
-    # a profile's own status writes (it sums the same summaries up) would wake it for nothing.
-    promotions.watch(informers["ClusterProfile"], keys.promotion_of_profile, besides_status=True)
+    # a profile's status writes (it sums the same summaries up) would wake it for nothing, unless
+    # the profile's verdict moves (a pinned content snapshot gone makes it invalid: the promotion
+    # cuts the snapshot again).
+    promotions.watch(informers["ClusterProfile"], keys.promotion_of_profile, signature=_profile_reads)
     promotions.watch(informers["ClusterSummary"], keys.promotion_of_summary)
     # A content snapshot is nobody's source: it wakes no promotion (a Secret one used to wake all),
     # only the stage profiles pinned to it, whose invalid status wakes the promotion should it go.
     promotions.watch(informers["ConfigMap"], keys.promotions_of_source("ConfigMap"))
     promotions.watch(informers["Secret"], keys.promotions_of_source("Secret"))
+
+
+def _profile_reads(obj: Any) -> Hashable:
+    """What a promotion follows of a stage profile: all but its status, and its conditions' verdicts."""
+    conditions = (as_dict(obj).get("status") or {}).get("conditions") or []
+    verdicts = tuple((c.get("type"), c.get("status"), c.get("reason")) for c in conditions)
+    return besides_status(obj), verdicts
 
 
 def _wire_profiles(profiles: Controller[str], informers: Mapping[str, Informer], keys: _Keys) -> None:

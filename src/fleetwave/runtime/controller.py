@@ -75,22 +75,22 @@ class Controller(Generic[K]):
         mapper: Callable[[Any], Iterable[K]],
         *,
         delay: float = 0.0,
-        besides_status: bool = False,
+        signature: Callable[[Any], Hashable] | None = None,
     ) -> None:
         """Enqueue `mapper(obj)` on every change the informer sees (e.g. an owner's key); with a
         `delay`, that many seconds later, every change meanwhile folded into the one reconcile.
-        `besides_status`: changes of an object's status alone are not followed (for a controller
-        that reads the spec and metadata of those objects, never their status)."""
-        seen: dict[str, tuple[Any, ...]] = {}
+        `signature`: what of an object the controller reads (e.g. `besides_status`); a change that
+        leaves it as it was is not followed. Creation and removal always are."""
+        seen: dict[str, Hashable] = {}
 
         def enqueue(event: watching.EventType, obj: Any) -> None:
-            if besides_status:
+            if signature is not None:
                 name = watching.object_key(obj)
                 if event == "DELETED":
                     seen.pop(name, None)
                 else:
-                    mark = _besides_status(obj)
-                    if seen.get(name) == mark:
+                    mark = signature(obj)
+                    if name in seen and seen[name] == mark:
                         return
                     seen[name] = mark
             for key in mapper(obj):
@@ -181,7 +181,7 @@ class Sharding(Generic[K]):
     all_keys: Callable[[], Iterable[K]]  # every key the controller reconciles, from the caches
 
 
-def _besides_status(obj: Any) -> tuple[Any, ...]:
+def besides_status(obj: Any) -> tuple[str, ...]:
     """What of an object changes with anything but its status (the spec moves `generation`)."""
     meta = obj.metadata
     return tuple(repr(getattr(meta, field, None)) for field in _BESIDES_STATUS)

@@ -329,3 +329,23 @@ def test_a_kubeconfig_secret_wakes_its_members_summaries_and_the_promotions_not_
     assert world.woken() == ({"promo-web", "promo-cache"}, set(), {"fleet/s2"})
     world.emit("MODIFIED", "Secret", _secret("tls-cert", namespace="fleet"))
     assert world.woken() == NOTHING
+
+
+def test_a_stage_profiles_status_wakes_its_promotion_only_when_its_verdict_moves() -> None:
+    w = World()
+
+    def stage(status: dict[str, Any], generation: int = 1) -> dict[str, Any]:
+        body = _profile("web-dev", {"policyRefs": [_ref("web")]})
+        body["metadata"].update(labels={"fleetwave.io/promotion": "web"}, generation=generation, uid="u")
+        return {**body, "status": status}
+
+    ready = {"type": "Ready", "status": "True", "reason": "Provisioned", "message": "1 of 3 provisioned"}
+    w.emit("ADDED", "ClusterProfile", stage({"conditions": [ready]}))
+    assert w.woken()[0] == {"web"}
+    w.emit("MODIFIED", "ClusterProfile", stage({"conditions": [{**ready, "message": "3 of 3"}], "n": 3}))
+    assert w.woken()[0] == set()  # progress the promotion reads from the summaries itself
+    invalid = {"type": "Ready", "status": "False", "reason": "InvalidSpec", "message": "snapshot gone"}
+    w.emit("MODIFIED", "ClusterProfile", stage({"conditions": [invalid]}))
+    assert w.woken()[0] == {"web"}
+    w.emit("MODIFIED", "ClusterProfile", stage({"conditions": [invalid]}, generation=2))
+    assert w.woken()[0] == {"web"}

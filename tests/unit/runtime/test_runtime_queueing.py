@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 from fleetwave.runtime import queueing
-from fleetwave.runtime.controller import Controller, Result
+from fleetwave.runtime.controller import Controller, Result, besides_status
 
 
 class FakeClock:
@@ -314,7 +314,7 @@ def test_a_watch_besides_status_follows_spec_metadata_and_removal_but_not_status
     informer = _EventInformer()
     woken: list[str] = []
     ctl.enqueue = lambda key, delay=0.0: woken.append(key)  # type: ignore[method-assign]
-    ctl.watch(informer, lambda obj: ["owner"], besides_status=True)  # type: ignore[arg-type]
+    ctl.watch(informer, lambda obj: ["owner"], signature=besides_status)  # type: ignore[arg-type]
     informer.emit_as("ADDED", _profile(1, ""))
     informer.emit_as("MODIFIED", _profile(1, "1 of 3 ready"))
     informer.emit_as("MODIFIED", _profile(1, "3 of 3 ready"))
