@@ -19,9 +19,9 @@ import asyncio
 import hashlib
 import logging
 import time
-from collections.abc import Callable, Coroutine, Hashable, Iterable
+from collections.abc import Callable, Coroutine, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from fleetwave.delivery.target import MemberTarget, MemberUnreachable
 from fleetwave.kube import client as kubeclient
@@ -31,7 +31,18 @@ from fleetwave.runtime import queueing
 log = logging.getLogger(__name__)
 
 Wake = Callable[[], None]
-StreamRunner = Callable[[MemberTarget, "Interest", Wake], Coroutine[Any, Any, None]]
+# Which changes wake a subscriber: it is given the changed object (None: always woken).
+Only = Callable[[Mapping[str, Any]], bool]
+
+
+class Changed(Protocol):
+    """What a stream calls on a change: with the changed object, or with nothing when what changed
+    is not known (the stream listed again, an object was deleted)."""
+
+    def __call__(self, obj: Mapping[str, Any] | None = None) -> None: ...
+
+
+StreamRunner = Callable[[MemberTarget, "Interest", Changed], Coroutine[Any, Any, None]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +64,8 @@ class _StreamKey:
 @dataclass(slots=True)
 class _Stream:
     task: asyncio.Task[None] | None = None
-    subscribers: dict[Hashable, tuple[Wake, float]] = field(default_factory=dict)  # -> (wake, renewed)
+    # key -> (wake, renewed, which changes wake it)
+    subscribers: dict[Hashable, tuple[Wake, float, Only | None]] = field(default_factory=dict)
     events: int = 0
     last_event: float = float("-inf")  # clock time of the last change it reported
     idle_since: float | None = None  # when its last subscriber left (it lingers until `linger`)
@@ -95,9 +107,11 @@ class MemberWatches:
         wake: Wake,
         *,
         since: float | None = None,
+        only: Only | None = None,
     ) -> None:
         """Call `wake` when something of `interests` changes on `target`, until `release(key)` (or
         `idle_seconds` without a renewal: a subscriber that vanished must not keep streams alive).
+        `only`: which changed objects wake it (a deletion, or a stream listing again, always does).
 
         `since`: when the judgement began reading (`now()`); a change a stream saw after that and
         before this call wakes at once, so nothing that happened while judging is missed. A new
@@ -118,7 +132,7 @@ class MemberWatches:
                     self._stream(target, interest, _waker(stream, self._clock)),
                     name=f"member watch {target.name} {interest.kind}",
                 )
-            stream.subscribers[key] = (wake, now)
+            stream.subscribers[key] = (wake, now, only)
             stream.idle_since = None
             missed = missed or (since is not None and stream.last_event >= since)
         # A subscriber reads only what it named last: drop it from streams it no longer needs.
@@ -172,7 +186,7 @@ class MemberWatches:
 
     def _expire(self, now: float) -> None:
         for skey, stream in list(self._streams.items()):
-            for key, (_wake, renewed) in list(stream.subscribers.items()):
+            for key, (_wake, renewed, _only) in list(stream.subscribers.items()):
                 if now - renewed > self.idle_seconds:
                     self._leave(skey, stream, key)
             if stream.idle_since is not None and now - stream.idle_since >= self.linger:
@@ -193,7 +207,7 @@ class MemberWatches:
         if self._streams.get(skey) is stream and idle is not None and self._clock() - idle >= self.linger:
             self._end(skey)
 
-    async def _watch(self, target: MemberTarget, interest: Interest, changed: Wake) -> None:
+    async def _watch(self, target: MemberTarget, interest: Interest, changed: Changed) -> None:
         """The stream: call `changed` on every change of `interest` on `target`, until cancelled."""
         failures, listed = 0, False
         while True:
@@ -216,10 +230,12 @@ class MemberWatches:
                         resource_version=listing.resourceVersion,
                         server_timeout=self.server_timeout,
                     )
-                    async for event_type, _obj in stream_events:
+                    async for event_type, obj in stream_events:
                         failures = 0
-                        if event_type != "BOOKMARK":
+                        if event_type == "DELETED":
                             changed()
+                        elif event_type != "BOOKMARK":
+                            changed({"apiVersion": interest.api_version, "kind": interest.kind, **dict(obj)})
             except asyncio.CancelledError:
                 raise
             except (kinds.UnknownKind, MemberUnreachable, ops.HTTPError, ops.StatusError, OSError) as e:
@@ -231,15 +247,16 @@ class MemberWatches:
             await asyncio.sleep(_BACKOFF.delay(max(failures, 1)))
 
 
-def _waker(stream: _Stream, clock: Callable[[], float]) -> Wake:
-    """Wakes every subscriber of `stream` (as they are at the time of the change)."""
+def _waker(stream: _Stream, clock: Callable[[], float]) -> Changed:
+    """Wakes every subscriber of `stream` the change concerns (as they are at the time of it)."""
 
-    def wake_all() -> None:
+    def wake_all(obj: Mapping[str, Any] | None = None) -> None:
         stream.events += 1
         stream.last_event = clock()
-        for wake, _renewed in list(stream.subscribers.values()):
+        for wake, _renewed, only in list(stream.subscribers.values()):
             try:
-                wake()
+                if obj is None or only is None or only(obj):
+                    wake()
             except Exception:  # one faulty subscriber must not silence the others
                 log.exception("member watch: a wake-up failed")
 

@@ -109,10 +109,20 @@ class HealthAdapter:
             if ok:
                 self.watches.release(wake.key)
             else:
-                self.watches.subscribe(target, interests(listed, ids), wake.key, wake.call, since=began)
+                # Built-in readiness alone: only an object turning ready can change the verdict, so
+                # the rollout's steps on the way (a new ReplicaSet, one replica of two) wake nothing;
+                # the poll keeps the message from going stale. A user's check may read anything.
+                only = None if listed else _ready
+                self.watches.subscribe(
+                    target, interests(listed, ids), wake.key, wake.call, since=began, only=only
+                )
         if self.metrics is not None:
             self.metrics.health_checks.labels("healthy" if ok else "unhealthy").inc()
         return HealthOutcome(ok, message)
+
+
+def _ready(obj: Mapping[str, Any]) -> bool:
+    return readiness.is_ready(dict(obj))[0]
 
 
 def interests(checks_: Iterable[ValidateHealth], objects: Iterable[ObjectId]) -> list[Interest]:

@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from fleetwave.api.sveltos import ValidateHealth
+from fleetwave.controllers import ports
 from fleetwave.controllers.member_watches import Interest, MemberTarget, MemberWatches
 from fleetwave.controllers.ports import interests
 
@@ -231,3 +233,37 @@ async def test_a_lingering_stream_gives_its_place_to_a_new_one_at_the_bound() ->
     assert set(streams.running) == {("m1", DEPLOY)}
     assert watches.refused == 0
     await watches.close()
+
+
+async def test_a_subscriber_with_a_filter_is_woken_only_by_what_it_asks_for_and_by_deletions() -> None:
+    streams = Streams()
+    watches = MemberWatches(stream=streams.run)
+    woken: list[str] = []
+    watches.subscribe(target(), [DEPLOY], "any", lambda: woken.append("any"))
+    watches.subscribe(
+        target(), [DEPLOY], "ready", lambda: woken.append("ready"), only=lambda o: bool(o.get("ready"))
+    )
+    await settle()
+    changed = streams.changed[("m1", DEPLOY)]
+    assert callable(changed)
+    changed({"kind": "Deployment", "ready": False})
+    assert woken == ["any"]
+    changed({"kind": "Deployment", "ready": True})
+    assert woken == ["any", "any", "ready"]
+    changed()  # a deletion, or a stream that listed again: what changed is not known
+    assert woken[-2:] == ["any", "ready"]
+    await watches.close()
+
+
+def test_built_in_readiness_wakes_on_ready_objects_only() -> None:
+    rolling: dict[str, Any] = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "web", "generation": 2},
+        "spec": {"replicas": 1},
+        "status": {"observedGeneration": 2, "replicas": 2, "updatedReplicas": 1, "availableReplicas": 1},
+    }
+    available = [{"type": "Available", "status": "True"}]
+    done = {**rolling, "status": {**rolling["status"], "replicas": 1, "conditions": available}}
+    assert not ports._ready(rolling)  # an old replica is still there
+    assert ports._ready(done)
