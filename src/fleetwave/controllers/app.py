@@ -120,7 +120,7 @@ def build(client: AsyncClient, settings: Settings, *, handle_signals: bool = Tru
         "ConfigMap": manager.add_informer(Informer(client, ConfigMap, namespaces=watched)),
         "Secret": manager.add_informer(Informer(client, Secret, namespaces=watched)),
     }
-    recorder = events.EventRecorder(client, "fleetwave", settle=EVENT_SETTLE_SECONDS)
+    recorder = events.EventRecorder(client, "fleetwave")
     manager.recorder = recorder
     notifier = _notifier(settings, shared["Secret"]) if settings.notify_secret else None
     manager.notifier = notifier
@@ -238,9 +238,6 @@ def _resource(family: families.Family, kind: str) -> Any:
 
 
 POOL_CLOSE_SECONDS = 15.0
-# An Event is written this long after it happened: a stage transition's Events then leave the
-# management API server and the loop alone while the next stage's first applies go out (ADR 0068).
-EVENT_SETTLE_SECONDS = 0.2
 # A member watch whose last judgement passed stays open this long for the next rollout (ADR 0068).
 WATCH_LINGER = 120.0
 

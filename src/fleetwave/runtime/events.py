@@ -7,22 +7,19 @@ failed write is logged, never raised, so it cannot fail a reconcile.
 Like client-go's broadcaster, `record` only queues the Event: one writer task per recorder sends
 them in order, off the reconcile's path (each Event is a write to the API server, and a rollout's
 stage transitions emit several). The queue is bounded; past it an Event is dropped and counted.
-An Event's first occurrence is written `settle` seconds after it happened (the controller's
-recorder: 0.2 s, off the instant of a stage transition); its repeats are counted in memory and
-written as one bump of `count` and `lastTimestamp` `bump_after` seconds after the first of them
-(ADR 0068: every revision of a rollout repeats the same stage Events, and a count bump per repeat
-was a third of the requests of a rollout). `flush()` waits for what was queued and writes the
-repeats held back; `close()` does so within a time limit, at shutdown (without settling).
+An Event's first occurrence is written at once; its repeats are counted in memory and written as one
+bump of `count` and `lastTimestamp` `bump_after` seconds after the first of them (ADR 0068: every
+revision of a rollout repeats the same stage Events, and a count bump per repeat was a third of the
+requests of a rollout). `flush()` waits for what was queued and writes the repeats held back;
+`close()` does so within a time limit, at shutdown.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
-import contextlib
 import datetime as dt
 import logging
-import time
 import uuid
 from dataclasses import dataclass
 from enum import StrEnum
@@ -106,14 +103,11 @@ class EventRecorder:
         cache_size: int = 4096,
         max_pending: int = 1000,
         bump_after: float = 10.0,
-        settle: float = 0.0,
     ) -> None:
         self._api = client
         self.component = component
         self.instance = instance or component
         self.bump_after = bump_after
-        self.settle = settle
-        self._shutdown = asyncio.Event()
         self._cache_size = cache_size
         self._seen: collections.OrderedDict[_Key, _Seen] = collections.OrderedDict()
         self._spam = SpamFilter(size=cache_size)
@@ -146,7 +140,6 @@ class EventRecorder:
         """Write what is queued and the repeats held back, within `within` seconds, then stop the
         writer."""
         self._closing = True  # repeats still queued are written as they come, not held back
-        self._shutdown.set()  # nor do Events settle any longer
         self._release_all()
         await self._queue.close(within)
 
@@ -183,21 +176,10 @@ class EventRecorder:
             elif seen.timer is None:
                 seen.timer = asyncio.get_running_loop().call_later(self.bump_after, self._release, key, seen)
             return
-        await self._settled(now)
         try:
             self._remember(key, await self._create(ref, type_, reason, message, now, 1))
         except Exception as exc:
             log.warning("event %s %s on %s/%s not recorded: %s", type_, reason, ref.kind, ref.name, exc)
-
-    async def _settled(self, now: dt.datetime) -> None:
-        """Until `settle` seconds after `now`, or shutdown. Events come in bursts at a rollout's
-        busiest instant (a stage ending, the next starting): written a moment later, they leave
-        that instant's work alone."""
-        due = now.timestamp() + self.settle - time.time()
-        if due <= 0 or self._closing:
-            return
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._shutdown.wait(), due)
 
     async def _write_repeats(self, key: _Key, seen: _Seen) -> None:
         """Add the repeats counted since the last write to the Event (a new one if it expired)."""

@@ -142,18 +142,3 @@ class _Everything(set[str]):
 async def _settle() -> None:
     for _ in range(5):
         await asyncio.sleep(0)
-
-
-async def test_a_settling_recorder_writes_each_event_its_settle_time_after_it_happened() -> None:
-    api = _Api()
-    api.gate.set()
-    recorder = events.EventRecorder(api, settle=0.3)  # type: ignore[arg-type]
-    for reason in ("StageDelivered", "StageSucceeded", "StageEntered"):
-        await recorder.record(REF, events.EventType.NORMAL, reason, "m")
-    await asyncio.sleep(0.1)
-    assert api.created == []  # still settling
-    await asyncio.wait_for(recorder.flush(), 5)
-    assert api.created == ["StageDelivered", "StageSucceeded", "StageEntered"]  # a burst settles once
-    await recorder.record(REF, events.EventType.WARNING, "Stuck", "m")
-    await asyncio.wait_for(recorder.close(), 0.2)  # shutdown does not wait for settling
-    assert api.created[-1] == "Stuck"
