@@ -1092,8 +1092,13 @@ def test_a_run_over_its_failure_budget_rolls_back_every_cluster_it_updated_last_
         assert all(s["phase"] == "Succeeded" for s in back["stages"])
         assert back["stages"][0]["succeededAt"] <= back["stages"][1]["startedAt"]
 
-        said = _fleetwave(kubeconfig, "history", "run", "rolled-2", "-o", "json")
-        history = json.loads(said)
+        def told() -> dict[str, Any] | None:
+            # Events are written in the background, after the status that announces them: the
+            # last one may not be there yet the moment the run has ended.
+            seen = json.loads(_fleetwave(kubeconfig, "history", "run", "rolled-2", "-o", "json"))
+            return seen if "RolledBack" in [e["reason"] for e in seen["events"]] else None
+
+        history = wait_for(told, what="the RolledBack Event in the run's history", timeout=30)
         assert [(r["run"], r["snapshotIndex"], r["outcome"]) for r in history["runs"]] == [
             ("rolled-1", "0", "Succeeded"),
             ("rolled-2", "1", "RolledBack"),

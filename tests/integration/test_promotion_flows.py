@@ -609,7 +609,13 @@ def test_fleetwave_rollback_returns_a_succeeded_promotion_to_its_previous_revisi
         assert ended["rollout"]["rollback"]["reason"] == "requested with fleetwave rollback"
         assert [r["outcome"] for r in ended["revisions"]] == ["Succeeded", "RolledBack"]
         assert "already RolledBack" in _cli(local_fleet, "rollback", "promotion", name)
-        told = json.loads(_cli(local_fleet, "history", "promotion", name, "-o", "json"))
+
+        def history() -> dict[str, Any] | None:
+            # Events are written in the background, after the status that announces them.
+            seen = json.loads(_cli(local_fleet, "history", "promotion", name, "-o", "json"))
+            return seen if "RolledBack" in [e["reason"] for e in seen["events"]] else None
+
+        told = wait_for(history, what="the RolledBack Event in the promotion's history", timeout=30)
         assert [(r["revision"], r["outcome"]) for r in told["revisions"]] == [
             (1, "Succeeded"),
             (2, "RolledBack"),
