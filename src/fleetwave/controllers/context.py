@@ -7,6 +7,7 @@ the client. The clock is passed in so that tests and the decision core agree on 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -30,6 +31,10 @@ from fleetwave.runtime.watching import Informer, object_key
 
 Objects = list[dict[str, Any]]
 T = TypeVar("T")
+
+# Seconds between writes of a waiting judgement's changing message (ADR 0068): each status write
+# wakes the rollout and whoever follows it again.
+PROGRESS_EVERY = 5.0
 
 
 class Cache:
@@ -231,8 +236,8 @@ class Context:
     # objects kept): the same delivery again has nothing left behind to look for.
     pruned: dict[str, tuple[str, frozenset[object]]] = field(default_factory=dict)
     # ClusterSummary key, or (run kind, key) -> when (monotonic) this process last wrote its
-    # status: a waiting judgement's changing message is written at most every few seconds
-    # (summary.PROGRESS_EVERY, run_execute.PROGRESS_EVERY).
+    # status: a waiting judgement's changing message is written at most every PROGRESS_EVERY
+    # seconds (`progress_due_in`).
     status_written: dict[Hashable, float] = field(default_factory=dict)
     # kind -> enqueue(key) of its controller, filled in once the controllers exist (app.py).
     wakers: dict[str, Callable[[str], None]] = field(default_factory=dict)
@@ -253,6 +258,13 @@ class Context:
         """After a status write: the rollout's gauges now, and what the step did (ADR 0082)."""
         if self.metrics is not None:
             self.metrics.record(kind, key, rollout_metrics.observe(previous, new, self.clock()))
+
+    def progress_due_in(self, key: Hashable) -> float | None:
+        """Seconds until a progress-only status change of `key` is due; None: due now (this
+        process has not written its status within PROGRESS_EVERY seconds, e.g. after a restart)."""
+        last = self.status_written.get(key)
+        left = PROGRESS_EVERY - (time.monotonic() - last) if last is not None else 0.0
+        return left if left > 0 else None
 
     def forget_rollout(self, kind: str, key: str) -> None:
         self.status_written.pop((kind, key), None)

@@ -119,22 +119,13 @@ async def reconcile(ctx: Context, key: str) -> Result:
     return _requeue(ctx, raw, outcome)
 
 
-PROGRESS_EVERY = 5.0  # seconds between writes of an unhealthy judgement's changing message
-
-
 def _progress_held_back(
     ctx: Context, key: str, previous: Mapping[str, Any], status: Mapping[str, Any]
 ) -> float | None:
     """Seconds until a progress-only status change is due (None: write it now). A summary whose
     status this process wrote within PROGRESS_EVERY seconds keeps its last message until then,
     unless the judgement's verdict changes (ADR 0068)."""
-    if not ss.progress_only(previous, status):
-        return None
-    last = ctx.status_written.get(key)
-    if last is None:
-        return None
-    left = PROGRESS_EVERY - (time.monotonic() - last)
-    return left if left > 0 else None
+    return ctx.progress_due_in(key) if ss.progress_only(previous, status) else None
 
 
 NOT_OURS = "NotCreatedByFleetwave"

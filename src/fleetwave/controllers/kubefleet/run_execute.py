@@ -11,7 +11,6 @@ learnt is in status when the reconcile ends. Then the engine's wake time decides
 
 from __future__ import annotations
 
-import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -193,9 +192,6 @@ async def execute(
     return _requeue(step, now)
 
 
-PROGRESS_EVERY = 5.0  # seconds between writes of a waiting cluster's changing message
-
-
 def _held_back(
     ctx: Context, where: Setting, current: Versioned, body: Mapping[str, object], step: Step
 ) -> float | None:
@@ -205,9 +201,8 @@ def _held_back(
     if step.deliver or step.create or step.remove or step.accept or step.events:
         return None
     meta = where.run.metadata
-    last = run_writes.written_at(ctx, where.scope, meta.namespace, meta.name)
-    left = PROGRESS_EVERY - (time.monotonic() - last) if last is not None else 0.0
-    if left <= 0 or not run_status.progress_only(current.status, body):
+    left = ctx.progress_due_in(run_writes.key_of(where.scope, meta.namespace, meta.name))
+    if left is None or not run_status.progress_only(current.status, body):
         return None
     return left
 

@@ -192,13 +192,16 @@ def _initialized(scope: nm.Scope, run: Any, unmatched: int, now: datetime) -> di
 @dataclass(frozen=True, slots=True)
 class Started:
     """A run just initialized: its status with the frozen plan, and the Event that announces it.
-    `deferred`: the plan is not written yet (`current.stored` is what the server holds); the
-    first pass writes it with the first stage's start, one status write instead of two, and
-    announces it once that write is made."""
+    A deferred plan is not written yet (`current.stored` is what the server holds): the first
+    pass writes it with the first stage's start, one status write instead of two, and announces
+    it once that write is made."""
 
     current: Versioned
     announce: Callable[[], Awaitable[None]]
-    deferred: bool
+
+    @property
+    def deferred(self) -> bool:
+        return self.current.stored is not None
 
 
 async def start(
@@ -221,14 +224,14 @@ async def start(
 
     body = {**current.status, **fields}
     if defer:
-        return Started(replace(current, status=normalized(body), stored=current.status), announce, True)
+        return Started(replace(current, status=normalized(body), stored=current.status), announce)
     written, current = await write_versioned(ctx.client, ctx.resource(scope.run), current, body)
     if written is StatusWrite.CONFLICT:
         return Result(requeue=True)
     if written is StatusWrite.WRITTEN:
         run_writes.wrote(ctx, scope, run.metadata.namespace, run.metadata.name, current)
     await announce()
-    return Started(current, announce, False)
+    return Started(current, announce)
 
 
 async def _waiting(

@@ -29,9 +29,5 @@ def behind(ctx: Context, scope: nm.Scope, namespace: str | None, name: str, cach
     return ctx.own_writes.behind(key_of(scope, namespace, name), cached)
 
 
-def written_at(ctx: Context, scope: nm.Scope, namespace: str | None, name: str) -> float | None:
-    return ctx.status_written.get(key_of(scope, namespace, name))
-
-
 def caught_up(ctx: Context, scope: nm.Scope, namespace: str | None, name: str, cached: str | None) -> bool:
     return ctx.own_writes.caught_up(key_of(scope, namespace, name), cached)
