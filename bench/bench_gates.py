@@ -449,23 +449,40 @@ async def staged_run_time(client: AsyncClient, trial: int, after: int) -> tuple[
 
 
 async def staged_trials(
-    client: AsyncClient, members: list[AsyncClient], trials: int
-) -> list[tuple[float, float]]:
-    """(staged run, direct apply stage by stage) per trial, after a first run that creates everything."""
+    client: AsyncClient, members: list[AsyncClient], trials: int, cpu: ControllerCpu
+) -> list[tuple[float, float, float]]:
+    """(staged run, direct apply stage by stage, controller CPU during the run) per trial, after a
+    first run that creates everything."""
     await client.apply(codecs.from_dict(staged_strategy()), force=True)
     await client.apply(codecs.from_dict(staged_placement()), force=True)
     _, index = await staged_run_time(client, 0, -1)
     out = []
     for trial in range(1, trials + 1):
+        before = cpu.seconds()
         r, index = await staged_run_time(client, trial, index)
+        used = cpu.seconds() - before
         direct = await direct_time(members, trial, staged=True)
-        out.append((r, direct))
+        out.append((r, direct, used))
         print(
-            f"staged-run trial {trial}: run {r:.2f} s, "
+            f"staged-run trial {trial}: run {r:.2f} s (controller CPU {used:.2f} s), "
             f"direct apply stage by stage {direct:.2f} s -> {r / direct:.2f}x",
             flush=True,
         )
     return out
+
+
+class ControllerCpu:
+    """CPU seconds (user + system) the controller process has used so far, from /proc: how much of a
+    rollout's wall time the controller spends computing rather than waiting."""
+
+    def __init__(self, pid: int) -> None:
+        self._stat = Path(f"/proc/{pid}/stat")
+        self._tick = os.sysconf("SC_CLK_TCK")
+
+    def seconds(self) -> float:
+        # Fields after the command name (which may hold spaces): utime and stime are 14th and 15th.
+        fields = self._stat.read_text().rpartition(")")[2].split()
+        return (int(fields[11]) + int(fields[12])) / self._tick
 
 
 def pct(values: list[float], q: float) -> float:
@@ -512,7 +529,9 @@ def stop_controller(controller: subprocess.Popen[bytes]) -> None:
         controller.wait()
 
 
-async def measure(state: fleet.FleetState, trials: int, ratio_trials: int) -> dict[str, Any]:
+async def measure(
+    state: fleet.FleetState, trials: int, ratio_trials: int, cpu: ControllerCpu
+) -> dict[str, Any]:
     mk = kubeclient.config_from_file(state.cluster(fleet.MANAGEMENT).kubeconfig)
     client = kubeclient.async_client(mk)
     members = [kubeclient.async_client(kubeclient.config_from_file(m.kubeconfig)) for m in state.members]
@@ -543,18 +562,21 @@ async def measure(state: fleet.FleetState, trials: int, ratio_trials: int) -> di
         await free.until(lambda: free.rollout().get("phase") == "Succeeded")
         ratios = []
         for trial in range(1, ratio_trials + 1):
+            before = cpu.seconds()
             r = await rollout_time(client, free, trial)
+            used = cpu.seconds() - before
             staged = await direct_time(members, trial, staged=True)
             d = await direct_time(members, trial, staged=False)
-            ratios.append((r, staged, d))
+            ratios.append((r, staged, d, used))
             print(
-                f"ratio trial {trial}: 3-stage rollout {r:.2f} s, direct apply stage by stage {staged:.2f} s "
+                f"ratio trial {trial}: 3-stage rollout {r:.2f} s (controller CPU {used:.2f} s), "
+                f"direct apply stage by stage {staged:.2f} s "
                 f"-> {r / staged:.2f}x (all members at once {d:.2f} s -> {r / d:.1f}x)",
                 flush=True,
             )
         free.stop()
         await client.delete(kinds.resource("ClusterPromotion"), free.name)
-        staged_ratios = await staged_trials(client, members, ratio_trials) if ratio_trials else []
+        staged_ratios = await staged_trials(client, members, ratio_trials, cpu) if ratio_trials else []
         return {
             "delay": delays,
             "approval": approvals,
@@ -581,23 +603,27 @@ def report(results: dict[str, Any]) -> None:
             f"{label}: p50 {pct(values, 0.5) * 1000:.0f} ms, p99 {pct(values, 0.99) * 1000:.0f} ms, "
             f"max {max(values) * 1000:.0f} ms over {len(values)} trials (goal p99 < 500 ms)"
         )
-    rollouts = [r for r, _, _ in results["ratio"]]
-    staged = [s for _, s, _ in results["ratio"]]
-    directs = [d for _, _, d in results["ratio"]]
+    rollouts = [r for r, _, _, _ in results["ratio"]]
+    staged = [s for _, s, _, _ in results["ratio"]]
+    directs = [d for _, _, d, _ in results["ratio"]]
+    used = [c for _, _, _, c in results["ratio"]]
     print(
         f"3-stage rollout without gates: median {statistics.median(rollouts):.2f} s; "
         f"direct apply stage by stage: median {statistics.median(staged):.2f} s "
         f"(ratio {statistics.median(rollouts) / statistics.median(staged):.2f}x, goal 1.3x); "
         f"to the 3 members at once: median {statistics.median(directs):.2f} s "
-        f"(ratio {statistics.median(rollouts) / statistics.median(directs):.1f}x)"
+        f"(ratio {statistics.median(rollouts) / statistics.median(directs):.1f}x); "
+        f"controller CPU per rollout: median {statistics.median(used):.2f} s"
     )
     if results["staged_run_ratio"]:
-        runs = [r for r, _ in results["staged_run_ratio"]]
-        direct = [d for _, d in results["staged_run_ratio"]]
+        runs = [r for r, _, _ in results["staged_run_ratio"]]
+        direct = [d for _, d, _ in results["staged_run_ratio"]]
+        run_cpu = [c for _, _, c in results["staged_run_ratio"]]
         print(
             f"3-stage staged update run without waits: median {statistics.median(runs):.2f} s; direct apply "
             f"stage by stage: median {statistics.median(direct):.2f} s "
-            f"(ratio {statistics.median(runs) / statistics.median(direct):.2f}x, goal 1.3x)"
+            f"(ratio {statistics.median(runs) / statistics.median(direct):.2f}x, goal 1.3x); "
+            f"controller CPU per run: median {statistics.median(run_cpu):.2f} s"
         )
     keys = ("delay", "approval", "health", "health_polled", "ratio", "staged_run_ratio")
     print(json.dumps({k: results[k] for k in keys}))
@@ -625,7 +651,8 @@ def main() -> None:
             setup.install_and_register(mgmt, state, setup.DemoConfig())
             mgmt.close()
             controller = start_controller(state, bins.path("helm"), Path(tmp) / "controller.log")
-            results = asyncio.run(measure(state, args.trials, args.ratio_trials))
+            cpu = ControllerCpu(controller.pid)
+            results = asyncio.run(measure(state, args.trials, args.ratio_trials, cpu))
             # The same health gate with member watches off (the poll alone), same fleet, same run.
             stop_controller(controller)
             controller = start_controller(
