@@ -34,7 +34,9 @@ from fleetwave.controllers import (
 )
 from fleetwave.controllers import summary_status as ss
 from fleetwave.controllers.context import Cache, Context, as_dict
+from fleetwave.controllers.echoes import Echoes
 from fleetwave.controllers.member_watches import MemberWatches
+from fleetwave.controllers.own_writes import OwnWrites
 from fleetwave.controllers.ports import HealthAdapter, HelmAdapter
 from fleetwave.delivery import sessions
 from fleetwave.delivery.gotemplate import Renderer
@@ -355,7 +357,7 @@ def _add_controllers(
             "ClusterSummary": summaries.enqueue,
         }
     )
-    wire(keys, informers, promotions, profiles, summaries)
+    wire(keys, informers, promotions, profiles, summaries, _Writes(ctx.own_writes, ctx.echoes))
 
 
 def _labels(obj: Any) -> dict[str, str]:
@@ -419,6 +421,20 @@ class _Keys:
 
         return self.cache.memo("profile-dependents", "ClusterProfile", build)
 
+    def stage_profile_of_summary(self, obj: Any) -> Iterable[str]:
+        """The summary's profile when it is a promotion's stage profile."""
+        name = _labels(obj).get(ss.PROFILE_LABEL)
+        return [name] if name and self._of_promotion(name) else []
+
+    def pacing_profiles_of_summary(self, obj: Any) -> Iterable[str]:
+        """`profile_of_summary` but a promotion's stage profile (`stage_profile_of_summary`)."""
+        names = list(self.profile_of_summary(obj))
+        return names[1:] if names and self._of_promotion(names[0]) else names
+
+    def _of_promotion(self, profile_name: str) -> bool:
+        owner = self.cache.obj("ClusterProfile", None, profile_name)
+        return owner is not None and bool(self.promotion_of_profile(owner))
+
     def promotion_of_summary(self, obj: Any) -> Iterable[str]:
         keys: list[str] = []
         for name in self.profile_of_summary(obj):
@@ -473,22 +489,31 @@ class _Keys:
         return mapper
 
 
+@dataclass(frozen=True, slots=True)
+class _Writes:
+    own: OwnWrites
+    echoes: Echoes
+
+
 def wire(
     keys: _Keys,
     informers: Mapping[str, Informer],
     promotions: Controller[str],
     profiles: Controller[str],
     summaries: Controller[str],
+    writes: _Writes | None = None,
 ) -> None:
     """The watches between the kinds; the indexes first, so that a mapper never reads one that has
-    not yet taken in the event the mapper is handling."""
+    not yet taken in the event the mapper is handling. `writes`: this process's writes, whose
+    echoes do not wake their writer."""
+    own = writes or _Writes(OwnWrites(), Echoes())
     informers["ClusterSummary"].on_change(keys.summaries.on_change)
     informers["ClusterProfile"].on_change(keys.profiles.on_change)
     informers["ClusterPromotion"].on_change(keys.promotions.on_change)
     _wire_members(informers["MemberCluster"], keys, promotions, profiles)
-    _wire_promotions(promotions, informers, keys)
-    _wire_profiles(profiles, informers, keys)
-    _wire_summaries(summaries, informers, keys)
+    _wire_promotions(promotions, informers, keys, own)
+    _wire_profiles(profiles, informers, keys, own)
+    _wire_summaries(summaries, informers, keys, own)
 
 
 def _wire_members(
@@ -508,13 +533,63 @@ def _wire_members(
     informer.on_change(on_member)
 
 
-def _wire_promotions(promotions: Controller[str], informers: Mapping[str, Informer], keys: _Keys) -> None:
-    promotions.watch(informers["ClusterPromotion"], lambda o: [object_key(o)])
+def _itself(controller: Controller[str], writes: _Writes, kind: str) -> Callable[[Any], list[str]]:
+    """An object's own key on its every change but the echo of its own status write (`Echoes`),
+    unless a pass was put off until the cache shows that write (`OwnWrites.caught_up`)."""
+
+    def keys(obj: Any) -> list[str]:
+        key, version = object_key(obj), obj.metadata.resourceVersion
+        if writes.own.caught_up((kind, key), version):
+            return [key]
+        if writes.echoes.arrived((kind, key), kind, version, lambda: controller.enqueue(key)):
+            return []
+        return [key]
+
+    return keys
+
+
+def _unless_echo(
+    controller: Controller[str],
+    writes: _Writes,
+    kind: str,
+    writer: str,
+    mapper: Callable[[Any], Iterable[str]],
+    delay: float = 0.0,
+) -> Callable[[Any], Iterable[str]]:
+    """`mapper`, but nothing for the echo of a write the `writer` controller made of the object (a
+    profile's own summary apply, a promotion's own stage profile apply). `delay`: the watch's."""
+
+    def keys(obj: Any) -> Iterable[str]:
+        wanted = list(mapper(obj))
+
+        def wake() -> None:
+            for key in wanted:
+                controller.enqueue(key, delay)
+
+        key, version = (kind, object_key(obj)), obj.metadata.resourceVersion
+        if wanted and writes.echoes.arrived(key, writer, version, wake):
+            return []
+        return wanted
+
+    return keys
+
+
+STAGE_PROFILE_FOLLOWS = 0.5
+
+
+def _wire_promotions(
+    promotions: Controller[str], informers: Mapping[str, Informer], keys: _Keys, own: _Writes
+) -> None:
+    promotions.watch(informers["ClusterPromotion"], _itself(promotions, own, "ClusterPromotion"))
     # A promotion reads its stage profiles' spec and metadata, and its facts from their summaries:
     # a profile's status writes (it sums the same summaries up) would wake it for nothing, unless
     # the profile's verdict moves (a pinned content snapshot gone makes it invalid: the promotion
     # cuts the snapshot again).
-    promotions.watch(informers["ClusterProfile"], keys.promotion_of_profile, signature=_profile_reads)
+    promotions.watch(
+        informers["ClusterProfile"],
+        _unless_echo(promotions, own, "ClusterProfile", "ClusterPromotion", keys.promotion_of_profile),
+        signature=_profile_reads,
+    )
     promotions.watch(informers["ClusterSummary"], keys.promotion_of_summary)
     # A content snapshot is nobody's source: it wakes no promotion (a Secret one used to wake all),
     # only the stage profiles pinned to it, whose invalid status wakes the promotion should it go.
@@ -529,15 +604,31 @@ def _profile_reads(obj: Any) -> Hashable:
     return besides_status(obj), verdicts
 
 
-def _wire_profiles(profiles: Controller[str], informers: Mapping[str, Informer], keys: _Keys) -> None:
-    profiles.watch(informers["ClusterProfile"], lambda o: [object_key(o)])
-    profiles.watch(informers["ClusterSummary"], keys.profile_of_summary)
+def _wire_profiles(
+    profiles: Controller[str], informers: Mapping[str, Informer], keys: _Keys, own: _Writes
+) -> None:
+    profiles.watch(informers["ClusterProfile"], _itself(profiles, own, "ClusterProfile"))
+    profiles.watch(
+        informers["ClusterSummary"],
+        _unless_echo(profiles, own, "ClusterSummary", "ClusterProfile", keys.pacing_profiles_of_summary),
+    )
+    # A promotion's stage profile only sums its summaries up (the promotion reads them itself and
+    # paces the stage): it follows their changes at most every STAGE_PROFILE_FOLLOWS seconds, off
+    # the stage's critical path.
+    stage = keys.stage_profile_of_summary
+    profiles.watch(
+        informers["ClusterSummary"],
+        _unless_echo(profiles, own, "ClusterSummary", "ClusterProfile", stage, STAGE_PROFILE_FOLLOWS),
+        delay=STAGE_PROFILE_FOLLOWS,
+    )
     profiles.watch(informers["ConfigMap"], keys.profiles_of_source("ConfigMap"))
     profiles.watch(informers["Secret"], keys.profiles_of_source("Secret"))
 
 
-def _wire_summaries(summaries: Controller[str], informers: Mapping[str, Informer], keys: _Keys) -> None:
-    summaries.watch(informers["ClusterSummary"], lambda o: [object_key(o)])
+def _wire_summaries(
+    summaries: Controller[str], informers: Mapping[str, Informer], keys: _Keys, own: _Writes
+) -> None:
+    summaries.watch(informers["ClusterSummary"], _itself(summaries, own, "ClusterSummary"))
     summaries.watch(informers["MemberCluster"], keys.summaries_of_member)
     summaries.watch(informers["Secret"], keys.summaries_of_member_secret)
     # A summary reads its snapshot, kept as a Secret when any content came from one.

@@ -16,6 +16,7 @@ from typing import Any, Protocol, TypeVar
 from fleetwave.api import families
 from fleetwave.api.families import Family
 from fleetwave.api.sveltos import HelmChart, ValidateHealth
+from fleetwave.controllers.echoes import Echoes
 from fleetwave.controllers.own_writes import OwnWrites
 from fleetwave.core import rollout_metrics
 from fleetwave.core import status as st
@@ -196,9 +197,12 @@ class HealthPort(Protocol):
         *,
         objects: Iterable[tuple[str, str, str | None, str]],
         wake: Wake | None = None,
+        seen: Mapping[tuple[str, str, str | None, str], Mapping[str, Any]] | None = None,
     ) -> HealthOutcome:
         """Readiness of the delivered objects (apiVersion, kind, namespace, name) plus user checks;
-        while not ok, `wake` is called when something they read changes on the member."""
+        while not ok, `wake` is called when something they read changes on the member. `seen`:
+        objects as the delivery's applies just returned them, judged without reading them again
+        (built-in readiness only: a user's check reads the member itself)."""
         ...
 
     async def webhook_condition(self, rule: str, status: int, body: object) -> tuple[bool, str]:
@@ -230,6 +234,7 @@ class Context:
     # Analysis gates' measurement series, in memory: a restart starts them again (ADR 0081).
     analyses: analysis.Series = field(default_factory=analysis.Series)
     own_writes: OwnWrites = field(default_factory=OwnWrites)
+    echoes: Echoes = field(default_factory=Echoes)
     # ClusterSummary key -> fingerprint of the credentials this process last delivered it with.
     delivered_to: dict[str, str] = field(default_factory=dict)
     # Inventory -> what this process last pruned it down to (credentials fingerprint, kinds and

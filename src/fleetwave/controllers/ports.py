@@ -93,6 +93,7 @@ class HealthAdapter:
         *,
         objects: Iterable[ObjectId],
         wake: Wake | None = None,
+        seen: Mapping[ObjectId, Mapping[str, Any]] | None = None,
     ) -> HealthOutcome:
         listed, ids = list(checks_), list(objects)
         began = self.watches.now() if self.watches is not None else None
@@ -102,7 +103,8 @@ class HealthAdapter:
             )
             ok, message = verdict.ok, verdict.message
         else:
-            ok, message = await availability.judge(target, ids, wall_seconds=self.pool.budget.wall_seconds)
+            wall = self.pool.budget.wall_seconds
+            ok, message = await availability.judge(target, ids, wall_seconds=wall, seen=seen)
         if message.startswith("cluster unreachable"):  # the worker does not know the member's name
             message = f"cluster {target.name} unreachable" + message.removeprefix("cluster unreachable")
         if wake is not None and self.watches is not None:

@@ -23,6 +23,7 @@ from fleetwave.controllers import rollout_common as common
 from fleetwave.controllers import rollout_facts as rf
 from fleetwave.controllers import summary_status as ss
 from fleetwave.controllers.context import Context
+from fleetwave.controllers.echoes import tracked
 from fleetwave.controllers.rollout_reconcile import Observation, Pass, Prepared
 from fleetwave.core import dependencies, selectors, timestamps
 from fleetwave.core import effects as fx
@@ -204,7 +205,12 @@ async def apply_summary(
     current = ctx.cache.get("ClusterSummary", meta["namespace"], meta["name"])
     if current is not None and _same(current, summary):
         return
-    await ops.apply(ctx.client, summary)
+    key = ("ClusterSummary", f"{meta['namespace']}/{meta['name']}")
+    await tracked(ctx.echoes, key, KIND, ops.apply(ctx.client, summary), _version)
+
+
+def _version(obj: Any) -> str | None:
+    return getattr(obj.metadata, "resourceVersion", None)
 
 
 def _summary_body(

@@ -33,6 +33,7 @@ from fleetwave.controllers import (
 from fleetwave.controllers import rollout_common as common
 from fleetwave.controllers import rollout_facts as rf
 from fleetwave.controllers.context import Context, Wake
+from fleetwave.controllers.echoes import tracked
 from fleetwave.controllers.rollout_reconcile import Observation, Pass, Prepared
 from fleetwave.core import effects as fx
 from fleetwave.core import model as m
@@ -399,7 +400,8 @@ async def _ensure_profile(ctx: Context, run: Run, wanted: _StageProfile, cluster
         },
         "spec": spec,
     }
-    await ops.apply(ctx.client, body)
+    key = ("ClusterProfile", wanted.name)
+    await tracked(ctx.echoes, key, KIND, ops.apply(ctx.client, body), lambda o: o.metadata.resourceVersion)
 
 
 def _with_defaults(current: Any, desired: Mapping[str, Any]) -> Any:

@@ -28,13 +28,14 @@ from fleetwave.controllers import content, members, templated_content
 from fleetwave.controllers import rollout_common as common
 from fleetwave.controllers import summary_status as ss
 from fleetwave.controllers.context import Context, HelmOutcome, Wake, as_dict
+from fleetwave.controllers.echoes import tracked
 from fleetwave.core import selectors, timestamps
 from fleetwave.delivery import content as dc
 from fleetwave.delivery import manifests, sessions
 from fleetwave.delivery.helmplan import Ownership
 from fleetwave.delivery.target import MemberTarget, MemberUnreachable
 from fleetwave.kube import internals, kinds, ops
-from fleetwave.kube.status import StatusWrite, Versioned, write_status, write_versioned
+from fleetwave.kube.status import StatusWrite, Versioned, version_written, write_status, write_versioned
 from fleetwave.runtime.controller import Result
 
 log = logging.getLogger(__name__)
@@ -104,9 +105,9 @@ async def reconcile(ctx: Context, key: str) -> Result:
     held = _progress_held_back(ctx, key, raw.get("status") or {}, status)
     if held is not None:
         return Result(requeue_after=min(held, ctx.judge_poll))
-    written, fresh = await write_versioned(
-        ctx.client, ctx.resource("ClusterSummary"), Versioned.of(obj), status
-    )
+    kind = "ClusterSummary"
+    write = write_versioned(ctx.client, ctx.resource(kind), Versioned.of(obj), status)
+    written, fresh = await tracked(ctx.echoes, (kind, key), kind, write, version_written)
     if written is StatusWrite.CONFLICT:
         return Result(requeue=True)
     if written is StatusWrite.WRITTEN:
@@ -489,7 +490,7 @@ async def _deliver_to(
     if profile.sync_mode == "ContinuousWithDriftDetection" and objects:
         found = await manifests.detect_drift(target, objects, inventory=inv, owner=owner)
         drift = [f"{d.ref}: {d.reason}" for d in found]
-    resources = await _resources(
+    resources, applied = await _resources(
         target, objects, inv, raw.get("status") or {}, dry_run, _apply_policy(profile), owner, ctx.pruned
     )
     # Releases installed before owners were profiles carry the summary's own key: still ours.
@@ -514,8 +515,12 @@ async def _deliver_to(
     if outcome.failed or dry_run:
         return outcome
     key = f"{meta['namespace']}/{meta['name']}"
+    # Judged on the objects as their applies returned them, unless charts were installed since
+    # (that can take long enough for what the applies returned to be old news).
+    seen = applied if not body.get("helmCharts") else None
+    wake = ctx.wake("ClusterSummary", key)
     health = await ctx.health.check(
-        target, profile.validate_healths or [], objects=_ids(objects), wake=ctx.wake("ClusterSummary", key)
+        target, profile.validate_healths or [], objects=_ids(objects), wake=wake, seen=seen
     )
     return ss.Outcome(
         wanted_hash,
@@ -536,19 +541,22 @@ async def _resources(
     policy: manifests.ApplyPolicy,
     owner: str,
     pruned: manifests.PruneMemo,
-) -> ss.Feature:
+) -> tuple[ss.Feature, dict[tuple[str, str, str | None, str], Mapping[str, Any]]]:
+    """The resources feature, and the objects as their applies returned them."""
     before = _previous_kinds(previous)
     report = await manifests.apply(
         target, objects, inventory=inv, dry_run=dry_run, policy=policy, owner=owner
     )
     if not report.ok:
-        return ss.Feature(ss.FEATURE_RESOURCES, "Failed", report.content_hash, "; ".join(report.errors))
+        failed = ss.Feature(ss.FEATURE_RESOURCES, "Failed", report.content_hash, "; ".join(report.errors))
+        return failed, {}
     if not dry_run:
         await manifests.prune_unless_done(
             target, pruned, inv, inventory=inv, kinds=before | report.kinds, keep=report.refs
         )
     deployed = tuple(sorted({ss.gvk_string(g.api_version, g.kind) for g in report.kinds}))
-    return ss.Feature(ss.FEATURE_RESOURCES, "Provisioned", report.content_hash, deployed=deployed)
+    provisioned = ss.Feature(ss.FEATURE_RESOURCES, "Provisioned", report.content_hash, deployed=deployed)
+    return provisioned, report.live
 
 
 def _previous_kinds(previous: Mapping[str, Any]) -> set[kinds.GVK]:

@@ -9,7 +9,7 @@ those of the sandbox worker's judgement without user checks (`health.cluster_che
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fleetwave.delivery.target import MemberTarget, MemberUnreachable
@@ -25,15 +25,21 @@ class _NotServed:
 
 
 async def judge(
-    target: MemberTarget, objects: Sequence[ObjectId], *, wall_seconds: float
+    target: MemberTarget,
+    objects: Sequence[ObjectId],
+    *,
+    wall_seconds: float,
+    seen: Mapping[ObjectId, Mapping[str, Any]] | None = None,
 ) -> tuple[bool, str]:
     """(ready, message): every object exists and is ready, or the first one (in the order given)
-    that is not; a member that does not answer within `wall_seconds` is not ready."""
+    that is not; a member that does not answer within `wall_seconds` is not ready. `seen`: objects
+    as the member returned them a moment ago (the delivery's own applies), not read again."""
+    seen = seen or {}
+    unread = [o for o in objects if o not in seen]
     try:
         async with asyncio.timeout(wall_seconds):
-            async with target.session() as client:
-                resolver = kinds.AsyncKinds(client)
-                found = await asyncio.gather(*(_read(client, resolver, o) for o in objects))
+            read = dict(zip(unread, await _read_all(target, unread), strict=True)) if unread else {}
+            found = [seen[o] if o in seen else read[o] for o in objects]
     except TimeoutError:
         return False, f"health checks exceeded the wall-time limit of {wall_seconds:g}s; stopped"
     except MemberUnreachable as e:
@@ -46,10 +52,16 @@ async def judge(
             return False, f"{kind} {name}: {live.message}"
         if live is None:
             return False, f"{ref} not found"
-        ok, message = readiness.is_ready(live)
+        ok, message = readiness.is_ready(dict(live))
         if not ok:
             return False, f"{ref}: {message}"
     return True, "ready"
+
+
+async def _read_all(target: MemberTarget, objects: Sequence[ObjectId]) -> list[Any]:
+    async with target.session() as client:
+        resolver = kinds.AsyncKinds(client)
+        return list(await asyncio.gather(*(_read(client, resolver, o) for o in objects)))
 
 
 async def _read(client: Any, resolver: kinds.AsyncKinds, obj: ObjectId) -> dict[str, Any] | _NotServed | None:

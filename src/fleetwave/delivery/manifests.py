@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import hashlib
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Literal, TypeVar
 
@@ -90,6 +90,9 @@ class AppliedObject:
     hash: str
     action: Action
     error: str | None = None
+    # The object as its apply returned it (None: a dry run, or not applied): a readiness judgement
+    # made right after the delivery reads it here instead of asking the member again.
+    live: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
 
     @property
     def changed(self) -> bool:
@@ -127,6 +130,15 @@ class ApplyReport:
     def kinds(self) -> set[kd.GVK]:
         """What a later `prune`/`withdraw` must search."""
         return {o.ref.gvk for o in self.objects}
+
+    @property
+    def live(self) -> dict[tuple[str, str, str | None, str], Mapping[str, Any]]:
+        """The applied objects as their applies returned them, by (apiVersion, kind, namespace, name)."""
+        return {
+            (o.ref.api_version, o.ref.kind, o.ref.namespace, o.ref.name): o.live
+            for o in self.objects
+            if o.live is not None
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,7 +271,8 @@ async def _apply_one(
             )
             return AppliedObject(ref, digest, "conflict", message)
         return AppliedObject(ref, digest, "failed", ops.message_of(err))
-    return AppliedObject(ref, digest, _action(before, dict(after)))
+    live = None if dry_run else {"apiVersion": ref.api_version, "kind": ref.kind, **dict(after)}
+    return AppliedObject(ref, digest, _action(before, dict(after)), live=live)
 
 
 def _read_at(body: Mapping[str, Any], live: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -306,14 +319,14 @@ def _without_own_metadata(obj: Mapping[str, Any]) -> dict[str, Any]:
     """`obj` comparable, without the label and annotations fleetwave itself adds."""
     out = ct.comparable(obj)
     meta = dict(out["metadata"])
-    for field, keys in (
+    for part, keys in (
         ("labels", (ct.INVENTORY_LABEL,)),
         ("annotations", (OWNER_ANNOTATION, TIER_ANNOTATION)),
     ):
-        rest = {k: v for k, v in (meta.get(field) or {}).items() if k not in keys}
-        meta.pop(field, None)
+        rest = {k: v for k, v in (meta.get(part) or {}).items() if k not in keys}
+        meta.pop(part, None)
         if rest:
-            meta[field] = rest
+            meta[part] = rest
     out["metadata"] = meta
     return out
 

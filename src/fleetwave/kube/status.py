@@ -118,6 +118,12 @@ async def write_versioned(
     return StatusWrite.WRITTEN, replace(Versioned.of(result), namespace=current.namespace)
 
 
+def version_written(result: tuple[StatusWrite, Versioned]) -> str | None:
+    """The resourceVersion a `write_versioned` made (None: it wrote nothing)."""
+    written, fresh = result
+    return fresh.resource_version if written is StatusWrite.WRITTEN else None
+
+
 def _status_of(obj: Any) -> Any:
     status = obj.get("status") if isinstance(obj, Mapping) else getattr(obj, "status", None)
     to_dict = getattr(status, "to_dict", None)

@@ -15,6 +15,8 @@ from fleetwave.controllers import app, fanout, members
 from fleetwave.controllers import rollout_common as common
 from fleetwave.controllers import summary_status as ss
 from fleetwave.controllers.context import Cache
+from fleetwave.controllers.echoes import Echoes
+from fleetwave.controllers.own_writes import OwnWrites
 from fleetwave.runtime.controller import Controller, Result
 from fleetwave.runtime.watching import EventType, object_key
 
@@ -27,7 +29,13 @@ class _Obj:
 
     def __init__(self, body: dict[str, Any]) -> None:
         self._body = body
-        meta = {"namespace": None, "labels": None, "annotations": None, **body["metadata"]}
+        meta = {
+            "namespace": None,
+            "labels": None,
+            "annotations": None,
+            "resourceVersion": None,
+            **body["metadata"],
+        }
         self.metadata = SimpleNamespace(**meta)
         self.spec = body.get("spec")
 
@@ -77,9 +85,11 @@ class _Recorder(Controller[str]):
     def __init__(self, name: str) -> None:
         super().__init__(name, _never)
         self.woken: set[str] = set()
+        self.delays: dict[str, float] = {}
 
     def enqueue(self, key: str, delay: float = 0.0) -> None:
         self.woken.add(key)
+        self.delays[key] = delay
 
 
 KINDS = ("ConfigMap", "Secret", "ClusterPromotion", "ClusterProfile", "ClusterSummary", "MemberCluster")
@@ -91,10 +101,13 @@ class World:
     promotions: _Recorder = field(default_factory=lambda: _Recorder("promotions"))
     profiles: _Recorder = field(default_factory=lambda: _Recorder("profiles"))
     summaries: _Recorder = field(default_factory=lambda: _Recorder("summaries"))
+    own: OwnWrites = field(default_factory=OwnWrites)
+    echoes: Echoes = field(default_factory=Echoes)
 
     def __post_init__(self) -> None:
         self.keys = app._Keys(Cache(self.informers))  # type: ignore[arg-type]
-        app.wire(self.keys, self.informers, self.promotions, self.profiles, self.summaries)  # type: ignore[arg-type]
+        writes = app._Writes(self.own, self.echoes)
+        app.wire(self.keys, self.informers, self.promotions, self.profiles, self.summaries, writes)  # type: ignore[arg-type]
 
     def emit(self, event: EventType, kind: str, body: dict[str, Any]) -> _Obj:
         obj = _Obj(body)
@@ -349,3 +362,83 @@ def test_a_stage_profiles_status_wakes_its_promotion_only_when_its_verdict_moves
     assert w.woken()[0] == {"web"}
     w.emit("MODIFIED", "ClusterProfile", stage({"conditions": [invalid]}, generation=2))
     assert w.woken()[0] == {"web"}
+
+
+@pytest.mark.parametrize(
+    ("kind", "key", "woken"),
+    [("ClusterPromotion", "web", 0), ("ClusterProfile", "web-dev", 1), ("ClusterSummary", f"{NS}/s1", 2)],
+)
+def test_the_echo_of_a_rollouts_own_status_write_does_not_wake_it(kind: str, key: str, woken: int) -> None:
+    w = World()
+    namespace, _, name = key.rpartition("/")
+    body = {"apiVersion": API, "kind": kind, "metadata": {"name": name, "namespace": namespace or None}}
+    slot = (kind, key)
+
+    def emit(version: str) -> set[str]:
+        w.emit("MODIFIED", kind, {**body, "metadata": {**body["metadata"], "resourceVersion": version}})
+        return w.woken()[woken]
+
+    assert emit("10") == {key}  # nobody's write we know of
+    w.echoes.begin(slot, kind)
+    assert emit("11") == set()  # comes while our write is in flight: held...
+    w.echoes.end(slot, kind, "11")
+    assert w.woken()[woken] == set()  # ...and dropped, it is that write's own event
+    w.echoes.begin(slot, kind)
+    assert emit("12") == set()  # someone else's change while we write...
+    w.echoes.end(slot, kind, "13")
+    assert w.woken()[woken] == {key}  # ...wakes us once the write returns
+    assert emit("13") == set()  # our write's event, after its response
+    w.own.record(slot, "14")
+    assert w.own.behind(slot, "13")  # a pass put off until the cache shows our write...
+    w.echoes.begin(slot, kind)
+    w.echoes.end(slot, kind, "14")
+    assert emit("14") == {key}  # ...is woken by it
+
+
+def test_a_summary_its_profile_applied_wakes_the_summary_and_not_that_profile() -> None:
+    w = World()
+    w.emit("ADDED", "ClusterProfile", _profile("web-dev", {"policyRefs": [_ref("web")]}))
+    w.woken()
+    labels = {ss.PROFILE_LABEL: "web-dev", ss.CLUSTER_LABEL: "c1"}
+    meta = {"name": "web-dev-sveltos-c1", "namespace": NS, "labels": labels}
+    summary = {"apiVersion": API, "kind": "ClusterSummary", "metadata": meta, "spec": {}}
+    key = f"{NS}/web-dev-sveltos-c1"
+    w.echoes.begin(("ClusterSummary", key), "ClusterProfile")
+    w.emit("ADDED", "ClusterSummary", {**summary, "metadata": {**meta, "resourceVersion": "7"}})
+    w.echoes.end(("ClusterSummary", key), "ClusterProfile", "7")
+    _, profiles, summaries = w.woken()
+    assert (profiles, summaries) == (set(), {key})  # the profile knows what it applied
+    w.emit("MODIFIED", "ClusterSummary", {**summary, "metadata": {**meta, "resourceVersion": "8"}})
+    _, profiles, summaries = w.woken()
+    assert (profiles, summaries) == ({"web-dev"}, {key})  # the summary's own change reaches it
+
+
+def test_a_stage_profile_its_promotion_applied_does_not_wake_that_promotion() -> None:
+    w = World()
+    body = _profile("web-dev", {"policyRefs": [_ref("web")]})
+    body["metadata"].update(labels={"fleetwave.io/promotion": "web"}, generation=2, resourceVersion="5")
+    w.echoes.begin(("ClusterProfile", "web-dev"), "ClusterPromotion")
+    w.echoes.end(("ClusterProfile", "web-dev"), "ClusterPromotion", "5")
+    w.emit("MODIFIED", "ClusterProfile", body)  # the event after the apply's response this time
+    promotions, profiles, _ = w.woken()
+    assert (promotions, profiles) == (set(), {"web-dev"})
+    edited = {**body["metadata"], "generation": 3, "resourceVersion": "6"}
+    w.emit("MODIFIED", "ClusterProfile", {**body, "metadata": edited})
+    assert w.woken()[0] == {"web"}  # someone else's edit
+
+
+def test_a_stage_profile_follows_its_summaries_a_moment_later_a_profile_that_paces_at_once() -> None:
+    w = World()
+    stage = _profile("web-dev", {"policyRefs": [_ref("web")]})
+    stage["metadata"]["labels"] = {"fleetwave.io/promotion": "web"}
+    w.emit("ADDED", "ClusterProfile", stage)
+    w.emit("ADDED", "ClusterProfile", _profile("plain", {"policyRefs": [_ref("web")]}))
+    dependent = {"policyRefs": [_ref("web")], "dependsOn": ["web-dev"]}
+    w.emit("ADDED", "ClusterProfile", _profile("after", dependent))
+    w.woken()
+    for profile in ("web-dev", "plain"):
+        labels = {ss.PROFILE_LABEL: profile, ss.CLUSTER_LABEL: "c1"}
+        meta = {"name": f"{profile}-sveltos-c1", "namespace": NS, "labels": labels, "resourceVersion": "9"}
+        w.emit("MODIFIED", "ClusterSummary", {"apiVersion": API, "kind": "ClusterSummary", "metadata": meta})
+    assert w.woken()[1] == {"web-dev", "plain", "after"}
+    assert w.profiles.delays == {"web-dev": app.STAGE_PROFILE_FOLLOWS, "plain": 0.0, "after": 0.0}

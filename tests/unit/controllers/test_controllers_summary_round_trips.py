@@ -66,7 +66,7 @@ async def test_prune_lists_run_again_only_when_the_delivered_objects_or_credenti
     other = {**CM, "metadata": {"name": "b", "namespace": "n"}}
 
     async def deliver(objects: list[dict[str, Any]], to: MemberTarget = target) -> None:
-        feature = await summary._resources(
+        feature, _ = await summary._resources(
             to, objects, "inv", {}, False, manifests.ApplyPolicy(), "owner", memo
         )
         assert feature.status == "Provisioned"
