@@ -506,14 +506,14 @@ def wire(
     """The watches between the kinds; the indexes first, so that a mapper never reads one that has
     not yet taken in the event the mapper is handling. `writes`: this process's writes, whose
     echoes do not wake their writer."""
-    own = writes or _Writes(OwnWrites(), Echoes())
+    writes = writes or _Writes(OwnWrites(), Echoes())
     informers["ClusterSummary"].on_change(keys.summaries.on_change)
     informers["ClusterProfile"].on_change(keys.profiles.on_change)
     informers["ClusterPromotion"].on_change(keys.promotions.on_change)
     _wire_members(informers["MemberCluster"], keys, promotions, profiles)
-    _wire_promotions(promotions, informers, keys, own)
-    _wire_profiles(profiles, informers, keys, own)
-    _wire_summaries(summaries, informers, keys, own)
+    _wire_promotions(promotions, informers, keys, writes)
+    _wire_profiles(profiles, informers, keys, writes)
+    _wire_summaries(summaries, informers, keys, writes)
 
 
 def _wire_members(
@@ -578,16 +578,16 @@ STAGE_PROFILE_FOLLOWS = 0.5
 
 
 def _wire_promotions(
-    promotions: Controller[str], informers: Mapping[str, Informer], keys: _Keys, own: _Writes
+    promotions: Controller[str], informers: Mapping[str, Informer], keys: _Keys, writes: _Writes
 ) -> None:
-    promotions.watch(informers["ClusterPromotion"], _itself(promotions, own, "ClusterPromotion"))
+    promotions.watch(informers["ClusterPromotion"], _itself(promotions, writes, "ClusterPromotion"))
     # A promotion reads its stage profiles' spec and metadata, and its facts from their summaries:
     # a profile's status writes (it sums the same summaries up) would wake it for nothing, unless
     # the profile's verdict moves (a pinned content snapshot gone makes it invalid: the promotion
     # cuts the snapshot again).
     promotions.watch(
         informers["ClusterProfile"],
-        _unless_echo(promotions, own, "ClusterProfile", "ClusterPromotion", keys.promotion_of_profile),
+        _unless_echo(promotions, writes, "ClusterProfile", "ClusterPromotion", keys.promotion_of_profile),
         signature=_profile_reads,
     )
     promotions.watch(informers["ClusterSummary"], keys.promotion_of_summary)
@@ -605,12 +605,12 @@ def _profile_reads(obj: Any) -> Hashable:
 
 
 def _wire_profiles(
-    profiles: Controller[str], informers: Mapping[str, Informer], keys: _Keys, own: _Writes
+    profiles: Controller[str], informers: Mapping[str, Informer], keys: _Keys, writes: _Writes
 ) -> None:
-    profiles.watch(informers["ClusterProfile"], _itself(profiles, own, "ClusterProfile"))
+    profiles.watch(informers["ClusterProfile"], _itself(profiles, writes, "ClusterProfile"))
     profiles.watch(
         informers["ClusterSummary"],
-        _unless_echo(profiles, own, "ClusterSummary", "ClusterProfile", keys.pacing_profiles_of_summary),
+        _unless_echo(profiles, writes, "ClusterSummary", "ClusterProfile", keys.pacing_profiles_of_summary),
     )
     # A promotion's stage profile only sums its summaries up (the promotion reads them itself and
     # paces the stage): it follows their changes at most every STAGE_PROFILE_FOLLOWS seconds, off
@@ -618,7 +618,7 @@ def _wire_profiles(
     stage = keys.stage_profile_of_summary
     profiles.watch(
         informers["ClusterSummary"],
-        _unless_echo(profiles, own, "ClusterSummary", "ClusterProfile", stage, STAGE_PROFILE_FOLLOWS),
+        _unless_echo(profiles, writes, "ClusterSummary", "ClusterProfile", stage, STAGE_PROFILE_FOLLOWS),
         delay=STAGE_PROFILE_FOLLOWS,
     )
     profiles.watch(informers["ConfigMap"], keys.profiles_of_source("ConfigMap"))
@@ -626,9 +626,9 @@ def _wire_profiles(
 
 
 def _wire_summaries(
-    summaries: Controller[str], informers: Mapping[str, Informer], keys: _Keys, own: _Writes
+    summaries: Controller[str], informers: Mapping[str, Informer], keys: _Keys, writes: _Writes
 ) -> None:
-    summaries.watch(informers["ClusterSummary"], _itself(summaries, own, "ClusterSummary"))
+    summaries.watch(informers["ClusterSummary"], _itself(summaries, writes, "ClusterSummary"))
     summaries.watch(informers["MemberCluster"], keys.summaries_of_member)
     summaries.watch(informers["Secret"], keys.summaries_of_member_secret)
     # A summary reads its snapshot, kept as a Secret when any content came from one.

@@ -235,6 +235,9 @@ class Context:
     analyses: analysis.Series = field(default_factory=analysis.Series)
     own_writes: OwnWrites = field(default_factory=OwnWrites)
     echoes: Echoes = field(default_factory=Echoes)
+    # (cluster, inventory) -> when and what a staged run's apply there returned, judged once by the
+    # availability check that follows it (kubefleet.executor.available).
+    just_applied: dict[tuple[str, str], tuple[float, dict[Any, Any]]] = field(default_factory=dict)
     # ClusterSummary key -> fingerprint of the credentials this process last delivered it with.
     delivered_to: dict[str, str] = field(default_factory=dict)
     # Inventory -> what this process last pruned it down to (credentials fingerprint, kinds and

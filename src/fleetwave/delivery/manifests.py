@@ -78,6 +78,7 @@ def _stamped(obj: Mapping[str, Any], key: str, inventory: str) -> dict[str, Any]
 
 
 _DEFAULT_NAMESPACE = "default"
+ObjectId = tuple[str, str, str | None, str]  # apiVersion, kind, namespace, name
 _CRD_ESTABLISH_TIMEOUT = 60.0
 # Re-reads when an object changed between our read and our apply (a controller's status write does
 # that too); past them the object is reported failed and the next reconcile tries again.
@@ -132,7 +133,7 @@ class ApplyReport:
         return {o.ref.gvk for o in self.objects}
 
     @property
-    def live(self) -> dict[tuple[str, str, str | None, str], Mapping[str, Any]]:
+    def live(self) -> dict[ObjectId, Mapping[str, Any]]:
         """The applied objects as their applies returned them, by (apiVersion, kind, namespace, name)."""
         return {
             (o.ref.api_version, o.ref.kind, o.ref.namespace, o.ref.name): o.live

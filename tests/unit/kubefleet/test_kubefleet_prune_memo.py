@@ -47,7 +47,7 @@ async def test_the_same_delivery_again_does_not_list_the_member_again(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     member = _Member(monkeypatch)
-    ctx: Any = SimpleNamespace(pruned={})
+    ctx: Any = SimpleNamespace(pruned={}, just_applied={})
     for _ in range(3):
         assert (await executor.apply(ctx, "m", [CM], inventory="crp/m")).ok
     assert member.prunes == 1
@@ -68,7 +68,7 @@ async def test_the_same_delivery_again_does_not_list_the_member_again(
 
 async def test_removing_the_content_forgets_what_was_pruned(monkeypatch: pytest.MonkeyPatch) -> None:
     member = _Member(monkeypatch)
-    ctx: Any = SimpleNamespace(pruned={})
+    ctx: Any = SimpleNamespace(pruned={}, just_applied={})
     await executor.apply(ctx, "m", [CM], inventory="crp/m")
     await executor.remove(ctx, "m", inventory="crp/m")
     assert member.withdrawals == 1

@@ -8,6 +8,7 @@ member is reported as a message, never raised: the run waits and reports it.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -87,6 +88,7 @@ async def apply(
         report = await manifests.apply(tgt, objects, inventory=inventory, policy=rules.policy)
         if not report.ok:
             return Outcome(False, "apply failed: " + "; ".join(report.errors))
+        _remember_applied(ctx, cluster, inventory, report.live)
         await manifests.prune_unless_done(
             tgt,
             ctx.pruned,
@@ -154,10 +156,39 @@ def _text(value: Any) -> str | None:
     return text[:256]
 
 
+# How long the objects an apply returned stand in for a read of them: the pass that applied them
+# judges their availability next, a moment later (ADR 0068).
+JUST_APPLIED_SECONDS = 1.0
+
+
+def _remember_applied(
+    ctx: Context, cluster: str, inventory: str, live: Mapping[manifests.ObjectId, Mapping[str, Any]]
+) -> None:
+    now = time.monotonic()
+    held = ctx.just_applied
+    for key in [k for k, (at, _) in held.items() if now - at > JUST_APPLIED_SECONDS]:
+        del held[key]
+    held[(cluster, inventory)] = (now, dict(live))
+
+
+def _just_applied(ctx: Context, cluster: str, inventory: str | None) -> dict[manifests.ObjectId, Any] | None:
+    """The objects this process's last apply to `cluster` returned, once, if that was a moment ago."""
+    entry = ctx.just_applied.pop((cluster, inventory), None) if inventory else None
+    if entry is None or time.monotonic() - entry[0] > JUST_APPLIED_SECONDS:
+        return None
+    return entry[1]
+
+
 async def available(
-    ctx: Context, cluster: str, objects: Sequence[Mapping[str, Any]], *, wake: Wake | None = None
+    ctx: Context,
+    cluster: str,
+    objects: Sequence[Mapping[str, Any]],
+    *,
+    wake: Wake | None = None,
+    inventory: str | None = None,
 ) -> Outcome:
-    """Every applied object exists and is ready (Deployments available, Jobs complete, ...)."""
+    """Every applied object exists and is ready (Deployments available, Jobs complete, ...). With
+    `inventory`, objects this process applied a moment ago are judged as the apply returned them."""
     tgt = target(ctx, cluster)
     if tgt is None:
         return _missing(cluster)
@@ -170,7 +201,8 @@ async def available(
         )
         for o in objects
     ]
-    result = await ctx.health.check(tgt, [], objects=refs, wake=wake)
+    seen = _just_applied(ctx, cluster, inventory)
+    result = await ctx.health.check(tgt, [], objects=refs, wake=wake, seen=seen)
     return Outcome(result.ok, result.message)
 
 

@@ -170,7 +170,7 @@ async def _settle(
     if content.rules.report_diff:  # nothing was applied: the report is the whole delivery
         entry = replace(entry, done_at=st.fmt(ctx.clock()))
         return m.Delivery(m.DeliveryPhase.APPLIED, ready=True, message=entry.message), entry
-    result = await executor.available(ctx, cluster, objects, wake=wake)
+    result = await executor.available(ctx, cluster, objects, wake=wake, inventory=content.inventory)
     done = st.fmt(ctx.clock()) if result.ok else None
     entry = replace(entry, message=result.message, done_at=done)
     return m.Delivery(m.DeliveryPhase.APPLIED, ready=result.ok, message=result.message), entry
