@@ -32,6 +32,7 @@ from fleetwave.controllers import (
     promotion,
     summary,
 )
+from fleetwave.controllers import rollout_common as common
 from fleetwave.controllers import summary_status as ss
 from fleetwave.controllers.context import Cache, Context, as_dict
 from fleetwave.controllers.echoes import Echoes
@@ -583,8 +584,8 @@ def _wire_promotions(
     promotions.watch(informers["ClusterPromotion"], _itself(promotions, writes, "ClusterPromotion"))
     # A promotion reads its stage profiles' spec and metadata, and its facts from their summaries:
     # a profile's status writes (it sums the same summaries up) would wake it for nothing, unless
-    # the profile's verdict moves (a pinned content snapshot gone makes it invalid: the promotion
-    # cuts the snapshot again).
+    # the profile turns invalid or valid again (a pinned content snapshot gone makes it invalid:
+    # the promotion cuts the snapshot again).
     promotions.watch(
         informers["ClusterProfile"],
         _unless_echo(promotions, writes, "ClusterProfile", "ClusterPromotion", keys.promotion_of_profile),
@@ -598,10 +599,10 @@ def _wire_promotions(
 
 
 def _profile_reads(obj: Any) -> Hashable:
-    """What a promotion follows of a stage profile: all but its status, and its conditions' verdicts."""
+    """What a promotion follows of a stage profile: all but its status, and whether it is invalid."""
     conditions = (as_dict(obj).get("status") or {}).get("conditions") or []
-    verdicts = tuple((c.get("type"), c.get("status"), c.get("reason")) for c in conditions)
-    return besides_status(obj), verdicts
+    invalid = any(c.get("reason") == common.INVALID_REASON for c in conditions)
+    return besides_status(obj), invalid
 
 
 def _wire_profiles(

@@ -180,12 +180,15 @@ async def ensure_snapshot(ctx: Context, resolved: content.Resolved) -> None:
     )
 
 
+INVALID_REASON = "InvalidSpec"
+
+
 async def report_invalid(ctx: Context, obj: Any, raw: Mapping[str, Any], kind: str, message: str) -> Result:
     """Say in status (and once in an event) why the spec cannot be rolled out."""
     condition = {
         "type": "Ready",
         "status": "False",
-        "reason": "InvalidSpec",
+        "reason": INVALID_REASON,
         "message": message,
         "lastTransitionTime": timestamps.fmt(ctx.clock()),
         "observedGeneration": raw["metadata"].get("generation"),

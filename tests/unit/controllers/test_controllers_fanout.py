@@ -344,7 +344,7 @@ def test_a_kubeconfig_secret_wakes_its_members_summaries_and_the_promotions_not_
     assert world.woken() == NOTHING
 
 
-def test_a_stage_profiles_status_wakes_its_promotion_only_when_its_verdict_moves() -> None:
+def test_a_stage_profiles_status_wakes_its_promotion_only_when_it_turns_invalid() -> None:
     w = World()
 
     def stage(status: dict[str, Any], generation: int = 1) -> dict[str, Any]:
@@ -357,11 +357,16 @@ def test_a_stage_profiles_status_wakes_its_promotion_only_when_its_verdict_moves
     assert w.woken()[0] == {"web"}
     w.emit("MODIFIED", "ClusterProfile", stage({"conditions": [{**ready, "message": "3 of 3"}], "n": 3}))
     assert w.woken()[0] == set()  # progress the promotion reads from the summaries itself
+    provisioning = {**ready, "status": "False", "reason": "Provisioning"}
+    w.emit("MODIFIED", "ClusterProfile", stage({"conditions": [provisioning]}))
+    assert w.woken()[0] == set()  # so is its verdict on them
     invalid = {"type": "Ready", "status": "False", "reason": "InvalidSpec", "message": "snapshot gone"}
     w.emit("MODIFIED", "ClusterProfile", stage({"conditions": [invalid]}))
     assert w.woken()[0] == {"web"}
     w.emit("MODIFIED", "ClusterProfile", stage({"conditions": [invalid]}, generation=2))
     assert w.woken()[0] == {"web"}
+    w.emit("MODIFIED", "ClusterProfile", stage({"conditions": [ready]}, generation=2))
+    assert w.woken()[0] == {"web"}  # valid again
 
 
 @pytest.mark.parametrize(
