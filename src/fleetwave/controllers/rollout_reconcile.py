@@ -19,12 +19,11 @@ from fleetwave.api.families import Family
 from fleetwave.controllers import content, engine_state, local_content, requeue
 from fleetwave.controllers import rollout_common as common
 from fleetwave.controllers.context import Context, as_dict
-from fleetwave.controllers.echoes import tracked
 from fleetwave.core import effects as fx
 from fleetwave.core import engine
 from fleetwave.core import model as m
 from fleetwave.core import status as st
-from fleetwave.kube.status import StatusWrite, Versioned, version_written, write_versioned
+from fleetwave.kube.status import StatusWrite, Versioned, write_versioned
 from fleetwave.runtime.controller import Result
 
 LOCAL_RETRY = 30.0  # seconds between attempts at Local content that failed
@@ -114,8 +113,9 @@ async def reconcile(ctx: Context, key: str, rollout: Rollout[P, F]) -> Result:
     decision = engine.step(run.spec, run.fleet, observation.engine, run.now)
     await rollout.act(ctx, run, observation.facts, decision)
     status = {**rollout.status(run, observation.facts, decision), **local}
-    write = write_versioned(ctx.client, ctx.resource(rollout.kind), Versioned.of(obj), status)
-    written, fresh = await tracked(ctx.echoes, (rollout.kind, key), rollout.kind, write, version_written)
+    # The event of this write wakes us again, on purpose: what the next pass observes depends on the
+    # status just written (a stage's post-delay checks are judged once it says they are due).
+    written, fresh = await write_versioned(ctx.client, ctx.resource(rollout.kind), Versioned.of(obj), status)
     if written is StatusWrite.CONFLICT:
         return Result(requeue=True)  # someone wrote newer state: decide again from it
     if written is StatusWrite.WRITTEN:
