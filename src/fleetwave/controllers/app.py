@@ -534,9 +534,16 @@ def _wire_members(
     informer.on_change(on_member)
 
 
-def _itself(controller: Controller[str], writes: _Writes, kind: str) -> Callable[[Any], list[str]]:
-    """An object's own key on its every change but the echo of its own status write (`Echoes`),
+def _itself(obj: Any) -> list[str]:
+    """A rollout's own key on its every change, its own status writes included: what its next pass
+    observes depends on the status it just wrote (a stage's post-delay checks fall due)."""
+    return [object_key(obj)]
+
+
+def _summary_itself(controller: Controller[str], writes: _Writes) -> Callable[[Any], list[str]]:
+    """A summary's own key on its every change but the echo of its own status write (`Echoes`),
     unless a pass was put off until the cache shows that write (`OwnWrites.caught_up`)."""
+    kind = "ClusterSummary"
 
     def keys(obj: Any) -> list[str]:
         key, version = object_key(obj), obj.metadata.resourceVersion
@@ -581,7 +588,7 @@ STAGE_PROFILE_FOLLOWS = 0.5
 def _wire_promotions(
     promotions: Controller[str], informers: Mapping[str, Informer], keys: _Keys, writes: _Writes
 ) -> None:
-    promotions.watch(informers["ClusterPromotion"], _itself(promotions, writes, "ClusterPromotion"))
+    promotions.watch(informers["ClusterPromotion"], _itself)
     # A promotion reads its stage profiles' spec and metadata, and its facts from their summaries:
     # a profile's status writes (it sums the same summaries up) would wake it for nothing, unless
     # the profile turns invalid or valid again (a pinned content snapshot gone makes it invalid:
@@ -608,7 +615,7 @@ def _profile_reads(obj: Any) -> Hashable:
 def _wire_profiles(
     profiles: Controller[str], informers: Mapping[str, Informer], keys: _Keys, writes: _Writes
 ) -> None:
-    profiles.watch(informers["ClusterProfile"], _itself(profiles, writes, "ClusterProfile"))
+    profiles.watch(informers["ClusterProfile"], _itself)
     profiles.watch(
         informers["ClusterSummary"],
         _unless_echo(profiles, writes, "ClusterSummary", "ClusterProfile", keys.pacing_profiles_of_summary),
@@ -629,7 +636,7 @@ def _wire_profiles(
 def _wire_summaries(
     summaries: Controller[str], informers: Mapping[str, Informer], keys: _Keys, writes: _Writes
 ) -> None:
-    summaries.watch(informers["ClusterSummary"], _itself(summaries, writes, "ClusterSummary"))
+    summaries.watch(informers["ClusterSummary"], _summary_itself(summaries, writes))
     summaries.watch(informers["MemberCluster"], keys.summaries_of_member)
     summaries.watch(informers["Secret"], keys.summaries_of_member_secret)
     # A summary reads its snapshot, kept as a Secret when any content came from one.

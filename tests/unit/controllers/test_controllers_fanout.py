@@ -370,13 +370,22 @@ def test_a_stage_profiles_status_wakes_its_promotion_only_when_it_turns_invalid(
 
 
 @pytest.mark.parametrize(
-    ("kind", "key", "woken"),
-    [("ClusterPromotion", "web", 0), ("ClusterProfile", "web-dev", 1), ("ClusterSummary", f"{NS}/s1", 2)],
+    ("kind", "name", "woken"), [("ClusterPromotion", "web", 0), ("ClusterProfile", "web-dev", 1)]
 )
-def test_the_echo_of_a_rollouts_own_status_write_does_not_wake_it(kind: str, key: str, woken: int) -> None:
+def test_a_rollouts_own_status_write_wakes_it(kind: str, name: str, woken: int) -> None:
     w = World()
-    namespace, _, name = key.rpartition("/")
-    body = {"apiVersion": API, "kind": kind, "metadata": {"name": name, "namespace": namespace or None}}
+    body = {"apiVersion": API, "kind": kind, "metadata": {"name": name, "resourceVersion": "10"}}
+    w.emit("MODIFIED", kind, body)
+    assert w.woken()[woken] == {name}
+    written = {**body, "metadata": {"name": name, "resourceVersion": "11"}, "status": {"stages": []}}
+    w.emit("MODIFIED", kind, written)
+    assert w.woken()[woken] == {name}  # its next pass observes what that status makes due
+
+
+def test_the_echo_of_a_summarys_own_status_write_does_not_wake_it() -> None:
+    w = World()
+    kind, key, woken = "ClusterSummary", f"{NS}/s1", 2
+    body = {"apiVersion": API, "kind": kind, "metadata": {"name": "s1", "namespace": NS}}
     slot = (kind, key)
 
     def emit(version: str) -> set[str]:
