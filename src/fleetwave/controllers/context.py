@@ -198,11 +198,13 @@ class HealthPort(Protocol):
         objects: Iterable[tuple[str, str, str | None, str]],
         wake: Wake | None = None,
         seen: Mapping[tuple[str, str, str | None, str], Mapping[str, Any]] | None = None,
+        delivered: bool = False,
     ) -> HealthOutcome:
         """Readiness of the delivered objects (apiVersion, kind, namespace, name) plus user checks;
         while not ok, `wake` is called when something they read changes on the member. `seen`:
         objects as the delivery's applies just returned them, judged without reading them again
-        (built-in readiness only: a user's check reads the member itself)."""
+        (built-in readiness only: a user's check reads the member itself). `delivered`: the objects
+        were applied since the last judgement, so nothing seen of them before counts."""
         ...
 
     async def webhook_condition(self, rule: str, status: int, body: object) -> tuple[bool, str]:

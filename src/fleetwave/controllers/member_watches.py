@@ -33,6 +33,8 @@ log = logging.getLogger(__name__)
 Wake = Callable[[], None]
 # Which changes wake a subscriber: it is given the changed object (None: always woken).
 Only = Callable[[Mapping[str, Any]], bool]
+# What a subscriber is told of every change before the wake: the object, or None when unknown.
+Note = Callable[[Mapping[str, Any] | None], None]
 
 
 class Changed(Protocol):
@@ -64,8 +66,8 @@ class _StreamKey:
 @dataclass(slots=True)
 class _Stream:
     task: asyncio.Task[None] | None = None
-    # key -> (wake, renewed, which changes wake it)
-    subscribers: dict[Hashable, tuple[Wake, float, Only | None]] = field(default_factory=dict)
+    # key -> (wake, renewed, which changes wake it, what is told of every change)
+    subscribers: dict[Hashable, tuple[Wake, float, Only | None, Note | None]] = field(default_factory=dict)
     events: int = 0
     last_event: float = float("-inf")  # clock time of the last change it reported
     idle_since: float | None = None  # when its last subscriber left (it lingers until `linger`)
@@ -108,10 +110,12 @@ class MemberWatches:
         *,
         since: float | None = None,
         only: Only | None = None,
+        note: Note | None = None,
     ) -> None:
         """Call `wake` when something of `interests` changes on `target`, until `release(key)` (or
         `idle_seconds` without a renewal: a subscriber that vanished must not keep streams alive).
         `only`: which changed objects wake it (a deletion, or a stream listing again, always does).
+        `note`: told of every change first, with the object (None when what changed is not known).
 
         `since`: when the judgement began reading (`now()`); a change a stream saw after that and
         before this call wakes at once, so nothing that happened while judging is missed. A new
@@ -132,7 +136,7 @@ class MemberWatches:
                     self._stream(target, interest, _waker(stream, self._clock)),
                     name=f"member watch {target.name} {interest.kind}",
                 )
-            stream.subscribers[key] = (wake, now, only)
+            stream.subscribers[key] = (wake, now, only, note)
             stream.idle_since = None
             missed = missed or (since is not None and stream.last_event >= since)
         # A subscriber reads only what it named last: drop it from streams it no longer needs.
@@ -141,6 +145,8 @@ class MemberWatches:
             if skey not in wanted and skey.member == target.name and key in stream.subscribers:
                 self._leave(skey, stream, key)
         if missed:
+            if note is not None:
+                note(None)
             wake()
 
     def release(self, key: Hashable) -> None:
@@ -186,7 +192,7 @@ class MemberWatches:
 
     def _expire(self, now: float) -> None:
         for skey, stream in list(self._streams.items()):
-            for key, (_wake, renewed, _only) in list(stream.subscribers.items()):
+            for key, (_wake, renewed, _only, _note) in list(stream.subscribers.items()):
                 if now - renewed > self.idle_seconds:
                     self._leave(skey, stream, key)
             if stream.idle_since is not None and now - stream.idle_since >= self.linger:
@@ -253,8 +259,10 @@ def _waker(stream: _Stream, clock: Callable[[], float]) -> Changed:
     def wake_all(obj: Mapping[str, Any] | None = None) -> None:
         stream.events += 1
         stream.last_event = clock()
-        for wake, _renewed, only in list(stream.subscribers.values()):
+        for wake, _renewed, only, note in list(stream.subscribers.values()):
             try:
+                if note is not None:
+                    note(obj)
                 if obj is None or only is None or only(obj):
                     wake()
             except Exception:  # one faulty subscriber must not silence the others

@@ -11,11 +11,13 @@ member's pooled client (`delivery.availability`, ADR 0068).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from functools import partial
 from typing import Any
 
 from fleetwave.api.sveltos import HelmChart, ValidateHealth
 from fleetwave.controllers.context import HealthOutcome, HelmOutcome, Wake
 from fleetwave.controllers.member_watches import Interest, MemberWatches
+from fleetwave.controllers.sightings import Sightings
 from fleetwave.delivery import availability, helm
 from fleetwave.delivery.helmplan import Ownership
 from fleetwave.delivery.target import MemberTarget
@@ -69,7 +71,8 @@ class HelmAdapter:
 
 class HealthAdapter:
     """The HealthPort: one member's judgement in a sandbox worker (the pool's life is the manager's).
-    With `watches`, a judgement that is not ok is re-run as soon as a kind it reads changes there."""
+    With `watches`, a judgement that is not ok is re-run as soon as a kind it reads changes there,
+    on what it saw and what the watch delivered since while that is fresh (`Sightings`)."""
 
     def __init__(
         self, pool: CheckPool, watches: MemberWatches | None = None, metrics: RolloutMetrics | None = None
@@ -77,6 +80,7 @@ class HealthAdapter:
         self.pool = pool
         self.watches = watches
         self.metrics = metrics  # counts judgements by result (ADR 0082)
+        self.sightings = Sightings()
 
     async def webhook_condition(self, rule: str, status: int, body: object) -> tuple[bool, str]:
         verdict = await self.pool.webhook_condition(rule, status, body)
@@ -94,9 +98,15 @@ class HealthAdapter:
         objects: Iterable[ObjectId],
         wake: Wake | None = None,
         seen: Mapping[ObjectId, Mapping[str, Any]] | None = None,
+        delivered: bool = False,
     ) -> HealthOutcome:
         listed, ids = list(checks_), list(objects)
         began = self.watches.now() if self.watches is not None else None
+        # Sightings stand in for reads only where the member watch keeps them current.
+        sighted = wake is not None and self.watches is not None and not listed
+        fresh: dict[ObjectId, Any] = dict(seen or {})
+        if delivered and wake is not None:
+            self.sightings.forget(wake.key)
         if listed:
             verdict = await self.pool.check(
                 target.kubeconfig, listed, ids, allow_insecure=target.allow_insecure
@@ -104,19 +114,24 @@ class HealthAdapter:
             ok, message = verdict.ok, verdict.message
         else:
             wall = self.pool.budget.wall_seconds
-            ok, message = await availability.judge(target, ids, wall_seconds=wall, seen=seen)
+            known = {**self.sightings.usable(wake.key, ids), **fresh} if sighted and wake else fresh
+            ok, message = await availability.judge(target, ids, wall_seconds=wall, seen=known, read=fresh)
         if message.startswith("cluster unreachable"):  # the worker does not know the member's name
             message = f"cluster {target.name} unreachable" + message.removeprefix("cluster unreachable")
         if wake is not None and self.watches is not None:
             if ok:
                 self.watches.release(wake.key)
+                self.sightings.forget(wake.key)
             else:
                 # Built-in readiness alone: only an object turning ready can change the verdict, so
                 # the rollout's steps on the way (a new ReplicaSet, one replica of two) wake nothing;
                 # the poll keeps the message from going stale. A user's check may read anything.
-                only = None if listed else _ready
+                only, note = None, None
+                if sighted:
+                    self.sightings.remember(wake.key, ids, fresh)
+                    only, note = _ready, partial(self.sightings.note, wake.key)
                 self.watches.subscribe(
-                    target, interests(listed, ids), wake.key, wake.call, since=began, only=only
+                    target, interests(listed, ids), wake.key, wake.call, since=began, only=only, note=note
                 )
         if self.metrics is not None:
             self.metrics.health_checks.labels("healthy" if ok else "unhealthy").inc()

@@ -520,7 +520,7 @@ async def _deliver_to(
     seen = applied if not body.get("helmCharts") else None
     wake = ctx.wake("ClusterSummary", key)
     health = await ctx.health.check(
-        target, profile.validate_healths or [], objects=_ids(objects), wake=wake, seen=seen
+        target, profile.validate_healths or [], objects=_ids(objects), wake=wake, seen=seen, delivered=True
     )
     return ss.Outcome(
         wanted_hash,

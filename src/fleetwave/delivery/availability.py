@@ -30,15 +30,21 @@ async def judge(
     *,
     wall_seconds: float,
     seen: Mapping[ObjectId, Mapping[str, Any]] | None = None,
+    read: dict[ObjectId, Any] | None = None,
 ) -> tuple[bool, str]:
     """(ready, message): every object exists and is ready, or the first one (in the order given)
     that is not; a member that does not answer within `wall_seconds` is not ready. `seen`: objects
-    as the member returned them a moment ago (the delivery's own applies), not read again."""
+    as the member returned them a moment ago (the delivery's own applies), not read again. `read`:
+    filled with what was read (a mapping; None when absent; anything else when not served), for the
+    caller to judge on next time (`Sightings`)."""
     seen = seen or {}
     unread = [o for o in objects if o not in seen]
+    if read is None:
+        read = {}
     try:
         async with asyncio.timeout(wall_seconds):
-            read = dict(zip(unread, await _read_all(target, unread), strict=True)) if unread else {}
+            if unread:
+                read.update(zip(unread, await _read_all(target, unread), strict=True))
             found = [seen[o] if o in seen else read[o] for o in objects]
     except TimeoutError:
         return False, f"health checks exceeded the wall-time limit of {wall_seconds:g}s; stopped"

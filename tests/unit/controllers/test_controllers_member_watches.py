@@ -267,3 +267,33 @@ def test_built_in_readiness_wakes_on_ready_objects_only() -> None:
     done = {**rolling, "status": {**rolling["status"], "replicas": 1, "conditions": available}}
     assert not ports._ready(rolling)  # an old replica is still there
     assert ports._ready(done)
+
+
+async def test_a_subscriber_is_told_of_every_change_before_its_filter_and_of_unknown_ones() -> None:
+    streams = Streams()
+    now = [10.0]
+    watches = MemberWatches(clock=lambda: now[0], stream=streams.run)
+    told: list[Any] = []
+    woken: list[str] = []
+    watches.subscribe(
+        target(),
+        [DEPLOY],
+        "k",
+        lambda: woken.append("k"),
+        only=lambda o: bool(o.get("ready")),
+        note=told.append,
+    )
+    await settle()
+    changed = streams.changed[("m1", DEPLOY)]
+    assert callable(changed)
+    changed({"kind": "Deployment", "ready": False})
+    changed()
+    assert told == [{"kind": "Deployment", "ready": False}, None]
+    assert woken == ["k"]
+    began = watches.now()
+    now[0] = 11.0
+    changed({"kind": "Deployment", "ready": False})  # while the judgement reads again
+    watches.subscribe(target(), [DEPLOY], "k", lambda: woken.append("k"), since=began, note=told.append)
+    assert told[-1] is None
+    assert woken == ["k", "k"]
+    await watches.close()

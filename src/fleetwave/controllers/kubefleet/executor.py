@@ -202,7 +202,7 @@ async def available(
         for o in objects
     ]
     seen = _just_applied(ctx, cluster, inventory)
-    result = await ctx.health.check(tgt, [], objects=refs, wake=wake, seen=seen)
+    result = await ctx.health.check(tgt, [], objects=refs, wake=wake, seen=seen, delivered=seen is not None)
     return Outcome(result.ok, result.message)
 
 
