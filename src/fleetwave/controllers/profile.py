@@ -96,6 +96,9 @@ class _Profiles:
             "rollout": engine_state.dump(decision.status),
         }
 
+    def progress_only(self, previous: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+        return False  # what profiles that depend on it read: written at once
+
     async def after_status(self, ctx: Context, run: Pass[ClusterProfile], decision: fx.Decision) -> None:
         return None  # a profile's effects never edit its own spec
 

@@ -141,6 +141,9 @@ class _Promotions:
         )
         return {**built, promotion_history.FIELD: revisions}
 
+    def progress_only(self, previous: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+        return promotion_status.progress_only(previous, new)
+
     async def after_status(self, ctx: Context, run: Run, decision: fx.Decision) -> None:
         # Consuming an approval edits the spec, an input of this very decision: only once the decision
         # is recorded in status, or a conflict would replay the step without the approval that made it.

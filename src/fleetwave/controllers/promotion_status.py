@@ -17,6 +17,7 @@ from fleetwave.controllers import rollout_facts as rf
 from fleetwave.core import model as m
 from fleetwave.core import status as st
 from fleetwave.core import timestamps
+from fleetwave.kube import status as kstatus
 
 ALL_DEPLOYED = "All matching clusters are successfully deployed."
 
@@ -111,3 +112,36 @@ def build(
         "observedGeneration": generation,
         "message": status.message,
     }
+
+
+def progress_only(previous: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    """Whether `new` differs from `previous` only in the description of a stage that stays
+    Progressing: which member it waits on and that member's judgement ("0 of 1 updated replicas
+    available", then "1 old replica pending termination"). The engine's record, a gate's message and
+    every transition differ elsewhere. Such a write is held back a few seconds, as a summary's
+    progress is (ADR 0068): each one cost a status write and the pass its event wakes."""
+    old, fresh = previous.get("stages"), new.get("stages")
+    if not isinstance(old, list) or not isinstance(fresh, list) or len(old) != len(fresh):
+        return False
+    moved = False
+    for before, after in zip(old, fresh, strict=True):
+        if not isinstance(before, Mapping) or not isinstance(after, Mapping):
+            return False
+        if before.get("currentStatusDescription") != after.get("currentStatusDescription"):
+            if before.get("phase") != st.StagePhase.PROGRESSING.value or after.get("phase") != before.get(
+                "phase"
+            ):
+                return False
+            moved = True
+    if not moved:
+        return False
+    return bool(
+        kstatus.normalized(_without_descriptions(previous)) == kstatus.normalized(_without_descriptions(new))
+    )
+
+
+def _without_descriptions(status: Mapping[str, Any]) -> dict[str, Any]:
+    stages = [
+        {k: v for k, v in s.items() if k != "currentStatusDescription"} for s in status.get("stages") or []
+    ]
+    return {**status, "stages": stages}

@@ -10,6 +10,7 @@ A kind plugs in through `Rollout`: how it parses, what it observes, how it acts,
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -85,6 +86,11 @@ class Rollout(Protocol[P, F]):
 
     def status(self, run: Pass[P], facts: F, decision: fx.Decision) -> dict[str, Any]: ...
 
+    def progress_only(self, previous: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+        """Whether the status `new` only reports progress over `previous`, nothing a decision reads:
+        held back up to PROGRESS_EVERY seconds after this process's last write of it."""
+        ...
+
     async def after_status(self, ctx: Context, run: Pass[P], decision: fx.Decision) -> None:
         """Effects that edit the decision's own inputs: only once the decision is recorded."""
         ...
@@ -113,6 +119,10 @@ async def reconcile(ctx: Context, key: str, rollout: Rollout[P, F]) -> Result:
     decision = engine.step(run.spec, run.fleet, observation.engine, run.now)
     await rollout.act(ctx, run, observation.facts, decision)
     status = {**rollout.status(run, observation.facts, decision), **local}
+    if rollout.progress_only(raw.get("status") or {}, status):
+        left = ctx.progress_due_in((rollout.kind, key))
+        if left is not None:
+            return _sooner(requeue.after(decision, run.now), left)
     # The event of this write wakes us again, on purpose: what the next pass observes depends on the
     # status just written (a stage's post-delay checks are judged once it says they are due).
     written, fresh = await write_versioned(ctx.client, ctx.resource(rollout.kind), Versioned.of(obj), status)
@@ -120,6 +130,7 @@ async def reconcile(ctx: Context, key: str, rollout: Rollout[P, F]) -> Result:
         return Result(requeue=True)  # someone wrote newer state: decide again from it
     if written is StatusWrite.WRITTEN:
         ctx.own_writes.record((rollout.kind, key), fresh.resource_version)
+        ctx.status_written[(rollout.kind, key)] = time.monotonic()
     ctx.record_rollout(rollout.kind, key, run.previous, decision.status)
     await rollout.after_status(ctx, run, decision)
     result = requeue.after(decision, run.now)
@@ -129,6 +140,13 @@ async def reconcile(ctx: Context, key: str, rollout: Rollout[P, F]) -> Result:
         wait = min(result.requeue_after or LOCAL_RETRY, LOCAL_RETRY)
         return Result(requeue_after=wait)
     return result
+
+
+def _sooner(result: Result, seconds: float) -> Result:
+    """`result`, run again within `seconds` at the latest."""
+    if result.requeue or (result.requeue_after is not None and result.requeue_after <= seconds):
+        return result
+    return Result(requeue_after=seconds)
 
 
 def _profile_spec(spec: Any) -> Any:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
 
 from fleetwave.controllers import promotion_status as ps
 from fleetwave.core import status as st
@@ -33,3 +34,31 @@ def test_other_gates_keep_their_own_message() -> None:
     gate = st.GateStatus("Approval", st.GateState.WAITING, "waiting for approval staging")
     stage = st.StageStatus("staging", ("s/s",), 1, phase=st.StagePhase.WAITING_AFTER, gates=(gate,))
     assert ps.describe(stage) == "waiting for approval staging"
+
+
+def _written(
+    dev: str, dev_phase: str = "Progressing", message: str = "stage dev: delivering"
+) -> dict[str, Any]:
+    return {
+        "message": message,
+        "rollout": {"phase": "Progressing", "message": message},
+        "stages": [
+            {"name": "dev", "phase": dev_phase, "completed": 0, "currentStatusDescription": dev},
+            {"name": "prod", "phase": "Pending", "completed": 0, "currentStatusDescription": "Pending"},
+        ],
+    }
+
+
+def test_only_a_progressing_stages_changing_description_is_progress() -> None:
+    waiting = (
+        "delivering: 0/1 clusters done; cluster m1: Deployment web/web: 0 of 1 updated replicas available"
+    )
+    later = "delivering: 0/1 clusters done; cluster m1: Deployment web/web: 1 old replica pending termination"
+    assert ps.progress_only(_written(waiting), _written(later))
+    assert not ps.progress_only(_written(waiting), _written(waiting))  # nothing to write at all
+    assert not ps.progress_only(_written(waiting), _written(later, dev_phase="Succeeded"))
+    assert not ps.progress_only(_written(waiting), _written(later, message="stage dev: 1 in flight"))
+    moved_on = _written(later)
+    moved_on["stages"][0]["completed"] = 1
+    assert not ps.progress_only(_written(waiting), moved_on)
+    assert not ps.progress_only({}, _written(later))  # a first status

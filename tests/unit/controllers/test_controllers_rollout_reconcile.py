@@ -14,7 +14,7 @@ from lightkube.models import meta_v1
 from fleetwave.api import families
 from fleetwave.controllers import content, rollout_common, rollout_reconcile
 from fleetwave.controllers import summary_status as ss
-from fleetwave.controllers.context import Context
+from fleetwave.controllers.context import PROGRESS_EVERY, Context
 from fleetwave.controllers.rollout_reconcile import Observation, Pass, Prepared
 from fleetwave.core import effects as fx
 from fleetwave.core import model as m
@@ -127,6 +127,7 @@ class _Fake:
     def __init__(self, *, invalid: str = "") -> None:
         self.invalid = invalid
         self.log: list[str] = []
+        self.progress = False
 
     def prepare(self, ctx: Context, raw: Mapping[str, Any]) -> Prepared[str]:
         if self.invalid:
@@ -143,6 +144,9 @@ class _Fake:
     def status(self, run: Pass[str], facts: int, decision: fx.Decision) -> dict[str, Any]:
         self.log.append("status")
         return {"phase": decision.status.phase.value}
+
+    def progress_only(self, previous: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+        return self.progress
 
     async def after_status(self, ctx: Context, run: Pass[str], decision: fx.Decision) -> None:
         self.log.append("after_status")
@@ -165,6 +169,29 @@ async def test_a_pass_observes_acts_writes_status_once_then_runs_after_write_eff
     assert client.calls[1][1]["metadata"] == {"resourceVersion": "7"}
     assert not result.requeue
     assert result.requeue_after is None or result.requeue_after > 0
+
+
+async def test_a_progress_only_status_is_held_back_after_a_recent_write_and_written_once_due() -> None:
+    client, rollout = _Client(), _Fake()
+    rollout.progress = True
+    ctx = _ctx(_Cache({(KIND, "p"): _profile(), ("MemberCluster", "a"): _member("a")}), client)
+
+    await rollout_reconcile.reconcile(ctx, "p", rollout)
+    patches = lambda: [c for c in client.calls if c[0] == "patch"]  # noqa: E731
+    assert len(patches()) == 1  # nothing written by this process yet
+    assert (KIND, "p") in ctx.status_written
+    client.calls.clear()
+    result = await rollout_reconcile.reconcile(ctx, "p", rollout)
+    assert patches() == []  # written a moment ago: the progress waits
+    assert result.requeue_after is not None
+    assert 0 < result.requeue_after <= PROGRESS_EVERY
+    ctx.status_written[(KIND, "p")] -= PROGRESS_EVERY
+    await rollout_reconcile.reconcile(ctx, "p", rollout)
+    assert len(patches()) == 1  # due now
+    rollout.progress = False
+    client.calls.clear()
+    await rollout_reconcile.reconcile(ctx, "p", rollout)
+    assert len(patches()) == 1  # anything more than progress: at once
 
 
 async def test_a_status_conflict_requeues_and_skips_after_write_effects() -> None:
