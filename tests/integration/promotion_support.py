@@ -132,13 +132,17 @@ class ControllerThread:
 
     async def _run(self) -> None:
         self._loop = asyncio.get_running_loop()
-        client = kubeclient.async_client(kubeclient.config_from_bytes(self.kubeconfig))
+        config = kubeclient.config_from_bytes(self.kubeconfig)
+        client, watcher = kubeclient.async_client(config), kubeclient.async_client(config)
         try:
-            self._manager = controllers.build(client, self._settings, handle_signals=False)
+            self._manager = controllers.build(
+                client, self._settings, handle_signals=False, watch_client=watcher
+            )
             self._started.set()
             await self._manager.run()
         finally:
             await client.close()
+            await watcher.close()
 
     def _where(self) -> str:
         """What the controller's thread and its tasks are doing (for a stop that hangs)."""

@@ -202,11 +202,12 @@ def run(
     )
 
     async def main() -> None:
-        client = kubeclient.async_client(config)
+        client, watcher = kubeclient.async_client(config), kubeclient.async_client(config)
         try:
-            await controllers.build(client, settings).run()
+            await controllers.build(client, settings, watch_client=watcher).run()
         finally:
             await client.close()
+            await watcher.close()
 
     try:
         _runner(event_loop)(main())

@@ -108,7 +108,16 @@ def _now() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
 
 
-def build(client: AsyncClient, settings: Settings, *, handle_signals: bool = True) -> Manager:
+def build(
+    client: AsyncClient,
+    settings: Settings,
+    *,
+    handle_signals: bool = True,
+    watch_client: AsyncClient | None = None,
+) -> Manager:
+    """The manager with every informer and controller. `watch_client`: a client of the same
+    credentials for the informers' lists and long-lived watches alone (ADR 0068, stop 29): in the
+    request client's pool, every request walked every watch's connection and probed the idle ones."""
     pool = CheckPool(
         Budget(
             workers=settings.health_workers,
@@ -118,10 +127,11 @@ def build(client: AsyncClient, settings: Settings, *, handle_signals: bool = Tru
     )
     watches = MemberWatches(per_member=settings.member_watches_per_cluster, linger=WATCH_LINGER)
     manager = _manager(client, settings, pool, watches, handle_signals=handle_signals)
+    manager.watch_client = watcher = watch_client or client
     watched = settings.watched or ()
     shared = {
-        "ConfigMap": manager.add_informer(Informer(client, ConfigMap, namespaces=watched)),
-        "Secret": manager.add_informer(Informer(client, Secret, namespaces=watched)),
+        "ConfigMap": manager.add_informer(Informer(watcher, ConfigMap, namespaces=watched)),
+        "Secret": manager.add_informer(Informer(watcher, Secret, namespaces=watched)),
     }
     recorder = events.EventRecorder(client, "fleetwave")
     manager.recorder = recorder
@@ -211,7 +221,7 @@ def _family(
         if name in family.kinds:
             resource = _resource(family, name)
             informers[name] = manager.add_informer(
-                Informer(client, resource, namespaces=settings.watched or ())
+                Informer(manager.watch_client, resource, namespaces=settings.watched or ())
             )
     ctx = Context(
         client=client,

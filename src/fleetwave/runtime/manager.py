@@ -97,6 +97,8 @@ class Manager:
             self.metrics.shards_held.set_function(lambda: len(held.held))
         self.probes = ProbeServer(host, metrics_port, health_port, self._endpoints())
         self.synced = asyncio.Event()
+        # What informers list and watch through (`app.build` may give them a client of their own).
+        self.watch_client = client
         self._informers: list[watching.Informer] = []
         self._controllers: list[controller.Controller[Any]] = []
         self._handle_signals = handle_signals

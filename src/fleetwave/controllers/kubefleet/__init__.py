@@ -59,7 +59,7 @@ def _informer(manager: Manager, ctx: Context, kind: str, resource: Any) -> Infor
     existing = ctx.cache.informers.get(kind)
     if existing is not None:
         return existing
-    informer = manager.add_informer(Informer(ctx.client, resource, namespaces=ctx.watched or ()))
+    informer = manager.add_informer(Informer(manager.watch_client, resource, namespaces=ctx.watched or ()))
     ctx.cache.informers[kind] = informer
     return informer
 
