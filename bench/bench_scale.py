@@ -1,7 +1,7 @@
 """Fleet scale (issue 11): many registered clusters, many concurrent rollouts, one 2-core machine.
 
     .venv/bin/python bench/bench_scale.py [--sizes 100,250,500,1000] [--servers 20] [--promotions 10]
-        [--staged-runs 2] [--budget 900] [--shards 1]
+        [--staged-runs 2] [--budget 900] [--shards 1] [--ratio-trials 3]
 
 Registrations alias onto `--servers` light member API servers (API server only, ADR 0066): every
 registration is its own MemberCluster with its own kubeconfig Secret, and every delivery, health
@@ -10,8 +10,12 @@ the same stage (env=dev for the first 10% of servers, staging up to 40%, prod fo
 
 For each size N (ascending; registrations are added, earlier points' rollouts stay settled in the
 cluster, so later points carry them too):
-  1. no load: one ClusterPromotion over the N clusters, 3 stages, maxUpdate 10%, until Succeeded;
-  2. load: `--promotions` such promotions at once (each with a 2 s delay gate after dev) and
+  1. ratio (`--ratio-trials`, default 3): a 3-stage promotion without maxUpdate (one ConfigMap) and a
+     staged run with maxConcurrency 100% (a Namespace and a ConfigMap) over the N registrations,
+     each timed per content revision against applying the same objects to the same registrations
+     directly, stage by stage, every registration of a stage at once (issue 11's ratio at N);
+  2. no load: one ClusterPromotion over the N clusters, 3 stages, maxUpdate 10%, until Succeeded;
+  3. load: `--promotions` such promotions at once (each with a 2 s delay gate after dev) and
      `--staged-runs` ClusterStagedUpdateRuns over the same N clusters (3 stages, maxConcurrency 10%),
      until every one succeeded, within `--budget` seconds.
 Reported per point: time of the single rollout and of the loaded batch, their ratio, the delay
@@ -33,6 +37,7 @@ import datetime as dt
 import json
 import os
 import re
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -393,6 +398,185 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))] if ordered else float("nan")
 
 
+# --- the ratio at N: a rollout against applying the same content directly ----------------------
+
+
+def stage_members(n: int, servers: int) -> dict[str, list[int]]:
+    """Registration indexes below `n` by stage, in the order the rollouts take them."""
+    out: dict[str, list[int]] = {"dev": [], "staging": [], "prod": []}
+    for i in range(n):
+        out[env_of(i % servers, servers)].append(i)
+    return out
+
+
+def ratio_payload(name: str, trial: int) -> Obj:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": NS},
+        "data": {"trial": str(trial)},
+    }
+
+
+def ratio_promotion(name: str, point: int) -> Obj:
+    """3 stages over the point's registrations, no maxUpdate: each stage delivers to all at once."""
+    body = promotion(name, point, gated=False)
+    del body["spec"]["profileSpec"]["maxUpdate"]
+    return body
+
+
+def ratio_policy(name: str, trial: int) -> Obj:
+    text = json.dumps(ratio_payload(name, trial))
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": f"{name}-policy", "namespace": NS},
+        "data": {"content.yaml": text},
+    }
+
+
+async def _promotion_revision(
+    client: AsyncClient, name: str, trial: int, old: str | None
+) -> tuple[float, str]:
+    """(seconds from the content edit to the promotion Succeeded on it, its content hash)."""
+    resource = kinds.resource("ClusterPromotion")
+    t0 = time.monotonic()
+    await client.apply(codecs.from_dict(ratio_policy(name, trial)), force=True)
+    async for _, obj in client.watch(resource, fields={"metadata.name": name}, on_error=on_error_retry):
+        rollout = (obj.to_dict().get("status") or {}).get("rollout") or {}
+        if rollout.get("contentHash") not in (None, old) and rollout.get("phase") == "Succeeded":
+            return time.monotonic() - t0, str(rollout["contentHash"])
+    raise RuntimeError("watch ended")
+
+
+async def _direct(servers: list[AsyncClient], stages: dict[str, list[int]], docs: list[Obj]) -> float:
+    """The same objects applied to every registration's server (each registration its own request,
+    as its delivery is), all of a stage at once, stage after stage. ConfigMaps and Namespaces are
+    ready once they exist, so a stage is done when its applies have returned."""
+
+    async def deliver(server: AsyncClient) -> None:
+        for doc in docs:  # in order, as a delivery's waves: a namespace before what it holds
+            await server.apply(codecs.from_dict(doc), force=True)
+
+    t0 = time.monotonic()
+    for members in stages.values():
+        await asyncio.gather(*(deliver(servers[i % len(servers)]) for i in members))
+    return time.monotonic() - t0
+
+
+def ratio_staged_docs(name: str, point: int, trial: int) -> list[Obj]:
+    docs = staged_docs(name, point)
+    for stage in docs[3]["spec"]["stages"]:
+        stage["maxConcurrency"] = "100%"
+    docs[1]["data"] = {"trial": str(trial)}
+    return docs
+
+
+async def _snapshot_after(client: AsyncClient, name: str, after: int, trial: int) -> int:
+    """The placement's newest snapshot index once it is above `after` and holds the trial's data."""
+    resource = kinds.resource("ClusterResourceSnapshot")
+    while True:
+        async for snap in client.list(resource, labels={"kubernetes-fleet.io/parent-CRP": name}):
+            raw = snap.to_dict()
+            labels = (raw.get("metadata") or {}).get("labels") or {}
+            index = int(labels.get("kubernetes-fleet.io/resource-index", -1))
+            held = [
+                o
+                for o in (raw.get("spec") or {}).get("selectedResources") or []
+                if o.get("kind") == "ConfigMap" and (o.get("data") or {}).get("trial") == str(trial)
+            ]
+            if labels.get("kubernetes-fleet.io/is-latest-snapshot") == "true" and held and index > after:
+                await asyncio.sleep(0.2)  # the placement finishes marking the older one not latest
+                return index
+        await asyncio.sleep(0.05)
+
+
+async def _run_revision(
+    client: AsyncClient, name: str, point: int, trial: int, after: int
+) -> tuple[float, int]:
+    """(seconds from creating a run of the trial's snapshot to its Succeeded, the snapshot index)."""
+    for doc in ratio_staged_docs(name, point, trial):
+        await client.apply(codecs.from_dict(doc), force=True)
+    index = await _snapshot_after(client, name, after, trial)
+    run = {**run_doc(name), "metadata": {"name": f"{name}-{trial}"}}
+    run["spec"] = {**run["spec"], "resourceSnapshotIndex": str(index)}
+    resource = kinds.resource("ClusterStagedUpdateRun")
+    t0 = time.monotonic()
+    await client.create(codecs.from_dict(run))
+    async for _, obj in client.watch(
+        resource, fields={"metadata.name": f"{name}-{trial}"}, on_error=on_error_retry
+    ):
+        conditions = (obj.to_dict().get("status") or {}).get("conditions") or []
+        if any(c.get("type") == "Succeeded" and c.get("status") == "True" for c in conditions):
+            return time.monotonic() - t0, index
+        if any(c.get("type") == "Succeeded" and c.get("status") == "False" for c in conditions):
+            raise RuntimeError(f"staged update run {name}-{trial} failed: {conditions}")
+    raise RuntimeError("watch ended")
+
+
+async def _passes_since(before: dict[str, tuple[int, float]]) -> str:
+    """Reconciles per controller since `before`: count and seconds spent in them (from /metrics;
+    a pass's seconds include its waits on the API servers)."""
+    now = await asyncio.to_thread(reconcile_seconds)
+    moved = {
+        k: (c - before.get(k, (0, 0.0))[0], t - before.get(k, (0, 0.0))[1])
+        for k, (c, t) in now.items()
+        if c != before.get(k, (0, 0.0))[0]
+    }
+    return ", ".join(f"{k} {c} ({t:.1f} s)" for k, (c, t) in sorted(moved.items()))
+
+
+async def ratio(state: fleet.FleetState, n: int, trials: int, controller_pid: int) -> dict[str, Any]:
+    """Per trial, side by side: a 3-stage promotion (no maxUpdate) of one ConfigMap over the N
+    registrations, a staged run (maxConcurrency 100%) of a Namespace and a ConfigMap, and applying
+    each's content directly to the same registrations stage by stage; medians and ratios."""
+    mk = state.cluster(fleet.MANAGEMENT).kubeconfig
+    client = kubeclient.async_client(kubeclient.config_from_file(mk))
+    servers = [kubeclient.async_client(kubeclient.config_from_file(m.kubeconfig)) for m in state.members]
+    stages = stage_members(n, len(state.members))
+    name, staged = f"ratio-{n}", f"sratio-{n}"
+    rows: list[tuple[float, float, float, float, float, float]] = []
+    try:
+        await client.apply(codecs.from_dict(ratio_policy(name, 0)), force=True)
+        await client.apply(codecs.from_dict(ratio_promotion(name, n)), force=True)
+        _, content_hash = await _promotion_revision(client, name, 0, None)
+        _, index = await _run_revision(client, staged, n, 0, -1)
+        for trial in range(1, trials + 1):
+            before, work = cpu_seconds(tree(controller_pid)), await asyncio.to_thread(reconcile_seconds)
+            promoted, content_hash = await _promotion_revision(client, name, trial, content_hash)
+            promotion_cpu = cpu_seconds(tree(controller_pid)) - before
+            print(f"  passes of the promotion trial: {await _passes_since(work)}", flush=True)
+            direct = await _direct(servers, stages, [ratio_payload(f"direct-{n}", trial)])
+            before, work = cpu_seconds(tree(controller_pid)), await asyncio.to_thread(reconcile_seconds)
+            ran, index = await _run_revision(client, staged, n, trial, index)
+            run_cpu = cpu_seconds(tree(controller_pid)) - before
+            print(f"  passes of the staged-run trial: {await _passes_since(work)}", flush=True)
+            direct_staged = await _direct(servers, stages, ratio_staged_docs(f"sdirect-{n}", n, trial)[:2])
+            rows.append((promoted, direct, promotion_cpu, ran, direct_staged, run_cpu))
+            print(
+                f"ratio at {n}, trial {trial}: promotion {promoted:.2f} s (CPU {promotion_cpu:.2f} s) "
+                f"vs direct {direct:.2f} s -> {promoted / direct:.2f}x; staged run {ran:.2f} s "
+                f"(CPU {run_cpu:.2f} s) vs direct {direct_staged:.2f} s -> {ran / direct_staged:.2f}x",
+                flush=True,
+            )
+    finally:
+        for c in [client, *servers]:
+            await c.close()
+    columns = list(zip(*rows, strict=True))
+    med = [statistics.median(c) for c in columns]
+    return {
+        "ratio_trials": trials,
+        "promotion_s": round(med[0], 2),
+        "promotion_direct_s": round(med[1], 2),
+        "promotion_ratio": round(statistics.median(r[0] / r[1] for r in rows), 2),
+        "promotion_cpu_s": round(med[2], 2),
+        "run_s": round(med[3], 2),
+        "run_direct_s": round(med[4], 2),
+        "run_ratio": round(statistics.median(r[3] / r[4] for r in rows), 2),
+        "run_cpu_s": round(med[5], 2),
+    }
+
+
 # --- one point -----------------------------------------------------------------------------------
 
 
@@ -544,6 +728,15 @@ def report(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
             f"{r['apiserver_rss_mib']} / {r['etcd_rss_mib']} MiB | {r['member_requests_per_s']} | "
             f"{r['management_writes']} | {r['objects']['ClusterSummary']}"
         )
+    for row in rows:
+        if "promotion_ratio" in row:
+            print(
+                f"ratio at {row['clusters']} clusters (medians of {row['ratio_trials']}): promotion "
+                f"{row['promotion_s']} s vs direct {row['promotion_direct_s']} s "
+                f"-> {row['promotion_ratio']}x "
+                f"(controller CPU {row['promotion_cpu_s']} s); staged run {row['run_s']} s vs direct "
+                f"{row['run_direct_s']} s -> {row['run_ratio']}x (controller CPU {row['run_cpu_s']} s)"
+            )
     print(json.dumps(rows))
 
 
@@ -555,6 +748,12 @@ def main() -> None:
     parser.add_argument("--staged-runs", type=int, default=2)
     parser.add_argument("--budget", type=float, default=900.0, help="seconds each point may take")
     parser.add_argument("--shards", type=int, default=1)
+    parser.add_argument(
+        "--ratio-trials",
+        type=int,
+        default=3,
+        help="per point: rollouts timed against a direct apply (0: none)",
+    )
     parser.add_argument("--profile", default=None, help="run the controller under cProfile, into this file")
     args = parser.parse_args()
     sizes = sorted(int(s) for s in args.sizes.split(","))
@@ -577,7 +776,12 @@ def main() -> None:
                 register_upto(mk, state.members, registered, n, sizes)
                 registered = n
                 print(f"{n} clusters registered ({time.monotonic() - t:.0f} s)", flush=True)
-                row = asyncio.run(point(state, n, args, controller.pid))
+                ratios = (
+                    asyncio.run(ratio(state, n, args.ratio_trials, controller.pid))
+                    if args.ratio_trials
+                    else {}
+                )
+                row = {**asyncio.run(point(state, n, args, controller.pid)), **ratios}
                 rows.append(row)
                 print(json.dumps(row), flush=True)
                 if not row.get("completed"):
