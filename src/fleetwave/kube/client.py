@@ -37,6 +37,11 @@ __all__ = [
 
 FIELD_MANAGER = "fleetwave"
 _TIMEOUT = httpx2.Timeout(30.0, connect=10.0)
+# An idle connection is kept this long (httpx's default is 5 s), as long as the session pool keeps a
+# member's client (`delivery.sessions.IDLE_SECONDS`): a member delivered to, probed or judged every
+# few seconds no longer pays a TCP and TLS handshake, on both sides, each time (ADR 0068, stop 29).
+KEEPALIVE_SECONDS = 60.0
+_LIMITS = httpx2.Limits(max_connections=100, max_keepalive_connections=20, keepalive_expiry=KEEPALIVE_SECONDS)
 
 http = internals.http
 async_http = internals.async_http
@@ -89,5 +94,16 @@ def client(config: KubeConfig, *, namespace: str | None = None) -> Client:
 
 def async_client(config: KubeConfig, *, namespace: str | None = None) -> AsyncClient:
     return AsyncClient(
-        config=config, namespace=namespace, field_manager=FIELD_MANAGER, timeout=_TIMEOUT, trust_env=False
+        config=config,
+        namespace=namespace,
+        field_manager=FIELD_MANAGER,
+        timeout=_TIMEOUT,
+        trust_env=False,
+        transport=_transport(config),
     )
+
+
+def _transport(config: KubeConfig) -> httpx2.AsyncHTTPTransport:
+    """lightkube's own TLS set-up (CA, client certificate, insecure) on a pool with `_LIMITS`: a
+    transport given to the client is where httpx takes both from."""
+    return httpx2.AsyncHTTPTransport(verify=internals.tls_context(config), trust_env=False, limits=_LIMITS)

@@ -49,6 +49,15 @@ def async_http(config: KubeConfig, *, timeout: float = 5.0) -> httpx2.AsyncClien
     return client_adapter.AsyncClient(_single(config), params)
 
 
+def tls_context(config: KubeConfig) -> Any:
+    """The ssl.SSLContext lightkube would build for the kubeconfig (its CA, client certificate,
+    insecure-skip-tls-verify), for a transport of our own."""
+    single = _single(config)
+    if single.user is None:
+        raise ValueError("kubeconfig context names no user")
+    return client_adapter.verify_cluster(single.cluster, single.user, single.abs_file, trust_env=False)
+
+
 def raw_http(client: AsyncClient) -> httpx2.AsyncClient:
     """The HTTP session inside an async client: same server, TLS and credentials, no second pool."""
     session: httpx2.AsyncClient = client._client._client

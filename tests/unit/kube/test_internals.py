@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import ssl
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -292,3 +293,23 @@ def test_every_function_in_internals_is_pinned_here() -> None:
     source = Path(__file__).read_text()
     unpinned = sorted(name for name in public if f"internals.{name}(" not in source)
     assert not unpinned, f"kube/internals.py functions without a pin in {Path(__file__).name}: {unpinned}"
+
+
+def test_tls_context_is_lightkubes_own_for_the_kubeconfig(config: KubeConfig) -> None:
+    context = internals.tls_context(config)
+    assert isinstance(context, ssl.SSLContext)
+    assert context.verify_mode == ssl.CERT_NONE  # the pinned kubeconfig skips verification
+    bare = {**_kubeconfig()}
+    bare["clusters"] = [{"name": "pin", "cluster": {"server": SERVER}}]
+    assert internals.tls_context(KubeConfig.from_dict(bare)).verify_mode == ssl.CERT_REQUIRED
+
+
+async def test_an_async_client_keeps_idle_connections_as_long_as_a_pooled_member_client(
+    config: KubeConfig,
+) -> None:
+    client = kubeclient.async_client(config)
+    try:
+        pool = internals.raw_http(client)._transport._pool  # type: ignore[attr-defined]
+        assert pool._keepalive_expiry == kubeclient.KEEPALIVE_SECONDS
+    finally:
+        await client.close()
