@@ -143,13 +143,17 @@ class Silent(MemberTarget):
         yield
 
 
-async def test_a_judgement_woken_by_the_watch_judges_on_what_it_delivered_without_reading() -> None:
+def _judging() -> tuple[Streams, MemberWatches, HealthAdapter, Silent]:
+    """Judgements through a HealthAdapter, its member watch streams driven by the test."""
     streams = Streams()
     watches = MemberWatches(stream=streams.run)
     pool = SimpleNamespace(budget=SimpleNamespace(wall_seconds=5.0))
-    health = HealthAdapter(pool, watches)  # type: ignore[arg-type]
     Silent.opened = 0
-    member = Silent("m1", b"kubeconfig")
+    return streams, watches, HealthAdapter(pool, watches), Silent("m1", b"kubeconfig")  # type: ignore[arg-type]
+
+
+async def test_a_judgement_woken_by_the_watch_judges_on_what_it_delivered_without_reading() -> None:
+    streams, watches, health, member = _judging()
     woken: list[str] = []
     wake = Wake("summary", lambda: woken.append("summary"))
     applied = {NS: NAMESPACE, DEPLOY: deployment(10, ready=False)}
@@ -178,12 +182,7 @@ async def test_a_judgement_woken_by_the_watch_judges_on_what_it_delivered_withou
 
 
 async def test_a_delivery_makes_earlier_sightings_void() -> None:
-    streams = Streams()
-    watches = MemberWatches(stream=streams.run)
-    pool = SimpleNamespace(budget=SimpleNamespace(wall_seconds=5.0))
-    health = HealthAdapter(pool, watches)  # type: ignore[arg-type]
-    Silent.opened = 0
-    member = Silent("m1", b"kubeconfig")
+    streams, watches, health, member = _judging()
     wake = Wake("summary", lambda: None)
     await health.check(
         member, [], objects=IDS, wake=wake, seen={NS: NAMESPACE, DEPLOY: deployment(10, ready=False)}
