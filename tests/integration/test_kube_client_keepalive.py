@@ -9,6 +9,7 @@ from typing import Any
 from lightkube.resources.core_v1 import Namespace
 
 from fleetwave.kube import client as kubeclient
+from fleetwave.kube import internals
 from fleetwave.local import fleet
 
 
@@ -27,5 +28,17 @@ async def test_an_idle_connection_is_used_again_after_six_seconds(local_fleet: f
         await asyncio.sleep(6)
         await client.get(Namespace, "default")
         assert _connections(client) == first  # the same connection: no handshake
+    finally:
+        await client.close()
+
+
+async def test_the_controllers_request_client_speaks_http2(local_fleet: fleet.FleetState) -> None:
+    config = kubeclient.config_from_file(local_fleet.cluster(fleet.MANAGEMENT).kubeconfig)
+    client = kubeclient.async_client(config, http2=True)
+    try:
+        answer = await internals.raw_http(client).get("/version")
+        assert answer.http_version == "HTTP/2"  # every request on one connection, no pool to walk
+        await client.get(Namespace, "default")
+        assert len(_connections(client)) == 1
     finally:
         await client.close()

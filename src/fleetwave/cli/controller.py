@@ -202,7 +202,8 @@ def run(
     )
 
     async def main() -> None:
-        client, watcher = kubeclient.async_client(config), kubeclient.async_client(config)
+        # Requests multiplexed over HTTP/2; the informers' long-lived watches on a client of their own.
+        client, watcher = kubeclient.async_client(config, http2=True), kubeclient.async_client(config)
         try:
             await controllers.build(client, settings, watch_client=watcher).run()
         finally:

@@ -92,18 +92,22 @@ def client(config: KubeConfig, *, namespace: str | None = None) -> Client:
     )
 
 
-def async_client(config: KubeConfig, *, namespace: str | None = None) -> AsyncClient:
+def async_client(config: KubeConfig, *, namespace: str | None = None, http2: bool = False) -> AsyncClient:
+    """`http2`: every request on one multiplexed connection (the controller's requests to the
+    management API server): no pool of idle HTTP/1.1 connections to walk and probe per request."""
     return AsyncClient(
         config=config,
         namespace=namespace,
         field_manager=FIELD_MANAGER,
         timeout=_TIMEOUT,
         trust_env=False,
-        transport=_transport(config),
+        transport=_transport(config, http2),
     )
 
 
-def _transport(config: KubeConfig) -> httpx2.AsyncHTTPTransport:
+def _transport(config: KubeConfig, http2: bool = False) -> httpx2.AsyncHTTPTransport:
     """lightkube's own TLS set-up (CA, client certificate, insecure) on a pool with `_LIMITS`: a
     transport given to the client is where httpx takes both from."""
-    return httpx2.AsyncHTTPTransport(verify=internals.tls_context(config), trust_env=False, limits=_LIMITS)
+    return httpx2.AsyncHTTPTransport(
+        verify=internals.tls_context(config), trust_env=False, limits=_LIMITS, http2=http2
+    )
