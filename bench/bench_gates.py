@@ -41,7 +41,7 @@ from lightkube.types import PatchType, on_error_retry
 from fleetwave.health import readiness
 from fleetwave.kube import client as kubeclient
 from fleetwave.kube import kinds
-from fleetwave.local import binaries, fleet
+from fleetwave.local import binaries, fleet, processes
 from fleetwave.ux import approval
 from fleetwave.ux import demo_setup as setup
 
@@ -508,9 +508,9 @@ def start_controller(
         "--helm",
         helm,
         "--metrics-port",
-        str(setup.free_port()),
+        str(processes.free_port()),
         "--health-port",
-        str(setup.free_port()),
+        str(processes.free_port()),
         *extra,
     ]
     with log.open("wb") as out:

@@ -29,8 +29,10 @@ finish within its budget is reported with its progress, and the curve stops ther
 
 from __future__ import annotations
 
+import _thread
 import argparse
 import asyncio
+import collections
 import concurrent.futures
 import contextlib
 import datetime as dt
@@ -290,6 +292,26 @@ def member_requests(servers: list[fleet.ClusterInfo]) -> float:
     return total
 
 
+def requests_by_kind(kubeconfigs: list[str]) -> dict[str, float]:
+    """Requests the API servers have served so far, by verb and resource ("GET configmaps")."""
+    out: dict[str, float] = collections.defaultdict(float)
+    for kubeconfig in kubeconfigs:
+        with internals.http(kubeclient.config_from_file(kubeconfig), timeout=10) as http:
+            text = http.get("/metrics").text
+        for m in re.finditer(r"^apiserver_request_total\{([^}]*)\} (\S+)$", text, re.M):
+            labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1)))
+            resource = "/".join(x for x in (labels.get("resource"), labels.get("subresource")) if x)
+            out[f"{labels.get('verb', '?')} {resource or labels.get('component', '?')}"] += float(m.group(2))
+    return out
+
+
+def _requests_text(before: dict[str, float], after: dict[str, float], n: int) -> str:
+    """The requests made between two readings, per registration, the most frequent first."""
+    moved = {k: v - before.get(k, 0.0) for k, v in after.items() if v - before.get(k, 0.0) >= 1}
+    ranked = sorted(moved.items(), key=lambda kv: -kv[1])
+    return ", ".join(f"{k} {v / n:.2f}" for k, v in ranked)
+
+
 def management_writes(state: fleet.FleetState) -> float:
     """Writes the management API server has served so far (PATCH, POST, PUT, DELETE): each is an
     etcd write and a watch event for every controller watching the kind."""
@@ -541,16 +563,41 @@ async def ratio(state: fleet.FleetState, n: int, trials: int, controller_pid: in
         await client.apply(codecs.from_dict(ratio_promotion(name, n)), force=True)
         _, content_hash = await _promotion_revision(client, name, 0, None)
         _, index = await _run_revision(client, staged, n, 0, -1)
+        kubeconfigs = sorted({m.kubeconfig for m in state.members})
         for trial in range(1, trials + 1):
+            served = await asyncio.to_thread(requests_by_kind, kubeconfigs)
+            managed = await asyncio.to_thread(requests_by_kind, [mk])
             before, work = cpu_seconds(tree(controller_pid)), await asyncio.to_thread(reconcile_seconds)
             promoted, content_hash = await _promotion_revision(client, name, trial, content_hash)
             promotion_cpu = cpu_seconds(tree(controller_pid)) - before
             print(f"  passes of the promotion trial: {await _passes_since(work)}", flush=True)
+            print(
+                "  member requests per registration: "
+                + _requests_text(served, await asyncio.to_thread(requests_by_kind, kubeconfigs), n),
+                flush=True,
+            )
+            print(
+                "  management requests per registration: "
+                + _requests_text(managed, await asyncio.to_thread(requests_by_kind, [mk]), n),
+                flush=True,
+            )
             direct = await _direct(servers, stages, [ratio_payload(f"direct-{n}", trial)])
+            served = await asyncio.to_thread(requests_by_kind, kubeconfigs)
+            managed = await asyncio.to_thread(requests_by_kind, [mk])
             before, work = cpu_seconds(tree(controller_pid)), await asyncio.to_thread(reconcile_seconds)
             ran, index = await _run_revision(client, staged, n, trial, index)
             run_cpu = cpu_seconds(tree(controller_pid)) - before
             print(f"  passes of the staged-run trial: {await _passes_since(work)}", flush=True)
+            print(
+                "  member requests per registration: "
+                + _requests_text(served, await asyncio.to_thread(requests_by_kind, kubeconfigs), n),
+                flush=True,
+            )
+            print(
+                "  management requests per registration: "
+                + _requests_text(managed, await asyncio.to_thread(requests_by_kind, [mk]), n),
+                flush=True,
+            )
             direct_staged = await _direct(servers, stages, ratio_staged_docs(f"sdirect-{n}", n, trial)[:2])
             rows.append((promoted, direct, promotion_cpu, ran, direct_staged, run_cpu))
             print(
@@ -705,6 +752,21 @@ def start_controller(
         return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
 
 
+def stop_if_it_dies(controller: subprocess.Popen[bytes], log: Path, stopping: threading.Event) -> None:
+    """The bench's waits are on the controller's work: one that exits unasked stops the bench at
+    once (with the end of its log) instead of after the budget."""
+
+    def watch() -> None:
+        code = controller.wait()
+        if stopping.is_set():
+            return
+        tail = log.read_text(errors="replace").splitlines()[-15:]
+        print(f"the controller exited with {code}; the end of its log:", *tail, sep="\n", flush=True)
+        _thread.interrupt_main()
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
 def report(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
     print(
         f"\n{args.servers} light member API servers; {args.promotions} promotions + "
@@ -762,14 +824,15 @@ def main() -> None:
         state_dir = Path(tmp) / "fleet"
         state = light_fleet(state_dir, args.servers, bins)
         controller = None
+        stopping = threading.Event()
         rows: list[dict[str, Any]] = []
         try:
             mk = state.cluster(fleet.MANAGEMENT).kubeconfig
             with kubeclient.client(kubeclient.config_from_file(mk)) as mgmt:
                 install.install(mgmt)
-            controller = start_controller(
-                state, bins.path("helm"), Path(tmp) / "controller.log", args.shards, args.profile
-            )
+            log = Path(tmp) / "controller.log"
+            controller = start_controller(state, bins.path("helm"), log, args.shards, args.profile)
+            stop_if_it_dies(controller, log, stopping)
             registered = 0
             for n in sizes:
                 t = time.monotonic()
@@ -787,6 +850,7 @@ def main() -> None:
                 if not row.get("completed"):
                     break
         finally:
+            stopping.set()
             if controller is not None:
                 controller.terminate()
                 try:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -32,8 +33,37 @@ class ProcessRecord:
     marker: str  # a string that must appear in the process's cmdline (the state dir)
 
 
+_EPHEMERAL_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+_LOWEST_PORT = 10000  # clear of the well-known and registered ports services commonly listen on
+_handed_out: set[int] = set()
+
+
+def _ephemeral_start() -> int:
+    """The first port the kernel gives to outgoing connections (Linux default 32768)."""
+    try:
+        return int(_EPHEMERAL_FILE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port() -> int:
-    """A free loopback TCP port (the kernel picks it; released just before the process binds it)."""
+    """A free loopback TCP port for a process about to listen on it, chosen below the kernel's
+    ephemeral range: a port the kernel picked (bind to 0) is one it may also hand to any outgoing
+    connection before the process binds it, which with hundreds of connections open (a controller
+    starting against a large fleet) happens. Never the same port twice from one process."""
+    start = _ephemeral_start()
+    if start - _LOWEST_PORT >= 1000:
+        for _ in range(64):
+            port = random.randrange(_LOWEST_PORT, start)
+            if port in _handed_out:
+                continue
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                try:
+                    s.bind(("127.0.0.1", port))
+                except OSError:
+                    continue
+            _handed_out.add(port)
+            return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])

@@ -8,7 +8,6 @@ version each member ends up running. Shared by `fleetwave demo`, its tests and b
 from __future__ import annotations
 
 import asyncio
-import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,7 +18,7 @@ from fleetwave.controllers import app as controllers
 from fleetwave.kube import client as kubeclient
 from fleetwave.kube import kinds, ops, sync_ops
 from fleetwave.kube.client import AsyncClient, Client
-from fleetwave.local import fleet
+from fleetwave.local import fleet, processes
 from fleetwave.mgmt import install, manifests, registration
 
 ENVS = ("dev", "staging", "prod")
@@ -36,13 +35,6 @@ class DemoConfig:
     approve_after: float = 3.0
     upgrade_to: str | None = "1.1.0"
     timeout: float = 240.0  # per rollout
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def install_and_register(client: Client, state: fleet.FleetState, config: DemoConfig) -> list[str]:
@@ -126,7 +118,10 @@ class RunningController:
 def start_controller(client: AsyncClient, helm: str) -> RunningController:
     """The whole controller (informers, reconcilers, leader election, probes) as an asyncio task."""
     settings = controllers.Settings(
-        helm_binary=helm, metrics_port=free_port(), health_port=free_port(), leader_election=True
+        helm_binary=helm,
+        metrics_port=processes.free_port(),
+        health_port=processes.free_port(),
+        leader_election=True,
     )
     manager = controllers.build(client, settings, handle_signals=False)
     return RunningController(manager, asyncio.create_task(manager.run(), name="fleetwave-controller"))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import socket
 import ssl
 import subprocess
 import sys
@@ -81,3 +82,31 @@ def _wait_children(pid: int) -> list[int]:
             return [int(p) for p in out.split()]
         time.sleep(0.05)
     pytest.fail("child process never started")
+
+
+def test_free_ports_lie_below_the_ephemeral_range_and_are_never_handed_out_twice(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Outgoing connections take ports from the ephemeral range at any time: a port chosen there
+    # may be gone before the process that was to listen on it binds it.
+    range_file = tmp_path / "ip_local_port_range"
+    range_file.write_text("32768\t60999\n")
+    monkeypatch.setattr(processes, "_EPHEMERAL_FILE", range_file)
+    ports = [processes.free_port() for _ in range(50)]
+    assert all(10000 <= p < 32768 for p in ports)
+    assert len(set(ports)) == 50
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", ports[-1]))  # still free to listen on
+
+
+def test_free_port_falls_back_to_the_kernels_choice_when_nothing_lies_below_the_range(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    kernel_start = processes._ephemeral_start()  # the range the kernel really picks from
+    range_file = tmp_path / "ip_local_port_range"
+    range_file.write_text("10500 60999\n")
+    monkeypatch.setattr(processes, "_EPHEMERAL_FILE", range_file)
+    port = processes.free_port()
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", port))
+    assert port >= kernel_start  # the kernel's own pick, not one of ours below 10500
