@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,6 +13,8 @@ from typer.testing import CliRunner
 
 from fleetwave.api import crds
 from fleetwave.cli import app
+from fleetwave.delivery import sessions
+from fleetwave.delivery.target import MemberTarget
 from fleetwave.kube import kinds
 from fleetwave.local import fleet
 from fleetwave.mgmt import install, manifests, registration
@@ -149,12 +152,7 @@ def test_register_stores_the_kubeconfig_in_a_secret_and_probes_the_member(
 def test_a_member_that_is_down_is_registered_as_not_ready(
     installed: list[str], management: Client, tmp_path: Path
 ) -> None:
-    dead = tmp_path / "dead.kubeconfig"
-    dead.write_text(
-        "apiVersion: v1\nkind: Config\nclusters: [{name: x, cluster: {server: 'https://127.0.0.1:9'}}]\n"
-        "users: [{name: x, user: {token: t}}]\ncontexts: [{name: x, context: {cluster: x, user: x}}]\n"
-        "current-context: x\n"
-    )
+    dead = _dead_kubeconfig(tmp_path)
     probe = registration.register(
         management, name="gone", namespace="fleet-members", kubeconfig=dead.read_bytes(), labels={"env": "x"}
     )
@@ -172,3 +170,42 @@ def test_the_probe_counts_a_members_nodes(local_fleet: fleet.FleetState, members
     assert probe.ready
     assert listed >= 1  # a full member's kwok node
     assert probe.nodes == listed
+
+
+def test_the_controllers_probe_reuses_the_members_pooled_session(
+    local_fleet: fleet.FleetState, members: dict[str, Client], tmp_path: Path
+) -> None:
+    # The controller probes every member every PROBE_INTERVAL: over the pool's connection, not a
+    # handshake (and a thread) per probe; the answers are those of the one-off probe.
+    member = local_fleet.members[0]
+    target = MemberTarget.from_file(member.name, member.kubeconfig)
+    dead = MemberTarget(name="gone", kubeconfig=_dead_kubeconfig(tmp_path).read_bytes())
+
+    async def probes() -> tuple[list[registration.Probe], int, registration.Probe]:
+        pool = sessions.pool()
+        try:
+            found = [await registration.probe_pooled(target) for _ in range(3)]
+            opened = pool.created
+            return found, opened, await registration.probe_pooled(dead)
+        finally:
+            await pool.close()
+
+    found, opened, gone = asyncio.run(probes())
+    one_off = registration.probe(Path(member.kubeconfig).read_bytes())
+    assert opened == 1
+    assert all(p == one_off for p in found)
+    assert one_off.ready
+    assert one_off.nodes == len(list(members[member.name].list(Node)))
+    assert not gone.ready
+    assert gone.message.startswith("API server unreachable: ConnectError")
+
+
+def _dead_kubeconfig(tmp_path: Path) -> Path:
+    """A kubeconfig of a server nobody listens on."""
+    dead = tmp_path / "dead.kubeconfig"
+    dead.write_text(
+        "apiVersion: v1\nkind: Config\nclusters: [{name: x, cluster: {server: 'https://127.0.0.1:9'}}]\n"
+        "users: [{name: x, user: {token: t}}]\ncontexts: [{name: x, context: {cluster: x, user: x}}]\n"
+        "current-context: x\n"
+    )
+    return dead

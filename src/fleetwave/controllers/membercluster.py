@@ -14,7 +14,6 @@ Outside its `spec.activeWindow` a member is not ready (reason `OutsideActiveWind
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -23,6 +22,7 @@ from fleetwave.controllers import members
 from fleetwave.controllers.context import Context, as_dict
 from fleetwave.core import model as m
 from fleetwave.core import timestamps, windows
+from fleetwave.delivery.target import MemberTarget
 from fleetwave.kube.status import StatusWrite, write_status
 from fleetwave.mgmt import registration
 from fleetwave.runtime.controller import Result
@@ -100,9 +100,8 @@ async def _verdict(
     found = members.credentials(ctx.cache, member)
     if found.kubeconfig is None:
         return Verdict(False, found.reason, found.message)
-    probe = await asyncio.to_thread(
-        registration.probe, found.kubeconfig, allow_insecure=member.allow_insecure
-    )
+    target = MemberTarget(name=member.key, kubeconfig=found.kubeconfig, allow_insecure=member.allow_insecure)
+    probe = await registration.probe_pooled(target)
     reason = REACHABLE if probe.ready else UNREACHABLE
     return Verdict(probe.ready, reason, probe.message, probe.version, probe.nodes)
 

@@ -49,7 +49,7 @@ class SessionPool:
         """The pooled client for `key`, made from `config()` when there is none (which may raise)."""
         entry = self._entries.get(key)
         if entry is None:
-            entry = Entry(key, kubeclient.async_client(config()))
+            entry = Entry(key, kubeclient.async_client(config(), http2=True))
             self._entries[key] = entry
             self.created += 1
         self._entries.move_to_end(key)

@@ -8,12 +8,15 @@ written for one the controller would refuse to use.
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from fleetwave.api import families
+from fleetwave.delivery.target import MemberTarget, MemberUnreachable
 from fleetwave.kube import client as kubeclient
-from fleetwave.kube import kinds, ops, sync_ops
+from fleetwave.kube import internals, kinds, ops, sync_ops
 
 KUBECONFIG_KEY = "kubeconfig"
 ALLOW_INSECURE_ANNOTATION = "fleetwave.io/allow-insecure-kubeconfig"
@@ -33,8 +36,12 @@ def secret_name(cluster: str) -> str:
     return families.kubeconfig_secret_name(cluster)
 
 
-def probe(kubeconfig: bytes, *, timeout: float = 5.0, allow_insecure: bool = False) -> Probe:
-    """Is the member's API server reachable, ready, and which version is it?"""
+PROBE_TIMEOUT = 5.0
+
+
+def probe(kubeconfig: bytes, *, timeout: float = PROBE_TIMEOUT, allow_insecure: bool = False) -> Probe:
+    """Is the member's API server reachable, ready, and which version is it? (A connection of its
+    own: registration runs once; the controller's periodic probes use `probe_pooled`.)"""
     try:
         config = kubeclient.member_config(kubeconfig, allow_insecure=allow_insecure)
     except KubeconfigRefused as e:
@@ -43,23 +50,66 @@ def probe(kubeconfig: bytes, *, timeout: float = 5.0, allow_insecure: bool = Fal
         with kubeclient.http(config, timeout=timeout) as http:
             ready = http.get("/readyz")
             if ready.status_code != 200:
-                return Probe(False, None, f"API server not ready: /readyz answered {ready.status_code}")
+                return _not_ready(ready.status_code)
             version = http.get("/version").json().get("gitVersion")
             return Probe(True, version, "API server ready", _node_count(http))
     except (ops.HTTPError, OSError, ValueError) as e:
-        return Probe(False, None, f"API server unreachable: {type(e).__name__}: {e}")
+        return _unreachable(f"{type(e).__name__}: {e}")
+
+
+async def probe_pooled(target: MemberTarget) -> Probe:
+    """`probe` over the member's pooled session: every probe of a large fleet would otherwise be a
+    TLS handshake and a thread of its own, every PROBE_INTERVAL, for each member."""
+    try:
+        kubeclient.member_config(target.kubeconfig, allow_insecure=target.allow_insecure)
+    except KubeconfigRefused as e:
+        return Probe(False, None, str(e))
+    try:
+        async with asyncio.timeout(PROBE_TIMEOUT), target.session() as client:
+            http = internals.raw_http(client)
+            ready = await http.get("/readyz")
+            if ready.status_code != 200:
+                return _not_ready(ready.status_code)
+            version = (await http.get("/version")).json().get("gitVersion")
+            try:  # never what makes a member unready: only a property placements may sort by
+                listed = await http.get("/api/v1/nodes", params={"limit": 1})
+                nodes = _nodes_listed(listed.status_code, listed.json)
+            except (ops.HTTPError, ValueError):
+                nodes = None
+            return Probe(True, version, "API server ready", nodes)
+    except MemberUnreachable as e:
+        return _unreachable(e.detail)
+    except (ops.HTTPError, OSError, ValueError) as e:  # TimeoutError is an OSError
+        return _unreachable(f"{type(e).__name__}: {e}")
+
+
+def _not_ready(status_code: int) -> Probe:
+    return Probe(False, None, f"API server not ready: /readyz answered {status_code}")
+
+
+def _unreachable(detail: str) -> Probe:
+    return Probe(False, None, f"API server unreachable: {detail}")
 
 
 def _node_count(http: Any) -> int | None:
     """The member's node count from one item of a chunked list: the rest is `remainingItemCount`."""
     try:  # never what makes a member unready: only a property placements may sort by
         listed = http.get("/api/v1/nodes", params={"limit": 1})
-        if listed.status_code != 200:
-            return None  # typically 403: placing by node count then sees no such property
-        body = listed.json()
-        remaining = (body.get("metadata") or {}).get("remainingItemCount") or 0
-        count = len(body.get("items") or []) + int(remaining)
-    except (ops.HTTPError, OSError, ValueError, TypeError, AttributeError):
+        return _nodes_listed(listed.status_code, listed.json)
+    except (ops.HTTPError, OSError, ValueError):
+        return None
+
+
+def _nodes_listed(status_code: int, body: Callable[[], Any]) -> int | None:
+    """The count a one-item node list gives (None when it was refused, typically 403: placing by
+    node count then sees no such property)."""
+    if status_code != 200:
+        return None
+    try:
+        listed = body()
+        remaining = (listed.get("metadata") or {}).get("remainingItemCount") or 0
+        count = len(listed.get("items") or []) + int(remaining)
+    except (ValueError, TypeError, AttributeError):
         return None
     return count if count >= 0 else None
 

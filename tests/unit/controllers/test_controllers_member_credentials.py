@@ -17,10 +17,15 @@ import pytest
 from fleetwave.api import families
 from fleetwave.controllers import membercluster, members
 from fleetwave.controllers.context import Context
+from fleetwave.delivery.target import MemberTarget
 from fleetwave.mgmt import registration
 
 T0 = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
 TOKEN = "tok-0d9f2a-never-shown"
+
+
+async def _never_probed(_target: MemberTarget) -> registration.Probe:
+    pytest.fail("probed")
 
 
 def _kubeconfig(user: dict[str, Any] | None = None, server: str = "https://10.0.0.1:6443") -> bytes:
@@ -213,7 +218,12 @@ async def test_a_refused_kubeconfig_is_ready_false_with_its_reason_an_event_and_
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     probed: list[bytes] = []
-    monkeypatch.setattr(registration, "probe", lambda raw, **_: probed.append(raw))
+
+    async def probe(target: MemberTarget) -> registration.Probe:
+        probed.append(target.kubeconfig)
+        return registration.Probe(True, "v1.35.4", "API server ready")
+
+    monkeypatch.setattr(registration, "probe_pooled", probe)
     exec_user = {"exec": {"command": "/bin/sh", "args": ["-c", f"echo {TOKEN}"]}}
     mc = _mc(status={"ready": True, "connectionStatus": "Healthy", "version": "v1.35.0"})
     cache = _Cache(
@@ -243,7 +253,7 @@ async def test_a_refused_kubeconfig_is_ready_false_with_its_reason_an_event_and_
 async def test_a_foreign_secret_reference_is_reported_without_reading_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(registration, "probe", lambda *_a, **_k: pytest.fail("probed"))
+    monkeypatch.setattr(registration, "probe_pooled", _never_probed)
     mc = _mc(ref={"name": "their-kubeconfig", "namespace": "team-b"})
     cache = _Cache(
         {
@@ -265,11 +275,11 @@ async def test_a_foreign_secret_reference_is_reported_without_reading_it(
 async def test_an_accepted_kubeconfig_is_probed_with_the_opt_in(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[tuple[bytes, bool]] = []
 
-    def probe(raw: bytes, *, allow_insecure: bool = False, **_: Any) -> registration.Probe:
-        calls.append((raw, allow_insecure))
+    async def probe(target: MemberTarget) -> registration.Probe:
+        calls.append((target.kubeconfig, target.allow_insecure))
         return registration.Probe(True, "v1.35.4", "API server ready")
 
-    monkeypatch.setattr(registration, "probe", probe)
+    monkeypatch.setattr(registration, "probe_pooled", probe)
     config = _kubeconfig(server="http://10.0.0.1:8080")
     mc = _mc(annotations={registration.ALLOW_INSECURE_ANNOTATION: "true"})
     cache = _Cache({("MemberCluster", "team-a", "m1"): mc, ("Secret", "team-a", "s"): _secret(config)})
@@ -298,7 +308,7 @@ async def test_an_accepted_kubeconfig_is_probed_with_the_opt_in(monkeypatch: pyt
 async def test_a_member_field_fleetwave_does_not_act_on_keeps_it_unused_and_says_which(
     monkeypatch: pytest.MonkeyPatch, spec: dict[str, Any]
 ) -> None:
-    monkeypatch.setattr(registration, "probe", lambda *_a, **_k: pytest.fail("probed"))
+    monkeypatch.setattr(registration, "probe_pooled", _never_probed)
     mc = _mc(status={"ready": True})
     mc["spec"] = {**mc.get("spec", {}), **spec}
     cache = _Cache({("MemberCluster", "team-a", "m1"): mc, ("Secret", "team-a", "s"): _secret(_kubeconfig())})
@@ -334,7 +344,7 @@ def test_a_paused_member_stays_in_the_fleet_but_is_not_delivered_to() -> None:
 async def test_outside_its_active_window_a_member_is_not_ready_and_wakes_when_it_opens(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(registration, "probe", lambda *_a, **_k: pytest.fail("probed"))
+    monkeypatch.setattr(registration, "probe_pooled", _never_probed)
     mc = _mc(status={"ready": True})  # T0 is 10:00 UTC: the window opens at 10:30
     mc["spec"] = {**mc.get("spec", {}), "activeWindow": {"from": "30 10 * * *", "to": "0 18 * * *"}}
     cache = _Cache({("MemberCluster", "team-a", "m1"): mc, ("Secret", "team-a", "s"): _secret(_kubeconfig())})
@@ -373,10 +383,10 @@ async def test_the_node_count_is_written_as_kubefleets_property_and_only_moves_w
 ) -> None:
     nodes: list[int | None] = [3]
 
-    def probe(raw: bytes, **_: Any) -> registration.Probe:
+    async def probe(_target: MemberTarget) -> registration.Probe:
         return registration.Probe(True, "v1.35.4", "API server ready", nodes[0])
 
-    monkeypatch.setattr(registration, "probe", probe)
+    monkeypatch.setattr(registration, "probe_pooled", probe)
     config = _kubeconfig()
     seen = {"kubernetes-fleet.io/node-count": {"value": "3", "observationTime": "2020-01-01T00:00:00Z"}}
     for previous, count, written in (
