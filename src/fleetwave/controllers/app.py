@@ -41,6 +41,7 @@ from fleetwave.controllers.own_writes import OwnWrites
 from fleetwave.controllers.ports import HealthAdapter, HelmAdapter
 from fleetwave.delivery import sessions
 from fleetwave.delivery.gotemplate import Renderer
+from fleetwave.delivery.known_versions import KnownVersions
 from fleetwave.delivery.kustomize import Kustomizer
 from fleetwave.kube import kinds
 from fleetwave.kube.client import AsyncClient
@@ -137,6 +138,7 @@ def build(
     manager.recorder = recorder
     notifier = _notifier(settings, shared["Secret"]) if settings.notify_secret else None
     manager.notifier = notifier
+    known = KnownVersions()  # the members are the same for every family
     contexts = [
         _family(
             manager,
@@ -147,6 +149,7 @@ def build(
             recorder,
             HealthAdapter(pool, watches, manager.metrics.rollouts),
             notifier,
+            known,
         )
         for family in (families.NATIVE, *settings.upstream)
     ]
@@ -212,6 +215,7 @@ def _family(
     recorder: events.EventRecorder,
     health: HealthAdapter,
     notifier: notify.Notifier | None = None,
+    known: KnownVersions | None = None,
 ) -> Context:
     """Informers and controllers for the Sveltos-style kinds and the members one API family serves:
     each family is its own world (its profiles see its summaries and its clusters), sharing only
@@ -231,6 +235,7 @@ def _family(
         renderer=Renderer(_tool(settings.render_binary, "fleetwave-render", settings.helm_binary)),
         kustomizer=Kustomizer(_tool(settings.kustomize_binary, "kustomize", settings.helm_binary)),
         health=health,
+        known_versions=known or KnownVersions(),
         namespace=settings.namespace,
         clock=_now,
         judge_poll=settings.judge_poll_seconds,

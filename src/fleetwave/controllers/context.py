@@ -22,6 +22,7 @@ from fleetwave.core import rollout_metrics
 from fleetwave.core import status as st
 from fleetwave.delivery.gotemplate import Renderer
 from fleetwave.delivery.helmplan import Ownership
+from fleetwave.delivery.known_versions import KnownVersions
 from fleetwave.delivery.kustomize import Kustomizer
 from fleetwave.delivery.target import MemberTarget
 from fleetwave.kube import kinds
@@ -245,6 +246,9 @@ class Context:
     # Inventory -> what this process last pruned it down to (credentials fingerprint, kinds and
     # objects kept): the same delivery again has nothing left behind to look for.
     pruned: dict[str, tuple[str, frozenset[object]]] = field(default_factory=dict)
+    # The versions this process's applies to members returned: applied over without a read (one
+    # instance shared by every family's context, app.build).
+    known_versions: KnownVersions = field(default_factory=KnownVersions)
     # ClusterSummary key, or (run kind, key) -> when (monotonic) this process last wrote its
     # status: a waiting judgement's changing message is written at most every PROGRESS_EVERY
     # seconds (`progress_due_in`).

@@ -33,6 +33,7 @@ from fleetwave.core import selectors, timestamps
 from fleetwave.delivery import content as dc
 from fleetwave.delivery import manifests, sessions
 from fleetwave.delivery.helmplan import Ownership
+from fleetwave.delivery.known_versions import KnownVersions
 from fleetwave.delivery.target import MemberTarget, MemberUnreachable
 from fleetwave.kube import internals, kinds, ops
 from fleetwave.kube.status import StatusWrite, Versioned, version_written, write_status, write_versioned
@@ -491,7 +492,15 @@ async def _deliver_to(
         found = await manifests.detect_drift(target, objects, inventory=inv, owner=owner)
         drift = [f"{d.ref}: {d.reason}" for d in found]
     resources, applied = await _resources(
-        target, objects, inv, raw.get("status") or {}, dry_run, _apply_policy(profile), owner, ctx.pruned
+        target,
+        objects,
+        inv,
+        raw.get("status") or {},
+        dry_run,
+        _apply_policy(profile),
+        owner,
+        ctx.pruned,
+        ctx.known_versions,
     )
     # Releases installed before owners were profiles carry the summary's own key: still ours.
     ownership = Ownership(dc.inventory_key(owner), profile.tier, formerly=(dc.inventory_key(inv),))
@@ -541,11 +550,12 @@ async def _resources(
     policy: manifests.ApplyPolicy,
     owner: str,
     pruned: manifests.PruneMemo,
+    known: KnownVersions,
 ) -> tuple[ss.Feature, dict[tuple[str, str, str | None, str], Mapping[str, Any]]]:
     """The resources feature, and the objects as their applies returned them."""
     before = _previous_kinds(previous)
     report = await manifests.apply(
-        target, objects, inventory=inv, dry_run=dry_run, policy=policy, owner=owner
+        target, objects, inventory=inv, dry_run=dry_run, policy=policy, owner=owner, known=known
     )
     if not report.ok:
         failed = ss.Feature(ss.FEATURE_RESOURCES, "Failed", report.content_hash, "; ".join(report.errors))

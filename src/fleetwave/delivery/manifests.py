@@ -16,12 +16,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Literal, TypeVar
 
 from fleetwave.delivery import content as ct
+from fleetwave.delivery.known_versions import KnownVersions
 from fleetwave.delivery.target import MemberTarget, Target
 from fleetwave.kube import kinds as kd
 from fleetwave.kube import ops
@@ -184,11 +185,17 @@ async def _live(client: AsyncClient, cls: type[Any], ref: ct.ObjectRef) -> dict[
 
 
 def _action(before: dict[str, Any] | None, after: dict[str, Any]) -> Action:
-    if before is None:
+    # Another uid: deleted since the version applied over was known, and created by this apply
+    # (the API server creates an object applied with a version when there is none).
+    if before is None or _uid(before) not in (None, _uid(after)):
         return "created"
     # Content, not resourceVersion: controllers bump resourceVersion with status writes at any
     # time, and a dry run never bumps it at all.
     return "unchanged" if ct.comparable(before) == ct.comparable(after) else "configured"
+
+
+def _uid(obj: Mapping[str, Any]) -> Any:
+    return (obj.get("metadata") or {}).get("uid")
 
 
 _UNREAD: Any = object()  # no read of the object was made ahead of its apply
@@ -206,16 +213,32 @@ async def _read_ahead(client: AsyncClient, resolver: kd.AsyncKinds, obj: Mapping
         return _UNREAD
 
 
+async def _known_or_read(
+    client: AsyncClient, resolver: kd.AsyncKinds, obj: Mapping[str, Any], known: _Known | None
+) -> Any:
+    """The version this process's last apply of the object returned, else `_read_ahead`."""
+    if known is not None:
+        info = await resolver.find(kd.GVK(str(obj["apiVersion"]), str(obj["kind"])))
+        kept = None if info is None else known[0].get(known[1], ct.ref_of(_placed(obj, info)))
+        if kept is not None:
+            return kept
+    return await _read_ahead(client, resolver, obj)
+
+
 async def _reads_ahead(
-    client: AsyncClient, resolver: kd.AsyncKinds, desired: Sequence[Mapping[str, Any]]
+    client: AsyncClient,
+    resolver: kd.AsyncKinds,
+    desired: Sequence[Mapping[str, Any]],
+    known: _Known | None = None,
 ) -> dict[int, Any]:
     """Every object read up front, together (reads touch nothing), by `id` of its desired form: a
-    round trip per object less on the way to the last apply. An object that exists is applied over
-    the version read (its resourceVersion is the apply's precondition, so one that changed since is
+    round trip per object less on the way to the last apply; no read at all of one whose version
+    this process's last apply returned (`known`). An object that exists is applied over the
+    version read (its resourceVersion is the apply's precondition, so one that changed since is
     read again). One that was absent is read again at its turn unless it is in the first wave: an
     earlier wave may have made it appear (a namespace's default ServiceAccount), and whoever owns
     it must be judged on what is there."""
-    reads = await _bounded_gather(partial(_read_ahead, client, resolver, o) for o in desired)
+    reads = await _bounded_gather(partial(_known_or_read, client, resolver, o, known) for o in desired)
     first = {id(o) for o in _waves(desired)[0]} if desired else set()
     return {
         id(o): read if read is not None or id(o) in first else _UNREAD
@@ -376,20 +399,26 @@ async def apply(
     dry_run: bool = False,
     policy: ApplyPolicy = DEFAULT_POLICY,
     owner: str | None = None,
+    known: KnownVersions | None = None,
 ) -> ApplyReport:
     """Server-side apply `objects` to the member; DryRun (`dry_run=True`) changes nothing but
     reports what would change. Objects failing on their own are reported; the rest still apply
     unless the policy stops at the first error or conflict (those after it are reported skipped).
-    `owner` (default: the inventory) is who conflicts are judged against (ADR 0063, 0066)."""
+    `owner` (default: the inventory) is who conflicts are judged against (ADR 0063, 0066).
+    `known`: the versions this process's applies to members returned, used and kept up to date."""
     key = ct.inventory_key(inventory)
     desired = [_stamped(o, key, owner or inventory) for o in ct.sort_for_apply(objects)]
     results: list[AppliedObject] = []
     stopped = ""
+    # A dry run returns no version of its own, and judges what is there.
+    remembered = None
+    if known is not None and isinstance(target, MemberTarget) and not dry_run:
+        remembered = (known, target.pool_key())
     async with target.session() as client:
         resolver = kd.AsyncKinds(client, desired)
         if policy.stop_on_error or policy.stop_on_conflict:
             # Whatever follows a failure must stay untouched: one apply at a time.
-            ahead = await _reads_ahead(client, resolver, desired)
+            ahead = await _reads_ahead(client, resolver, desired, remembered)
             for obj in desired:
                 if stopped:
                     results.append(AppliedObject(ct.ref_of(obj), ct.object_hash(obj), "skipped", stopped))
@@ -401,7 +430,7 @@ async def apply(
                     await _await_established(client, resolver, result)
         else:
             # Nothing depends on another object of its own wave: a wave's objects go concurrently.
-            ahead = await _reads_ahead(client, resolver, desired)
+            ahead = await _reads_ahead(client, resolver, desired, remembered)
             for wave in _waves(desired):
                 done = await _bounded_gather(
                     partial(_apply_one, client, resolver, o, dry_run, policy, ahead[id(o)]) for o in wave
@@ -410,7 +439,23 @@ async def apply(
                 for result in done:
                     if result.changed and result.ref.kind == "CustomResourceDefinition" and not dry_run:
                         await _await_established(client, resolver, result)
+    if remembered is not None:
+        _remember(remembered, results)
     return ApplyReport(key, dry_run, tuple(results), ct.content_hash(desired))
+
+
+# The versions kept, and the member API server and credentials they were applied with.
+_Known = tuple[KnownVersions, Hashable]
+
+
+def _remember(known: _Known, results: Iterable[AppliedObject]) -> None:
+    """What each apply returned, for the next apply of the object; anything else is read again."""
+    versions, server = known
+    for result in results:
+        if result.live is not None and result.action not in ("failed", "conflict", "skipped"):
+            versions.keep(server, result.ref, result.live)
+        else:
+            versions.forget(server, result.ref)
 
 
 APPLY_CONCURRENCY = 8

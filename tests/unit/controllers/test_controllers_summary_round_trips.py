@@ -11,6 +11,7 @@ import pytest
 from fleetwave.controllers import summary
 from fleetwave.delivery import manifests, sessions
 from fleetwave.delivery.content import ObjectRef
+from fleetwave.delivery.known_versions import KnownVersions
 from fleetwave.delivery.target import MemberTarget, MemberUnreachable
 
 # A member nothing listens for (port 1).
@@ -67,7 +68,7 @@ async def test_prune_lists_run_again_only_when_the_delivered_objects_or_credenti
 
     async def deliver(objects: list[dict[str, Any]], to: MemberTarget = target) -> None:
         feature, _ = await summary._resources(
-            to, objects, "inv", {}, False, manifests.ApplyPolicy(), "owner", memo
+            to, objects, "inv", {}, False, manifests.ApplyPolicy(), "owner", memo, KnownVersions()
         )
         assert feature.status == "Provisioned"
 

@@ -11,6 +11,7 @@ import pytest
 from fleetwave.controllers.kubefleet import executor
 from fleetwave.delivery import content as ct
 from fleetwave.delivery import manifests
+from fleetwave.delivery.known_versions import KnownVersions
 from fleetwave.delivery.target import MemberTarget
 from fleetwave.kube.kinds import GVK
 
@@ -47,7 +48,7 @@ async def test_the_same_delivery_again_does_not_list_the_member_again(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     member = _Member(monkeypatch)
-    ctx: Any = SimpleNamespace(pruned={}, just_applied={})
+    ctx: Any = SimpleNamespace(pruned={}, just_applied={}, known_versions=KnownVersions())
     for _ in range(3):
         assert (await executor.apply(ctx, "m", [CM], inventory="crp/m")).ok
     assert member.prunes == 1
@@ -68,7 +69,7 @@ async def test_the_same_delivery_again_does_not_list_the_member_again(
 
 async def test_removing_the_content_forgets_what_was_pruned(monkeypatch: pytest.MonkeyPatch) -> None:
     member = _Member(monkeypatch)
-    ctx: Any = SimpleNamespace(pruned={}, just_applied={})
+    ctx: Any = SimpleNamespace(pruned={}, just_applied={}, known_versions=KnownVersions())
     await executor.apply(ctx, "m", [CM], inventory="crp/m")
     await executor.remove(ctx, "m", inventory="crp/m")
     assert member.withdrawals == 1

@@ -85,7 +85,9 @@ async def apply(
     try:
         if rules.report_diff:
             return _reported(await manifests.report_diff(tgt, objects, inventory=inventory), ctx)
-        report = await manifests.apply(tgt, objects, inventory=inventory, policy=rules.policy)
+        report = await manifests.apply(
+            tgt, objects, inventory=inventory, policy=rules.policy, known=ctx.known_versions
+        )
         if not report.ok:
             return Outcome(False, "apply failed: " + "; ".join(report.errors))
         _remember_applied(ctx, cluster, inventory, report.live)

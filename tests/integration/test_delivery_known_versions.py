@@ -1,0 +1,118 @@
+"""An object this process applied before is applied over the version that apply returned, without
+reading it first, on a real member; whatever changed it since (another manager, a takeover, a
+deletion) is refused by the version precondition and judged on a fresh read, as without it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx2
+import pytest
+from lightkube import Client
+from lightkube.resources.core_v1 import ConfigMap, Namespace
+from lightkube.types import PatchType
+
+from fleetwave.delivery import manifests
+from fleetwave.delivery.known_versions import KnownVersions
+from fleetwave.delivery.target import MemberTarget
+from fleetwave.kube import internals
+from fleetwave.local import fleet
+
+
+@pytest.fixture
+def target(local_fleet: fleet.FleetState) -> MemberTarget:
+    member = local_fleet.members[0]
+    return MemberTarget.from_file(member.name, member.kubeconfig)
+
+
+def _configmap(namespace: str, tier: tuple[int, int] | None = None, **data: str) -> dict[str, Any]:
+    obj = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "settings", "namespace": namespace},
+        "data": data,
+    }
+    return manifests.with_tier(obj, tier) if tier else obj
+
+
+async def _requests(target: MemberTarget) -> list[tuple[str, str]]:
+    """Every request the member's pooled client makes from now on: (method, path)."""
+    seen: list[tuple[str, str]] = []
+
+    async def record(request: httpx2.Request) -> None:
+        seen.append((request.method, request.url.path))
+
+    async with target.session() as client:
+        internals.raw_http(client).event_hooks["request"].append(record)
+    return seen
+
+
+async def test_an_object_applied_before_is_applied_over_its_known_version_without_a_read(
+    target: MemberTarget, members: dict[str, Client], namespace: str
+) -> None:
+    member = members[target.name]
+    known = KnownVersions()
+    seen = await _requests(target)
+    cm_path = f"/api/v1/namespaces/{namespace}/configmaps/settings"
+    ns_name = f"{namespace}-kv"
+    ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns_name}}
+    try:
+        first = await manifests.apply(
+            target, [ns, _configmap(namespace, v="1")], inventory="s/kv", known=known
+        )
+        assert first.ok, first.errors
+        assert ("GET", cm_path) in seen  # nothing known yet: read first
+        assert len(known) == 1  # the Namespace carries status (a phase): not kept
+
+        seen.clear()
+        second = await manifests.apply(
+            target, [ns, _configmap(namespace, v="2")], inventory="s/kv", known=known
+        )
+        assert [(o.ref.kind, o.action) for o in second.objects] == [
+            ("Namespace", "unchanged"),
+            ("ConfigMap", "configured"),
+        ]
+        assert [m for m, p in seen if p == cm_path] == ["PATCH"]  # applied, never read
+        assert ("GET", f"/api/v1/namespaces/{ns_name}") in seen
+
+        # Another manager adds a label: the known version is refused, the object read and applied
+        # over what is there now (their label stays).
+        member.patch(
+            ConfigMap,
+            "settings",
+            {"metadata": {"labels": {"team": "theirs"}}},
+            namespace=namespace,
+            patch_type=PatchType.MERGE,
+        )
+        seen.clear()
+        third = await manifests.apply(target, [_configmap(namespace, v="3")], inventory="s/kv", known=known)
+        assert third.ok, third.errors
+        assert [m for m, p in seen if p == cm_path] == ["PATCH", "GET", "PATCH"]
+        live = member.get(ConfigMap, "settings", namespace=namespace)
+        assert live.data == {"v": "3"}
+        assert (live.metadata.labels or {})["team"] == "theirs"  # type: ignore[union-attr]
+
+        # A lower tier takes it over: the known version is stale, and the fresh read says whose it is.
+        taken = await manifests.apply(target, [_configmap(namespace, (50, 100), v="x")], inventory="s/low")
+        assert taken.ok, taken.errors
+        fourth = await manifests.apply(target, [_configmap(namespace, v="4")], inventory="s/kv", known=known)
+        assert [o.action for o in fourth.objects] == ["conflict"]
+        assert "already deployed by s/low" in fourth.conflicts[0]
+        assert member.get(ConfigMap, "settings", namespace=namespace).data == {"v": "x"}
+        assert len(known) == 0  # a conflict is judged on a read again next time
+
+        # Deleted since our last apply: created again.
+        mine = await manifests.apply(
+            target, [_configmap(namespace, (10, 100), v="5")], inventory="s/kv", known=known
+        )
+        assert mine.ok, mine.errors
+        member.delete(ConfigMap, "settings", namespace=namespace)
+        seen.clear()
+        fifth = await manifests.apply(
+            target, [_configmap(namespace, (10, 100), v="6")], inventory="s/kv", known=known
+        )
+        assert [o.action for o in fifth.objects] == ["created"]
+        assert [m for m, p in seen if p == cm_path] == ["PATCH"]  # created over the old version
+        assert member.get(ConfigMap, "settings", namespace=namespace).data == {"v": "6"}
+    finally:
+        member.delete(Namespace, ns_name)

@@ -1,0 +1,90 @@
+"""What an apply returned is kept per member server and object, without status'd objects, bounded."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from fleetwave.delivery import content as ct
+from fleetwave.delivery.known_versions import KnownVersions
+
+
+def _live(name: str, version: str = "7", status: Any = None, **data: str) -> dict[str, Any]:
+    obj: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": name,
+            "namespace": "apps",
+            "uid": f"uid-{name}",
+            "resourceVersion": version,
+            "managedFields": [{"manager": "fleetwave", "fieldsV1": {"f:data": {}}}],
+            "labels": {ct.INVENTORY_LABEL: "inv"},
+        },
+        "data": data,
+    }
+    if status is not None:
+        obj["status"] = status
+    return obj
+
+
+def test_an_applied_object_is_kept_with_its_version_and_uid_but_not_its_managed_fields() -> None:
+    known = KnownVersions()
+    live = _live("a", "7", v="1")
+    known.keep("server-1", ct.ref_of(live), live)
+
+    kept = known.get("server-1", ct.ref_of(live))
+    assert kept is not None
+    assert kept["metadata"]["resourceVersion"] == "7"
+    assert kept["metadata"]["uid"] == "uid-a"
+    assert "managedFields" not in kept["metadata"]
+    assert kept["metadata"]["labels"] == {ct.INVENTORY_LABEL: "inv"}
+    assert kept["data"] == {"v": "1"}
+    # Another server (or other credentials to the same one) knows nothing of it.
+    assert known.get("server-2", ct.ref_of(live)) is None
+
+
+@pytest.mark.parametrize(
+    ("status", "kept"),
+    [
+        ({"loadBalancer": {}}, True),  # a ClusterIP Service's: says nothing
+        ({}, True),
+        ({"phase": "Active"}, False),  # a Namespace's
+        ({"conditions": [{"type": "Available", "status": "True"}]}, False),
+    ],
+)
+def test_an_object_whose_status_says_something_is_not_kept(status: dict[str, Any], kept: bool) -> None:
+    known = KnownVersions()
+    live = _live("a", status=status)
+    known.keep("s", ct.ref_of(live), live)
+    assert (known.get("s", ct.ref_of(live)) is not None) is kept
+
+
+def test_a_later_apply_replaces_the_entry_and_one_with_status_or_no_version_drops_it() -> None:
+    known = KnownVersions()
+    ref = ct.ref_of(_live("a"))
+    known.keep("s", ref, _live("a", "7"))
+    known.keep("s", ref, _live("a", "9"))
+    assert (known.get("s", ref) or {})["metadata"]["resourceVersion"] == "9"
+    known.keep("s", ref, _live("a", "10", status={"phase": "Active"}))
+    assert known.get("s", ref) is None
+    known.keep("s", ref, _live("a", "11"))
+    known.keep("s", ref, {**_live("a"), "metadata": {"name": "a", "namespace": "apps"}})
+    assert known.get("s", ref) is None
+    known.keep("s", ref, _live("a", "12"))
+    known.forget("s", ref)
+    assert len(known) == 0
+
+
+def test_the_least_recently_used_object_goes_first_past_the_limit() -> None:
+    known = KnownVersions(limit=2)
+    a, b, c = (_live(n) for n in "abc")
+    known.keep("s", ct.ref_of(a), a)
+    known.keep("s", ct.ref_of(b), b)
+    assert known.get("s", ct.ref_of(a)) is not None  # a used: b is now the oldest
+    known.keep("s", ct.ref_of(c), c)
+    assert len(known) == 2
+    assert known.get("s", ct.ref_of(b)) is None
+    assert known.get("s", ct.ref_of(a)) is not None
+    assert known.get("s", ct.ref_of(c)) is not None
