@@ -49,7 +49,9 @@ class SessionPool:
         """The pooled client for `key`, made from `config()` when there is none (which may raise)."""
         entry = self._entries.get(key)
         if entry is None:
-            entry = Entry(key, kubeclient.async_client(config(), http2=True))
+            # HTTP/1.1: the member watches stream on this client too, and over one HTTP/2
+            # connection a delivery stalled behind a busy watch for minutes (bench_gates, stop 30).
+            entry = Entry(key, kubeclient.async_client(config()))
             self._entries[key] = entry
             self.created += 1
         self._entries.move_to_end(key)
