@@ -312,6 +312,17 @@ def _requests_text(before: dict[str, float], after: dict[str, float], n: int) ->
     return ", ".join(f"{k} {v / n:.2f}" for k, v in ranked)
 
 
+async def _mark_requests(sources: dict[str, list[str]]) -> dict[str, dict[str, float]]:
+    """The requests each side's API servers ("member", "management") served so far."""
+    return {side: await asyncio.to_thread(requests_by_kind, configs) for side, configs in sources.items()}
+
+
+async def _print_requests(marked: dict[str, dict[str, float]], sources: dict[str, list[str]], n: int) -> None:
+    now = await _mark_requests(sources)
+    for side, before in marked.items():
+        print(f"  {side} requests per registration: {_requests_text(before, now[side], n)}", flush=True)
+
+
 def management_writes(state: fleet.FleetState) -> float:
     """Writes the management API server has served so far (PATCH, POST, PUT, DELETE): each is an
     etcd write and a watch event for every controller watching the kind."""
@@ -563,41 +574,21 @@ async def ratio(state: fleet.FleetState, n: int, trials: int, controller_pid: in
         await client.apply(codecs.from_dict(ratio_promotion(name, n)), force=True)
         _, content_hash = await _promotion_revision(client, name, 0, None)
         _, index = await _run_revision(client, staged, n, 0, -1)
-        kubeconfigs = sorted({m.kubeconfig for m in state.members})
+        sources = {"member": sorted({m.kubeconfig for m in state.members}), "management": [mk]}
         for trial in range(1, trials + 1):
-            served = await asyncio.to_thread(requests_by_kind, kubeconfigs)
-            managed = await asyncio.to_thread(requests_by_kind, [mk])
+            marked = await _mark_requests(sources)
             before, work = cpu_seconds(tree(controller_pid)), await asyncio.to_thread(reconcile_seconds)
             promoted, content_hash = await _promotion_revision(client, name, trial, content_hash)
             promotion_cpu = cpu_seconds(tree(controller_pid)) - before
             print(f"  passes of the promotion trial: {await _passes_since(work)}", flush=True)
-            print(
-                "  member requests per registration: "
-                + _requests_text(served, await asyncio.to_thread(requests_by_kind, kubeconfigs), n),
-                flush=True,
-            )
-            print(
-                "  management requests per registration: "
-                + _requests_text(managed, await asyncio.to_thread(requests_by_kind, [mk]), n),
-                flush=True,
-            )
+            await _print_requests(marked, sources, n)
             direct = await _direct(servers, stages, [ratio_payload(f"direct-{n}", trial)])
-            served = await asyncio.to_thread(requests_by_kind, kubeconfigs)
-            managed = await asyncio.to_thread(requests_by_kind, [mk])
+            marked = await _mark_requests(sources)
             before, work = cpu_seconds(tree(controller_pid)), await asyncio.to_thread(reconcile_seconds)
             ran, index = await _run_revision(client, staged, n, trial, index)
             run_cpu = cpu_seconds(tree(controller_pid)) - before
             print(f"  passes of the staged-run trial: {await _passes_since(work)}", flush=True)
-            print(
-                "  member requests per registration: "
-                + _requests_text(served, await asyncio.to_thread(requests_by_kind, kubeconfigs), n),
-                flush=True,
-            )
-            print(
-                "  management requests per registration: "
-                + _requests_text(managed, await asyncio.to_thread(requests_by_kind, [mk]), n),
-                flush=True,
-            )
+            await _print_requests(marked, sources, n)
             direct_staged = await _direct(servers, stages, ratio_staged_docs(f"sdirect-{n}", n, trial)[:2])
             rows.append((promoted, direct, promotion_cpu, ran, direct_staged, run_cpu))
             print(
