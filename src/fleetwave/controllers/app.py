@@ -235,7 +235,8 @@ def _family(
         renderer=Renderer(_tool(settings.render_binary, "fleetwave-render", settings.helm_binary)),
         kustomizer=Kustomizer(_tool(settings.kustomize_binary, "kustomize", settings.helm_binary)),
         health=health,
-        known_versions=known or KnownVersions(),
+        # Not `known or ...`: an empty KnownVersions is falsy, and the families must share one.
+        known_versions=known if known is not None else KnownVersions(),
         namespace=settings.namespace,
         clock=_now,
         judge_poll=settings.judge_poll_seconds,
