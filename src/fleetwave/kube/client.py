@@ -15,6 +15,7 @@ from lightkube import AsyncClient, Client, ConfigError, KubeConfig
 
 from fleetwave.api import yamlsafe
 from fleetwave.kube import internals, kubeconfig_policy
+from fleetwave.kube.asyncio_streams import AsyncioBackend
 from fleetwave.kube.kubeconfig_policy import KubeconfigRefused
 
 __all__ = [
@@ -106,8 +107,9 @@ def async_client(config: KubeConfig, *, namespace: str | None = None, http2: boo
 
 
 def _transport(config: KubeConfig, http2: bool = False) -> httpx2.AsyncHTTPTransport:
-    """lightkube's own TLS set-up (CA, client certificate, insecure) on a pool with `_LIMITS`: a
-    transport given to the client is where httpx takes both from."""
-    return httpx2.AsyncHTTPTransport(
-        verify=internals.tls_context(config), trust_env=False, limits=_LIMITS, http2=http2
+    """lightkube's own TLS set-up (CA, client certificate, insecure) on a pool with `_LIMITS`, whose
+    connections are asyncio's own transports (`asyncio_streams`: TLS in the event loop, not in
+    Python): a transport given to the client is where httpx takes all three from."""
+    return internals.transport_over(
+        AsyncioBackend(), ssl_context=internals.tls_context(config), limits=_LIMITS, http2=http2
     )

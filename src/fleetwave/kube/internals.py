@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
+import httpcore2
 import httpx2
 from lightkube import AsyncClient, Client, KubeConfig
 from lightkube.config import client_adapter
@@ -56,6 +57,25 @@ def tls_context(config: KubeConfig) -> Any:
     if single.user is None:
         raise ValueError("kubeconfig context names no user")
     return client_adapter.verify_cluster(single.cluster, single.user, single.abs_file, trust_env=False)
+
+
+def transport_over(
+    backend: httpcore2.AsyncNetworkBackend, *, ssl_context: Any, limits: httpx2.Limits, http2: bool
+) -> httpx2.AsyncHTTPTransport:
+    """An httpx transport whose connections `backend` opens. httpx takes no network backend of its
+    own, but builds its connection pool (`_pool`) from these same arguments: the pool is replaced by
+    one that httpcore, which documents its backend as pluggable, is given the backend for."""
+    transport = httpx2.AsyncHTTPTransport(verify=ssl_context, trust_env=False, limits=limits, http2=http2)
+    transport._pool = httpcore2.AsyncConnectionPool(
+        ssl_context=ssl_context,
+        max_connections=limits.max_connections,
+        max_keepalive_connections=limits.max_keepalive_connections,
+        keepalive_expiry=limits.keepalive_expiry,
+        http1=True,
+        http2=http2,
+        network_backend=backend,
+    )
+    return transport
 
 
 def raw_http(client: AsyncClient) -> httpx2.AsyncClient:
