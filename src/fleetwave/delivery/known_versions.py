@@ -5,7 +5,8 @@ Safe because the version is the apply's precondition (`manifests._read_at`): an 
 changed since is refused by the API server and read again, so ownership is still judged on exactly
 what is there. Only objects without status are kept: a controller writing an object's status moves
 its version after every apply, and the refusal would then cost a round trip more than the read it
-saves. Bounded (least recently used out first) and kept in memory only: a restart reads again.
+saves. A Namespace's `Active` phase is the exception: nothing moves it. Bounded (least recently
+used out first) and kept in memory only: a restart reads again.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ class KnownVersions:
         """Remember what an apply returned (or forget the object when it carries status)."""
         key = (server, ref.identity)
         version = (live.get("metadata") or {}).get("resourceVersion")
-        if _has_status(live.get("status")) or not version:
+        if not _status_is_settled(live) or not version:
             self._entries.pop(key, None)
             return
         kept = ct.comparable(live)
@@ -52,6 +53,17 @@ class KnownVersions:
 
     def __len__(self) -> int:
         return len(self._entries)
+
+
+# Statuses the API server sets when it creates the object and no controller moves while it lives:
+# a Namespace is Active until it is deleted, and the deletion changes its version anyway.
+_SETTLED = {("v1", "Namespace"): {"phase": "Active"}}
+
+
+def _status_is_settled(live: Mapping[str, Any]) -> bool:
+    """Whether nothing will move the object's version after our apply but another writer's change."""
+    status = live.get("status")
+    return not _has_status(status) or _SETTLED.get((live.get("apiVersion"), live.get("kind"))) == status
 
 
 def _has_status(status: Any) -> bool:

@@ -61,6 +61,27 @@ def test_an_object_whose_status_says_something_is_not_kept(status: dict[str, Any
     assert (known.get("s", ct.ref_of(live)) is not None) is kept
 
 
+@pytest.mark.parametrize(
+    ("status", "kept"),
+    [
+        ({"phase": "Active"}, True),  # set at creation, moved by nothing but the deletion
+        ({"phase": "Terminating"}, False),
+        ({"phase": "Active", "conditions": [{"type": "NamespaceDeletionDiscoveryFailure"}]}, False),
+    ],
+)
+def test_an_active_namespace_is_kept(status: dict[str, Any], kept: bool) -> None:
+    known = KnownVersions()
+    live = {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": "apps", "uid": "uid-ns", "resourceVersion": "3"},
+        "spec": {"finalizers": ["kubernetes"]},
+        "status": status,
+    }
+    known.keep("s", ct.ref_of(live), live)
+    assert (known.get("s", ct.ref_of(live)) is not None) is kept
+
+
 def test_a_later_apply_replaces_the_entry_and_one_with_status_or_no_version_drops_it() -> None:
     known = KnownVersions()
     ref = ct.ref_of(_live("a"))
