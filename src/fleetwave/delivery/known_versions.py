@@ -63,7 +63,8 @@ _SETTLED = {("v1", "Namespace"): {"phase": "Active"}}
 def _status_is_settled(live: Mapping[str, Any]) -> bool:
     """Whether nothing will move the object's version after our apply but another writer's change."""
     status = live.get("status")
-    return not _has_status(status) or _SETTLED.get((live.get("apiVersion"), live.get("kind"))) == status
+    settled = _SETTLED.get((str(live.get("apiVersion")), str(live.get("kind"))))
+    return not _has_status(status) or settled == status
 
 
 def _has_status(status: Any) -> bool:

@@ -31,6 +31,10 @@ class MemberUnreachable(Exception):
         self.detail = detail
 
 
+class CredentialsRefused(MemberUnreachable):
+    """The member's kubeconfig did not pass the policy (`kubeconfig_policy`): nothing was sent."""
+
+
 @dataclass(frozen=True, slots=True)
 class MemberTarget:
     name: str
@@ -67,7 +71,7 @@ class MemberTarget:
         try:
             return kubeclient.member_config(self.kubeconfig, allow_insecure=self.allow_insecure)
         except kubeclient.KubeconfigRefused as e:
-            raise MemberUnreachable(self.name, str(e)) from None
+            raise CredentialsRefused(self.name, str(e)) from None
 
     @contextmanager
     def kubeconfig_file(self) -> Iterator[Path]:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fleetwave.api import families
-from fleetwave.delivery.target import MemberTarget, MemberUnreachable
+from fleetwave.delivery.target import CredentialsRefused, MemberTarget, MemberUnreachable
 from fleetwave.kube import client as kubeclient
 from fleetwave.kube import internals, kinds, ops, sync_ops
 
@@ -59,11 +59,8 @@ def probe(kubeconfig: bytes, *, timeout: float = PROBE_TIMEOUT, allow_insecure: 
 
 async def probe_pooled(target: MemberTarget) -> Probe:
     """`probe` over the member's pooled session: every probe of a large fleet would otherwise be a
-    TLS handshake and a thread of its own, every PROBE_INTERVAL, for each member."""
-    try:
-        kubeclient.member_config(target.kubeconfig, allow_insecure=target.allow_insecure)
-    except KubeconfigRefused as e:
-        return Probe(False, None, str(e))
+    TLS handshake and a thread of its own, every PROBE_INTERVAL, for each member. The kubeconfig
+    passes the policy when the pool opens a client for it (parsed once per kubeconfig, not per probe)."""
     try:
         async with asyncio.timeout(PROBE_TIMEOUT), target.session() as client:
             http = internals.raw_http(client)
@@ -77,6 +74,8 @@ async def probe_pooled(target: MemberTarget) -> Probe:
             except (ops.HTTPError, ValueError):
                 nodes = None
             return Probe(True, version, "API server ready", nodes)
+    except CredentialsRefused as e:
+        return Probe(False, None, e.detail)
     except MemberUnreachable as e:
         return _unreachable(e.detail)
     except (ops.HTTPError, OSError, ValueError) as e:  # TimeoutError is an OSError

@@ -17,6 +17,7 @@ import pytest
 from fleetwave.api import families
 from fleetwave.controllers import membercluster, members
 from fleetwave.controllers.context import Context
+from fleetwave.delivery import sessions
 from fleetwave.delivery.target import MemberTarget
 from fleetwave.mgmt import registration
 
@@ -407,3 +408,15 @@ async def test_the_node_count_is_written_as_kubefleets_property_and_only_moves_w
             continue
         node_count = patch["properties"]["kubernetes-fleet.io/node-count"]
         assert node_count == {"value": written, "observationTime": "2026-11-22T10:00:00Z"}
+
+
+async def test_the_pooled_probe_refuses_a_kubeconfig_the_policy_refuses_before_opening_anything() -> None:
+    pool = sessions.pool()
+    before = pool.created
+    exec_user = {"exec": {"command": "/bin/sh", "args": ["-c", f"echo {TOKEN}"]}}
+    probe = await registration.probe_pooled(MemberTarget(name="m1", kubeconfig=_kubeconfig(exec_user)))
+    assert not probe.ready
+    assert "user.exec runs a program" in probe.message
+    assert TOKEN not in probe.message
+    assert not probe.message.startswith("API server unreachable")  # a refusal, not a network failure
+    assert pool.created == before  # no client was made for it
