@@ -1,7 +1,8 @@
 """MemberCluster reconcile: keep each member's readiness and Kubernetes version in its status.
 
 The engine treats a not-ready member as one it must not start delivering to, so readiness has to
-follow reality: a probe (`/readyz`, `/version`) on every change and every PROBE_INTERVAL seconds.
+follow reality: a probe (`/readyz`, `/version`) on every change and every PROBE_INTERVAL seconds,
+each member at its own moment of the interval (`next_probe_in`).
 
 Before any probe the member's credentials are checked, without running or reading anything they
 name: a kubeconfig Secret in another namespace is never read (`KubeconfigSecretRefused`), and a
@@ -14,6 +15,7 @@ Outside its `spec.activeWindow` a member is not ready (reason `OutsideActiveWind
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -28,6 +30,9 @@ from fleetwave.mgmt import registration
 from fleetwave.runtime.controller import Result
 
 PROBE_INTERVAL = 30.0
+# A reconcile this close to the member's moment in the cycle (after a change woke it) skips to the
+# next one rather than probing twice in a row.
+_TOO_SOON = 1.0
 
 REACHABLE = "APIServerReady"
 UNREACHABLE = "APIServerUnreachable"
@@ -73,7 +78,18 @@ async def reconcile(ctx: Context, key: str) -> Result:
     # Refusals are re-checked too (cheap, nothing is run): a Secret without fleetwave's label is not
     # watched for this member, so fixing it would otherwise go unnoticed. A window that opens or
     # closes sooner than the next probe wakes us then.
-    return Result(requeue_after=min(PROBE_INTERVAL, window.seconds_left) if window else PROBE_INTERVAL)
+    after = next_probe_in(key, ctx.clock())
+    return Result(requeue_after=min(after, window.seconds_left) if window else after)
+
+
+def next_probe_in(key: str, now: datetime) -> float:
+    """Seconds to the member's own moment of the PROBE_INTERVAL cycle, a stable hash of its key: a
+    fleet registered at once is probed spread over the interval, not all in the same second (100
+    members made a burst of 300 requests every 30 s). At most PROBE_INTERVAL + _TOO_SOON (pure)."""
+    digest = hashlib.sha256(key.encode()).digest()
+    phase = int.from_bytes(digest[:8], "big") / 2**64 * PROBE_INTERVAL
+    left = (phase - now.timestamp()) % PROBE_INTERVAL
+    return left + PROBE_INTERVAL if left < _TOO_SOON else left
 
 
 def _properties(previous: Any, verdict: Verdict, now: datetime) -> dict[str, Any] | None:

@@ -358,7 +358,8 @@ async def test_outside_its_active_window_a_member_is_not_ready_and_wakes_when_it
     (condition,) = status["conditions"]
     assert condition["reason"] == membercluster.OUTSIDE_WINDOW
     assert condition["message"] == "outside spec.activeWindow until 2026-11-22T10:30:00Z"
-    assert result.requeue_after == membercluster.PROBE_INTERVAL  # 30 min away: the usual probe first
+    # 30 min away: the usual probe first
+    assert result.requeue_after == membercluster.next_probe_in("team-a/m1", T0)
 
 
 def test_the_window_says_when_it_changes_and_an_invalid_one_keeps_the_member_out() -> None:
@@ -420,3 +421,22 @@ async def test_the_pooled_probe_refuses_a_kubeconfig_the_policy_refuses_before_o
     assert TOKEN not in probe.message
     assert not probe.message.startswith("API server unreachable")  # a refusal, not a network failure
     assert pool.created == before  # no client was made for it
+
+
+def test_members_are_probed_each_at_its_own_moment_of_the_interval() -> None:
+    interval = membercluster.PROBE_INTERVAL
+    keys = [f"fleet/member-{i}" for i in range(100)]
+    # Registered together, probed spread over the interval: no second holds more than a few.
+    due = [T0 + dt.timedelta(seconds=membercluster.next_probe_in(k, T0)) for k in keys]
+    per_second = [sum(1 for d in due if int((d - T0).total_seconds()) == s) for s in range(int(interval) + 2)]
+    assert max(per_second) <= 10
+    assert sum(1 for n in per_second if n) >= 20
+    for key in keys[:10]:
+        first = membercluster.next_probe_in(key, T0)
+        assert 1.0 <= first <= interval + 1.0
+        # Probed at its moment, the next is one interval later: the moment is the key's, stable.
+        at = T0 + dt.timedelta(seconds=first, milliseconds=5)
+        assert membercluster.next_probe_in(key, at) == pytest.approx(interval - 0.005, abs=1e-3)
+        # Woken just before its moment (a change to the member): not probed twice in a row.
+        just_before = T0 + dt.timedelta(seconds=first - 0.5)
+        assert membercluster.next_probe_in(key, just_before) == pytest.approx(interval + 0.5, abs=1e-3)
