@@ -28,6 +28,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -514,12 +515,21 @@ def start_controller(
         *extra,
     ]
     with log.open("wb") as out:
-        return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
+        controller = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
+    # One that exits unasked stops the bench at once, with the end of its log.
+    _expected_exits[controller.pid] = processes.watch_exit(controller, "the controller", log)
+    return controller
+
+
+_expected_exits: dict[int, threading.Event] = {}
 
 
 def stop_controller(controller: subprocess.Popen[bytes]) -> None:
     """SIGTERM, then SIGKILL after 30 s, saying so: a slow shutdown is a finding, not a reason to
     leave the fleet running."""
+    expected = _expected_exits.pop(controller.pid, None)
+    if expected is not None:
+        expected.set()
     controller.terminate()
     try:
         controller.wait(timeout=30)

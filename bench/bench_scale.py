@@ -29,7 +29,6 @@ finish within its budget is reported with its progress, and the curve stops ther
 
 from __future__ import annotations
 
-import _thread
 import argparse
 import asyncio
 import collections
@@ -743,21 +742,6 @@ def start_controller(
         return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
 
 
-def stop_if_it_dies(controller: subprocess.Popen[bytes], log: Path, stopping: threading.Event) -> None:
-    """The bench's waits are on the controller's work: one that exits unasked stops the bench at
-    once (with the end of its log) instead of after the budget."""
-
-    def watch() -> None:
-        code = controller.wait()
-        if stopping.is_set():
-            return
-        tail = log.read_text(errors="replace").splitlines()[-15:]
-        print(f"the controller exited with {code}; the end of its log:", *tail, sep="\n", flush=True)
-        _thread.interrupt_main()
-
-    threading.Thread(target=watch, daemon=True).start()
-
-
 def report(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
     print(
         f"\n{args.servers} light member API servers; {args.promotions} promotions + "
@@ -823,7 +807,7 @@ def main() -> None:
                 install.install(mgmt)
             log = Path(tmp) / "controller.log"
             controller = start_controller(state, bins.path("helm"), log, args.shards, args.profile)
-            stop_if_it_dies(controller, log, stopping)
+            stopping = processes.watch_exit(controller, "the controller", log)
             registered = 0
             for n in sizes:
                 t = time.monotonic()

@@ -8,14 +8,16 @@ spawned without touching anything else on the machine. A recorded pid is only si
 
 from __future__ import annotations
 
+import _thread
 import contextlib
 import os
 import random
 import signal
 import socket
 import subprocess
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -180,3 +182,26 @@ def rss_bytes(pid: int) -> int:
     except OSError:
         return 0
     return 0
+
+
+def watch_exit(
+    proc: subprocess.Popen[bytes],
+    what: str,
+    log: Path,
+    on_exit: Callable[[], None] = _thread.interrupt_main,
+) -> threading.Event:
+    """Call `on_exit` (by default: interrupt the main thread) when `proc` exits before the returned
+    event is set, after printing its exit code and the end of `log`. A benchmark waiting on a
+    controller's work stops at once when the controller dies, instead of after its time budget."""
+    expected = threading.Event()
+
+    def watch() -> None:
+        code = proc.wait()
+        if expected.is_set():
+            return
+        tail = log.read_text(errors="replace").splitlines()[-15:] if log.exists() else []
+        print(f"{what} exited with {code}; the end of its log:", *tail, sep="\n", flush=True)
+        on_exit()
+
+    threading.Thread(target=watch, name=f"watch-exit-{proc.pid}", daemon=True).start()
+    return expected

@@ -7,6 +7,7 @@ import socket
 import ssl
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -110,3 +111,28 @@ def test_free_port_falls_back_to_the_kernels_choice_when_nothing_lies_below_the_
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", port))
     assert port >= kernel_start  # the kernel's own pick, not one of ours below 10500
+
+
+def test_watch_exit_calls_back_when_a_process_exits_unasked_and_not_when_expected(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = tmp_path / "child.log"
+    log.write_text("starting\nsomething broke\n")
+    died = threading.Event()
+    child = subprocess.Popen([sys.executable, "-c", "import sys; sys.exit(3)"])
+    processes.watch_exit(child, "the child", log, on_exit=died.set)
+    assert died.wait(30)
+    out = capsys.readouterr().out
+    assert "the child exited with 3" in out
+    assert "something broke" in out
+
+    called = threading.Event()
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    expected = processes.watch_exit(sleeper, "the sleeper", log, on_exit=called.set)
+    watcher = next(t for t in threading.enumerate() if t.name == f"watch-exit-{sleeper.pid}")
+    expected.set()
+    sleeper.terminate()
+    watcher.join(30)
+    assert not watcher.is_alive()  # it saw the exit, and said nothing
+    assert not called.is_set()
+    assert "the sleeper" not in capsys.readouterr().out
