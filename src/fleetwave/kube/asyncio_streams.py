@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-from collections.abc import Iterable
+from collections.abc import Coroutine, Iterable
 from typing import Any
 
 import httpcore2
@@ -107,15 +107,8 @@ class AsyncioBackend(httpcore2.AsyncNetworkBackend):
         socket_options: Iterable[SocketOption] | None = None,
     ) -> httpcore2.AsyncNetworkStream:
         local = (local_address, 0) if local_address else None
-        try:
-            async with asyncio.timeout(timeout):
-                reader, writer = await asyncio.open_connection(host, port, local_addr=local)
-        except TimeoutError as exc:
-            raise httpcore2.ConnectTimeout(f"{host}:{port} not connected within {timeout}s") from exc
-        except OSError as exc:
-            raise httpcore2.ConnectError(str(exc) or type(exc).__name__) from exc
-        _set_options(writer, socket_options)
-        return AsyncioStream(reader, writer)
+        opening = asyncio.open_connection(host, port, local_addr=local)
+        return await _connected(opening, f"{host}:{port}", timeout, socket_options)
 
     async def connect_unix_socket(
         self,
@@ -123,21 +116,27 @@ class AsyncioBackend(httpcore2.AsyncNetworkBackend):
         timeout: float | None = None,
         socket_options: Iterable[SocketOption] | None = None,
     ) -> httpcore2.AsyncNetworkStream:
-        try:
-            async with asyncio.timeout(timeout):
-                reader, writer = await asyncio.open_unix_connection(path)
-        except TimeoutError as exc:
-            raise httpcore2.ConnectTimeout(f"{path} not connected within {timeout}s") from exc
-        except OSError as exc:
-            raise httpcore2.ConnectError(str(exc) or type(exc).__name__) from exc
-        _set_options(writer, socket_options)
-        return AsyncioStream(reader, writer)
+        return await _connected(asyncio.open_unix_connection(path), path, timeout, socket_options)
 
     async def sleep(self, seconds: float) -> None:
         await asyncio.sleep(seconds)
 
 
-def _set_options(writer: asyncio.StreamWriter, options: Iterable[SocketOption] | None) -> None:
+async def _connected(
+    opening: Coroutine[Any, Any, tuple[asyncio.StreamReader, asyncio.StreamWriter]],
+    where: str,
+    timeout: float | None,
+    options: Iterable[SocketOption] | None,
+) -> AsyncioStream:
+    """The stream `opening` connects, with httpcore's exceptions for what goes wrong."""
+    try:
+        async with asyncio.timeout(timeout):
+            reader, writer = await opening
+    except TimeoutError as exc:
+        raise httpcore2.ConnectTimeout(f"{where} not connected within {timeout}s") from exc
+    except OSError as exc:
+        raise httpcore2.ConnectError(str(exc) or type(exc).__name__) from exc
     sock = writer.get_extra_info("socket")
     for option in options or ():
         sock.setsockopt(*option)
+    return AsyncioStream(reader, writer)
