@@ -56,9 +56,11 @@ class AsyncioStream(httpcore2.AsyncNetworkStream):
             raise httpcore2.WriteError(str(exc) or type(exc).__name__) from exc
 
     async def aclose(self) -> None:
-        # Not waiting for the close to finish (a TLS close waits for the peer's close_notify): a
-        # server that never answers must not hold up the pool; the loop finishes it on its own.
-        self._writer.close()
+        # At once, without the TLS close_notify exchange (anyio's close, as httpcore uses it, skips
+        # it too): a close that waits on the peer outlives a loop that stops right after it, and
+        # leaves its socket to the garbage collector (ResourceWarning: unclosed transport).
+        self._writer.transport.abort()
+        await asyncio.sleep(0)  # the socket is closed by the callback abort() schedules
 
     async def start_tls(
         self,
@@ -71,10 +73,10 @@ class AsyncioStream(httpcore2.AsyncNetworkStream):
                 ssl_context, server_hostname=server_hostname, ssl_handshake_timeout=timeout
             )
         except TimeoutError as exc:
-            self._writer.transport.abort()
+            await self.aclose()
             raise httpcore2.ConnectTimeout(f"TLS handshake not done within {timeout}s") from exc
         except OSError as exc:
-            self._writer.transport.abort()
+            await self.aclose()
             raise httpcore2.ConnectError(str(exc) or type(exc).__name__) from exc
         return self
 

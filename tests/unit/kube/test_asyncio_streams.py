@@ -166,3 +166,16 @@ def test_every_kube_client_opens_its_connections_through_asyncio(certs: pki.Pki)
     for http2 in (False, True):
         pool = kubeclient._transport(config, http2)._pool
         assert isinstance(pool._network_backend, AsyncioBackend)
+
+
+@pytest.mark.parametrize("tls", [True, False])
+async def test_a_closed_stream_has_closed_its_socket_when_aclose_returns(certs: pki.Pki, tls: bool) -> None:
+    """A loop that stops right after a pool closed must find no socket left open to the collector."""
+    async with serving(Server(), certs) as server:
+        stream = await AsyncioBackend().connect_tcp("127.0.0.1", server.port, timeout=5)
+        if tls:
+            stream = await stream.start_tls(_client_context(certs.ca_cert), "127.0.0.1", timeout=5)
+        sock = stream.get_extra_info("socket")
+        assert sock.fileno() != -1
+        await stream.aclose()
+        assert sock.fileno() == -1
