@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import _thread
 import contextlib
+import logging
 import os
 import random
 import signal
@@ -20,6 +21,8 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+_log = logging.getLogger(__name__)
 
 # Children started by this very Python process (tests, the demo), kept so they can be reaped and so
 # that Popen never warns about a still-running child being garbage-collected: fleet processes are
@@ -191,7 +194,8 @@ def watch_exit(
     on_exit: Callable[[], None] = _thread.interrupt_main,
 ) -> threading.Event:
     """Call `on_exit` (by default: interrupt the main thread) when `proc` exits before the returned
-    event is set, after printing its exit code and the end of `log`. A benchmark waiting on a
+    event is set, after logging its exit code and the end of `log` (a warning: shown without any
+    logging set up). A benchmark waiting on a
     controller's work stops at once when the controller dies, instead of after its time budget."""
     expected = threading.Event()
 
@@ -200,7 +204,7 @@ def watch_exit(
         if expected.is_set():
             return
         tail = log.read_text(errors="replace").splitlines()[-15:] if log.exists() else []
-        print(f"{what} exited with {code}; the end of its log:", *tail, sep="\n", flush=True)
+        _log.warning("%s exited with %s; the end of its log:\n%s", what, code, "\n".join(tail))
         on_exit()
 
     threading.Thread(target=watch, name=f"watch-exit-{proc.pid}", daemon=True).start()

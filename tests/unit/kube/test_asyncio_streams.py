@@ -33,6 +33,7 @@ class Server:
     silent: bool = False
     connections: int = 0
     requests: list[bytes] = field(default_factory=list)
+    done: asyncio.Event = field(default_factory=asyncio.Event)  # set when the test is over
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
@@ -41,7 +42,8 @@ class Server:
                 head = await reader.readuntil(b"\r\n\r\n")
                 self.requests.append(head.split(b"\r\n", 1)[0])
                 if self.silent:
-                    await asyncio.sleep(3600)
+                    await self.done.wait()
+                    break
                 writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(self.body), self.body))
                 await writer.drain()
                 if self.close_after_response:
@@ -74,6 +76,7 @@ async def serving(server: Server, keys: pki.Pki) -> AsyncIterator[Server]:
     try:
         yield server
     finally:
+        server.done.set()
         listener.close()
 
 

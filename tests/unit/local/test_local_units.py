@@ -114,7 +114,7 @@ def test_free_port_falls_back_to_the_kernels_choice_when_nothing_lies_below_the_
 
 
 def test_watch_exit_calls_back_when_a_process_exits_unasked_and_not_when_expected(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     log = tmp_path / "child.log"
     log.write_text("starting\nsomething broke\n")
@@ -122,9 +122,8 @@ def test_watch_exit_calls_back_when_a_process_exits_unasked_and_not_when_expecte
     child = subprocess.Popen([sys.executable, "-c", "import sys; sys.exit(3)"])
     processes.watch_exit(child, "the child", log, on_exit=died.set)
     assert died.wait(30)
-    out = capsys.readouterr().out
-    assert "the child exited with 3" in out
-    assert "something broke" in out
+    assert "the child exited with 3" in caplog.text
+    assert "something broke" in caplog.text
 
     called = threading.Event()
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
@@ -135,4 +134,4 @@ def test_watch_exit_calls_back_when_a_process_exits_unasked_and_not_when_expecte
     watcher.join(30)
     assert not watcher.is_alive()  # it saw the exit, and said nothing
     assert not called.is_set()
-    assert "the sleeper" not in capsys.readouterr().out
+    assert "the sleeper" not in caplog.text
