@@ -241,6 +241,9 @@ def _summary_body(
             ss.LEAVE_POLICIES_ANNOTATION: "true" if leave else "false",
         },
         "ownerReferences": [common.owner_reference(ctx, KIND, owner)],
+        # Created with the finalizer its controller would add first (a write and a pass more per
+        # new summary, on the first delivery's path); it withdraws the content on deletion.
+        "finalizers": [ss.FINALIZER],
     }
     spec = {
         "clusterNamespace": namespace,
