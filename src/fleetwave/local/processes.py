@@ -195,8 +195,8 @@ def watch_exit(
 ) -> threading.Event:
     """Call `on_exit` (by default: interrupt the main thread) when `proc` exits before the returned
     event is set, after logging its exit code and the end of `log` (a warning: shown without any
-    logging set up). A benchmark waiting on a
-    controller's work stops at once when the controller dies, instead of after its time budget."""
+    logging set up). A benchmark waiting on a controller's work stops at once when the controller
+    dies, instead of after its time budget."""
     expected = threading.Event()
 
     def watch() -> None:
