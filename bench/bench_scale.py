@@ -38,6 +38,7 @@ import datetime as dt
 import json
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -742,6 +743,15 @@ def start_controller(
         return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
 
 
+def keep_logs(tmp: Path, into: Path) -> None:
+    """Copy every log of the run (the controller's, each fleet process's) for a post-mortem."""
+    into.mkdir(parents=True, exist_ok=True)
+    for path in tmp.rglob("*.log"):
+        target = into / "-".join(path.relative_to(tmp).parts)
+        shutil.copyfile(path, target)
+    print(f"logs kept in {into}", flush=True)
+
+
 def report(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
     print(
         f"\n{args.servers} light member API servers; {args.promotions} promotions + "
@@ -792,6 +802,11 @@ def main() -> None:
         help="per point: rollouts timed against a direct apply (0: none)",
     )
     parser.add_argument("--profile", default=None, help="run the controller under cProfile, into this file")
+    parser.add_argument(
+        "--keep-logs",
+        default=None,
+        help="copy the controller's and the fleet's logs into this directory before tearing down",
+    )
     args = parser.parse_args()
     sizes = sorted(int(s) for s in args.sizes.split(","))
     bins = binaries.ensure()
@@ -833,6 +848,8 @@ def main() -> None:
                 except subprocess.TimeoutExpired:
                     controller.kill()
             report(rows, args)
+            if args.keep_logs:
+                keep_logs(Path(tmp), Path(args.keep_logs))
             fleet.down(state_dir)
 
 
