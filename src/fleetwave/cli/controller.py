@@ -202,13 +202,15 @@ def run(
     )
 
     async def main() -> None:
-        # Requests multiplexed over HTTP/2; the informers' long-lived watches on a client of their own.
+        # Requests multiplexed over HTTP/2; the informers' long-lived watches and the lease renewals
+        # each on a client of their own.
         client, watcher = kubeclient.async_client(config, http2=True), kubeclient.async_client(config)
+        leases = kubeclient.async_client(config)
         try:
-            await controllers.build(client, settings, watch_client=watcher).run()
+            await controllers.build(client, settings, watch_client=watcher, lease_client=leases).run()
         finally:
-            await client.close()
-            await watcher.close()
+            for each in (client, watcher, leases):
+                await each.close()
 
     try:
         _runner(event_loop)(main())

@@ -115,10 +115,13 @@ def build(
     *,
     handle_signals: bool = True,
     watch_client: AsyncClient | None = None,
+    lease_client: AsyncClient | None = None,
 ) -> Manager:
     """The manager with every informer and controller. `watch_client`: a client of the same
     credentials for the informers' lists and long-lived watches alone (ADR 0068, stop 29): in the
-    request client's pool, every request walked every watch's connection and probed the idle ones."""
+    request client's pool, every request walked every watch's connection and probed the idle ones.
+    `lease_client`: one for leader election and shard leases alone (their renewals never wait
+    behind the controller's requests)."""
     pool = CheckPool(
         Budget(
             workers=settings.health_workers,
@@ -127,7 +130,7 @@ def build(
         )
     )
     watches = MemberWatches(per_member=settings.member_watches_per_cluster, linger=WATCH_LINGER)
-    manager = _manager(client, settings, pool, watches, handle_signals=handle_signals)
+    manager = _manager(client, settings, pool, watches, handle_signals=handle_signals, leases=lease_client)
     manager.watch_client = watcher = watch_client or client
     watched = settings.watched or ()
     shared = {
@@ -307,7 +310,13 @@ def _report_warm_failure(task: asyncio.Task[None]) -> None:
 
 
 def _manager(
-    client: AsyncClient, settings: Settings, pool: CheckPool, watches: MemberWatches, *, handle_signals: bool
+    client: AsyncClient,
+    settings: Settings,
+    pool: CheckPool,
+    watches: MemberWatches,
+    *,
+    handle_signals: bool,
+    leases: AsyncClient | None,
 ) -> _SandboxedManager:
     return _SandboxedManager(
         client,
@@ -326,6 +335,7 @@ def _manager(
         ),
         handle_signals=handle_signals,
         shard_count=settings.shards,
+        lease_client=leases,
     )
 
 

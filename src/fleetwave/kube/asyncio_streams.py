@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-from collections.abc import Coroutine, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 import httpcore2
@@ -97,6 +97,19 @@ class AsyncioStream(httpcore2.AsyncNetworkStream):
         return None
 
 
+class ClosingProtocol(asyncio.StreamReaderProtocol):
+    """A stream protocol whose transport closes once the peer has closed its side.
+
+    asyncio's own keeps a plain connection half open on the peer's EOF, and tells a TLS transport
+    apart only once `start_tls` has returned: an EOF that comes during the switch (a server closing
+    right after the handshake) makes the TLS transport log a warning. An HTTP client has nothing
+    to send on a connection the server has closed, so the answer is the same for both."""
+
+    def eof_received(self) -> bool:
+        super().eof_received()
+        return False
+
+
 class AsyncioBackend(httpcore2.AsyncNetworkBackend):
     """Connections opened by the running asyncio loop (uvloop's when it runs on uvloop)."""
 
@@ -109,7 +122,10 @@ class AsyncioBackend(httpcore2.AsyncNetworkBackend):
         socket_options: Iterable[SocketOption] | None = None,
     ) -> httpcore2.AsyncNetworkStream:
         local = (local_address, 0) if local_address else None
-        opening = asyncio.open_connection(host, port, local_addr=local)
+
+        def opening(protocol: Callable[[], asyncio.Protocol]) -> Awaitable[Any]:
+            return asyncio.get_running_loop().create_connection(protocol, host, port, local_addr=local)
+
         return await _connected(opening, f"{host}:{port}", timeout, socket_options)
 
     async def connect_unix_socket(
@@ -118,26 +134,34 @@ class AsyncioBackend(httpcore2.AsyncNetworkBackend):
         timeout: float | None = None,
         socket_options: Iterable[SocketOption] | None = None,
     ) -> httpcore2.AsyncNetworkStream:
-        return await _connected(asyncio.open_unix_connection(path), path, timeout, socket_options)
+        def opening(protocol: Callable[[], asyncio.Protocol]) -> Awaitable[Any]:
+            return asyncio.get_running_loop().create_unix_connection(protocol, path)
+
+        return await _connected(opening, path, timeout, socket_options)
 
     async def sleep(self, seconds: float) -> None:
         await asyncio.sleep(seconds)
 
 
 async def _connected(
-    opening: Coroutine[Any, Any, tuple[asyncio.StreamReader, asyncio.StreamWriter]],
+    opening: Callable[[Callable[[], asyncio.Protocol]], Awaitable[Any]],
     where: str,
     timeout: float | None,
     options: Iterable[SocketOption] | None,
 ) -> AsyncioStream:
-    """The stream `opening` connects, with httpcore's exceptions for what goes wrong."""
+    """The stream `opening` connects (given the protocol factory; asyncio's `open_connection` with
+    our protocol), with httpcore's exceptions for what goes wrong."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(loop=loop)
+    protocol = ClosingProtocol(reader, loop=loop)
     try:
         async with asyncio.timeout(timeout):
-            reader, writer = await opening
+            transport, _ = await opening(lambda: protocol)
     except TimeoutError as exc:
         raise httpcore2.ConnectTimeout(f"{where} not connected within {timeout}s") from exc
     except OSError as exc:
         raise httpcore2.ConnectError(str(exc) or type(exc).__name__) from exc
+    writer = asyncio.StreamWriter(transport, protocol, reader, loop)
     sock = writer.get_extra_info("socket")
     for option in options or ():
         sock.setsockopt(*option)

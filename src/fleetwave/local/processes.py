@@ -8,7 +8,6 @@ spawned without touching anything else on the machine. A recorded pid is only si
 
 from __future__ import annotations
 
-import _thread
 import contextlib
 import logging
 import os
@@ -191,12 +190,15 @@ def watch_exit(
     proc: subprocess.Popen[bytes],
     what: str,
     log: Path,
-    on_exit: Callable[[], None] = _thread.interrupt_main,
+    on_exit: Callable[[], None] | None = None,
 ) -> threading.Event:
     """Call `on_exit` (by default: interrupt the main thread) when `proc` exits before the returned
     event is set, after logging its exit code and the end of `log` (a warning: shown without any
     logging set up). A benchmark waiting on a controller's work stops at once when the controller
     dies, instead of after its time budget."""
+    if on_exit is None:
+        _interruptible()
+        on_exit = _interrupt_main
     expected = threading.Event()
 
     def watch() -> None:
@@ -209,3 +211,21 @@ def watch_exit(
 
     threading.Thread(target=watch, name=f"watch-exit-{proc.pid}", daemon=True).start()
     return expected
+
+
+def _interrupt_main() -> None:
+    """A real SIGINT to the main thread: it also ends a blocking call there (a sleep, a select),
+    which `_thread.interrupt_main` leaves to finish first."""
+    main = threading.main_thread().ident
+    assert main is not None
+    signal.pthread_kill(main, signal.SIGINT)
+
+
+def _interruptible() -> None:
+    """Let SIGINT reach the main thread as KeyboardInterrupt: it is ignored in a command that a
+    non-interactive shell starts in the background."""
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) in (
+        signal.SIG_IGN,
+        signal.SIG_DFL,
+    ):
+        signal.signal(signal.SIGINT, signal.default_int_handler)

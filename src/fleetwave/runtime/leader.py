@@ -138,6 +138,13 @@ class LeaderElector:
         try:
             return await asyncio.wait_for(self.try_acquire_or_renew(), timeout=max(remaining, 0.001))
         except TimeoutError:
+            # Say so: a renewal that times out quietly is a lost lease with no cause in the log.
+            log.warning(
+                "leader election %s/%s: no answer to the renewal within %.1fs",
+                self.namespace,
+                self.name,
+                max(remaining, 0.0),
+            )
             return Attempt.FAILED
 
     async def try_acquire_or_renew(self) -> Attempt:

@@ -61,12 +61,16 @@ class Manager:
         election: Election = Election(),
         handle_signals: bool = True,
         shard_count: int = 1,
+        lease_client: AsyncClient | None = None,
     ) -> None:
         self.metrics = metrics.Metrics()
+        # Leases are renewed on a connection of their own: behind the controller's own requests on a
+        # busy connection, a renewal could miss its deadline and the controller lose its lease.
+        leases = lease_client or client
         identity = election.identity or leader.default_identity()
         self.shards = (
             shards.ShardSet(
-                client,
+                leases,
                 namespace,
                 identity,
                 shard_count,
@@ -79,7 +83,7 @@ class Manager:
         )
         self.elector = (
             leader.LeaderElector(
-                client,
+                leases,
                 namespace,
                 election.lease_name,
                 identity,

@@ -33,3 +33,24 @@ async def test_without_a_watch_client_informers_share_the_one_client() -> None:
     )  # type: ignore[arg-type]
     assert {i._api.name for i in manager._informers} == {"one"}
     await manager.health_pool.close()
+
+
+async def test_leases_are_renewed_through_the_lease_client() -> None:
+    requests, leases = _Client("requests"), _Client("leases")
+    one: Any = app.build(
+        requests,  # type: ignore[arg-type]
+        app.Settings(helm_binary="helm", leader_election=True),
+        handle_signals=False,
+        lease_client=leases,  # type: ignore[arg-type]
+    )
+    assert one.elector._api.name == "leases"
+    sharded: Any = app.build(
+        requests,  # type: ignore[arg-type]
+        app.Settings(helm_binary="helm", leader_election=True, shards=3),
+        handle_signals=False,
+        lease_client=leases,  # type: ignore[arg-type]
+    )
+    assert sharded.shards._api.name == "leases"
+    assert {i._api.name for i in sharded._informers} == {"requests"}  # no watch client given
+    for manager in (one, sharded):
+        await manager.health_pool.close()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import logging
 import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -156,6 +157,48 @@ def test_on_uvloop_too(certs: pki.Pki) -> None:
         assert server.connections == 1
 
     _on_uvloop(run)
+
+
+def test_a_server_closing_an_idle_tls_connection_logs_nothing_on_uvloop(
+    certs: pki.Pki, caplog: pytest.LogCaptureFixture
+) -> None:
+    # uvloop's TLS transport warns when the protocol asks to keep a half-closed connection open.
+    async def run() -> None:
+        server = Server(close_after_response=True)
+        async with serving(server, certs), _client(certs.ca_cert) as http:
+            assert (await http.get(f"https://127.0.0.1:{server.port}/a")).status_code == 200
+            await asyncio.sleep(0.2)  # the server's close reaches the idle connection
+            assert (await http.get(f"https://127.0.0.1:{server.port}/b")).status_code == 200
+        assert server.connections == 2
+
+    with caplog.at_level(logging.DEBUG, logger="asyncio"):
+        _on_uvloop(run)
+    assert [r.getMessage() for r in caplog.records if r.name == "asyncio"] == []
+
+
+@pytest.mark.parametrize("on_uvloop", [False, True])
+def test_a_connection_the_server_closed_is_closed_not_left_half_open(on_uvloop: bool) -> None:
+    async def run() -> None:
+        async def close_at_once(_: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            writer.close()
+
+        listener = await asyncio.start_server(close_at_once, "127.0.0.1", 0)
+        port = listener.sockets[0].getsockname()[1]
+        try:
+            stream = await AsyncioBackend().connect_tcp("127.0.0.1", port, timeout=5)
+            assert await stream.read(1024, timeout=5) == b""  # the server's end of stream
+            await asyncio.sleep(0)  # the transport's close runs as a callback
+            assert stream.get_extra_info("is_readable")
+            # Closed by the protocol's answer to the EOF (asyncio's own would keep it half open).
+            assert stream._writer.transport.is_closing()  # type: ignore[attr-defined]
+            await stream.aclose()
+        finally:
+            listener.close()
+
+    if on_uvloop:
+        _on_uvloop(run)
+    else:
+        asyncio.run(run())
 
 
 def test_every_kube_client_opens_its_connections_through_asyncio(certs: pki.Pki) -> None:

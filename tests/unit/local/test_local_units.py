@@ -135,3 +135,25 @@ def test_watch_exit_calls_back_when_a_process_exits_unasked_and_not_when_expecte
     assert not watcher.is_alive()  # it saw the exit, and said nothing
     assert not called.is_set()
     assert "the sleeper" not in caplog.text
+
+
+def test_watch_exit_interrupts_a_main_thread_that_ignores_sigint(tmp_path: Path) -> None:
+    # A script a non-interactive shell starts in the background inherits SIGINT ignored, and
+    # `interrupt_main` does nothing then: the benchmark would wait out its whole budget.
+    script = (
+        "import signal, subprocess, sys, time\n"
+        "from pathlib import Path\n"
+        "from fleetwave.local import processes\n"
+        "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'pass'])\n"
+        f"processes.watch_exit(child, 'the child', Path({str(tmp_path / 'none.log')!r}))\n"
+        "try:\n"
+        "    time.sleep(60)\n"
+        "except KeyboardInterrupt:\n"
+        "    print('interrupted')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], check=False, capture_output=True, text=True, timeout=50
+    )
+    assert done.stdout.strip() == "interrupted", done.stderr
+    assert "the child exited with 0" in done.stderr

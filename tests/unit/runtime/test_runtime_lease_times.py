@@ -6,10 +6,13 @@ assertions): what the elector writes and when it gives up are compared with the 
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
+import logging
 from typing import Any
 
 import httpx2
+import pytest
 from lightkube.models.coordination_v1 import LeaseSpec
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.coordination_v1 import Lease
@@ -136,3 +139,31 @@ async def test_the_renew_deadline_counts_from_the_start_of_the_last_successful_a
     assert clocks.t == 11.0
     assert elector.renewed_at == 0.0
     assert not elector.is_leader
+
+
+class HungApi:
+    """An API server that takes requests and never answers."""
+
+    async def get(self, _resource: Any, _name: str, *, namespace: str) -> Lease:
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+
+async def test_a_renewal_that_gets_no_answer_loses_the_lease_at_the_deadline_and_says_why(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    elector = leader.LeaderElector(
+        HungApi(),  # type: ignore[arg-type]
+        "ns",
+        "lock",
+        "me",
+        lease_duration=0.3,
+        renew_deadline=0.05,
+        retry_period=0.01,
+    )
+    elector.renewed_at = asyncio.get_running_loop().time()
+    with caplog.at_level(logging.WARNING, logger=leader.__name__):
+        assert await elector.renew() is False
+    messages = [r.getMessage() for r in caplog.records]
+    assert any("no answer to the renewal within" in m for m in messages), messages
+    assert any("lost the lease" in m for m in messages), messages

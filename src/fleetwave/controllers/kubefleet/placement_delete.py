@@ -46,8 +46,8 @@ async def guard(ctx: Context, scope: nm.Scope, obj: Any, runs: Iterable[Obj]) ->
         return Result()
     if not abandons(raw):
         await _withdraw(ctx, scope, obj, raw, runs)
-    await _set_finalizers(ctx, scope, meta, [f for f in finalizers if f != FINALIZER])
-    return Result()
+    released = await _set_finalizers(ctx, scope, meta, [f for f in finalizers if f != FINALIZER])
+    return Result() if released else Result(requeue=True)
 
 
 async def _withdraw(ctx: Context, scope: nm.Scope, obj: Any, raw: Obj, runs: Iterable[Obj]) -> None:
@@ -81,9 +81,21 @@ def reached(statuses: Iterable[Obj]) -> set[str]:
     return out
 
 
-async def _set_finalizers(ctx: Context, scope: nm.Scope, meta: Obj, finalizers: list[str]) -> None:
-    # Guarded by resourceVersion: a concurrent edit makes this fail and the watch brings us back.
+async def _set_finalizers(ctx: Context, scope: nm.Scope, meta: Obj, finalizers: list[str]) -> bool:
+    """Guarded by resourceVersion; False when the placement was edited since it was read (a
+    status write of its run, say): the reconcile is retried on the newer version, without an
+    error in the log for an everyday race."""
     body = {"metadata": {"finalizers": finalizers, "resourceVersion": meta.get("resourceVersion")}}
-    await ops.merge_patch(
-        ctx.client, ctx.resource(scope.placement), str(meta["name"]), body, namespace=meta.get("namespace")
-    )
+    try:
+        await ops.merge_patch(
+            ctx.client,
+            ctx.resource(scope.placement),
+            str(meta["name"]),
+            body,
+            namespace=meta.get("namespace"),
+        )
+    except ops.ApiError as exc:
+        if ops.code_of(exc) == ops.CONFLICT:
+            return False
+        raise
+    return True
