@@ -120,6 +120,10 @@ async def test_informer_sees_create_update_delete_of_a_crd_object(
         management.patch(probe_crd, "p", {"spec": {"n": 2}}, namespace=namespace, patch_type=PatchType.MERGE)
         await seen.wait_for(("MODIFIED", "p"))
         assert informer.get(f"{namespace}/p")["spec"] == {"n": 2}
+        # The store keeps objects without their managedFields, listed or watched; the server has them.
+        assert management.get(probe_crd, "p", namespace=namespace).metadata.managedFields
+        assert informer.get(f"{namespace}/before").metadata.managedFields is None
+        assert informer.get(f"{namespace}/p").metadata.managedFields is None
         management.delete(probe_crd, "p", namespace=namespace)
         await seen.wait_for(("DELETED", "p"))
         assert informer.get(f"{namespace}/p") is None

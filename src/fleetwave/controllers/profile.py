@@ -8,9 +8,6 @@ change the decision.
 
 from __future__ import annotations
 
-import asyncio
-import hashlib
-import json
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -18,12 +15,10 @@ from typing import Any
 
 from fleetwave import translate
 from fleetwave.api.models import ClusterProfile
-from fleetwave.controllers import content, engine_state, profile_withdrawal, rollout_reconcile
+from fleetwave.controllers import content, engine_state, profile_withdrawal, rollout_reconcile, summary_writes
 from fleetwave.controllers import rollout_common as common
 from fleetwave.controllers import rollout_facts as rf
-from fleetwave.controllers import summary_status as ss
 from fleetwave.controllers.context import Context
-from fleetwave.controllers.echoes import tracked
 from fleetwave.controllers.rollout_reconcile import Observation, Pass, Prepared
 from fleetwave.core import dependencies, selectors, timestamps
 from fleetwave.core import effects as fx
@@ -69,16 +64,7 @@ class _Profiles:
                 await common.emit(ctx, run.obj, effect)
         # Level-triggered: every admitted cluster has a summary at the current revision; nothing else does.
         admitted = {c for s in decision.status.stages for c in s.started}
-        # The spec every summary carries is dumped once, not once per cluster; the summaries that
-        # must be written go concurrently (a batch of a large stage is dozens of them).
-        dumped = summary_spec(run.parsed)
-        gate = asyncio.Semaphore(SUMMARY_WRITES)
-
-        async def one(cluster: str) -> None:
-            async with gate:
-                await apply_summary(ctx, run.obj, run.parsed, run.resolved, cluster, dumped)
-
-        await asyncio.gather(*(one(c) for c in sorted(admitted & facts.matching)))
+        await summary_writes.apply_all(ctx, run.obj, run.parsed, run.resolved, admitted & facts.matching)
         held = common.held_clusters(ctx, run.raw)
         for cluster, summary in facts.existing.items():
             if cluster not in facts.matching and cluster not in held:
@@ -180,92 +166,6 @@ def _content(ctx: Context, raw: Mapping[str, Any], profile: ClusterProfile) -> c
         body=body,
         from_secret=content.snapshot_kind(str(pinned)) == "Secret",
     )
-
-
-def summary_spec(profile: ClusterProfile) -> dict[str, Any]:
-    """The profile spec a summary carries: all of it but `clusterRefs`, which a promotion's stage
-    profile grows batch by batch; copied, it rewrote every summary of the stage at every batch
-    (quadratic in the stage's size), and no delivery reads it."""
-    dumped = profile.spec.model_dump(mode="json", by_alias=True, exclude_none=True)
-    dumped.pop("clusterRefs", None)
-    return dumped
-
-
-SUMMARY_WRITES = 8  # summary writes of one profile in flight at once
-
-
-async def apply_summary(
-    ctx: Context,
-    owner: Any,
-    profile: ClusterProfile,
-    resolved: content.Resolved,
-    cluster: str,
-    dumped_spec: dict[str, Any],
-) -> None:
-    """Server-side apply the cluster's ClusterSummary unless the cache shows it already as wanted."""
-    summary = _summary_body(ctx, owner, profile, resolved, cluster, dumped_spec)
-    meta = summary["metadata"]
-    current = ctx.cache.get("ClusterSummary", meta["namespace"], meta["name"])
-    if current is not None and _same(current, summary):
-        return
-    key = ("ClusterSummary", f"{meta['namespace']}/{meta['name']}")
-    await tracked(ctx.echoes, key, KIND, ops.apply(ctx.client, summary), _version)
-
-
-def _version(obj: Any) -> str | None:
-    return getattr(obj.metadata, "resourceVersion", None)
-
-
-def _summary_body(
-    ctx: Context,
-    owner: Any,
-    profile: ClusterProfile,
-    resolved: content.Resolved,
-    cluster: str,
-    dumped_spec: dict[str, Any],
-) -> dict[str, Any]:
-    namespace, _, name = cluster.partition("/")
-    profile_name = profile.metadata.name
-    leave = profile.spec.stop_matching_behavior == "LeavePolicies"
-    metadata: dict[str, Any] = {
-        "name": ss.summary_name(profile_name, name),
-        "namespace": namespace,
-        "labels": {
-            ss.PROFILE_LABEL: profile_name,
-            ss.SVELTOS_PROFILE_LABEL: profile_name,
-            ss.CLUSTER_LABEL: name,
-        },
-        "annotations": {
-            ss.CONTENT_ANNOTATION: resolved.snapshot_name,
-            ss.CONTENT_HASH_ANNOTATION: resolved.hash,
-            ss.LEAVE_POLICIES_ANNOTATION: "true" if leave else "false",
-        },
-        "ownerReferences": [common.owner_reference(ctx, KIND, owner)],
-        # Created with the finalizer its controller would add first (a write and a pass more per
-        # new summary, on the first delivery's path); it withdraws the content on deletion.
-        "finalizers": [ss.FINALIZER],
-    }
-    spec = {
-        "clusterNamespace": namespace,
-        "clusterName": name,
-        "clusterType": "Sveltos",
-        "clusterProfileSpec": dumped_spec,
-    }
-    body = {
-        "apiVersion": ctx.api_version("ClusterSummary"),
-        "kind": "ClusterSummary",
-        "metadata": metadata,
-        "spec": spec,
-    }
-    written = hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()[:32]
-    metadata["annotations"][ss.WRITTEN_HASH_ANNOTATION] = written
-    return body
-
-
-def _same(current: Mapping[str, Any], desired: Mapping[str, Any]) -> bool:
-    """Whether the summary already holds what we would write: by the hash we wrote with it (a summary
-    written before the hash existed is written once more, then compared by hash)."""
-    return common.annotations_hold(current, desired["metadata"]["annotations"])
 
 
 async def delete_summary(ctx: Context, summary: Mapping[str, Any]) -> None:

@@ -28,6 +28,7 @@ from fleetwave.controllers import (
     promotion_status,
     promotion_withdrawal,
     rollout_reconcile,
+    summary_writes,
     webhook_gates,
 )
 from fleetwave.controllers import rollout_common as common
@@ -115,7 +116,10 @@ class _Promotions:
                 await _ensure_profile(ctx, run, _delivery_profile(run, stage, pinned), back.started)
             elif stage.started:
                 pinned = (run.resolved.snapshot_name, run.resolved.hash)
-                await _ensure_profile(ctx, run, _delivery_profile(run, stage, pinned), stage.started)
+                wanted = _delivery_profile(run, stage, pinned)
+                written = await _ensure_profile(ctx, run, wanted, stage.started)
+                if written is not None:
+                    await summary_writes.write_ahead(ctx, written, run.resolved, stage.started)
         for effect in decision.effects:
             await _carry_out(ctx, run, decision, effect)
         await _remove_finished_verifications(ctx, run, decision)
@@ -381,8 +385,9 @@ def _pre_verification_profile(run: Run, stage: str) -> _StageProfile:
     )
 
 
-async def _ensure_profile(ctx: Context, run: Run, wanted: _StageProfile, clusters: tuple[str, ...]) -> None:
-    """Server-side apply the stage profile unless the cache shows it already as wanted."""
+async def _ensure_profile(ctx: Context, run: Run, wanted: _StageProfile, clusters: tuple[str, ...]) -> Any:
+    """Server-side apply the stage profile unless the cache shows it already as wanted; the profile
+    as the API server stored it when it was written (else None)."""
     spec = {**wanted.spec, "clusterRefs": [rf.cluster_ref(c, ctx.family) for c in sorted(clusters)]}
     current = ctx.cache.get("ClusterProfile", None, wanted.name)
     if (
@@ -390,7 +395,7 @@ async def _ensure_profile(ctx: Context, run: Run, wanted: _StageProfile, cluster
         and current.get("spec") == _with_defaults(current.get("spec"), spec)
         and common.annotations_hold(current, wanted.annotations)
     ):
-        return
+        return None
     promotion = run.parsed.metadata.name
     body = {
         "apiVersion": ctx.api_version("ClusterProfile"),
@@ -404,7 +409,9 @@ async def _ensure_profile(ctx: Context, run: Run, wanted: _StageProfile, cluster
         "spec": spec,
     }
     key = ("ClusterProfile", wanted.name)
-    await tracked(ctx.echoes, key, KIND, ops.apply(ctx.client, body), lambda o: o.metadata.resourceVersion)
+    return await tracked(
+        ctx.echoes, key, KIND, ops.apply(ctx.client, body), lambda o: o.metadata.resourceVersion
+    )
 
 
 def _with_defaults(current: Any, desired: Mapping[str, Any]) -> Any:

@@ -37,8 +37,25 @@ def object_key(obj: Any) -> str:
     return f"{meta.namespace}/{meta.name}" if meta.namespace else str(meta.name)
 
 
+def slimmed(obj: Any) -> Any:
+    """`obj` without `metadata.managedFields`, as informers keep it: nothing a controller decides
+    reads them (server-side apply keeps them on the server), and they are a large part of every
+    object written by two managers (a summary: its profile's apply and its own status), held for
+    every object of the kind and converted again on every read (client-go's informers drop them
+    the same way, `TransformStripManagedFields`)."""
+    if isinstance(obj, dict):  # lightkube's generic resources are dicts: metadata parsed on access
+        meta = obj.get("metadata")
+        if isinstance(meta, dict):
+            meta.pop("managedFields", None)
+            return obj
+    meta = getattr(obj, "metadata", None)
+    if meta is not None and getattr(meta, "managedFields", None) is not None:
+        meta.managedFields = None
+    return obj
+
+
 class Informer:
-    """Keeps `store` (key -> latest lightkube object) in step with the API server.
+    """Keeps `store` (key -> latest lightkube object, `slimmed`) in step with the API server.
 
     `namespace=None` watches every namespace of a namespaced kind; `namespaces` names several (it is
     ignored for cluster-scoped kinds). Handlers run synchronously on the event loop and must be quick
@@ -132,7 +149,7 @@ class Informer:
 
     async def _relist(self, scope: str | None) -> str:
         listing = self._api.list(self.resource, namespace=scope, labels=self._labels, chunk_size=500)
-        fresh = {object_key(obj): obj async for obj in listing}
+        fresh = {object_key(obj): slimmed(obj) async for obj in listing}
         resource_version: str = listing.resourceVersion
         if len(self._scopes) == 1:
             old, self._store = self._store, fresh
@@ -164,7 +181,7 @@ class Informer:
             if event_type == "DELETED":
                 self._store.pop(key, None)
             else:
-                self._store[key] = obj
+                self._store[key] = slimmed(obj)
             self.revision += 1
             self._dispatch("DELETED" if event_type == "DELETED" else _upsert(event_type), obj)
             yield None
