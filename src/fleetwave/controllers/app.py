@@ -638,10 +638,24 @@ def _profile_reads(obj: Any) -> Hashable:
     return besides_status(obj), invalid
 
 
+STAGE_PROFILE_AHEAD = 0.2
+
+
 def _wire_profiles(
     profiles: Controller[str], informers: Mapping[str, Informer], keys: _Keys, writes: _Writes
 ) -> None:
-    profiles.watch(informers["ClusterProfile"], _itself)
+    # A promotion writes the summaries of the stage profile it has just changed itself
+    # (`summary_writes.write_ahead`): the profile's own pass, which finds them written, follows
+    # STAGE_PROFILE_AHEAD seconds later instead of taking the loop from the stage's first deliveries.
+    def stage_profile(obj: Any) -> bool:
+        return bool(list(keys.promotion_of_profile(obj)))
+
+    profiles.watch(informers["ClusterProfile"], lambda o: [] if stage_profile(o) else _itself(o))
+    profiles.watch(
+        informers["ClusterProfile"],
+        lambda o: _itself(o) if stage_profile(o) else [],
+        delay=STAGE_PROFILE_AHEAD,
+    )
     profiles.watch(
         informers["ClusterSummary"],
         _unless_echo(profiles, writes, "ClusterSummary", "ClusterProfile", keys.pacing_profiles_of_summary),

@@ -456,3 +456,14 @@ def test_a_stage_profile_follows_its_summaries_a_moment_later_a_profile_that_pac
         w.emit("MODIFIED", "ClusterSummary", {"apiVersion": API, "kind": "ClusterSummary", "metadata": meta})
     assert w.woken()[1] == {"web-dev", "plain", "after"}
     assert w.profiles.delays == {"web-dev": app.STAGE_PROFILE_FOLLOWS, "plain": 0.0, "after": 0.0}
+
+
+def test_a_stage_profile_its_promotion_changed_is_passed_a_moment_later_a_plain_one_at_once() -> None:
+    # The promotion writes the stage's summaries itself (write_ahead): the profile's pass follows.
+    w = World()
+    stage = _profile("web-dev", {"policyRefs": [_ref("web")]})
+    stage["metadata"]["labels"] = {"fleetwave.io/promotion": "web"}
+    w.emit("ADDED", "ClusterProfile", stage)
+    w.emit("ADDED", "ClusterProfile", _profile("plain", {"policyRefs": [_ref("web")]}))
+    assert w.woken()[1] == {"web-dev", "plain"}
+    assert w.profiles.delays == {"web-dev": app.STAGE_PROFILE_AHEAD, "plain": 0.0}
