@@ -113,13 +113,17 @@ class _Promotions:
             back = _rollback_stage(record, stage.name)
             if back is not None and back.started and target is not None:
                 pinned = (target.snapshot, target.snapshot_hash)
-                await _ensure_profile(ctx, run, _delivery_profile(run, stage, pinned), back.started)
+                wanted = _delivery_profile(run, stage, pinned)
+                if await _ensure_profile(ctx, run, wanted, back.started) is not None:
+                    _pass_now(ctx, wanted.name)  # a rollback's summaries are not written ahead
             elif stage.started:
                 pinned = (run.resolved.snapshot_name, run.resolved.hash)
                 wanted = _delivery_profile(run, stage, pinned)
                 written = await _ensure_profile(ctx, run, wanted, stage.started)
-                if written is not None:
-                    await summary_writes.write_ahead(ctx, written, run.resolved, stage.started)
+                if written is not None and not await summary_writes.write_ahead(
+                    ctx, written, run.resolved, stage.started
+                ):
+                    _pass_now(ctx, wanted.name)
         for effect in decision.effects:
             await _carry_out(ctx, run, decision, effect)
         await _remove_finished_verifications(ctx, run, decision)
@@ -327,7 +331,9 @@ async def _carry_out(ctx: Context, run: Run, decision: fx.Decision, effect: fx.E
     match effect:
         case fx.DeployPreHealthCheck(stage=stage_name):
             clusters = next(s.clusters for s in decision.status.stages if s.name == stage_name)
-            await _ensure_profile(ctx, run, _pre_verification_profile(run, stage_name), clusters)
+            verification = _pre_verification_profile(run, stage_name)
+            if await _ensure_profile(ctx, run, verification, clusters) is not None:
+                _pass_now(ctx, verification.name)
         case fx.RequestApproval(stage=stage_name):
             await ctx.event(
                 run.obj, False, "ApprovalRequired", f"stage {stage_name} waits for manual approval"
@@ -383,6 +389,14 @@ def _pre_verification_profile(run: Run, stage: str) -> _StageProfile:
         },
         annotations={},
     )
+
+
+def _pass_now(ctx: Context, profile: str) -> None:
+    """A stage profile's own change reaches its pass a moment later (`app.STAGE_PROFILE_AHEAD`), the
+    promotion having written its summaries ahead; when it did not, the pass is due at once."""
+    wake = ctx.wake("ClusterProfile", profile)
+    if wake is not None:
+        wake.call()
 
 
 async def _ensure_profile(ctx: Context, run: Run, wanted: _StageProfile, clusters: tuple[str, ...]) -> Any:

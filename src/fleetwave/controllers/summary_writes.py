@@ -20,7 +20,7 @@ from fleetwave.controllers.echoes import tracked
 from fleetwave.core import selectors
 from fleetwave.kube import ops
 
-KIND = "ClusterProfile"  # the writer, for echoes: the profile's controller
+KIND = "ClusterProfile"  # the summaries' owner, and their writer as echoes know it (the profile's controller)
 
 
 def summary_spec(profile: ClusterProfile) -> dict[str, Any]:
@@ -51,30 +51,39 @@ async def apply_all(
     await asyncio.gather(*(one(c) for c in sorted(clusters)))
 
 
-async def write_ahead(ctx: Context, owner: Any, resolved: content.Resolved, clusters: Iterable[str]) -> None:
+WRITE_AHEAD_MAX = SUMMARY_WRITES  # clusters a promotion's pass writes ahead: one round of writes
+
+
+async def write_ahead(ctx: Context, owner: Any, resolved: content.Resolved, clusters: Iterable[str]) -> bool:
     """Write the summaries a promotion's stage profile has just been given clusters for, from the
     promotion's own pass: the profile's pass writes the same ones a watch event and a queue turn
     later, on the stage's critical path (ADR 0068, stop 32). Only what that pass is sure to write —
     a valid profile without dependsOn, clusters it selects and the engine may start — and the same
-    body, so its own pass finds them written; anything else is left to it. `resolved`: the content
-    the profile pins (its name and hash are all a summary carries)."""
+    body, so its own pass finds them written; and only a small batch (WRITE_AHEAD_MAX): a large one
+    would hold the promotion's worker, and every promotion queued behind it, for many writes.
+    `resolved`: the content the profile pins (its name and hash are all a summary carries). Whether
+    it wrote them all: if not, the profile's pass is the one to."""
     raw = as_dict(owner)
     try:
         parsed = common.parse_as(raw, KIND, ClusterProfile)
         selector = translate.from_profile(parsed).stages[0].selector
     except common.INVALID:
-        return  # its own pass reports it, and writes nothing
+        return False  # its own pass reports it, and writes nothing
     if parsed.spec.depends_on or raw["metadata"].get("deletionTimestamp"):
-        return
+        return False
     fleet = common.fleet_of(ctx.cache)
+    wanted = sorted(clusters)
+    if len(wanted) > WRITE_AHEAD_MAX:
+        return False
     chosen = [
         c
-        for c in sorted(clusters)
+        for c in wanted
         if (cluster := fleet.by_name.get(c)) is not None
         and cluster.ready
         and selectors.matches(selector, cluster.labels)
     ]
     await apply_all(ctx, owner, parsed, resolved, chosen)
+    return len(chosen) == len(wanted)
 
 
 async def apply_summary(

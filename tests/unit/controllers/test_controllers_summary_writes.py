@@ -62,8 +62,9 @@ class _Client:
         )
 
 
-def _ctx(client: _Client) -> Context:
-    members = [_member("a", ready=True), _member("b", ready=False), _member("c", ready=True)]
+def _ctx(client: _Client, members: list[dict[str, Any]] | None = None) -> Context:
+    if members is None:
+        members = [_member("a", ready=True), _member("b", ready=False), _member("c", ready=True)]
     return Context(
         client=client,  # type: ignore[arg-type]
         cache=_Cache(members),  # type: ignore[arg-type]
@@ -99,8 +100,12 @@ def _stage_profile(refs: list[str], **spec: Any) -> _Obj:
 async def test_the_summaries_written_ahead_are_the_ones_the_profile_pass_writes() -> None:
     owner = _stage_profile(["a", "b", "c"])
     ahead = _Client()
-    await summary_writes.write_ahead(_ctx(ahead), owner, RESOLVED, ["fleet/a", "fleet/b", "fleet/c"])
-    # b is not ready: the engine would not start it, so neither is it written ahead.
+    wrote_all = await summary_writes.write_ahead(
+        _ctx(ahead), owner, RESOLVED, ["fleet/a", "fleet/b", "fleet/c"]
+    )
+    # b is not ready: the engine would not start it, so neither is it written ahead; the profile's
+    # pass is then told it has work (not all were written).
+    assert wrote_all is False
     assert [b["metadata"]["name"] for b in ahead.applied] == [
         ss.summary_name("promo-dev", "a"),
         ss.summary_name("promo-dev", "c"),
@@ -124,13 +129,28 @@ async def test_nothing_is_written_ahead_that_the_profile_pass_might_not_write(
     refs: list[str], spec: dict[str, Any], why: str
 ) -> None:
     client = _Client()
-    await summary_writes.write_ahead(_ctx(client), _stage_profile(refs, **spec), RESOLVED, ["fleet/a"])
+    assert not await summary_writes.write_ahead(
+        _ctx(client), _stage_profile(refs, **spec), RESOLVED, ["fleet/a"]
+    )
     assert client.applied == [], why
+
+
+async def test_all_written_ahead_says_so_and_a_large_batch_is_left_to_the_profile() -> None:
+    client = _Client()
+    both = ["fleet/a", "fleet/c"]
+    assert await summary_writes.write_ahead(_ctx(client), _stage_profile(["a", "c"]), RESOLVED, both)
+    assert len(client.applied) == 2
+    many = [f"m{i}" for i in range(summary_writes.WRITE_AHEAD_MAX + 1)]
+    big = _Client()
+    ctx = _ctx(big, [_member(m, ready=True) for m in many])
+    keys = [f"fleet/{m}" for m in many]
+    assert not await summary_writes.write_ahead(ctx, _stage_profile(many), RESOLVED, keys)
+    assert big.applied == []  # a worker held for many writes holds every promotion behind it
 
 
 async def test_nothing_is_written_ahead_for_a_profile_being_deleted() -> None:
     owner = _stage_profile(["a"])
     owner.to_dict()["metadata"]["deletionTimestamp"] = "2026-11-26T10:00:00Z"
     client = _Client()
-    await summary_writes.write_ahead(_ctx(client), owner, RESOLVED, ["fleet/a"])
+    assert not await summary_writes.write_ahead(_ctx(client), owner, RESOLVED, ["fleet/a"])
     assert client.applied == []
