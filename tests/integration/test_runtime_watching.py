@@ -4,6 +4,7 @@ controllers driven by watches and timers, and guarded status writes on a test CR
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -175,8 +176,9 @@ class FailingWatches(httpx2.AsyncBaseTransport):
 
 
 async def test_informer_relists_after_watch_errors_and_catches_up_on_missed_changes(
-    local_fleet: fleet.FleetState, management: Client, namespace: str
+    local_fleet: fleet.FleetState, management: Client, namespace: str, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.DEBUG, logger=watching.__name__)
     config = kubeclient.config_from_file(local_fleet.cluster(fleet.MANAGEMENT).kubeconfig)
     single = config.get()
     ssl_ctx = client_adapter.verify_cluster(single.cluster, single.user, single.abs_file, trust_env=False)
@@ -201,6 +203,10 @@ async def test_informer_relists_after_watch_errors_and_catches_up_on_missed_chan
         assert informer.relists > relists_before
         assert isinstance(informer.last_error, httpx2.HTTPStatusError)
         assert informer.last_error.response.status_code == 410
+        # A 410 Gone is how a server says "relist": the first ones are no warning, a lasting one is.
+        gone = [r for r in caplog.records if "410" in r.getMessage() and "relisting" in r.getMessage()]
+        assert gone
+        assert gone[0].levelno == logging.DEBUG
         transport.failing = False
         management.patch(ConfigMap, "b", {"data": {"x": "1"}}, namespace=namespace)
         await seen.wait_for(("MODIFIED", "b"))

@@ -40,7 +40,7 @@ __all__ = [
     "watch",
 ]
 
-NOT_FOUND, CONFLICT, TOO_MANY_REQUESTS = 404, 409, 429
+NOT_FOUND, CONFLICT, GONE, TOO_MANY_REQUESTS = 404, 409, 410, 429
 ALL_NAMESPACES = "*"  # the `namespace=` of a list or watch across every namespace
 TransportError = httpx2.TransportError
 HTTPError = httpx2.HTTPError

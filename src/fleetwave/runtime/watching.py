@@ -26,9 +26,11 @@ EventType = Literal["ADDED", "MODIFIED", "DELETED"]
 Handler = Callable[[EventType, Any], None]
 ALL_NAMESPACES = "*"
 _RELIST_BACKOFF = queueing.Backoff(base=0.2, cap=30.0)
-# A just-created CRD's watch cache answers 429 "try again" while it initializes: expected right after
-# an install, so the first few are not worth a warning (a lasting 429 still is).
+# A just-created CRD's watch cache answers 429 "try again" while it initializes, and a watch resumed
+# from a resourceVersion the server has compacted away answers 410 Gone: both are expected (the relist
+# is the protocol), so the first few are not worth a warning (a lasting one still is).
 _QUIET_BUSY = 3
+_EXPECTED = (ops.TOO_MANY_REQUESTS, ops.GONE)
 
 
 def object_key(obj: Any) -> str:
@@ -142,8 +144,8 @@ class Informer:
                 failures += 1
                 self.last_error = exc
                 delay = self._backoff.delay(failures)
-                busy = isinstance(exc, ops.StatusError) and ops.code_of(exc) == ops.TOO_MANY_REQUESTS
-                level = logging.DEBUG if busy and failures <= _QUIET_BUSY else logging.WARNING
+                expected = isinstance(exc, ops.StatusError) and ops.code_of(exc) in _EXPECTED
+                level = logging.DEBUG if expected and failures <= _QUIET_BUSY else logging.WARNING
                 log.log(level, "informer %s: %s; relisting in %.2fs", where, exc, delay)
                 await asyncio.sleep(delay)
 
