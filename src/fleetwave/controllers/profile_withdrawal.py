@@ -49,14 +49,16 @@ async def guard(ctx: Context, obj: Any) -> Result | None:
     finalizers = list(meta.get("finalizers") or [])
     if not meta.get("deletionTimestamp"):
         if FINALIZER not in finalizers:
-            await _set_finalizers(ctx, meta, [*finalizers, FINALIZER])
+            if not await _set_finalizers(ctx, meta, [*finalizers, FINALIZER]):
+                return Result(requeue=True)
             return Result()  # the edit's own event brings us back with the new resourceVersion
         return None
     if FINALIZER not in finalizers:
         return None
     if await _withdraw_next(ctx, obj, raw):
         return Result(requeue_after=RECHECK)
-    await _set_finalizers(ctx, meta, [f for f in finalizers if f != FINALIZER])
+    if not await _set_finalizers(ctx, meta, [f for f in finalizers if f != FINALIZER]):
+        return Result(requeue=True)
     ctx.withdrawing.pop(str(meta.get("uid")), None)
     return Result()
 
@@ -89,7 +91,15 @@ async def _withdraw_next(ctx: Context, obj: Any, raw: Mapping[str, Any]) -> bool
     return True
 
 
-async def _set_finalizers(ctx: Context, meta: Mapping[str, Any], finalizers: list[str]) -> None:
-    # Guarded by resourceVersion: a concurrent edit makes this fail and the watch brings us back.
+async def _set_finalizers(ctx: Context, meta: Mapping[str, Any], finalizers: list[str]) -> bool:
+    """Guarded by resourceVersion; False when the profile was edited since it was read (its
+    promotion applying the next batch, say): retried on the newer version, without an error in
+    the log for an everyday race."""
     body = {"metadata": {"finalizers": finalizers, "resourceVersion": meta.get("resourceVersion")}}
-    await ops.merge_patch(ctx.client, ctx.resource(KIND), str(meta["name"]), body)
+    try:
+        await ops.merge_patch(ctx.client, ctx.resource(KIND), str(meta["name"]), body)
+    except ops.ApiError as exc:
+        if ops.code_of(exc) == ops.CONFLICT:
+            return False
+        raise
+    return True
