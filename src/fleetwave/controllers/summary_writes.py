@@ -51,7 +51,7 @@ async def apply_all(
     await asyncio.gather(*(one(c) for c in sorted(clusters)))
 
 
-WRITE_AHEAD_MAX = SUMMARY_WRITES  # clusters a promotion's pass writes ahead: one round of writes
+WRITE_AHEAD_MAX = SUMMARY_WRITES  # a stage's clusters a promotion's pass writes ahead: one round of writes
 
 
 async def write_ahead(ctx: Context, owner: Any, resolved: content.Resolved, clusters: Iterable[str]) -> bool:
@@ -59,8 +59,10 @@ async def write_ahead(ctx: Context, owner: Any, resolved: content.Resolved, clus
     promotion's own pass: the profile's pass writes the same ones a watch event and a queue turn
     later, on the stage's critical path (ADR 0068, stop 32). Only what that pass is sure to write —
     a valid profile without dependsOn, clusters it selects and the engine may start — and the same
-    body, so its own pass finds them written; and only a small batch (WRITE_AHEAD_MAX): a large one
-    would hold the promotion's worker, and every promotion queued behind it, for many writes.
+    body, so its own pass finds them written; and only while the stage has at most WRITE_AHEAD_MAX
+    clusters (`clusters`: all it started, those written before are skipped by their cached hash): a
+    large stage would hold the promotion's worker, and every promotion queued behind it, for many
+    writes.
     `resolved`: the content the profile pins (its name and hash are all a summary carries). Whether
     it wrote them all: if not, the profile's pass is the one to."""
     raw = as_dict(owner)
