@@ -96,10 +96,4 @@ async def _set_finalizers(ctx: Context, meta: Mapping[str, Any], finalizers: lis
     promotion applying the next batch, say): retried on the newer version, without an error in
     the log for an everyday race."""
     body = {"metadata": {"finalizers": finalizers, "resourceVersion": meta.get("resourceVersion")}}
-    try:
-        await ops.merge_patch(ctx.client, ctx.resource(KIND), str(meta["name"]), body)
-    except ops.ApiError as exc:
-        if ops.code_of(exc) == ops.CONFLICT:
-            return False
-        raise
-    return True
+    return await ops.merge_patch_unless_changed(ctx.client, ctx.resource(KIND), str(meta["name"]), body)

@@ -35,6 +35,7 @@ __all__ = [
     "is_not_found",
     "json_patch",
     "merge_patch",
+    "merge_patch_unless_changed",
     "message_of",
     "to_resource",
     "watch",
@@ -167,6 +168,25 @@ async def merge_patch(
     """An RFC 7386 merge patch, of the object or (status=True) of its status subresource."""
     target = resource.Status if status else resource
     return await client.patch(target, name, dict(body), namespace=namespace, patch_type=PatchType.MERGE)
+
+
+async def merge_patch_unless_changed(
+    client: AsyncClient,
+    resource: type[Any],
+    name: str,
+    body: Mapping[str, Any],
+    *,
+    namespace: str | None = None,
+) -> bool:
+    """A merge patch whose body carries the resourceVersion it was computed from; False when the
+    object changed since (409), for the caller to decide again from the newer version."""
+    try:
+        await merge_patch(client, resource, name, body, namespace=namespace)
+    except ApiError as e:
+        if code_of(e) != CONFLICT:
+            raise
+        return False
+    return True
 
 
 def watch(

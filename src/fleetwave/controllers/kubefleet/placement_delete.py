@@ -86,16 +86,7 @@ async def _set_finalizers(ctx: Context, scope: nm.Scope, meta: Obj, finalizers: 
     status write of its run, say): the reconcile is retried on the newer version, without an
     error in the log for an everyday race."""
     body = {"metadata": {"finalizers": finalizers, "resourceVersion": meta.get("resourceVersion")}}
-    try:
-        await ops.merge_patch(
-            ctx.client,
-            ctx.resource(scope.placement),
-            str(meta["name"]),
-            body,
-            namespace=meta.get("namespace"),
-        )
-    except ops.ApiError as exc:
-        if ops.code_of(exc) == ops.CONFLICT:
-            return False
-        raise
-    return True
+    placement, namespace = ctx.resource(scope.placement), meta.get("namespace")
+    return await ops.merge_patch_unless_changed(
+        ctx.client, placement, str(meta["name"]), body, namespace=namespace
+    )
