@@ -6,6 +6,8 @@ other. Everything that touches Kubernetes goes through `fleetwave.kube`; reads c
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any, TypeVar
@@ -15,6 +17,7 @@ from fleetwave.api import codec
 from fleetwave.controllers import content, members
 from fleetwave.controllers import summary_status as ss
 from fleetwave.controllers.context import Cache, Context
+from fleetwave.controllers.versioned_memo import VersionedMemo
 from fleetwave.core import effects as fx
 from fleetwave.core import model as m
 from fleetwave.core import timestamps
@@ -46,31 +49,30 @@ INVALID = (codec.ManifestError, content.ContentError, translate.TranslateError)
 T = TypeVar("T")
 
 
-_PARSED: OrderedDict[tuple[str, str, str, str, str], Any] = OrderedDict()
+_PARSED: OrderedDict[tuple[str, str], Any] = OrderedDict()
 _PARSED_SIZE = 4096
+_UNPARSED_METADATA = ("resourceVersion", "managedFields")
 
 
 def parse_as(raw: Mapping[str, Any], kind: str, model: type[T]) -> T:
     """The cached object as its API model; the cache may hold it under another apiVersion spelling.
 
-    Parsed once per resourceVersion (a reconcile re-reads an unchanged object all the time, and a
-    summary reads its profile's spec on every pass); models are never modified after parsing."""
+    The model carries no status (controllers read status from the raw object) and is parsed once per
+    content of everything else: a rollout's status write, at every pass, changed the resourceVersion
+    and made the next pass parse (and deep-copy) a status of thousands of clusters again. A reconcile
+    re-reads an unchanged object all the time, and a summary reads its profile's spec on every pass;
+    models are never modified after parsing."""
     meta = raw.get("metadata") or {}
-    version = str(meta.get("resourceVersion") or "")
-    key = (
-        kind,
-        str(meta.get("namespace") or ""),
-        str(meta.get("name") or ""),
-        str(meta.get("uid") or ""),
-        version,
-    )
-    parsed = _PARSED.get(key) if version else None
+    body = {k: v for k, v in raw.items() if k not in ("status", "apiVersion", "kind")}
+    body["metadata"] = {k: v for k, v in meta.items() if k not in _UNPARSED_METADATA}
+    text = json.dumps(body, sort_keys=True, default=str)
+    key = (kind, hashlib.blake2b(text.encode(), digest_size=16).hexdigest())
+    parsed = _PARSED.get(key)
     if parsed is None:
-        parsed = codec.parse_object({**raw, "apiVersion": NATIVE_API_VERSION, "kind": kind})
-        if version:
-            _PARSED[key] = parsed
-            if len(_PARSED) > _PARSED_SIZE:
-                _PARSED.popitem(last=False)
+        parsed = codec.parse_object({**body, "apiVersion": NATIVE_API_VERSION, "kind": kind})
+        _PARSED[key] = parsed
+        if len(_PARSED) > _PARSED_SIZE:
+            _PARSED.popitem(last=False)
     else:
         _PARSED.move_to_end(key)
     assert isinstance(parsed, model)
@@ -91,12 +93,28 @@ def summaries_of(cache: Cache, profile: str) -> dict[str, dict[str, Any]]:
     the name and namespace fleetwave gives), so a hand-made summary never counts as a delivery."""
     owner = cache.get("ClusterProfile", None, profile)
     uid = ((owner or {}).get("metadata") or {}).get("uid")
-    out = {}
+    out: dict[str, dict[str, Any]] = {}
+    if uid is None:
+        return out
+    api_version = cache.family.api_version("ClusterProfile")
     for s in cache.labelled("ClusterSummary", ss.PROFILE_LABEL, profile):
-        if uid is not None and not ss.foreign(s, profile, uid, cache.family.api_version("ClusterProfile")):
-            spec = s.get("spec") or {}
-            out[members.member_key(spec["clusterNamespace"], spec["clusterName"])] = s
+        key = _OWN_SUMMARIES.get(
+            s, (profile, uid, api_version), lambda o: _own_key(o, profile, uid, api_version)
+        )
+        if key is not None:
+            out[key] = s
     return out
+
+
+_OWN_SUMMARIES: VersionedMemo[str | None] = VersionedMemo(65_536)
+
+
+def _own_key(summary: Mapping[str, Any], profile: str, uid: Any, api_version: str) -> str | None:
+    """The member key of a summary the profile made (None: not one of its own)."""
+    if ss.foreign(summary, profile, uid, api_version):
+        return None
+    spec = summary.get("spec") or {}
+    return members.member_key(spec["clusterNamespace"], spec["clusterName"])
 
 
 def owned_by_promotion(ctx: Context, raw: Mapping[str, Any]) -> bool:

@@ -12,14 +12,21 @@ from typing import Any
 from fleetwave.api import families
 from fleetwave.api.families import Family
 from fleetwave.controllers import summary_status as ss
+from fleetwave.controllers.versioned_memo import VersionedMemo
 from fleetwave.core import model as m
 from fleetwave.core import status as st
+
+_DELIVERIES: VersionedMemo[m.Delivery] = VersionedMemo(65_536)
 
 
 def delivery_of(summary: Mapping[str, Any] | None, content_hash: str) -> m.Delivery:
     """The delivery of revision `content_hash` to one cluster, read from its ClusterSummary."""
     if summary is None:
         return m.PENDING
+    return _DELIVERIES.get(summary, content_hash, lambda o: _read(o, content_hash))
+
+
+def _read(summary: Mapping[str, Any], content_hash: str) -> m.Delivery:
     annotations = (summary.get("metadata") or {}).get("annotations") or {}
     status = summary.get("status") or {}
     ready = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), None)

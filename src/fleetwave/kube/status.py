@@ -28,19 +28,36 @@ class StatusWrite(Enum):
     CONFLICT = "conflict"
 
 
+_PLAIN = frozenset({str, int, float, bool})  # kept as they are (subclasses, like enums, are not)
+
+
 def normalized(value: Any) -> Any:
     """Plain JSON data (datetimes and models as the API would serialise them), without null map
     values: the API server drops a null it stores for a non-nullable field, so a status carrying
-    one never compared equal to what was stored and was patched again on every pass."""
-    return _without_nulls(json.loads(json.dumps(value, default=_json_default, sort_keys=True)))
-
-
-def _without_nulls(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _without_nulls(v) for k, v in value.items() if v is not None}
-    if isinstance(value, list):
-        return [_without_nulls(v) for v in value]
-    return value
+    one never compared equal to what was stored and was patched again on every pass. One walk, no
+    JSON text in between: a rollout's status over 1,000 clusters is normalised at every pass."""
+    kind = type(value)
+    if kind is dict or isinstance(value, Mapping):
+        return {
+            k if type(k) is str else str(k): v if type(v) in _PLAIN else normalized(v)
+            for k, v in value.items()
+            if v is not None
+        }
+    if kind is list or kind is tuple:
+        return [v if type(v) in _PLAIN else normalized(v) for v in value]
+    if kind in _PLAIN or value is None:
+        return value
+    if isinstance(value, str):
+        return str.__str__(value)  # an enum's text, as json.dumps wrote it
+    if isinstance(value, bool | int | float):
+        return json.loads(json.dumps(value))
+    if isinstance(value, datetime):
+        return timestamps.fmt(value)
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    if hasattr(value, "to_dict"):
+        return normalized(value.to_dict())
+    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
 
 
 def merge_patch(old: Any, new: Any) -> Any:
@@ -128,13 +145,3 @@ def _status_of(obj: Any) -> Any:
     status = obj.get("status") if isinstance(obj, Mapping) else getattr(obj, "status", None)
     to_dict = getattr(status, "to_dict", None)
     return to_dict() if to_dict is not None else status
-
-
-def _json_default(value: Any) -> Any:
-    if isinstance(value, datetime):
-        return timestamps.fmt(value)
-    if hasattr(value, "isoformat"):
-        return value.isoformat()
-    if hasattr(value, "to_dict"):
-        return value.to_dict()
-    raise TypeError(f"not JSON serialisable: {type(value).__name__}")

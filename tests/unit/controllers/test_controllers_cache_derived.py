@@ -101,17 +101,23 @@ def _profile(rv: str, max_update: str) -> dict[str, Any]:
     }
 
 
-def test_a_spec_is_parsed_once_per_resource_version() -> None:
+def test_a_spec_is_parsed_once_per_content_whatever_its_status_and_version() -> None:
     first = rollout_common.parse_as(_profile("1", "10%"), "ClusterProfile", ClusterProfile)
     again = rollout_common.parse_as(_profile("1", "10%"), "ClusterProfile", ClusterProfile)
-    changed = rollout_common.parse_as(_profile("2", "50%"), "ClusterProfile", ClusterProfile)
+    # A status write moves the resourceVersion and nothing the model holds: not parsed again.
+    written = {**_profile("2", "10%"), "status": {"matchingClusters": [{"name": "a"}]}}
+    after_status = rollout_common.parse_as(written, "ClusterProfile", ClusterProfile)
+    changed = rollout_common.parse_as(_profile("3", "50%"), "ClusterProfile", ClusterProfile)
+    labelled = _profile("4", "10%")
+    labelled["metadata"]["annotations"] = {"fleetwave.io/hold-clusters": "ns/a"}
     assert again is first
+    assert after_status is first
+    assert after_status.status is None  # controllers read status from the raw object
     assert changed is not first
     assert changed.spec.max_update == "50%"
-    unversioned = _profile("", "20%")
-    assert rollout_common.parse_as(unversioned, "ClusterProfile", ClusterProfile) is not (
-        rollout_common.parse_as(unversioned, "ClusterProfile", ClusterProfile)
-    )
+    held = rollout_common.parse_as(labelled, "ClusterProfile", ClusterProfile)
+    assert held is not first
+    assert held.metadata.annotations == {"fleetwave.io/hold-clusters": "ns/a"}
 
 
 def test_the_spec_a_summary_carries_does_not_change_when_a_stage_admits_more_clusters() -> None:
