@@ -30,6 +30,7 @@ from fleetwave.mgmt import registration
 from fleetwave.runtime.controller import Result
 
 PROBE_INTERVAL = 30.0
+DETAILS_EVERY = 5  # probes per reading of version and node count (`details_due`)
 # A reconcile this close to the member's moment in the cycle (after a change woke it) skips to the
 # next one rather than probing twice in a row.
 _TOO_SOON = 1.0
@@ -86,10 +87,24 @@ def next_probe_in(key: str, now: datetime) -> float:
     """Seconds to the member's own moment of the PROBE_INTERVAL cycle, a stable hash of its key: a
     fleet registered at once is probed spread over the interval, not all in the same second (100
     members made a burst of 300 requests every 30 s). At most PROBE_INTERVAL + _TOO_SOON (pure)."""
-    digest = hashlib.sha256(key.encode()).digest()
-    phase = int.from_bytes(digest[:8], "big") / 2**64 * PROBE_INTERVAL
+    phase = _phase(key) / 2**64 * PROBE_INTERVAL
     left = (phase - now.timestamp()) % PROBE_INTERVAL
     return left + PROBE_INTERVAL if left < _TOO_SOON else left
+
+
+def details_due(key: str, previous: dict[str, Any], now: datetime) -> bool:
+    """Whether this probe also reads the member's version and node count: when its status lacks
+    them or it was not ready, else at one probe in DETAILS_EVERY (its own, by the same hash as its
+    moment in the cycle). Readiness is asked at every probe; what seldom changes is not, at three
+    requests per member every PROBE_INTERVAL (pure)."""
+    if not previous.get("ready") or not previous.get("version"):
+        return True
+    cycle = int(now.timestamp() // PROBE_INTERVAL)
+    return cycle % DETAILS_EVERY == _phase(key) % DETAILS_EVERY
+
+
+def _phase(key: str) -> int:
+    return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big")
 
 
 def _properties(previous: Any, verdict: Verdict, now: datetime) -> dict[str, Any] | None:
@@ -117,7 +132,8 @@ async def _verdict(
     if found.kubeconfig is None:
         return Verdict(False, found.reason, found.message)
     target = MemberTarget(name=member.key, kubeconfig=found.kubeconfig, allow_insecure=member.allow_insecure)
-    probe = await registration.probe_pooled(target)
+    details = details_due(member.key, raw_obj.get("status") or {}, ctx.clock())
+    probe = await registration.probe_pooled(target, details=details)
     reason = REACHABLE if probe.ready else UNREACHABLE
     return Verdict(probe.ready, reason, probe.message, probe.version, probe.nodes)
 

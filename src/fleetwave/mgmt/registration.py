@@ -57,16 +57,20 @@ def probe(kubeconfig: bytes, *, timeout: float = PROBE_TIMEOUT, allow_insecure: 
         return _unreachable(f"{type(e).__name__}: {e}")
 
 
-async def probe_pooled(target: MemberTarget) -> Probe:
+async def probe_pooled(target: MemberTarget, *, details: bool = True) -> Probe:
     """`probe` over the member's pooled session: every probe of a large fleet would otherwise be a
     TLS handshake and a thread of its own, every PROBE_INTERVAL, for each member. The kubeconfig
-    passes the policy when the pool opens a client for it (parsed once per kubeconfig, not per probe)."""
+    passes the policy when the pool opens a client for it (parsed once per kubeconfig, not per probe).
+    Without `details` only `/readyz` is asked (version and node count come back None): what seldom
+    changes need not cost two more requests per member at every probe."""
     try:
         async with asyncio.timeout(PROBE_TIMEOUT), target.session() as client:
             http = internals.raw_http(client)
             ready = await http.get("/readyz")
             if ready.status_code != 200:
                 return _not_ready(ready.status_code)
+            if not details:
+                return Probe(True, None, "API server ready")
             version = (await http.get("/version")).json().get("gitVersion")
             try:  # never what makes a member unready: only a property placements may sort by
                 listed = await http.get("/api/v1/nodes", params={"limit": 1})

@@ -5,6 +5,7 @@ Ready=False with a reason, never probed, never quoted."""
 from __future__ import annotations
 
 import base64
+import dataclasses
 import datetime as dt
 import json
 from dataclasses import dataclass, field
@@ -25,7 +26,7 @@ T0 = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
 TOKEN = "tok-0d9f2a-never-shown"
 
 
-async def _never_probed(_target: MemberTarget) -> registration.Probe:
+async def _never_probed(_target: MemberTarget, **_: Any) -> registration.Probe:
     pytest.fail("probed")
 
 
@@ -220,7 +221,7 @@ async def test_a_refused_kubeconfig_is_ready_false_with_its_reason_an_event_and_
 ) -> None:
     probed: list[bytes] = []
 
-    async def probe(target: MemberTarget) -> registration.Probe:
+    async def probe(target: MemberTarget, **_: Any) -> registration.Probe:
         probed.append(target.kubeconfig)
         return registration.Probe(True, "v1.35.4", "API server ready")
 
@@ -276,7 +277,7 @@ async def test_a_foreign_secret_reference_is_reported_without_reading_it(
 async def test_an_accepted_kubeconfig_is_probed_with_the_opt_in(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[tuple[bytes, bool]] = []
 
-    async def probe(target: MemberTarget) -> registration.Probe:
+    async def probe(target: MemberTarget, **_: Any) -> registration.Probe:
         calls.append((target.kubeconfig, target.allow_insecure))
         return registration.Probe(True, "v1.35.4", "API server ready")
 
@@ -385,7 +386,7 @@ async def test_the_node_count_is_written_as_kubefleets_property_and_only_moves_w
 ) -> None:
     nodes: list[int | None] = [3]
 
-    async def probe(_target: MemberTarget) -> registration.Probe:
+    async def probe(_target: MemberTarget, **_: Any) -> registration.Probe:
         return registration.Probe(True, "v1.35.4", "API server ready", nodes[0])
 
     monkeypatch.setattr(registration, "probe_pooled", probe)
@@ -440,3 +441,56 @@ def test_members_are_probed_each_at_its_own_moment_of_the_interval() -> None:
         # Woken just before its moment (a change to the member): not probed twice in a row.
         just_before = T0 + dt.timedelta(seconds=first - 0.5)
         assert membercluster.next_probe_in(key, just_before) == pytest.approx(interval + 0.5, abs=1e-3)
+
+
+def test_version_and_node_count_are_read_at_one_probe_in_a_few_once_known() -> None:
+    ready = {"ready": True, "version": "v1.35.4"}
+    every = membercluster.DETAILS_EVERY
+    cycles = [T0 + dt.timedelta(seconds=membercluster.PROBE_INTERVAL * i) for i in range(every * 4)]
+    for key in ("fleet/a", "fleet/b", "team-a/m1"):
+        due = [membercluster.details_due(key, ready, at) for at in cycles]
+        assert sum(due) == 4  # once in every DETAILS_EVERY consecutive probes
+        assert all(due[i] == due[i + every] for i in range(len(due) - every))  # the member's own turn
+        # Unknown or just back from not ready: read at once, whatever the turn.
+        assert all(membercluster.details_due(key, {"ready": True}, at) for at in cycles)
+        assert all(membercluster.details_due(key, {**ready, "ready": False}, at) for at in cycles)
+
+
+async def test_a_probe_without_details_keeps_the_version_and_node_count_it_had(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    asked: list[bool] = []
+
+    async def probe(_target: MemberTarget, *, details: bool) -> registration.Probe:
+        asked.append(details)
+        return registration.Probe(
+            True, "v1.36.0" if details else None, "API server ready", 7 if details else None
+        )
+
+    monkeypatch.setattr(registration, "probe_pooled", probe)
+    count = {"kubernetes-fleet.io/node-count": {"value": "3", "observationTime": "2020-01-01T00:00:00Z"}}
+    previous = {"ready": True, "version": "v1.35.4", "properties": count}
+    every = membercluster.DETAILS_EVERY
+    off_turn = next(
+        T0 + dt.timedelta(seconds=membercluster.PROBE_INTERVAL * i)
+        for i in range(every)
+        if not membercluster.details_due(
+            "team-a/m1", previous, T0 + dt.timedelta(seconds=membercluster.PROBE_INTERVAL * i)
+        )
+    )
+    cache = _Cache(
+        {
+            ("MemberCluster", "team-a", "m1"): _mc(status=previous),
+            ("Secret", "team-a", "s"): _secret(_kubeconfig()),
+        }
+    )
+    client = _Client()
+    ctx = _ctx(cache, client)
+    ctx = dataclasses.replace(ctx, clock=lambda: off_turn)
+
+    await membercluster.reconcile(ctx, "team-a/m1")
+
+    assert asked == [False]
+    status = client.patches[0]["status"] if client.patches else {}
+    assert "version" not in status  # kept as it was: a merge patch names only what changed
+    assert "properties" not in status
