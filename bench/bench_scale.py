@@ -65,17 +65,23 @@ Obj = dict[str, Any]
 METRICS_PORT = processes.free_port()
 
 
-def reconcile_seconds() -> dict[str, tuple[int, float]]:
-    """Reconciles per controller so far: (count, seconds spent), from the controller's /metrics."""
-    text = httpx2.get(f"http://127.0.0.1:{METRICS_PORT}/metrics", timeout=10).text
+def histogram_totals(text: str, metric: str) -> dict[str, tuple[int, float]]:
+    """(count, sum) of a per-controller histogram of the controller's /metrics text."""
     out: dict[str, tuple[int, float]] = {}
-    for m in re.finditer(
-        r'^fleetwave_reconcile_duration_seconds_(count|sum)\{controller="([^"]+)"\} (\S+)$', text, re.M
-    ):
+    for m in re.finditer(rf'^{metric}_(count|sum)\{{controller="([^"]+)"\}} (\S+)$', text, re.M):
         count, total = out.get(m.group(2), (0, 0.0))
         out[m.group(2)] = (
             (int(float(m.group(3))), total) if m.group(1) == "count" else (count, float(m.group(3)))
         )
+    return out
+
+
+def reconcile_seconds() -> dict[str, tuple[int, float]]:
+    """Reconciles per controller so far: (count, seconds spent), from the controller's /metrics; the
+    time keys waited for a worker goes to WAITS."""
+    text = httpx2.get(f"http://127.0.0.1:{METRICS_PORT}/metrics", timeout=10).text
+    out = histogram_totals(text, "fleetwave_reconcile_duration_seconds")
+    WAITS.update(histogram_totals(text, "fleetwave_event_to_reconcile_seconds"))
     for m in re.finditer(
         r'^fleetwave_reconcile_total\{controller="([^"]+)",result="([^"]+)"\} (\S+)$', text, re.M
     ):
@@ -84,6 +90,7 @@ def reconcile_seconds() -> dict[str, tuple[int, float]]:
 
 
 RESULTS: dict[str, int] = {}  # reconciles by controller/result, as last read
+WAITS: dict[str, tuple[int, float]] = {}  # (keys taken, seconds they waited) by controller, as last read
 
 
 def env_of(server: int, servers: int) -> str:
@@ -635,6 +642,7 @@ async def point(
             return {"clusters": n, "completed": False, "stage": "single rollout"}
         t_single = time.monotonic() - t0
         work_single = await asyncio.to_thread(reconcile_seconds)
+        waits_single = dict(WAITS)
 
         names = [f"load-{n}-{j}" for j in range(args.promotions)]
         runs = [f"run-{n}-{j}" for j in range(args.staged_runs)]
@@ -690,6 +698,13 @@ async def point(
             "reconciles_load": {
                 k: [c - work_single.get(k, (0, 0.0))[0], round(t - work_single.get(k, (0, 0.0))[1], 1)]
                 for k, (c, t) in work.items()
+            },
+            # Mean time a key waited for a worker in the loaded batch (watch event or timer -> pass).
+            "queue_wait_ms_load": {
+                k: round(
+                    1000 * (t - waits_single.get(k, (0, 0.0))[1]) / max(1, c - waits_single.get(k, (0, 0))[0])
+                )
+                for k, (c, t) in WAITS.items()
             },
         }
     finally:
