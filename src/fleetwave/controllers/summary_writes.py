@@ -41,8 +41,8 @@ async def apply_all(
     ctx: Context, owner: Any, profile: ClusterProfile, resolved: content.Resolved, clusters: Iterable[str]
 ) -> None:
     """Every cluster's summary unless the cache already holds it as wanted. What all summaries share
-    is built and hashed once per pass, not once per cluster (a pass checks every admitted cluster:
-    at 1,000 clusters that hashing was a fifth of the profile controller's time); the writes go
+    is built and hashed once per pass, and only the summaries to write get a body and a task (a
+    pass checks every admitted cluster, and built, hashed and scheduled each); the writes go
     concurrently (a batch of a large stage is dozens of them)."""
     shared = _Shared.of(ctx, owner, profile, resolved)
     due = [c for c in sorted(clusters) if not _held(ctx, shared, c)]
