@@ -50,6 +50,7 @@ from typing import Any
 
 import httpx2
 from lightkube import AsyncClient, Client, codecs
+from lightkube.resources.core_v1 import Event
 from lightkube.types import on_error_retry
 
 from fleetwave.kube import client as kubeclient
@@ -342,6 +343,16 @@ def management_writes(state: fleet.FleetState) -> float:
         for m in re.finditer(r"^apiserver_request_total\{([^}]*)\} (\S+)$", text, re.M)
         if re.search(r'verb="(PATCH|POST|PUT|DELETE|APPLY)"', m.group(1))
     )
+
+
+def member_events(client: Client) -> dict[str, int]:
+    """The controller's Events about MemberClusters, by reason and the start of their message (a
+    member that flipped to not ready under load shows here, with the probe's failure)."""
+    out: collections.Counter[str] = collections.Counter()
+    for event in client.list(Event, namespace=MEMBERS_NS):
+        if event.involvedObject.kind == "MemberCluster":
+            out[f"{event.reason}: {(event.message or '')[:60]}"] += event.count or 1
+    return dict(out.most_common(8))
 
 
 def object_counts(client: Client) -> dict[str, int]:
@@ -673,6 +684,7 @@ async def point(
         writes = await asyncio.to_thread(management_writes, state) - writes_before
         reactions = watch.gate_reactions(names)
         counts = await asyncio.to_thread(object_counts, sync)
+        events = await asyncio.to_thread(member_events, sync)
         finished = [x for x in names + runs if x in watch.done]
         return {
             "clusters": n,
@@ -692,6 +704,7 @@ async def point(
             "member_requests_per_s": round(requests / max(t_load, 1e-3)),
             "management_writes": round(writes),
             "objects": counts,
+            "member_events": events,
             # Reconciles per controller and the seconds spent in them: single rollout, then load.
             "results": dict(RESULTS),
             "reconciles_single": {k: [c, round(t, 1)] for k, (c, t) in work_single.items()},
