@@ -93,11 +93,13 @@ def next_probe_in(key: str, now: datetime) -> float:
 
 
 def details_due(key: str, previous: dict[str, Any], now: datetime) -> bool:
-    """Whether this probe also reads the member's version and node count: when its status lacks
-    them or it was not ready, else at one probe in DETAILS_EVERY (its own, by the same hash as its
-    moment in the cycle). Readiness is asked at every probe; what seldom changes is not, at three
-    requests per member every PROBE_INTERVAL (pure)."""
-    if not previous.get("ready") or not previous.get("version"):
+    """Whether this probe also reads the member's version and node count: at the controller's first
+    probe of it (no Ready condition yet: registration writes `ready` and `version`, not the node
+    count, and a later write of that alone woke every placement and the member's summaries), when
+    its status lacks a version or it was not ready, else at one probe in DETAILS_EVERY (its own, by
+    the same hash as its moment in the cycle). Readiness is asked at every probe; what seldom
+    changes is not, at three requests per member every PROBE_INTERVAL (pure)."""
+    if not previous.get("ready") or not previous.get("version") or not previous.get("conditions"):
         return True
     cycle = int(now.timestamp() // PROBE_INTERVAL)
     return cycle % DETAILS_EVERY == _phase(key) % DETAILS_EVERY

@@ -444,7 +444,7 @@ def test_members_are_probed_each_at_its_own_moment_of_the_interval() -> None:
 
 
 def test_version_and_node_count_are_read_at_one_probe_in_a_few_once_known() -> None:
-    ready = {"ready": True, "version": "v1.35.4"}
+    ready = {"ready": True, "version": "v1.35.4", "conditions": [{"type": "Ready", "status": "True"}]}
     every = membercluster.DETAILS_EVERY
     cycles = [T0 + dt.timedelta(seconds=membercluster.PROBE_INTERVAL * i) for i in range(every * 4)]
     for key in ("fleet/a", "fleet/b", "team-a/m1"):
@@ -454,6 +454,10 @@ def test_version_and_node_count_are_read_at_one_probe_in_a_few_once_known() -> N
         # Unknown or just back from not ready: read at once, whatever the turn.
         assert all(membercluster.details_due(key, {"ready": True}, at) for at in cycles)
         assert all(membercluster.details_due(key, {**ready, "ready": False}, at) for at in cycles)
+        # Registered (ready and version written by `fleetwave register`) but never probed by the
+        # controller: the first probe reads everything, in the one status write it makes.
+        registered = {"ready": True, "version": "v1.35.4", "connectionStatus": "Healthy"}
+        assert all(membercluster.details_due(key, registered, at) for at in cycles)
 
 
 async def test_a_probe_without_details_keeps_the_version_and_node_count_it_had(
@@ -469,7 +473,8 @@ async def test_a_probe_without_details_keeps_the_version_and_node_count_it_had(
 
     monkeypatch.setattr(registration, "probe_pooled", probe)
     count = {"kubernetes-fleet.io/node-count": {"value": "3", "observationTime": "2020-01-01T00:00:00Z"}}
-    previous = {"ready": True, "version": "v1.35.4", "properties": count}
+    ready = [{"type": "Ready", "status": "True", "reason": membercluster.REACHABLE}]
+    previous = {"ready": True, "version": "v1.35.4", "properties": count, "conditions": ready}
     every = membercluster.DETAILS_EVERY
     off_turn = next(
         T0 + dt.timedelta(seconds=membercluster.PROBE_INTERVAL * i)
@@ -494,3 +499,35 @@ async def test_a_probe_without_details_keeps_the_version_and_node_count_it_had(
     status = client.patches[0]["status"] if client.patches else {}
     assert "version" not in status  # kept as it was: a merge patch names only what changed
     assert "properties" not in status
+
+
+async def test_a_registered_member_gets_one_status_write_then_none_while_nothing_changes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    async def probe(_target: MemberTarget, *, details: bool) -> registration.Probe:
+        return registration.Probe(
+            True, "v1.35.4" if details else None, "API server ready", 3 if details else None
+        )
+
+    monkeypatch.setattr(registration, "probe_pooled", probe)
+    # As `fleetwave register` leaves it: ready and version, no node count, no condition.
+    mc = _mc(status={"ready": True, "version": "v1.35.4", "connectionStatus": "Healthy"})
+    cache = _Cache({("MemberCluster", "team-a", "m1"): mc, ("Secret", "team-a", "s"): _secret(_kubeconfig())})
+
+    class _Stored(_Client):
+        async def patch(self, resource: Any, name: str, body: Any, **_: Any) -> None:
+            self.patches.append(body)
+            for key, value in body["status"].items():  # the fields this controller writes: whole
+                mc["status"][key] = value
+            mc["metadata"]["resourceVersion"] = str(int(mc["metadata"]["resourceVersion"]) + 1)
+
+    client = _Stored()
+    for probe_number in range(2 * membercluster.DETAILS_EVERY):  # every member's turn comes in there
+        at = T0 + dt.timedelta(seconds=membercluster.PROBE_INTERVAL * probe_number)
+        await membercluster.reconcile(
+            dataclasses.replace(_ctx(cache, client), clock=lambda at=at: at), "team-a/m1"
+        )
+
+    (first,) = client.patches  # each write wakes every placement and the member's summaries
+    assert first["status"]["properties"]["kubernetes-fleet.io/node-count"]["value"] == "3"
+    assert first["status"]["conditions"][0]["reason"] == membercluster.REACHABLE
