@@ -83,6 +83,9 @@ def reconcile_seconds() -> dict[str, tuple[int, float]]:
     text = httpx2.get(f"http://127.0.0.1:{METRICS_PORT}/metrics", timeout=10).text
     out = histogram_totals(text, "fleetwave_reconcile_duration_seconds")
     WAITS.update(histogram_totals(text, "fleetwave_event_to_reconcile_seconds"))
+    LAG.clear()
+    for m in re.finditer(r'^fleetwave_event_loop_lag_seconds_bucket\{le="([^"]+)"\} (\S+)$', text, re.M):
+        LAG[m.group(1)] = int(float(m.group(2)))
     for m in re.finditer(
         r'^fleetwave_reconcile_total\{controller="([^"]+)",result="([^"]+)"\} (\S+)$', text, re.M
     ):
@@ -92,6 +95,21 @@ def reconcile_seconds() -> dict[str, tuple[int, float]]:
 
 RESULTS: dict[str, int] = {}  # reconciles by controller/result, as last read
 WAITS: dict[str, tuple[int, float]] = {}  # (keys taken, seconds they waited) by controller, as last read
+LAG: dict[str, int] = {}  # the event loop's lag samples by cumulative bucket bound, as last read
+
+
+def lag_quantiles(before: dict[str, int], after: dict[str, int]) -> dict[str, str]:
+    """The loop-lag bucket bound under which 50% / 99% of the samples taken between two reads fell
+    ("+Inf" past the last bound): is the loop busy when a gate opens?"""
+    bounds = sorted(after, key=float)
+    total = after.get("+Inf", 0) - before.get("+Inf", 0)
+    out = {}
+    for name, q in (("p50", 0.5), ("p99", 0.99)):
+        out[name] = (
+            next((b for b in bounds if after[b] - before.get(b, 0) >= q * total), "+Inf") if total else "n/a"
+        )
+    out["samples"] = str(total)
+    return out
 
 
 def env_of(server: int, servers: int) -> str:
@@ -654,6 +672,7 @@ async def point(
         t_single = time.monotonic() - t0
         work_single = await asyncio.to_thread(reconcile_seconds)
         waits_single = dict(WAITS)
+        lag_single = dict(LAG)
 
         names = [f"load-{n}-{j}" for j in range(args.promotions)]
         runs = [f"run-{n}-{j}" for j in range(args.staged_runs)]
@@ -719,6 +738,8 @@ async def point(
                 )
                 for k, (c, t) in WAITS.items()
             },
+            # The event loop's lag in the loaded batch (bucket bounds, seconds).
+            "loop_lag_load": lag_quantiles(lag_single, LAG),
         }
     finally:
         watch.stop()

@@ -57,6 +57,12 @@ class Metrics:
             buckets=_LATENCY_BUCKETS,
             registry=self.registry,
         )
+        self.loop_lag = Histogram(
+            "fleetwave_event_loop_lag_seconds",
+            "How much later than due the event loop woke a task that slept a fixed interval.",
+            buckets=_LATENCY_BUCKETS,
+            registry=self.registry,
+        )
         self.queue_depth = Gauge(
             "fleetwave_workqueue_depth",
             "Keys ready and waiting for a worker.",
