@@ -4,6 +4,8 @@ The engine says when its decision may next change (`requeue_at`: a gate's deadli
 interval while it waits on facts). That instant becomes a delayed requeue; an instant already due is
 re-run after a short floor rather than through the error backoff, so a gate that opens "now" never
 waits on a retry schedule meant for failures. No instant means nothing but an event can change it.
+`now` is the clock when the pass returns, not when it began: a pass under load lasts a second or
+more, and a delay counted from its start fired that much late.
 """
 
 from __future__ import annotations

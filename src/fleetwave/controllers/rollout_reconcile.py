@@ -122,7 +122,7 @@ async def reconcile(ctx: Context, key: str, rollout: Rollout[P, F]) -> Result:
     if rollout.progress_only(raw.get("status") or {}, status):
         left = ctx.progress_due_in((rollout.kind, key))
         if left is not None:
-            return _sooner(requeue.after(decision, run.now), left)
+            return _sooner(requeue.after(decision, ctx.clock()), left)
     # The event of this write wakes us again, on purpose: what the next pass observes depends on the
     # status just written (a stage's post-delay checks are judged once it says they are due).
     written, fresh = await write_versioned(ctx.client, ctx.resource(rollout.kind), Versioned.of(obj), status)
@@ -133,7 +133,9 @@ async def reconcile(ctx: Context, key: str, rollout: Rollout[P, F]) -> Result:
         ctx.status_written[(rollout.kind, key)] = time.monotonic()
     ctx.record_rollout(rollout.kind, key, run.previous, decision.status)
     await rollout.after_status(ctx, run, decision)
-    result = requeue.after(decision, run.now)
+    # From the clock now, not the pass's start: under load a pass lasts a second, and a deadline
+    # counted from its start would fire that much late.
+    result = requeue.after(decision, ctx.clock())
     if (local.get(local_content.STATUS_FIELD) or {}).get("errors") and not result.requeue:
         # Local content is retried (an admin may grant the rights it lacks) without delaying the
         # rollout's own timers.

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
@@ -102,7 +102,7 @@ class _Ctx(Context):
         self.recorder.append((warning, reason, message))  # type: ignore[attr-defined]
 
 
-def _ctx(cache: _Cache, client: _Client) -> _Ctx:
+def _ctx(cache: _Cache, client: _Client, clock: Callable[[], datetime] = lambda: T0) -> _Ctx:
     return _Ctx(
         client=client,  # type: ignore[arg-type]
         cache=cache,  # type: ignore[arg-type]
@@ -110,7 +110,7 @@ def _ctx(cache: _Cache, client: _Client) -> _Ctx:
         helm=None,  # type: ignore[arg-type]
         health=None,  # type: ignore[arg-type]
         namespace="fleetwave-system",
-        clock=lambda: T0,
+        clock=clock,
     )
 
 
@@ -303,3 +303,28 @@ async def test_a_pass_does_not_decide_from_a_cache_older_than_its_own_status_wri
     cache.objects_[(KIND, "p")] = _profile(version="8")
     await rollout_reconcile.reconcile(ctx, "p", rollout)
     assert "act facts=42" in rollout.log
+
+
+async def test_the_next_wake_is_counted_from_the_end_of_the_pass_not_its_start() -> None:
+    """A pass under load lasts a second or more: a deadline counted from its start fired that much
+    late."""
+
+    async def requeue_after(pass_lasts: timedelta) -> float:
+        clock = [T0]
+        client = _Client()
+        original = client.patch
+
+        async def slow_patch(resource: Any, name: str, body: Any, **kw: Any) -> Any:
+            clock[0] += pass_lasts  # the status write returns this much later
+            return await original(resource, name, body, **kw)
+
+        client.patch = slow_patch  # type: ignore[method-assign]
+        cache = _Cache({(KIND, "p"): _profile(), ("MemberCluster", "a"): _member("a")})
+        ctx = _ctx(cache, client, lambda: clock[0])
+        result = await rollout_reconcile.reconcile(ctx, "p", _Fake())
+        assert result.requeue_after is not None
+        return result.requeue_after
+
+    quick, slow = await requeue_after(timedelta(0)), await requeue_after(timedelta(seconds=0.8))
+    assert quick > 1.0  # a deadline well after the pass
+    assert abs((quick - slow) - 0.8) < 1e-6

@@ -133,7 +133,7 @@ async def roll(ctx: Context, where: Setting, current: Versioned, render: Render)
         state = await _act(ctx, where, decided, targets, gone)
         if state == decided:
             break
-    return requeue.after(decision, now)
+    return requeue.after(decision, ctx.clock())  # counted from now: the pass itself took time
 
 
 def _targets(decision: fx.Decision) -> tuple[str, ...]:

@@ -188,8 +188,8 @@ async def execute(
             return Result(requeue_after=requeue.FLOOR_SECONDS)
         record, requests = await act(ctx, where, step), _known(requests, step)
         if record == step.record:
-            return _requeue(step, now)
-    return _requeue(step, now)
+            return _requeue(step, ctx.clock())
+    return _requeue(step, ctx.clock())  # the deadline counted from now: the pass itself took time
 
 
 def _held_back(
