@@ -83,6 +83,8 @@ def reconcile_seconds() -> dict[str, tuple[int, float]]:
     text = httpx2.get(f"http://127.0.0.1:{METRICS_PORT}/metrics", timeout=10).text
     out = histogram_totals(text, "fleetwave_reconcile_duration_seconds")
     WAITS.update(histogram_totals(text, "fleetwave_event_to_reconcile_seconds"))
+    for m in re.finditer(r'^fleetwave_gc_pause_seconds_(count|sum)\{generation="2"\} (\S+)$', text, re.M):
+        GC[m.group(1)] = float(m.group(2))
     LAG.clear()
     for m in re.finditer(r'^fleetwave_event_loop_lag_seconds_bucket\{le="([^"]+)"\} (\S+)$', text, re.M):
         LAG[m.group(1)] = int(float(m.group(2)))
@@ -95,6 +97,7 @@ def reconcile_seconds() -> dict[str, tuple[int, float]]:
 
 RESULTS: dict[str, int] = {}  # reconciles by controller/result, as last read
 WAITS: dict[str, tuple[int, float]] = {}  # (keys taken, seconds they waited) by controller, as last read
+GC: dict[str, float] = {}  # full collections of the controller's GC: count and seconds, as last read
 LAG: dict[str, int] = {}  # the event loop's lag samples by cumulative bucket bound, as last read
 
 
@@ -673,6 +676,7 @@ async def point(
         work_single = await asyncio.to_thread(reconcile_seconds)
         waits_single = dict(WAITS)
         lag_single = dict(LAG)
+        gc_single = dict(GC)
 
         names = [f"load-{n}-{j}" for j in range(args.promotions)]
         runs = [f"run-{n}-{j}" for j in range(args.staged_runs)]
@@ -740,6 +744,11 @@ async def point(
             },
             # The event loop's lag in the loaded batch (bucket bounds, seconds).
             "loop_lag_load": lag_quantiles(lag_single, LAG),
+            # Full collections of the controller's cyclic GC in the batch (the loop stops meanwhile).
+            "gc_full_load": {
+                "count": round(GC.get("count", 0) - gc_single.get("count", 0)),
+                "seconds": round(GC.get("sum", 0.0) - gc_single.get("sum", 0.0), 2),
+            },
         }
     finally:
         watch.stop()

@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from fleetwave.kube.client import AsyncClient
-from fleetwave.runtime import controller, leader, loop_lag, metrics, shards, watching
+from fleetwave.runtime import controller, gc_pauses, leader, loop_lag, metrics, shards, watching
 from fleetwave.runtime.probes import Endpoint, ProbeServer
 
 log = logging.getLogger(__name__)
@@ -141,7 +141,7 @@ class Manager:
 
     async def run(self) -> None:
         """Run until `stop()` or a signal; raises `LeadershipLost` if the lease is lost."""
-        with self._signals():
+        with self._signals(), gc_pauses.GcPauses(self.metrics.gc_pause):
             await self.probes.start()
             tasks = [asyncio.create_task(i.run(), name=f"informer {i.name}") for i in self._informers]
             tasks.append(asyncio.create_task(loop_lag.watch(self.metrics.loop_lag), name="loop lag"))

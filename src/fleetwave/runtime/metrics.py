@@ -63,6 +63,13 @@ class Metrics:
             buckets=_LATENCY_BUCKETS,
             registry=self.registry,
         )
+        self.gc_pause = Histogram(
+            "fleetwave_gc_pause_seconds",
+            "Collections of Python's cyclic garbage collector by generation: the event loop stops meanwhile.",
+            ["generation"],
+            buckets=_LATENCY_BUCKETS,
+            registry=self.registry,
+        )
         self.queue_depth = Gauge(
             "fleetwave_workqueue_depth",
             "Keys ready and waiting for a worker.",
