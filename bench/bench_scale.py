@@ -719,6 +719,7 @@ async def point(
             "gate_p50_ms": round(pct(reactions, 0.5) * 1000) if reactions else None,
             "gate_p99_ms": round(pct(reactions, 0.99) * 1000) if reactions else None,
             "gate_samples": len(reactions),
+            "gate_ms": sorted(round(r * 1000) for r in reactions),
             "controller_rss_mib": round(sampler.peak["controller"] / 2**20),
             "controller_cpu_s": round(cpu, 1),
             "controller_cores": round(cpu / max(t_load, 1e-3), 2),
