@@ -396,6 +396,13 @@ def object_counts(client: Client) -> dict[str, int]:
     return out
 
 
+def _delay_until(rollout: Obj) -> str | None:
+    """The dev stage's delay gate's `until` in a promotion's engine record."""
+    dev: Obj = next((s for s in rollout.get("stages") or [] if s.get("name") == "dev"), {})
+    until = next((g.get("until") for g in dev.get("gates") or [] if g.get("kind") == "Delay"), None)
+    return str(until) if until else None
+
+
 class Watch:
     """Stage profiles' first writes with clusters, and promotion/run completion, as events arrive."""
 
@@ -404,6 +411,7 @@ class Watch:
         self.first_write: dict[str, float] = {}  # profile name -> receive time
         self.done: dict[str, float] = {}  # promotion or run name -> time seen Succeeded
         self.promotions: dict[str, Obj] = {}
+        self.gate_seen: dict[str, float] = {}  # promotion -> receive time of the status naming its delay gate
         self.changed = asyncio.Event()
         self.tasks: list[asyncio.Task[None]] = []
 
@@ -423,6 +431,8 @@ class Watch:
         async for _, obj in self.client.watch(kinds.resource("ClusterPromotion"), on_error=on_error_retry):
             self.promotions[obj.metadata.name] = obj.to_dict()
             rollout = (obj.status or {}).get("rollout") or {}
+            if _delay_until(rollout) is not None:
+                self.gate_seen.setdefault(obj.metadata.name, time.time())
             if rollout.get("phase") == "Succeeded":
                 self.done.setdefault(obj.metadata.name, time.time())
                 self.changed.set()
@@ -447,17 +457,16 @@ class Watch:
                 await asyncio.wait_for(self.changed.wait(), min(left, 5.0))
         return True
 
-    def gate_reactions(self, names: list[str]) -> list[float]:
+    def gate_reactions(self, names: list[str]) -> list[tuple[float, float]]:
+        """Per gated promotion: the gate's reaction, and how long after the gate's `until` the status
+        naming the gate was seen here (positive: the gate was recorded only after it had opened)."""
         out = []
         for name in names:
-            stages = ((self.promotions.get(name, {}).get("status") or {}).get("rollout") or {}).get(
-                "stages"
-            ) or []
-            dev: Obj = next((s for s in stages if s.get("name") == "dev"), {})
-            until = next((g.get("until") for g in dev.get("gates") or [] if g.get("kind") == "Delay"), None)
+            until = _delay_until((self.promotions.get(name, {}).get("status") or {}).get("rollout") or {})
             seen = self.first_write.get(f"{name}-staging")
             if until and seen:
-                out.append(seen - dt.datetime.fromisoformat(until.replace("Z", "+00:00")).timestamp())
+                at = dt.datetime.fromisoformat(until.replace("Z", "+00:00")).timestamp()
+                out.append((seen - at, self.gate_seen.get(name, at) - at))
         return out
 
     def stop(self) -> None:
@@ -705,7 +714,8 @@ async def point(
         work = await asyncio.to_thread(reconcile_seconds)
         requests = await asyncio.to_thread(member_requests, state.members) - requests_before
         writes = await asyncio.to_thread(management_writes, state) - writes_before
-        reactions = watch.gate_reactions(names)
+        gates = watch.gate_reactions(names)
+        reactions = [r for r, _ in gates]
         counts = await asyncio.to_thread(object_counts, sync)
         events = await asyncio.to_thread(member_events, sync)
         finished = [x for x in names + runs if x in watch.done]
@@ -719,7 +729,8 @@ async def point(
             "gate_p50_ms": round(pct(reactions, 0.5) * 1000) if reactions else None,
             "gate_p99_ms": round(pct(reactions, 0.99) * 1000) if reactions else None,
             "gate_samples": len(reactions),
-            "gate_ms": sorted(round(r * 1000) for r in reactions),
+            # Each gate's reaction, with when its status was seen relative to its `until` (ms).
+            "gate_ms": sorted([round(r * 1000), round(late * 1000)] for r, late in gates),
             "controller_rss_mib": round(sampler.peak["controller"] / 2**20),
             "controller_cpu_s": round(cpu, 1),
             "controller_cores": round(cpu / max(t_load, 1e-3), 2),
