@@ -167,18 +167,25 @@ class RolloutMetrics:
 
     def record(self, kind: str, key: str, seen: rm.Observation) -> None:
         namespace, _, name = key.rpartition("/")
-        self._phases[(kind, key)] = seen.phase
-        self._recount(kind)
-        self.forget_series(kind, key)
+        if self._phases.get((kind, key)) != seen.phase:
+            self._phases[(kind, key)] = seen.phase
+            self._recount(kind)
         stage_labels: list[_Labels] = [
             (kind, namespace, name, stage, phase) for stage, phase in seen.stage_phases
         ]
-        cluster_labels: list[_Labels] = []
+        counts = {(kind, namespace, name, stage, state): count for stage, state, count in seen.clusters}
+        cluster_labels = list(counts)
+        # Only the series that went away are removed (a rollout's pass mostly moves counts: removing
+        # and re-creating every series at every pass was most of this method's cost).
+        old_stages, old_clusters = self._series.get((kind, key), ([], []))
+        for labels in set(old_stages) - set(stage_labels):
+            self.stage_phase.remove(*labels)
+        for labels in set(old_clusters) - set(cluster_labels):
+            self.clusters.remove(*labels)
         for labels in stage_labels:
             self.stage_phase.labels(*labels).set(1)
-        for stage, state, count in seen.clusters:
-            cluster_labels.append((kind, namespace, name, stage, state))
-            self.clusters.labels(*cluster_labels[-1]).set(count)
+        for labels, count in counts.items():
+            self.clusters.labels(*labels).set(count)
         self.approvals_pending.labels(kind, namespace, name).set(seen.approvals_pending)
         self._series[(kind, key)] = (stage_labels, cluster_labels)
         for gate, seconds in seen.gate_waits:

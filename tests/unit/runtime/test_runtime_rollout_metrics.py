@@ -67,3 +67,20 @@ def test_record_sets_gauges_counts_once_and_forget_drops_the_rollout() -> None:
     assert _sample(metrics, "fleetwave_rollouts", kind=kind, phase="Succeeded") == 0
     assert _sample(metrics, "fleetwave_rollout_stage_phase", **stage, phase="Succeeded") is None
     assert _sample(metrics, "fleetwave_approvals_pending", kind=kind, namespace="", rollout="promo") is None
+
+
+def test_a_pass_updates_counts_in_place_and_drops_only_the_series_that_went_away() -> None:
+    metrics = Metrics()
+    kind = "ClusterPromotion"
+    stage = {"kind": kind, "namespace": "", "rollout": "promo", "stage": "prod"}
+
+    def observed(*clusters: tuple[str, str, int]) -> rm.Observation:
+        return rm.Observation("Progressing", (("prod", "Progressing"),), tuple(clusters), 0)
+
+    metrics.rollouts.record(kind, "promo", observed(("prod", "in_flight", 3), ("prod", "pending", 7)))
+    metrics.rollouts.record(kind, "promo", observed(("prod", "in_flight", 2), ("prod", "done", 1)))
+    assert _sample(metrics, "fleetwave_rollout_clusters", **stage, state="in_flight") == 2
+    assert _sample(metrics, "fleetwave_rollout_clusters", **stage, state="done") == 1
+    assert _sample(metrics, "fleetwave_rollout_clusters", **stage, state="pending") is None
+    assert _sample(metrics, "fleetwave_rollout_stage_phase", **stage, phase="Progressing") == 1
+    assert _sample(metrics, "fleetwave_rollouts", kind=kind, phase="Progressing") == 1
