@@ -34,6 +34,7 @@ from fleetwave.kube import ops
 from fleetwave.local import binaries, recipe
 from fleetwave.mgmt import install as installing
 from fleetwave.mgmt import placement_kinds
+from fleetwave.runtime import gc_freeze as freezing
 from fleetwave.runtime.manager import LeadershipLost
 
 app = typer.Typer(help="Run the fleetwave controller.", no_args_is_help=True)
@@ -173,6 +174,14 @@ def run(
             "format (json, slack or cloudevents) and headers (a YAML map).",
         ),
     ] = None,
+    gc_freeze: Annotated[
+        bool,
+        typer.Option(
+            "--gc-freeze/--no-gc-freeze",
+            help="Keep long-lived objects out of Python's garbage collector, with a full sweep every "
+            "30 min: short collection pauses on a large fleet (ADR 0095).",
+        ),
+    ] = True,
 ) -> None:
     """Reconcile ClusterPromotions, ClusterProfiles and ClusterSummaries until stopped."""
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -206,9 +215,14 @@ def run(
         # each on a client of their own.
         client, watcher = kubeclient.async_client(config, http2=True), kubeclient.async_client(config)
         leases = kubeclient.async_client(config)
+        # A process-wide choice, so here and not in the manager (which tests run in their own process).
+        frozen = asyncio.create_task(freezing.keep_long_lived_frozen()) if gc_freeze else None
         try:
             await controllers.build(client, settings, watch_client=watcher, lease_client=leases).run()
         finally:
+            if frozen is not None:
+                frozen.cancel()
+                await asyncio.gather(frozen, return_exceptions=True)
             for each in (client, watcher, leases):
                 await each.close()
 

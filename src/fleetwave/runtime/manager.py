@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from fleetwave.kube.client import AsyncClient
-from fleetwave.runtime import controller, gc_freeze, gc_pauses, leader, loop_lag, metrics, shards, watching
+from fleetwave.runtime import controller, gc_pauses, leader, loop_lag, metrics, shards, watching
 from fleetwave.runtime.probes import Endpoint, ProbeServer
 
 log = logging.getLogger(__name__)
@@ -145,7 +145,6 @@ class Manager:
             await self.probes.start()
             tasks = [asyncio.create_task(i.run(), name=f"informer {i.name}") for i in self._informers]
             tasks.append(asyncio.create_task(loop_lag.watch(self.metrics.loop_lag), name="loop lag"))
-            tasks.append(asyncio.create_task(gc_freeze.keep_long_lived_frozen(), name="gc freeze"))
             try:
                 await self._run_phases(tasks)
             finally:
