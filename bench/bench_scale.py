@@ -530,6 +530,76 @@ async def _promotion_revision(
     raise RuntimeError("watch ended")
 
 
+class _Timeline:
+    """When each stage of a promotion trial reached each step (ms since the content edit): its
+    profile pinned the new content, its summaries were written with it, and they reported it Ready
+    (first .. last of the stage): where the trial's time goes between the stages."""
+
+    def __init__(self, client: AsyncClient, name: str) -> None:
+        self.client, self.name = client, name
+        self.t0 = time.monotonic()
+        self.old: str | None = None
+        self.seen: dict[tuple[str, str], list[float]] = collections.defaultdict(list)
+        self._done: set[tuple[str, str, str]] = set()
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def start(self, old: str | None) -> None:
+        self.t0, self.old = time.monotonic(), old
+        self.seen.clear()
+        self._done.clear()
+        if not self._tasks:
+            for kind in ("ClusterProfile", "ClusterSummary"):
+                self._tasks.append(asyncio.create_task(self._follow(kind)))
+
+    def _mark(self, stage: str, step: str, who: str) -> None:
+        if (stage, step, who) not in self._done:
+            self._done.add((stage, step, who))
+            self.seen[(stage, step)].append((time.monotonic() - self.t0) * 1000)
+
+    async def _follow(self, kind: str) -> None:
+        prefix = f"{self.name}-"
+        resource = kinds.resource(kind)
+        scope = {"namespace": "*"} if kind == "ClusterSummary" else {}
+        async for _, obj in self.client.watch(resource, on_error=on_error_retry, **scope):
+            raw = obj.to_dict()
+            meta = raw.get("metadata") or {}
+            annotations = meta.get("annotations") or {}
+            if kind == "ClusterProfile":
+                stage = str(meta.get("name", ""))
+                wanted = annotations.get("fleetwave.io/pinned-content-hash")
+                if stage.startswith(prefix) and wanted not in (None, self.old):
+                    self._mark(stage[len(prefix) :], "profile", stage)
+                continue
+            profile = str((meta.get("labels") or {}).get("fleetwave.io/cluster-profile", ""))
+            wanted = annotations.get("fleetwave.io/content-hash")
+            if not profile.startswith(prefix) or wanted in (None, self.old):
+                continue
+            stage, who = profile[len(prefix) :], str(meta.get("name"))
+            self._mark(stage, "written", who)
+            status = raw.get("status") or {}
+            ready = any(
+                c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or []
+            )
+            if ready and status.get("observedContentHash") == wanted:
+                self._mark(stage, "ready", who)
+
+    def text(self) -> str:
+        out = []
+        for stage in ("dev", "staging", "production"):
+            parts = []
+            for step in ("profile", "written", "ready"):
+                times = self.seen.get((stage, step)) or []
+                if times:
+                    parts.append(f"{step} {min(times):.0f}..{max(times):.0f} ({len(times)})")
+            out.append(f"{stage}: " + ", ".join(parts))
+        return "; ".join(out)
+
+    async def close(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+
 async def _direct(servers: list[AsyncClient], stages: dict[str, list[int]], docs: list[Obj]) -> float:
     """The same objects applied to every registration's server (each registration its own request,
     as its delivery is), all of a stage at once, stage after stage. ConfigMaps and Namespaces are
@@ -617,6 +687,7 @@ async def ratio(state: fleet.FleetState, n: int, trials: int, controller_pid: in
     stages = stage_members(n, len(state.members))
     name, staged = f"ratio-{n}", f"sratio-{n}"
     rows: list[tuple[float, float, float, float, float, float]] = []
+    timeline = _Timeline(client, name)
     try:
         await client.apply(codecs.from_dict(ratio_policy(name, 0)), force=True)
         await client.apply(codecs.from_dict(ratio_promotion(name, n)), force=True)
@@ -626,9 +697,11 @@ async def ratio(state: fleet.FleetState, n: int, trials: int, controller_pid: in
         for trial in range(1, trials + 1):
             marked = await _mark_requests(sources)
             before, work = cpu_seconds(tree(controller_pid)), await asyncio.to_thread(reconcile_seconds)
+            timeline.start(content_hash)
             promoted, content_hash = await _promotion_revision(client, name, trial, content_hash)
             promotion_cpu = cpu_seconds(tree(controller_pid)) - before
             print(f"  passes of the promotion trial: {await _passes_since(work)}", flush=True)
+            print(f"  stages of the promotion trial (ms): {timeline.text()}", flush=True)
             await _print_requests(marked, sources, n)
             direct = await _direct(servers, stages, [ratio_payload(f"direct-{n}", trial)])
             marked = await _mark_requests(sources)
@@ -646,6 +719,7 @@ async def ratio(state: fleet.FleetState, n: int, trials: int, controller_pid: in
                 flush=True,
             )
     finally:
+        await timeline.close()
         for c in [client, *servers]:
             await c.close()
     columns = list(zip(*rows, strict=True))

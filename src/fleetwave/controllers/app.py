@@ -16,7 +16,7 @@ import datetime as dt
 import logging
 import os
 from collections.abc import Callable, Hashable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -387,7 +387,8 @@ def _add_controllers(
             "ClusterSummary": summaries.enqueue,
         }
     )
-    wire(keys, informers, promotions, profiles, summaries, _Writes(ctx.own_writes, ctx.echoes))
+    writes = _Writes(ctx.own_writes, ctx.echoes, ctx.due_on_arrival)
+    wire(keys, informers, promotions, profiles, summaries, writes)
 
 
 def _labels(obj: Any) -> dict[str, str]:
@@ -523,6 +524,8 @@ class _Keys:
 class _Writes:
     own: OwnWrites
     echoes: Echoes
+    # Stage profile -> the version whose event wakes its pass at once (Context.due_on_arrival).
+    due_on_arrival: dict[str, str] = field(default_factory=dict)
 
 
 def wire(
@@ -650,15 +653,20 @@ def _wire_profiles(
     # A promotion writes the summaries of the stage profile it has just changed itself
     # (`summary_writes.write_ahead`): the profile's own pass, which finds them written, follows
     # STAGE_PROFILE_AHEAD seconds later instead of taking the loop from the stage's first deliveries.
-    def stage_profile(obj: Any) -> bool:
-        return bool(list(keys.promotion_of_profile(obj)))
+    # When the promotion did not write them, the event of its write wakes the pass at once.
+    def on_profile(event: EventType, obj: Any) -> None:
+        key = object_key(obj)
+        if not list(keys.promotion_of_profile(obj)):
+            profiles.enqueue(key)
+            return
+        version = obj.metadata.resourceVersion
+        if version is not None and writes.due_on_arrival.get(key) == version:
+            del writes.due_on_arrival[key]
+            profiles.enqueue(key)
+        else:
+            profiles.enqueue(key, STAGE_PROFILE_AHEAD)
 
-    profiles.watch(informers["ClusterProfile"], lambda o: [] if stage_profile(o) else _itself(o))
-    profiles.watch(
-        informers["ClusterProfile"],
-        lambda o: _itself(o) if stage_profile(o) else [],
-        delay=STAGE_PROFILE_AHEAD,
-    )
+    informers["ClusterProfile"].on_change(on_profile)
     profiles.watch(
         informers["ClusterSummary"],
         _unless_echo(profiles, writes, "ClusterSummary", "ClusterProfile", keys.pacing_profiles_of_summary),

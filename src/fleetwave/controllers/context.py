@@ -253,6 +253,10 @@ class Context:
     # status: a waiting judgement's changing message is written at most every PROGRESS_EVERY
     # seconds (`progress_due_in`).
     status_written: dict[Hashable, float] = field(default_factory=dict)
+    # Stage profile name -> the version a promotion wrote without writing its summaries ahead:
+    # that version's event wakes the profile's pass at once, not `app.STAGE_PROFILE_AHEAD` later
+    # (a wake before the event would pass over the profile as the cache still holds it).
+    due_on_arrival: dict[str, str] = field(default_factory=dict)
     # kind -> enqueue(key) of its controller, filled in once the controllers exist (app.py).
     wakers: dict[str, Callable[[str], None]] = field(default_factory=dict)
     # The rollout metrics of the manager's registry (ADR 0082); None: not recorded (unit tests).

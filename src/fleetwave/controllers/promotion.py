@@ -114,8 +114,9 @@ class _Promotions:
             if back is not None and back.started and target is not None:
                 pinned = (target.snapshot, target.snapshot_hash)
                 wanted = _delivery_profile(run, stage, pinned)
-                if await _ensure_profile(ctx, run, wanted, back.started) is not None:
-                    _pass_now(ctx, wanted.name)  # a rollback's summaries are not written ahead
+                written = await _ensure_profile(ctx, run, wanted, back.started)
+                if written is not None:
+                    _pass_now(ctx, wanted.name, written)  # a rollback's summaries are not written ahead
             elif stage.started:
                 pinned = (run.resolved.snapshot_name, run.resolved.hash)
                 wanted = _delivery_profile(run, stage, pinned)
@@ -123,7 +124,7 @@ class _Promotions:
                 if written is not None and not await summary_writes.write_ahead(
                     ctx, written, run.resolved, stage.started
                 ):
-                    _pass_now(ctx, wanted.name)
+                    _pass_now(ctx, wanted.name, written)
         for effect in decision.effects:
             await _carry_out(ctx, run, decision, effect)
         await _remove_finished_verifications(ctx, run, decision)
@@ -332,8 +333,9 @@ async def _carry_out(ctx: Context, run: Run, decision: fx.Decision, effect: fx.E
         case fx.DeployPreHealthCheck(stage=stage_name):
             clusters = next(s.clusters for s in decision.status.stages if s.name == stage_name)
             verification = _pre_verification_profile(run, stage_name)
-            if await _ensure_profile(ctx, run, verification, clusters) is not None:
-                _pass_now(ctx, verification.name)
+            written = await _ensure_profile(ctx, run, verification, clusters)
+            if written is not None:
+                _pass_now(ctx, verification.name, written)
         case fx.RequestApproval(stage=stage_name):
             await ctx.event(
                 run.obj, False, "ApprovalRequired", f"stage {stage_name} waits for manual approval"
@@ -391,9 +393,16 @@ def _pre_verification_profile(run: Run, stage: str) -> _StageProfile:
     )
 
 
-def _pass_now(ctx: Context, profile: str) -> None:
+def _pass_now(ctx: Context, profile: str, written: Any) -> None:
     """A stage profile's own change reaches its pass a moment later (`app.STAGE_PROFILE_AHEAD`), the
-    promotion having written its summaries ahead; when it did not, the pass is due at once."""
+    promotion having written its summaries ahead; when it did not, the pass is due as soon as the
+    cache holds what was `written` (a pass before that would find the profile as it was): at once
+    when its event came while the write was in flight, else when it comes."""
+    version = written.metadata.resourceVersion
+    cached = ctx.cache.get("ClusterProfile", None, profile)
+    if cached is None or (cached.get("metadata") or {}).get("resourceVersion") != version:
+        ctx.due_on_arrival[profile] = version
+        return
     wake = ctx.wake("ClusterProfile", profile)
     if wake is not None:
         wake.call()

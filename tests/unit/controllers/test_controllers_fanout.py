@@ -103,10 +103,11 @@ class World:
     summaries: _Recorder = field(default_factory=lambda: _Recorder("summaries"))
     own: OwnWrites = field(default_factory=OwnWrites)
     echoes: Echoes = field(default_factory=Echoes)
+    due_on_arrival: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.keys = app._Keys(Cache(self.informers))  # type: ignore[arg-type]
-        writes = app._Writes(self.own, self.echoes)
+        writes = app._Writes(self.own, self.echoes, self.due_on_arrival)
         app.wire(self.keys, self.informers, self.promotions, self.profiles, self.summaries, writes)  # type: ignore[arg-type]
 
     def emit(self, event: EventType, kind: str, body: dict[str, Any]) -> _Obj:
@@ -467,3 +468,22 @@ def test_a_stage_profile_its_promotion_changed_is_passed_a_moment_later_a_plain_
     w.emit("ADDED", "ClusterProfile", _profile("plain", {"policyRefs": [_ref("web")]}))
     assert w.woken()[1] == {"web-dev", "plain"}
     assert w.profiles.delays == {"web-dev": app.STAGE_PROFILE_AHEAD, "plain": 0.0}
+
+
+def test_a_stage_profile_version_due_on_arrival_is_passed_at_once_and_only_that_version() -> None:
+    # The promotion could not write the stage's summaries itself: the event of its write is the
+    # moment the profile's pass can see what it was given, and nothing should wait after it.
+    w = World()
+    stage = _profile("web-dev", {"policyRefs": [_ref("web")]})
+    stage["metadata"] |= {"labels": {"fleetwave.io/promotion": "web"}, "resourceVersion": "7"}
+    w.due_on_arrival["web-dev"] = "8"
+    w.emit("MODIFIED", "ClusterProfile", stage)  # an older version: the usual moment later
+    assert w.woken()[1] == {"web-dev"}
+    assert w.profiles.delays == {"web-dev": app.STAGE_PROFILE_AHEAD}
+    stage["metadata"]["resourceVersion"] = "8"
+    w.emit("MODIFIED", "ClusterProfile", stage)
+    assert w.woken()[1] == {"web-dev"}
+    assert w.profiles.delays == {"web-dev": 0.0}
+    assert w.due_on_arrival == {}  # once: a later change of it is the usual moment later again
+    w.emit("MODIFIED", "ClusterProfile", stage)
+    assert w.profiles.delays == {"web-dev": app.STAGE_PROFILE_AHEAD}
