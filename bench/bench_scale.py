@@ -558,8 +558,8 @@ class _Timeline:
 
     async def _follow(self, kind: str) -> None:
         prefix = f"{self.name}-"
-        resource = kinds.resource(kind)
-        scope = {"namespace": "*"} if kind == "ClusterSummary" else {}
+        resource: Any = kinds.resource(kind)
+        scope: dict[str, Any] = {"namespace": "*"} if kind == "ClusterSummary" else {}
         async for _, obj in self.client.watch(resource, on_error=on_error_retry, **scope):
             raw = obj.to_dict()
             meta = raw.get("metadata") or {}
@@ -677,6 +677,20 @@ async def _passes_since(before: dict[str, tuple[int, float]]) -> str:
     return ", ".join(f"{k} {c} ({t:.1f} s)" for k, (c, t) in sorted(moved.items()))
 
 
+def fleet_cpu(state: fleet.FleetState) -> dict[str, float]:
+    """CPU seconds so far of the management API server, etcd, and all member API servers."""
+    out = {"management": 0.0, "etcd": 0.0, "members": 0.0}
+    for p in state.processes:
+        side = {"management/apiserver": "management", "etcd": "etcd"}.get(p.name, "members")
+        with contextlib.suppress(OSError):
+            out[side] += cpu_seconds([p.pid])
+    return out
+
+
+def _cpu_text(before: dict[str, float], after: dict[str, float]) -> str:
+    return ", ".join(f"{k} {after[k] - before[k]:.2f} s" for k in before)
+
+
 async def ratio(state: fleet.FleetState, n: int, trials: int, controller_pid: int) -> dict[str, Any]:
     """Per trial, side by side: a 3-stage promotion (no maxUpdate) of one ConfigMap over the N
     registrations, a staged run (maxConcurrency 100%) of a Namespace and a ConfigMap, and applying
@@ -698,16 +712,20 @@ async def ratio(state: fleet.FleetState, n: int, trials: int, controller_pid: in
             marked = await _mark_requests(sources)
             before, work = cpu_seconds(tree(controller_pid)), await asyncio.to_thread(reconcile_seconds)
             timeline.start(content_hash)
+            others = fleet_cpu(state)
             promoted, content_hash = await _promotion_revision(client, name, trial, content_hash)
             promotion_cpu = cpu_seconds(tree(controller_pid)) - before
             print(f"  passes of the promotion trial: {await _passes_since(work)}", flush=True)
             print(f"  stages of the promotion trial (ms): {timeline.text()}", flush=True)
+            print(f"  CPU of the fleet in the promotion trial: {_cpu_text(others, fleet_cpu(state))}")
             await _print_requests(marked, sources, n)
             direct = await _direct(servers, stages, [ratio_payload(f"direct-{n}", trial)])
             marked = await _mark_requests(sources)
             before, work = cpu_seconds(tree(controller_pid)), await asyncio.to_thread(reconcile_seconds)
+            others = fleet_cpu(state)
             ran, index = await _run_revision(client, staged, n, trial, index)
             run_cpu = cpu_seconds(tree(controller_pid)) - before
+            print(f"  CPU of the fleet in the staged-run trial: {_cpu_text(others, fleet_cpu(state))}")
             print(f"  passes of the staged-run trial: {await _passes_since(work)}", flush=True)
             await _print_requests(marked, sources, n)
             direct_staged = await _direct(servers, stages, ratio_staged_docs(f"sdirect-{n}", n, trial)[:2])
