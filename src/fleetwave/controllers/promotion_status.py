@@ -115,49 +115,33 @@ def build(
 
 
 def progress_only(previous: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
-    """Whether `new` differs from `previous` only in how far a stage that stays Progressing has got:
-    which member it waits on and that member's judgement ("0 of 1 updated replicas available"), how
-    many of its clusters are done and when one last finished, and the messages that repeat this.
-    Which clusters were started or failed, a gate, a phase and every transition differ elsewhere.
-    Such a write is held back a few seconds, as a summary's progress is (ADR 0068): each one cost a
-    status write and the pass its event wakes, once per finished cluster. The next pass decides from
-    the record as last written and finds the same clusters done (facts, not the record, say so)."""
-    if not isinstance(previous.get("stages"), list) or not isinstance(new.get("stages"), list):
+    """Whether `new` differs from `previous` only in the description of a stage that stays
+    Progressing: which member it waits on and that member's judgement ("0 of 1 updated replicas
+    available", then "1 old replica pending termination"). The engine's record, a gate's message and
+    every transition differ elsewhere. Such a write is held back a few seconds, as a summary's
+    progress is (ADR 0068): each one cost a status write and the pass its event wakes."""
+    old, fresh = previous.get("stages"), new.get("stages")
+    if not isinstance(old, list) or not isinstance(fresh, list) or len(old) != len(fresh):
         return False
-    if kstatus.normalized(previous) == kstatus.normalized(new):
+    moved = False
+    for before, after in zip(old, fresh, strict=True):
+        if not isinstance(before, Mapping) or not isinstance(after, Mapping):
+            return False
+        if before.get("currentStatusDescription") != after.get("currentStatusDescription"):
+            if before.get("phase") != st.StagePhase.PROGRESSING.value or after.get("phase") != before.get(
+                "phase"
+            ):
+                return False
+            moved = True
+    if not moved:
         return False
-    return bool(kstatus.normalized(_without_progress(previous)) == kstatus.normalized(_without_progress(new)))
+    return bool(
+        kstatus.normalized(_without_descriptions(previous)) == kstatus.normalized(_without_descriptions(new))
+    )
 
 
-_PROGRESSING = st.StagePhase.PROGRESSING.value
-# What a Progressing stage's progress moves: in its Sveltos-shaped entry, and in the engine's record.
-_SHOWN_PROGRESS = ("currentStatusDescription", "completed")
-_RECORDED_PROGRESS = ("completed", "lastProgressAt", "message")
-
-
-def _without_progress(status: Mapping[str, Any]) -> dict[str, Any]:
-    out = {k: v for k, v in status.items() if k != "message"}
-    out["stages"] = [_stage_without(s, _SHOWN_PROGRESS) for s in status.get("stages") or []]
-    out["conditions"] = _conditions_without_messages(status.get("conditions"))
-    record = status.get("rollout")
-    if isinstance(record, Mapping):
-        kept = {k: v for k, v in record.items() if k != "message"}
-        kept["stages"] = [_stage_without(s, _RECORDED_PROGRESS) for s in record.get("stages") or []]
-        kept["conditions"] = _conditions_without_messages(record.get("conditions"))
-        out["rollout"] = kept
-    return out
-
-
-def _stage_without(stage: Any, fields: tuple[str, ...]) -> Any:
-    if not isinstance(stage, Mapping) or stage.get("phase") != _PROGRESSING:
-        return stage
-    return {k: v for k, v in stage.items() if k not in fields}
-
-
-def _conditions_without_messages(conditions: Any) -> Any:
-    """Conditions repeat the current stage's message; their status, reason and times stay."""
-    if not isinstance(conditions, list):
-        return conditions
-    return [
-        {k: v for k, v in c.items() if k != "message"} if isinstance(c, Mapping) else c for c in conditions
+def _without_descriptions(status: Mapping[str, Any]) -> dict[str, Any]:
+    stages = [
+        {k: v for k, v in s.items() if k != "currentStatusDescription"} for s in status.get("stages") or []
     ]
+    return {**status, "stages": stages}
