@@ -615,6 +615,35 @@ async def _direct(servers: list[AsyncClient], stages: dict[str, list[int]], docs
     return time.monotonic() - t0
 
 
+FLOOR_NS = "bench-scale-floor"
+
+
+async def _with_records(
+    management: AsyncClient, servers: list[AsyncClient], stages: dict[str, list[int]], doc: Obj, trial: int
+) -> float:
+    """`_direct` plus the two management writes per cluster a promotion's shape makes (its
+    ClusterSummary written, then its status), as plain ConfigMap writes in FLOOR_NS that no
+    controller follows: record -> member apply -> record's update, each registration of a stage at
+    once. What no promotion can beat on this machine, whatever its controller does."""
+
+    async def deliver(i: int) -> None:
+        record = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": f"floor-{i:04d}", "namespace": FLOOR_NS},
+            "data": {"trial": str(trial), "state": "Provisioning"},
+        }
+        await management.apply(codecs.from_dict(record), force=True)
+        await servers[i % len(servers)].apply(codecs.from_dict(doc), force=True)
+        record["data"] = {"trial": str(trial), "state": "Provisioned"}
+        await management.apply(codecs.from_dict(record), force=True)
+
+    t0 = time.monotonic()
+    for members in stages.values():
+        await asyncio.gather(*(deliver(i) for i in members))
+    return time.monotonic() - t0
+
+
 def ratio_staged_docs(name: str, point: int, trial: int) -> list[Obj]:
     docs = staged_docs(name, point)
     for stage in docs[3]["spec"]["stages"]:
@@ -702,7 +731,10 @@ async def ratio(state: fleet.FleetState, n: int, trials: int, controller_pid: in
     name, staged = f"ratio-{n}", f"sratio-{n}"
     rows: list[tuple[float, float, float, float, float, float]] = []
     timeline = _Timeline(client, name)
+    floors: list[float] = []
     try:
+        namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": FLOOR_NS}}
+        await client.apply(codecs.from_dict(namespace), force=True)
         await client.apply(codecs.from_dict(ratio_policy(name, 0)), force=True)
         await client.apply(codecs.from_dict(ratio_promotion(name, n)), force=True)
         _, content_hash = await _promotion_revision(client, name, 0, None)
@@ -720,6 +752,13 @@ async def ratio(state: fleet.FleetState, n: int, trials: int, controller_pid: in
             print(f"  CPU of the fleet in the promotion trial: {_cpu_text(others, fleet_cpu(state))}")
             await _print_requests(marked, sources, n)
             direct = await _direct(servers, stages, [ratio_payload(f"direct-{n}", trial)])
+            floor = await _with_records(client, servers, stages, ratio_payload(f"floor-{n}", trial), trial)
+            floors.append(floor / direct)
+            print(
+                f"  direct with the shape's two management writes per cluster: {floor:.2f} s "
+                f"({floor / direct:.2f}x direct)",
+                flush=True,
+            )
             marked = await _mark_requests(sources)
             before, work = cpu_seconds(tree(controller_pid)), await asyncio.to_thread(reconcile_seconds)
             others = fleet_cpu(state)
@@ -748,6 +787,7 @@ async def ratio(state: fleet.FleetState, n: int, trials: int, controller_pid: in
         "promotion_direct_s": round(med[1], 2),
         "promotion_ratio": round(statistics.median(r[0] / r[1] for r in rows), 2),
         "promotion_cpu_s": round(med[2], 2),
+        "floor_ratio": round(statistics.median(floors), 2),
         "run_s": round(med[3], 2),
         "run_direct_s": round(med[4], 2),
         "run_ratio": round(statistics.median(r[3] / r[4] for r in rows), 2),
