@@ -4,6 +4,7 @@ deletion) is refused by the version precondition and judged on a fresh read, as 
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import httpx2
@@ -117,3 +118,34 @@ async def test_an_object_applied_before_is_applied_over_its_known_version_withou
         assert member.get(ConfigMap, "settings", namespace=namespace).data == {"v": "6"}
     finally:
         member.delete(Namespace, ns_name)
+
+
+async def test_registrations_of_one_cluster_delivering_one_object_at_once_take_turns(
+    target: MemberTarget, members: dict[str, Client], namespace: str
+) -> None:
+    # Five registrations of one cluster under one profile (ADR 0066): one owner, five inventories.
+    # At once over the version known before, four of five were refused and read again; in turn,
+    # each applies over the version the one before it returned: one apply each, nothing read.
+    member = members[target.name]
+    known = KnownVersions()
+    owner = "ClusterProfile/web"
+    inventories = [f"summary/fleet/web-{i}" for i in range(5)]
+    first = await manifests.apply(
+        target, [_configmap(namespace, v="1")], inventory=inventories[0], owner=owner, known=known
+    )
+    assert first.ok, first.errors
+    seen = await _requests(target)
+    cm_path = f"/api/v1/namespaces/{namespace}/configmaps/settings"
+    reports = await asyncio.gather(
+        *(
+            manifests.apply(target, [_configmap(namespace, v="2")], inventory=i, owner=owner, known=known)
+            for i in inventories
+        )
+    )
+    assert all(r.ok for r in reports), [r.errors for r in reports]
+    assert [m for m, p in seen if p == cm_path] == ["PATCH"] * 5
+    live = member.get(ConfigMap, "settings", namespace=namespace)
+    assert live.data == {"v": "2"}
+    kept = known.get(target.pool_key(), reports[-1].objects[0].ref)
+    assert kept is not None
+    assert kept["metadata"]["resourceVersion"] == live.metadata.resourceVersion  # type: ignore[union-attr]

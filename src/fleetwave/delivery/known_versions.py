@@ -11,8 +11,10 @@ used out first) and kept in memory only: a restart reads again.
 
 from __future__ import annotations
 
+import asyncio
 from collections import OrderedDict
-from collections.abc import Hashable, Mapping
+from collections.abc import AsyncIterator, Hashable, Mapping
+from contextlib import asynccontextmanager
 from typing import Any
 
 from fleetwave.delivery import content as ct
@@ -24,6 +26,26 @@ class KnownVersions:
     def __init__(self, limit: int = LIMIT) -> None:
         self.limit = limit
         self._entries: OrderedDict[tuple[Hashable, object], dict[str, Any]] = OrderedDict()
+        self._turns: dict[tuple[Hashable, object], tuple[asyncio.Lock, int]] = {}
+
+    @asynccontextmanager
+    async def turn(self, server: Hashable, ref: ct.ObjectRef) -> AsyncIterator[None]:
+        """One apply of an object on a server at a time in this process. Two registrations of one
+        cluster deliver the same object at once (ADR 0066): both went over the version known
+        before, and all but the first were refused and read again (a read and an apply more each);
+        in turn, each goes over the version the one before it returned."""
+        key = (server, ref.identity)
+        lock, users = self._turns.get(key) or (asyncio.Lock(), 0)
+        self._turns[key] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._turns[key]
+            if users == 1:
+                del self._turns[key]
+            else:
+                self._turns[key] = (lock, users - 1)
 
     def get(self, server: Hashable, ref: ct.ObjectRef) -> dict[str, Any] | None:
         """The object as this process's last apply of it on `server` left it, if kept."""

@@ -423,7 +423,9 @@ async def apply(
                 if stopped:
                     results.append(AppliedObject(ct.ref_of(obj), ct.object_hash(obj), "skipped", stopped))
                     continue
-                result = await _apply_one(client, resolver, obj, dry_run, policy, ahead[id(obj)])
+                result = await _apply_in_turn(
+                    client, resolver, obj, dry_run, policy, ahead[id(obj)], remembered
+                )
                 results.append(result)
                 stopped = _stop(result, policy)
                 if result.changed and result.ref.kind == "CustomResourceDefinition" and not dry_run:
@@ -433,15 +435,41 @@ async def apply(
             ahead = await _reads_ahead(client, resolver, desired, remembered)
             for wave in _waves(desired):
                 done = await _bounded_gather(
-                    partial(_apply_one, client, resolver, o, dry_run, policy, ahead[id(o)]) for o in wave
+                    partial(_apply_in_turn, client, resolver, o, dry_run, policy, ahead[id(o)], remembered)
+                    for o in wave
                 )
                 results += done
                 for result in done:
                     if result.changed and result.ref.kind == "CustomResourceDefinition" and not dry_run:
                         await _await_established(client, resolver, result)
     if remembered is not None:
-        _remember(remembered, results)
+        _remember(remembered, [r for r in results if r.action == "skipped"])  # applied ones: in turn
     return ApplyReport(key, dry_run, tuple(results), ct.content_hash(desired))
+
+
+async def _apply_in_turn(
+    client: AsyncClient,
+    resolver: kd.AsyncKinds,
+    obj: Mapping[str, Any],
+    dry_run: bool,
+    policy: ApplyPolicy,
+    read: Any,
+    remembered: _Known | None,
+) -> AppliedObject:
+    """`_apply_one`, when versions are kept in its object's turn (`KnownVersions.turn`): over the
+    version the apply before it returned, if it is kept (the read made ahead may predate that apply),
+    and what it returned is kept at once for the next."""
+    gvk = kd.GVK(str(obj["apiVersion"]), str(obj["kind"]))
+    info = None if remembered is None else await resolver.find(gvk)
+    if remembered is None or info is None:
+        return await _apply_one(client, resolver, obj, dry_run, policy, read)
+    versions, server = remembered
+    ref = ct.ref_of(_placed(obj, info))
+    async with versions.turn(server, ref):
+        kept = versions.get(server, ref)
+        result = await _apply_one(client, resolver, obj, dry_run, policy, read if kept is None else kept)
+        _remember(remembered, [result])
+    return result
 
 
 # The versions kept, and the member API server and credentials they were applied with.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -109,3 +110,37 @@ def test_the_least_recently_used_object_goes_first_past_the_limit() -> None:
     assert known.get("s", ct.ref_of(b)) is None
     assert known.get("s", ct.ref_of(a)) is not None
     assert known.get("s", ct.ref_of(c)) is not None
+
+
+async def test_applies_of_one_object_on_one_server_take_turns_others_do_not_wait() -> None:
+    known = KnownVersions()
+    ref = ct.ref_of(_live("a"))
+    other = ct.ref_of(_live("b"))
+    log: list[str] = []
+
+    async def apply(server: str, which: ct.ObjectRef, tag: str) -> None:
+        async with known.turn(server, which):
+            log.append(f"{tag} in")
+            await asyncio.sleep(0.01)
+            log.append(f"{tag} out")
+
+    await asyncio.gather(
+        apply("s1", ref, "first"), apply("s1", ref, "second"), apply("s1", other, "b"), apply("s2", ref, "s2")
+    )
+    # The same object on the same server: one after the other; another object or server: alongside.
+    assert log.index("first out") < log.index("second in")
+    assert log.index("b in") < log.index("first out")
+    assert log.index("s2 in") < log.index("first out")
+    assert known._turns == {}  # nothing kept once no apply waits
+
+
+async def test_a_failed_apply_gives_up_its_turn() -> None:
+    known = KnownVersions()
+    ref = ct.ref_of(_live("a"))
+    with pytest.raises(RuntimeError):
+        async with known.turn("s1", ref):
+            raise RuntimeError("the member went away")
+    async with asyncio.timeout(1):
+        async with known.turn("s1", ref):
+            pass
+    assert known._turns == {}
