@@ -6,7 +6,8 @@ changed since is refused by the API server and read again, so ownership is still
 what is there. Only objects without status are kept: a controller writing an object's status moves
 its version after every apply, and the refusal would then cost a round trip more than the read it
 saves. A Namespace's `Active` phase is the exception: nothing moves it. Bounded (least recently
-used out first) and kept in memory only: a restart reads again.
+used out first) and kept in memory only: a restart reads again. Applies of one object on one server
+take turns (`turn`), so that each goes over the version the one before it returned.
 """
 
 from __future__ import annotations
