@@ -716,6 +716,15 @@ def fleet_cpu(state: fleet.FleetState) -> dict[str, float]:
     return out
 
 
+IDLE_SAMPLE = 5.0  # seconds the fleet's CPU is read with nothing rolling out, before the trials
+
+
+async def _print_idle_cpu(state: fleet.FleetState) -> None:
+    before = fleet_cpu(state)
+    await asyncio.sleep(IDLE_SAMPLE)
+    print(f"  CPU of the fleet idle, {IDLE_SAMPLE:.0f} s: {_cpu_text(before, fleet_cpu(state))}", flush=True)
+
+
 def _cpu_text(before: dict[str, float], after: dict[str, float]) -> str:
     return ", ".join(f"{k} {after[k] - before[k]:.2f} s" for k in before)
 
@@ -740,6 +749,7 @@ async def ratio(state: fleet.FleetState, n: int, trials: int, controller_pid: in
         _, content_hash = await _promotion_revision(client, name, 0, None)
         _, index = await _run_revision(client, staged, n, 0, -1)
         sources = {"member": sorted({m.kubeconfig for m in state.members}), "management": [mk]}
+        await _print_idle_cpu(state)
         for trial in range(1, trials + 1):
             marked = await _mark_requests(sources)
             before, work = cpu_seconds(tree(controller_pid)), await asyncio.to_thread(reconcile_seconds)
