@@ -42,7 +42,9 @@ def wait_etcd(port: int, *, timeout: float, check_alive: Callable[[], bool]) -> 
         except (OSError, ValueError):
             pass
         if not check_alive():
-            raise RuntimeError("etcd exited during start-up; see etcd.log in the fleet's state directory")
+            raise RuntimeError(
+                "etcd exited during start-up; see etcd.log or etcd-members.log in the fleet's state dir"
+            )
         if time.monotonic() > deadline:
             raise RuntimeError(f"etcd not healthy after {timeout:.0f}s")
         time.sleep(0.2)

@@ -32,6 +32,8 @@ DEFAULT_ENVS = ("dev", "staging", "prod")
 START_TIMEOUT = 180.0  # seconds: five apiservers starting at once on 2 cores are slow
 START_TIMEOUT_PER_CLUSTER = 3.0  # more apiservers start more slowly: added per cluster past five
 FULL, LIGHT = "full", "light"
+# The processes of the two etcds: the management cluster's, and the one all members share.
+ETCD, MEMBERS_ETCD = "etcd", "etcd-members"
 
 
 class FleetError(RuntimeError):
@@ -145,7 +147,7 @@ def health(state: FleetState) -> list[ClusterHealth]:
 
 
 def is_healthy(state: FleetState) -> bool:
-    etcd_alive = all(processes.is_ours(p) for p in state.processes if p.name == "etcd")
+    etcd_alive = all(processes.is_ours(p) for p in state.processes if p.name in (ETCD, MEMBERS_ETCD))
     return etcd_alive and all(h.ready and h.processes_alive == h.processes_total for h in health(state))
 
 
@@ -157,7 +159,7 @@ def down(state_dir: Path) -> list[str]:
         # Controllers first, then apiservers, etcd last: an apiserver whose etcd is already gone
         # hangs in shutdown until it is killed.
         def phase(p: ProcessRecord) -> int:
-            return 2 if p.name == "etcd" else 1 if p.name.endswith("/apiserver") else 0
+            return 2 if p.name in (ETCD, MEMBERS_ETCD) else 1 if p.name.endswith("/apiserver") else 0
 
         for n in range(3):
             killed += processes.stop([p for p in state.processes if phase(p) == n])
@@ -216,6 +218,14 @@ def _start(
     etcd_port = processes.free_port()
     records.append(_start_etcd(bins, state_dir, etcd_port, marker))
     api.wait_etcd(etcd_port, timeout=60.0, check_alive=lambda: processes.is_ours(records[0]))
+    # The members keep their data in an etcd of their own: a management cluster never shares one
+    # with the clusters it manages, and a hundred members' reads (light ones have no watch cache)
+    # queued in front of its writes were a contention no real fleet has.
+    members_etcd = etcd_port
+    if members:
+        members_etcd = processes.free_port()
+        records.append(_start_etcd(bins, state_dir, members_etcd, marker, name=MEMBERS_ETCD))
+        api.wait_etcd(members_etcd, timeout=60.0, check_alive=lambda: processes.is_ours(records[-1]))
 
     roles: list[tuple[str, str, dict[str, str], str]] = [(MANAGEMENT, "management", {}, FULL)] + [
         (n, "member", lbl, profile) for n, (lbl, profile) in members.items()
@@ -231,9 +241,8 @@ def _start(
         )
         (cdir / "tokens.csv").write_text(f'{token},admin,admin-uid,"system:masters"\n')
         clusters.append(ClusterInfo(name, role, port, str(kubeconfig), token, labels, profile))
-        records.append(
-            _start_apiserver(bins, keys, cdir, name, port, etcd_port, marker, light=profile == LIGHT)
-        )
+        store = etcd_port if role == "management" else members_etcd
+        records.append(_start_apiserver(bins, keys, cdir, name, port, store, marker, light=profile == LIGHT))
 
     state = FleetState(str(state_dir), str(bins.directory), str(keys.ca_cert), etcd_port, clusters, records)
     _save(state)
@@ -274,9 +283,11 @@ def _wait_ready(state: FleetState) -> None:
             time.sleep(0.5)
 
 
-def _start_etcd(bins: binaries.Binaries, state_dir: Path, port: int, marker: str) -> ProcessRecord:
+def _start_etcd(
+    bins: binaries.Binaries, state_dir: Path, port: int, marker: str, *, name: str = ETCD
+) -> ProcessRecord:
     peer = processes.free_port()
-    data = state_dir / "etcd-data"
+    data = state_dir / f"{name}-data"
     argv = [
         bins.path("etcd"),
         "--name=fleetwave",
@@ -291,7 +302,7 @@ def _start_etcd(bins: binaries.Binaries, state_dir: Path, port: int, marker: str
         "--quota-backend-bytes=4294967296",
         "--listen-metrics-urls=",  # no extra listener
     ]
-    return processes.start("etcd", argv, log=state_dir / "etcd.log", marker=marker)
+    return processes.start(name, argv, log=state_dir / f"{name}.log", marker=marker)
 
 
 def _start_apiserver(
