@@ -127,7 +127,12 @@ def light_fleet(state_dir: Path, servers: int, bins: binaries.Binaries) -> fleet
     """A management cluster and `servers` light member API servers (no workload controllers)."""
     members: dict[str, dict[str, str]] = {f"member-{i + 1}": {} for i in range(servers)}
     return fleet.up(
-        state_dir, members=members, now=dt.datetime.now(dt.UTC), bin_dir=bins.directory, full_members=0
+        state_dir,
+        members=members,
+        now=dt.datetime.now(dt.UTC),
+        bin_dir=bins.directory,
+        full_members=0,
+        members_etcd=True,  # as a management cluster has, its etcd its own (ADR 0066)
     )
 
 

@@ -174,8 +174,12 @@ def up(
     now: dt.datetime,
     bin_dir: Path | None = None,
     full_members: int | None = None,
+    members_etcd: bool = False,
 ) -> FleetState:
     """Start the fleet, or return the running one when it is already healthy with the same members.
+
+    `members_etcd`: the members keep their data in an etcd of their own, not the management
+    cluster's (the scale benchmark's fleets, ADR 0066's stop-35 addendum).
 
     The first `full_members` members (all when None) are full, the rest light.
 
@@ -191,7 +195,7 @@ def up(
     bins = binaries.Binaries(bin_dir) if bin_dir else binaries.ensure()
     state_dir.mkdir(parents=True, exist_ok=True)
     try:
-        return _start(state_dir.resolve(), bins, _wanted(members, full_members), now)
+        return _start(state_dir.resolve(), bins, _wanted(members, full_members), now, members_etcd)
     except BaseException:
         down(state_dir)
         raise
@@ -211,6 +215,7 @@ def _start(
     bins: binaries.Binaries,
     members: Mapping[str, tuple[dict[str, str], str]],
     now: dt.datetime,
+    members_etcd: bool = False,
 ) -> FleetState:
     keys = pki.generate(state_dir / "pki", now=now)
     marker = str(state_dir)
@@ -218,14 +223,14 @@ def _start(
     etcd_port = processes.free_port()
     records.append(_start_etcd(bins, state_dir, etcd_port, marker))
     api.wait_etcd(etcd_port, timeout=60.0, check_alive=lambda: processes.is_ours(records[0]))
-    # The members keep their data in an etcd of their own: a management cluster never shares one
-    # with the clusters it manages, and a hundred members' reads (light ones have no watch cache)
-    # queued in front of its writes were a contention no real fleet has.
-    members_etcd = etcd_port
-    if members:
-        members_etcd = processes.free_port()
-        records.append(_start_etcd(bins, state_dir, members_etcd, marker, name=MEMBERS_ETCD))
-        api.wait_etcd(members_etcd, timeout=60.0, check_alive=lambda: processes.is_ours(records[-1]))
+    # With `members_etcd` the members keep their data in an etcd of their own: a management cluster
+    # never shares one with the clusters it manages, and a thousand registrations' reads of light
+    # members (no watch cache) queued in front of its writes were a contention no real fleet has.
+    members_store = etcd_port
+    if members and members_etcd:
+        members_store = processes.free_port()
+        records.append(_start_etcd(bins, state_dir, members_store, marker, name=MEMBERS_ETCD))
+        api.wait_etcd(members_store, timeout=60.0, check_alive=lambda: processes.is_ours(records[-1]))
 
     roles: list[tuple[str, str, dict[str, str], str]] = [(MANAGEMENT, "management", {}, FULL)] + [
         (n, "member", lbl, profile) for n, (lbl, profile) in members.items()
@@ -241,7 +246,7 @@ def _start(
         )
         (cdir / "tokens.csv").write_text(f'{token},admin,admin-uid,"system:masters"\n')
         clusters.append(ClusterInfo(name, role, port, str(kubeconfig), token, labels, profile))
-        store = etcd_port if role == "management" else members_etcd
+        store = etcd_port if role == "management" else members_store
         records.append(_start_apiserver(bins, keys, cdir, name, port, store, marker, light=profile == LIGHT))
 
     state = FleetState(str(state_dir), str(bins.directory), str(keys.ca_cert), etcd_port, clusters, records)
