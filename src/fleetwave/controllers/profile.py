@@ -38,6 +38,24 @@ class _Facts:
     matching: frozenset[str]  # members the profile's selector matches now
 
 
+def _matching(ctx: Context, run: Pass[ClusterProfile]) -> frozenset[str]:
+    """The clusters the profile's selector matches, once per state of the fleet and selector: a
+    pass matched every cluster of the fleet, and a promotion's stage profile passes at every batch.
+    By the fleet as cached (a pass's own fleet differs only in which clusters are held back)."""
+    selector, fleet = run.spec.stages[0].selector, common.fleet_of(ctx.cache)
+    found = _MATCHING.get(run.key)
+    if found is not None and found[0] is fleet and found[1] == selector:
+        return found[2]
+    if len(_MATCHING) >= 4096:
+        _MATCHING.clear()
+    matching = frozenset(c for c in fleet.names if selectors.matches(selector, fleet.by_name[c].labels))
+    _MATCHING[run.key] = (fleet, selector, matching)
+    return matching
+
+
+_MATCHING: dict[str, tuple[m.Fleet, m.Selector | None, frozenset[str]]] = {}
+
+
 class _Profiles:
     kind = KIND
 
@@ -51,8 +69,7 @@ class _Profiles:
         existing = common.summaries_of(ctx.cache, run.key)
         names = run.fleet.names
         deliveries = {c: rf.delivery_of(existing.get(c), run.resolved.hash) for c in names}
-        selector = run.spec.stages[0].selector
-        matching = frozenset(c for c in names if selectors.matches(selector, run.fleet.by_name[c].labels))
+        matching = _matching(ctx, run)
         observed = m.Observed(delivery=deliveries, previous=run.previous)
         return Observation(observed, _Facts(existing, deliveries, matching))
 

@@ -61,7 +61,17 @@ def parse_as(raw: Mapping[str, Any], kind: str, model: type[T]) -> T:
     content of everything else: a rollout's status write, at every pass, changed the resourceVersion
     and made the next pass parse (and deep-copy) a status of thousands of clusters again. A reconcile
     re-reads an unchanged object all the time, and a summary reads its profile's spec on every pass;
-    models are never modified after parsing."""
+    models are never modified after parsing. One version of an object is one content: it is parsed
+    (even hashed) once, and a summary reading its profile at every pass finds it by version."""
+    parsed = _BY_VERSION.get(raw, kind, lambda o: _parse(o, kind, model))
+    assert isinstance(parsed, model)
+    return parsed
+
+
+_BY_VERSION: VersionedMemo[Any] = VersionedMemo(65_536)  # the models themselves are _PARSED's
+
+
+def _parse(raw: Mapping[str, Any], kind: str, model: type[T]) -> T:
     meta = raw.get("metadata") or {}
     body = {k: v for k, v in raw.items() if k not in ("status", "apiVersion", "kind")}
     body["metadata"] = {k: v for k, v in meta.items() if k not in _UNPARSED_METADATA}

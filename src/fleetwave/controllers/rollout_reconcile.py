@@ -125,7 +125,9 @@ async def reconcile(ctx: Context, key: str, rollout: Rollout[P, F]) -> Result:
             return _sooner(requeue.after(decision, ctx.clock()), left)
     # The event of this write wakes us again, on purpose: what the next pass observes depends on the
     # status just written (a stage's post-delay checks are judged once it says they are due).
-    written, fresh = await write_versioned(ctx.client, ctx.resource(rollout.kind), Versioned.of(obj), status)
+    written, fresh = await write_versioned(
+        ctx.client, ctx.resource(rollout.kind), Versioned.of_cached(obj), status
+    )
     if written is StatusWrite.CONFLICT:
         return Result(requeue=True)  # someone wrote newer state: decide again from it
     if written is StatusWrite.WRITTEN:

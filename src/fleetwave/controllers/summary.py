@@ -29,6 +29,8 @@ from fleetwave.controllers import rollout_common as common
 from fleetwave.controllers import summary_status as ss
 from fleetwave.controllers.context import Context, HelmOutcome, Wake, as_dict
 from fleetwave.controllers.echoes import tracked
+from fleetwave.controllers.versioned_memo import VersionedMemo
+from fleetwave.core import model as m
 from fleetwave.core import selectors, timestamps
 from fleetwave.delivery import content as dc
 from fleetwave.delivery import manifests, sessions
@@ -107,7 +109,7 @@ async def reconcile(ctx: Context, key: str) -> Result:
     if held is not None:
         return Result(requeue_after=min(held, ctx.judge_poll))
     kind = "ClusterSummary"
-    write = write_versioned(ctx.client, ctx.resource(kind), Versioned.of(obj), status)
+    write = write_versioned(ctx.client, ctx.resource(kind), Versioned.of_cached(obj), status)
     written, fresh = await tracked(ctx.echoes, (kind, key), kind, write, version_written)
     if written is StatusWrite.CONFLICT:
         return Result(requeue=True)
@@ -164,14 +166,25 @@ def _standing(ctx: Context, raw: Mapping[str, Any]) -> tuple[str, str]:
 
 def _selected(ctx: Context, owner: Mapping[str, Any], spec: Mapping[str, Any]) -> bool:
     """Whether the owner selects the summary's cluster now (the profile's own matching rule)."""
-    try:
-        parsed = common.parse_as(owner, "ClusterProfile", ClusterProfile)
-        selector = translate.from_profile(parsed).stages[0].selector
-    except common.INVALID:
+    valid, selector = _SELECTORS.get(owner, None, _selector_of)
+    if not valid:
         return True  # the profile reports its invalid spec itself; it does not withdraw for it
     fleet = common.fleet_of(ctx.cache)
     cluster = fleet.by_name.get(members.member_key(str(spec["clusterNamespace"]), str(spec["clusterName"])))
     return cluster is None or selectors.matches(selector, cluster.labels)
+
+
+def _selector_of(profile: Mapping[str, Any]) -> tuple[bool, m.Selector | None]:
+    """Whether the profile's spec is valid, and its cluster selector."""
+    try:
+        parsed = common.parse_as(profile, "ClusterProfile", ClusterProfile)
+        return True, translate.from_profile(parsed).stages[0].selector
+    except common.INVALID:
+        return False, None
+
+
+# A summary judges its profile's selector at every pass: derived once per version of the profile.
+_SELECTORS: VersionedMemo[tuple[bool, m.Selector | None]] = VersionedMemo(4096)
 
 
 async def _ignore(ctx: Context, obj: Any, raw: Mapping[str, Any], problem: str) -> Result:

@@ -131,3 +131,23 @@ def test_the_spec_a_summary_carries_does_not_change_when_a_stage_admits_more_clu
     assert summary_writes.summary_spec(one) == summary_writes.summary_spec(two)
     assert "clusterRefs" not in summary_writes.summary_spec(two)
     assert summary_writes.summary_spec(two)["maxUpdate"] == "10%"
+
+
+def test_one_version_of_an_object_is_parsed_and_hashed_once(monkeypatch: Any) -> None:
+    parses: list[str] = []
+    real = rollout_common._parse
+
+    def counting(raw: Any, kind: str, model: Any) -> Any:
+        parses.append(raw["metadata"]["resourceVersion"])
+        return real(raw, kind, model)
+
+    monkeypatch.setattr(rollout_common, "_parse", counting)
+    profile = _profile("41", "10%")
+    profile["metadata"]["uid"] = "uid-41"
+    first = rollout_common.parse_as(profile, "ClusterProfile", ClusterProfile)
+    again = rollout_common.parse_as(dict(profile), "ClusterProfile", ClusterProfile)
+    moved = {**profile, "metadata": {**profile["metadata"], "resourceVersion": "42"}}
+    after = rollout_common.parse_as(moved, "ClusterProfile", ClusterProfile)
+    assert parses == ["41", "42"]  # the second read of version 41 parsed and hashed nothing
+    assert again is first
+    assert after is first  # same content: the model parsed before

@@ -216,3 +216,19 @@ async def test_fields_computed_but_not_stored_yet_go_out_with_the_next_status_wr
     resource: Any = SimpleNamespace(Status=object())
     await status.write_versioned(client, resource, plain, {"phase": "Running", "plan": {"stages": 2}})  # type: ignore[arg-type]
     assert client.bodies[-1] == {"metadata": {"resourceVersion": "7"}, "status": {"phase": "Running"}}
+
+
+def _cached(version: str, phase: str | None) -> Any:
+    meta = SimpleNamespace(name="p", namespace=None, uid="uid-p", resourceVersion=version)
+    return SimpleNamespace(metadata=meta, status={"phase": phase, "stages": [{"name": "dev", "at": None}]})
+
+
+def test_a_cached_status_is_normalised_once_per_version() -> None:
+    first = status.Versioned.of_cached(_cached("5", "Running"))
+    again = status.Versioned.of_cached(_cached("5", "Running"))
+    moved = status.Versioned.of_cached(_cached("6", None))
+    assert first.status == {"phase": "Running", "stages": [{"name": "dev"}]}  # nulls dropped
+    assert again.status is first.status
+    assert moved.status == {"stages": [{"name": "dev"}]}
+    assert moved.resource_version == "6"
+    assert status.Versioned.of_cached(_cached("5", "Running")).status is not first.status  # latest only
