@@ -449,6 +449,12 @@ async def staged_run_time(client: AsyncClient, trial: int, after: int) -> tuple[
     raise RuntimeError("watch ended")
 
 
+# Seconds the fleet is left to settle before each measurement: what a rollout's controllers do after
+# it has finished (a stage profile summing its summaries up) would otherwise land in the next
+# measurement, the direct apply's included.
+SETTLE = 1.0
+
+
 async def staged_trials(
     client: AsyncClient, members: list[AsyncClient], trials: int, cpu: ControllerCpu
 ) -> list[tuple[float, float, float]]:
@@ -459,9 +465,11 @@ async def staged_trials(
     _, index = await staged_run_time(client, 0, -1)
     out = []
     for trial in range(1, trials + 1):
+        await asyncio.sleep(SETTLE)
         before = cpu.seconds()
         r, index = await staged_run_time(client, trial, index)
         used = cpu.seconds() - before
+        await asyncio.sleep(SETTLE)
         direct = await direct_time(members, trial, staged=True)
         out.append((r, direct, used))
         print(
@@ -572,10 +580,13 @@ async def measure(
         await free.until(lambda: free.rollout().get("phase") == "Succeeded")
         ratios = []
         for trial in range(1, ratio_trials + 1):
+            await asyncio.sleep(SETTLE)
             before = cpu.seconds()
             r = await rollout_time(client, free, trial)
             used = cpu.seconds() - before
+            await asyncio.sleep(SETTLE)
             staged = await direct_time(members, trial, staged=True)
+            await asyncio.sleep(SETTLE)
             d = await direct_time(members, trial, staged=False)
             ratios.append((r, staged, d, used))
             print(
