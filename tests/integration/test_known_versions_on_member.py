@@ -10,12 +10,15 @@ from typing import Any
 import httpx2
 import pytest
 from lightkube import Client
+from lightkube.resources.apps_v1 import Deployment
 from lightkube.resources.core_v1 import ConfigMap, Namespace
 from lightkube.types import PatchType
 
+from fleetwave.controllers.member_watches import Interest, MemberWatches
 from fleetwave.delivery import manifests
 from fleetwave.delivery.known_versions import KnownVersions
 from fleetwave.delivery.target import MemberTarget
+from fleetwave.health import readiness
 from fleetwave.kube import internals
 from fleetwave.local import fleet
 
@@ -149,3 +152,76 @@ async def test_registrations_of_one_cluster_delivering_one_object_at_once_take_t
     kept = known.get(target.pool_key(), reports[-1].objects[0].ref)
     assert kept is not None
     assert kept["metadata"]["resourceVersion"] == live.metadata.resourceVersion  # type: ignore[union-attr]
+
+
+async def _rolled_out(member: Client, namespace: str) -> None:
+    for _ in range(300):
+        live = member.get(Deployment, "watched", namespace=namespace).to_dict()
+        if readiness.is_ready({"apiVersion": "apps/v1", "kind": "Deployment", **live})[0]:
+            return
+        await asyncio.sleep(0.1)
+    pytest.fail("the Deployment never rolled out")
+
+
+def _deployment(namespace: str, image: str) -> dict[str, Any]:
+    labels = {"app": "watched"}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "watched", "namespace": namespace},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {"containers": [{"name": "app", "image": image}]},
+            },
+        },
+    }
+
+
+async def test_an_object_with_status_is_applied_over_the_version_its_member_watch_saw(
+    target: MemberTarget, members: dict[str, Client], namespace: str
+) -> None:
+    # A Deployment's controller writes its status after every apply: the version our apply returned
+    # is stale at once, and the object used to be read before each apply. A member watch that saw
+    # the status writes knows the current version: applied over it, nothing read.
+    member = members[target.name]
+    watches = MemberWatches()
+    listed = asyncio.Event()
+    watches.subscribe(target, [Interest("apps/v1", "Deployment", namespace)], "test", listed.set)
+    known = KnownVersions(watched=watches.latest)
+    path = f"/apis/apps/v1/namespaces/{namespace}/deployments/watched"
+    try:
+        await asyncio.wait_for(listed.wait(), 30)  # the stream has listed: it sees what comes next
+        # Created, then applied again once its status is written: that apply returns it with status.
+        for image in ("registry.k8s.io/pause:3.8", "registry.k8s.io/pause:3.9"):
+            first = await manifests.apply(
+                target, [_deployment(namespace, image)], inventory="s/w", known=known
+            )
+            assert first.ok, first.errors
+            ref = first.objects[0].ref
+            await _rolled_out(member, namespace)
+        for _ in range(300):  # rolled out (nothing writes it after that), and the watch saw it
+            live = member.get(Deployment, "watched", namespace=namespace).to_dict()
+            seen = watches.latest(target.pool_key(), ref)
+            done = readiness.is_ready({"apiVersion": "apps/v1", "kind": "Deployment", **live})[0]
+            if done and seen and seen["metadata"]["resourceVersion"] == live["metadata"]["resourceVersion"]:
+                break
+            await asyncio.sleep(0.1)
+        else:
+            pytest.fail("the Deployment never rolled out, or the member watch never saw it")
+        known.watched = None
+        assert known.get(target.pool_key(), ref) is None  # what our apply returned is stale: not used
+        known.watched = watches.latest
+
+        requests = await _requests(target)
+        second = await manifests.apply(
+            target, [_deployment(namespace, "registry.k8s.io/pause:3.10")], inventory="s/w", known=known
+        )
+        assert [o.action for o in second.objects] == ["configured"]
+        assert [m for m, p in requests if p == path] == ["PATCH"]  # applied, never read
+        image = member.get(Deployment, "watched", namespace=namespace).spec.template.spec.containers[0].image  # type: ignore[union-attr]
+        assert image == "registry.k8s.io/pause:3.10"
+    finally:
+        await watches.close()

@@ -144,7 +144,9 @@ def build(
     manager.recorder = recorder
     notifier = _notifier(settings, shared["Secret"]) if settings.notify_secret else None
     manager.notifier = notifier
-    known = KnownVersions()  # the members are the same for every family
+    # The members are the same for every family; what their watches saw spares reads of objects
+    # with status before an apply.
+    known = KnownVersions(watched=watches.latest)
     contexts = [
         _family(
             manager,

@@ -23,6 +23,7 @@ from collections.abc import Callable, Coroutine, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from fleetwave.delivery import content as ct
 from fleetwave.delivery.target import MemberTarget, MemberUnreachable
 from fleetwave.kube import client as kubeclient
 from fleetwave.kube import internals, kinds, ops
@@ -71,6 +72,13 @@ class _Stream:
     events: int = 0
     last_event: float = float("-inf")  # clock time of the last change it reported
     idle_since: float | None = None  # when its last subscriber left (it lingers until `linger`)
+    server: Hashable = None  # the member API server and credentials it watches (`pool_key`)
+    # The objects it saw change, as last seen, by (namespace, name): an apply goes over the version
+    # seen instead of reading the object first (`latest`). Forgotten when it cannot name a change.
+    seen: dict[tuple[str | None, str], Mapping[str, Any]] = field(default_factory=dict)
+
+
+SEEN_PER_STREAM = 256
 
 
 _BACKOFF = queueing.Backoff(base=0.5, cap=30.0)
@@ -95,6 +103,8 @@ class MemberWatches:
         self.server_timeout = server_timeout
         self._clock = clock
         self._streams: dict[_StreamKey, _Stream] = {}
+        # The streams by member API server and credentials (`MemberTarget.pool_key`) and kind.
+        self._by_server: dict[tuple[Hashable, str, str], set[_StreamKey]] = {}
         self._stream = stream or self._watch
         self.refused = 0  # subscriptions past a bound (observable in tests and benchmarks)
 
@@ -132,6 +142,10 @@ class MemberWatches:
                     self.refused += 1
                     continue
                 stream = self._streams[skey] = _Stream()
+                self._by_server.setdefault(
+                    (target.pool_key(), interest.api_version, interest.kind), set()
+                ).add(skey)
+                stream.server = target.pool_key()
                 stream.task = asyncio.get_running_loop().create_task(
                     self._stream(target, interest, _waker(stream, self._clock)),
                     name=f"member watch {target.name} {interest.kind}",
@@ -157,6 +171,20 @@ class MemberWatches:
 
     def streams(self) -> int:
         return len(self._streams)
+
+    def latest(self, server: Hashable, ref: ct.ObjectRef) -> Mapping[str, Any] | None:
+        """The object as a stream on that server last saw it change (the newest, if several
+        registrations of the server watch it); None when no stream saw it. Only as fresh as the
+        watch: whoever applies over it finds out from the refusal if it changed since."""
+        best: Mapping[str, Any] | None = None
+        for skey in self._by_server.get((server, ref.api_version, ref.kind), ()):
+            if skey.interest.namespace not in (None, ref.namespace):
+                continue
+            stream = self._streams.get(skey)
+            found = None if stream is None else stream.seen.get((ref.namespace, ref.name))
+            if found is not None and (best is None or _newer(found, best)):
+                best = found
+        return best
 
     async def close(self) -> None:
         tasks = [s.task for s in self._streams.values() if s.task is not None]
@@ -187,7 +215,13 @@ class MemberWatches:
 
     def _end(self, skey: _StreamKey) -> None:
         stream = self._streams.pop(skey, None)
-        if stream is not None and stream.task is not None:
+        if stream is None:
+            return
+        index = (stream.server, skey.interest.api_version, skey.interest.kind)
+        self._by_server.get(index, set()).discard(skey)
+        if not self._by_server.get(index, True):
+            del self._by_server[index]
+        if stream.task is not None:
             stream.task.cancel()
 
     def _expire(self, now: float) -> None:
@@ -259,6 +293,7 @@ def _waker(stream: _Stream, clock: Callable[[], float]) -> Changed:
     def wake_all(obj: Mapping[str, Any] | None = None) -> None:
         stream.events += 1
         stream.last_event = clock()
+        _see(stream, obj)
         for wake, _renewed, only, note in list(stream.subscribers.values()):
             try:
                 if note is not None:
@@ -269,6 +304,25 @@ def _waker(stream: _Stream, clock: Callable[[], float]) -> Changed:
                 log.exception("member watch: a wake-up failed")
 
     return wake_all
+
+
+def _see(stream: _Stream, obj: Mapping[str, Any] | None) -> None:
+    """Keep what the stream saw; a change it cannot name (a deletion, a new list) forgets it all."""
+    if obj is None:
+        stream.seen.clear()
+        return
+    meta = obj.get("metadata") or {}
+    key = (meta.get("namespace") or None, str(meta.get("name")))
+    stream.seen.pop(key, None)
+    stream.seen[key] = obj
+    if len(stream.seen) > SEEN_PER_STREAM:
+        del stream.seen[next(iter(stream.seen))]  # the one unchanged the longest
+
+
+def _newer(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    va = str((a.get("metadata") or {}).get("resourceVersion") or "")
+    vb = str((b.get("metadata") or {}).get("resourceVersion") or "")
+    return va.isdigit() and vb.isdigit() and int(va) > int(vb)
 
 
 def _covering(interests: Iterable[Interest]) -> set[Interest]:

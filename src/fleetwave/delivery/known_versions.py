@@ -8,13 +8,17 @@ its version after every apply, and the refusal would then cost a round trip more
 saves. A Namespace's `Active` phase is the exception: nothing moves it. Bounded (least recently
 used out first) and kept in memory only: a restart reads again. Applies of one object on one server
 take turns (`turn`), so that each goes over the version the one before it returned.
+
+An object with status is taken from a member watch instead (`watched`), when one follows it and
+has seen it at the version our last apply returned or later: the watch saw the controller's status
+writes that moved the version (a Deployment's, after every apply). One it has not seen is read.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Hashable, Mapping
+from collections.abc import AsyncIterator, Callable, Hashable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -22,11 +26,16 @@ from fleetwave.delivery import content as ct
 
 LIMIT = 50_000  # objects, across all members (each entry is the object without its managedFields)
 
+# What a member watch last saw of an object on a server (None: no watch follows it, or saw it).
+Watched = Callable[[Hashable, ct.ObjectRef], Mapping[str, Any] | None]
+
 
 class KnownVersions:
-    def __init__(self, limit: int = LIMIT) -> None:
+    def __init__(self, limit: int = LIMIT, watched: Watched | None = None) -> None:
         self.limit = limit
-        self._entries: OrderedDict[tuple[Hashable, object], dict[str, Any]] = OrderedDict()
+        self.watched = watched
+        # (server, identity) -> (whether its status is settled, the object as our last apply left it)
+        self._entries: OrderedDict[tuple[Hashable, object], tuple[bool, dict[str, Any]]] = OrderedDict()
         self._turns: dict[tuple[Hashable, object], tuple[asyncio.Lock, int]] = {}
 
     @asynccontextmanager
@@ -49,24 +58,26 @@ class KnownVersions:
                 self._turns[key] = (lock, users - 1)
 
     def get(self, server: Hashable, ref: ct.ObjectRef) -> dict[str, Any] | None:
-        """The object as this process's last apply of it on `server` left it, if kept."""
+        """The object as this process's last apply of it on `server` left it, if its status is
+        settled; else as a member watch last saw it, if not older than that apply's result."""
         key = (server, ref.identity)
         found = self._entries.get(key)
         if found is not None:
             self._entries.move_to_end(key)
-        return found
+            if found[0]:
+                return found[1]
+        seen = self.watched(server, ref) if self.watched is not None else None
+        if seen is None or (found is not None and not _not_older(seen, found[1])):
+            return None
+        return _kept(seen)
 
     def keep(self, server: Hashable, ref: ct.ObjectRef, live: Mapping[str, Any]) -> None:
-        """Remember what an apply returned (or forget the object when it carries status)."""
+        """Remember what an apply returned."""
         key = (server, ref.identity)
-        version = (live.get("metadata") or {}).get("resourceVersion")
-        if not _status_is_settled(live) or not version:
+        if not (live.get("metadata") or {}).get("resourceVersion"):
             self._entries.pop(key, None)
             return
-        kept = ct.comparable(live)
-        kept["metadata"]["resourceVersion"] = version
-        kept["metadata"]["uid"] = (live.get("metadata") or {}).get("uid")
-        self._entries[key] = kept
+        self._entries[key] = (_status_is_settled(live), _kept(live))
         self._entries.move_to_end(key)
         while len(self._entries) > self.limit:
             self._entries.popitem(last=False)
@@ -76,6 +87,27 @@ class KnownVersions:
 
     def __len__(self) -> int:
         return len(self._entries)
+
+
+def _kept(live: Mapping[str, Any]) -> dict[str, Any]:
+    """The object without status and bookkeeping, with the version and uid an apply goes over."""
+    meta = live.get("metadata") or {}
+    kept = ct.comparable(live)
+    kept["metadata"]["resourceVersion"] = meta.get("resourceVersion")
+    kept["metadata"]["uid"] = meta.get("uid")
+    return kept
+
+
+def _not_older(seen: Mapping[str, Any], applied: Mapping[str, Any]) -> bool:
+    """Whether the watch saw the object at the version our apply returned or later: versions of one
+    object compare as integers (KEP-5504, Kubernetes 1.35); any other version only when equal."""
+    mine, theirs = applied["metadata"], seen.get("metadata") or {}
+    if mine.get("uid") != theirs.get("uid"):
+        return False
+    a, b = str(mine.get("resourceVersion") or ""), str(theirs.get("resourceVersion") or "")
+    if a.isdigit() and b.isdigit():
+        return int(b) >= int(a)
+    return a == b
 
 
 # Statuses the API server sets when it creates the object and no controller moves while it lives:

@@ -10,6 +10,7 @@ from fleetwave.api.sveltos import ValidateHealth
 from fleetwave.controllers import ports
 from fleetwave.controllers.member_watches import Interest, MemberTarget, MemberWatches
 from fleetwave.controllers.ports import interests
+from fleetwave.delivery import content as ct
 
 Stream = tuple[str, Interest]
 
@@ -296,4 +297,41 @@ async def test_a_subscriber_is_told_of_every_change_before_its_filter_and_of_unk
     watches.subscribe(target(), [DEPLOY], "k", lambda: woken.append("k"), since=began, note=told.append)
     assert told[-1] is None
     assert woken == ["k", "k"]
+    await watches.close()
+
+
+def _deployment(name: str, version: str, namespace: str = "apps") -> dict[str, Any]:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": namespace, "uid": f"uid-{name}", "resourceVersion": version},
+    }
+
+
+async def test_an_object_is_known_as_the_newest_version_a_stream_of_its_server_saw() -> None:
+    streams = Streams()
+    watches = MemberWatches(stream=streams.run)
+    # Two registrations of one server with one kubeconfig, each with its own stream.
+    watches.subscribe(target("m1"), [DEPLOY], "a", lambda: None)
+    watches.subscribe(target("m1-alias"), [DEPLOY], "b", lambda: None)
+    watches.subscribe(target("m2", b"kubeconfig-2"), [DEPLOY], "c", lambda: None)
+    await settle()
+    server = target("m1").pool_key()
+    web = ct.ObjectRef("apps/v1", "Deployment", "apps", "web")
+    assert watches.latest(server, web) is None  # nothing seen yet
+    streams.changed[("m1", DEPLOY)](_deployment("web", "12"))  # type: ignore[operator]
+    streams.changed[("m1-alias", DEPLOY)](_deployment("web", "15"))  # type: ignore[operator]
+    streams.changed[("m2", DEPLOY)](_deployment("web", "99"))  # type: ignore[operator]
+    seen = watches.latest(server, web)
+    assert seen is not None
+    assert seen["metadata"]["resourceVersion"] == "15"
+    assert watches.latest(server, ct.ObjectRef("apps/v1", "Deployment", "other", "web")) is None
+    # A change the stream cannot name (a deletion, a new list) forgets what it saw.
+    streams.fire("m1-alias", DEPLOY)
+    seen = watches.latest(server, web)
+    assert seen is not None
+    assert seen["metadata"]["resourceVersion"] == "12"
+    watches.release("a")
+    await settle()
+    assert watches.latest(server, web) is None  # its stream ended
     await watches.close()

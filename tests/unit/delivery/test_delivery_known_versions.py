@@ -144,3 +144,29 @@ async def test_a_failed_apply_gives_up_its_turn() -> None:
         async with known.turn("s1", ref):
             pass
     assert known._turns == {}
+
+
+def test_an_object_with_status_is_known_as_its_watch_saw_it_if_not_older_than_our_apply() -> None:
+    seen: dict[str, Any] = {}
+    known = KnownVersions(watched=lambda server, ref: seen.get(server))
+    applied = _live("a", "20", status={"replicas": 1}, v="1")
+    ref = ct.ref_of(applied)
+    known.keep("s", ref, applied)
+    assert known.get("s", ref) is None  # with status, and no watch saw it: read it
+    seen["s"] = _live("a", "19", status={"replicas": 1}, v="1")
+    assert known.get("s", ref) is None  # the watch is behind our own apply
+    seen["s"] = _live("a", "23", status={"replicas": 2}, v="1")
+    kept = known.get("s", ref)
+    assert kept is not None
+    assert kept["metadata"]["resourceVersion"] == "23"
+    assert "status" not in kept
+    assert "managedFields" not in kept["metadata"]
+    replaced = _live("a", "30", v="1")
+    replaced["metadata"]["uid"] = "uid-other"
+    seen["s"] = replaced
+    assert known.get("s", ref) is None  # another object of that name: not the one we applied
+    # Never applied here: as the watch saw it.
+    seen["t"] = _live("b", "5", status={"replicas": 1})
+    found = known.get("t", ct.ref_of(seen["t"]))
+    assert found is not None
+    assert found["metadata"]["resourceVersion"] == "5"
