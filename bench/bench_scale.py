@@ -417,6 +417,7 @@ class Watch:
         self.done: dict[str, float] = {}  # promotion or run name -> time seen Succeeded
         self.promotions: dict[str, Obj] = {}
         self.gate_seen: dict[str, float] = {}  # promotion -> receive time of the status naming its delay gate
+        self.status_seen: dict[str, list[float]] = {}  # promotion -> receive time of each of its events
         self.changed = asyncio.Event()
         self.tasks: list[asyncio.Task[None]] = []
 
@@ -435,6 +436,7 @@ class Watch:
     async def _promotions(self) -> None:
         async for _, obj in self.client.watch(kinds.resource("ClusterPromotion"), on_error=on_error_retry):
             self.promotions[obj.metadata.name] = obj.to_dict()
+            self.status_seen.setdefault(obj.metadata.name, []).append(time.time())
             rollout = (obj.status or {}).get("rollout") or {}
             if _delay_until(rollout) is not None:
                 self.gate_seen.setdefault(obj.metadata.name, time.time())
@@ -462,16 +464,20 @@ class Watch:
                 await asyncio.wait_for(self.changed.wait(), min(left, 5.0))
         return True
 
-    def gate_reactions(self, names: list[str]) -> list[tuple[float, float]]:
-        """Per gated promotion: the gate's reaction, and how long after the gate's `until` the status
-        naming the gate was seen here (positive: the gate was recorded only after it had opened)."""
+    def gate_reactions(self, names: list[str]) -> list[tuple[float, float, list[float]]]:
+        """Per gated promotion: the gate's reaction, how long after the gate's `until` the status
+        naming the gate was seen here (positive: the gate was recorded only after it had opened),
+        and when the promotion's own writes were seen between its `until` and the reaction: a pass
+        that began before the gate opened, finishing first (its status write), delays the one that
+        opens it."""
         out = []
         for name in names:
             until = _delay_until((self.promotions.get(name, {}).get("status") or {}).get("rollout") or {})
             seen = self.first_write.get(f"{name}-staging")
             if until and seen:
                 at = dt.datetime.fromisoformat(until.replace("Z", "+00:00")).timestamp()
-                out.append((seen - at, self.gate_seen.get(name, at) - at))
+                between = [t - at for t in self.status_seen.get(name, []) if at <= t <= seen]
+                out.append((seen - at, self.gate_seen.get(name, at) - at, between))
         return out
 
     def stop(self) -> None:
@@ -862,7 +868,7 @@ async def point(
         requests = await asyncio.to_thread(member_requests, state.members) - requests_before
         writes = await asyncio.to_thread(management_writes, state) - writes_before
         gates = watch.gate_reactions(names)
-        reactions = [r for r, _ in gates]
+        reactions = [r for r, _, _ in gates]
         counts = await asyncio.to_thread(object_counts, sync)
         events = await asyncio.to_thread(member_events, sync)
         finished = [x for x in names + runs if x in watch.done]
@@ -877,7 +883,12 @@ async def point(
             "gate_p99_ms": round(pct(reactions, 0.99) * 1000) if reactions else None,
             "gate_samples": len(reactions),
             # Each gate's reaction, with when its status was seen relative to its `until` (ms).
-            "gate_ms": sorted([round(r * 1000), round(late * 1000)] for r, late in gates),
+            "gate_ms": sorted([round(r * 1000), round(late * 1000)] for r, late, _ in gates),
+            # Per gate (slowest first): its reaction, and its promotion's writes seen in between (ms).
+            "gate_writes_between_ms": sorted(
+                ([round(r * 1000), [round(t * 1000) for t in between]] for r, _, between in gates),
+                reverse=True,
+            ),
             "controller_rss_mib": round(sampler.peak["controller"] / 2**20),
             "controller_cpu_s": round(cpu, 1),
             "controller_cores": round(cpu / max(t_load, 1e-3), 2),
