@@ -75,10 +75,11 @@ class _Stream:
     server: Hashable = None  # the member API server and credentials it watches (`pool_key`)
     # The objects it saw change, as last seen, by (namespace, name): an apply goes over the version
     # seen instead of reading the object first (`latest`). Forgotten when it cannot name a change.
+    # Without status and managedFields (what an apply judges is the rest): a few KiB each.
     seen: dict[tuple[str | None, str], Mapping[str, Any]] = field(default_factory=dict)
 
 
-SEEN_PER_STREAM = 256
+SEEN_PER_STREAM = 64  # the most recently changed; with `total` streams, a bound on the memory kept
 
 
 _BACKOFF = queueing.Backoff(base=0.5, cap=30.0)
@@ -313,8 +314,10 @@ def _see(stream: _Stream, obj: Mapping[str, Any] | None) -> None:
         return
     meta = obj.get("metadata") or {}
     key = (meta.get("namespace") or None, str(meta.get("name")))
+    kept = ct.comparable(obj)
+    kept["metadata"].update(resourceVersion=meta.get("resourceVersion"), uid=meta.get("uid"))
     stream.seen.pop(key, None)
-    stream.seen[key] = obj
+    stream.seen[key] = kept
     if len(stream.seen) > SEEN_PER_STREAM:
         del stream.seen[next(iter(stream.seen))]  # the one unchanged the longest
 

@@ -320,11 +320,17 @@ async def test_an_object_is_known_as_the_newest_version_a_stream_of_its_server_s
     web = ct.ObjectRef("apps/v1", "Deployment", "apps", "web")
     assert watches.latest(server, web) is None  # nothing seen yet
     streams.changed[("m1", DEPLOY)](_deployment("web", "12"))  # type: ignore[operator]
-    streams.changed[("m1-alias", DEPLOY)](_deployment("web", "15"))  # type: ignore[operator]
+    full = _deployment("web", "15")
+    full["metadata"]["managedFields"] = [{"manager": "kube-controller-manager"}]
+    full["status"] = {"replicas": 1}
+    streams.changed[("m1-alias", DEPLOY)](full)  # type: ignore[operator]
     streams.changed[("m2", DEPLOY)](_deployment("web", "99"))  # type: ignore[operator]
     seen = watches.latest(server, web)
     assert seen is not None
     assert seen["metadata"]["resourceVersion"] == "15"
+    assert seen["metadata"]["uid"] == "uid-web"
+    assert "status" not in seen  # kept small: what an apply judges
+    assert "managedFields" not in seen["metadata"]
     assert watches.latest(server, ct.ObjectRef("apps/v1", "Deployment", "other", "web")) is None
     # A change the stream cannot name (a deletion, a new list) forgets what it saw.
     streams.fire("m1-alias", DEPLOY)
