@@ -323,9 +323,8 @@ def _see(stream: _Stream, obj: Mapping[str, Any] | None) -> None:
 
 
 def _newer(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
-    va = str((a.get("metadata") or {}).get("resourceVersion") or "")
-    vb = str((b.get("metadata") or {}).get("resourceVersion") or "")
-    return va.isdigit() and vb.isdigit() and int(va) > int(vb)
+    va, vb = ct.version_number(a), ct.version_number(b)
+    return va is not None and vb is not None and va > vb
 
 
 def _covering(interests: Iterable[Interest]) -> set[Interest]:

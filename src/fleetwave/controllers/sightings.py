@@ -23,6 +23,8 @@ from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from fleetwave.delivery import content as ct
+
 ObjectId = tuple[str, str, str | None, str]  # apiVersion, kind, namespace, name
 
 FRESH_SECONDS = 1.0
@@ -51,14 +53,6 @@ def _matching(ids: frozenset[ObjectId], seen: ObjectId) -> ObjectId | None:
         return seen
     unplaced = (seen[0], seen[1], None, seen[3])
     return unplaced if seen[2] is not None and unplaced in ids else None
-
-
-def _version(obj: Mapping[str, Any]) -> int | None:
-    """The resourceVersion as the integer KEP-5504 makes it comparable as; None when it is not one."""
-    text = str((obj.get("metadata") or {}).get("resourceVersion") or "")
-    if not text.isdigit() or text.startswith("0"):
-        return None
-    return int(text)
 
 
 def _uid(obj: Mapping[str, Any]) -> Any:
@@ -103,7 +97,7 @@ class Sightings:
             return
         held = entry.objects.get(oid)
         if held is not None:
-            mine, theirs = _version(held[1]), _version(obj)
+            mine, theirs = ct.version_number(held[1]), ct.version_number(obj)
             if mine is None or theirs is None or _uid(held[1]) != _uid(obj):
                 del entry.objects[oid]  # cannot tell which is newer: the next judgement reads it
                 return

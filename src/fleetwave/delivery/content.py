@@ -167,6 +167,15 @@ def with_inventory(obj: Mapping[str, Any], key: str) -> dict[str, Any]:
     return out
 
 
+def version_number(obj: Mapping[str, Any]) -> int | None:
+    """The resourceVersion as the integer KEP-5504 (Kubernetes 1.35) makes comparable between
+    versions of one object; None when it is not one."""
+    text = str((obj.get("metadata") or {}).get("resourceVersion") or "")
+    if not text.isdigit() or text.startswith("0"):
+        return None
+    return int(text)
+
+
 def comparable(obj: Mapping[str, Any]) -> dict[str, Any]:
     """`obj` without status and server bookkeeping, for "would this change anything" comparisons."""
     out = {k: v for k, v in obj.items() if k != "status"}

@@ -104,10 +104,10 @@ def _not_older(seen: Mapping[str, Any], applied: Mapping[str, Any]) -> bool:
     mine, theirs = applied["metadata"], seen.get("metadata") or {}
     if mine.get("uid") != theirs.get("uid"):
         return False
-    a, b = str(mine.get("resourceVersion") or ""), str(theirs.get("resourceVersion") or "")
-    if a.isdigit() and b.isdigit():
-        return int(b) >= int(a)
-    return a == b
+    a, b = ct.version_number(applied), ct.version_number(seen)
+    if a is not None and b is not None:
+        return b >= a
+    return str(mine.get("resourceVersion") or "") == str(theirs.get("resourceVersion") or "")
 
 
 # Statuses the API server sets when it creates the object and no controller moves while it lives:
