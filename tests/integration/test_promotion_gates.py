@@ -173,10 +173,14 @@ def test_core_app_rollout_waits_for_its_validation_job_judged_by_cel(
         # Production came only after the Job ran on staging and the CEL rule held there.
         assert watch.error is None, watch.error
         assert watch.complete_at is not None, "the validation Job never completed on staging"
-        record = {s["name"]: s for s in promotion(management, name).status["rollout"]["stages"]}
-        production_started = dt.datetime.fromisoformat(
-            record["production"]["startedAt"].replace("Z", "+00:00")
+        # A pass delivers before it writes its status: the record of the start may follow the delivery.
+        started = wait_for(
+            lambda: {s["name"]: s for s in promotion(management, name).status["rollout"]["stages"]}[
+                "production"
+            ].get("startedAt"),
+            what="production's start recorded",
         )
+        production_started = dt.datetime.fromisoformat(started.replace("Z", "+00:00"))
         assert production_started >= watch.complete_at - dt.timedelta(seconds=1)
         assert job not in _jobs(members["member-3"])  # verified on staging only
         assert value(members["member-1"], namespace, "core-app") is None  # dev is in no stage
