@@ -133,7 +133,7 @@ class ControllerThread:
     async def _run(self) -> None:
         self._loop = asyncio.get_running_loop()
         config = kubeclient.config_from_bytes(self.kubeconfig)
-        client, watcher = kubeclient.async_client(config, http2=True), kubeclient.async_client(config)
+        client, watcher = kubeclient.async_client(config), kubeclient.async_client(config)
         try:
             self._manager = controllers.build(
                 client, self._settings, handle_signals=False, watch_client=watcher

@@ -211,9 +211,8 @@ def run(
     )
 
     async def main() -> None:
-        # Requests multiplexed over HTTP/2; the informers' long-lived watches and the lease renewals
-        # each on a client of their own.
-        client, watcher = kubeclient.async_client(config, http2=True), kubeclient.async_client(config)
+        # The informers' long-lived watches and the lease renewals each on a client of their own.
+        client, watcher = kubeclient.async_client(config), kubeclient.async_client(config)
         leases = kubeclient.async_client(config)
         # A process-wide choice, so here and not in the manager (which tests run in their own process).
         frozen = asyncio.create_task(freezing.keep_long_lived_frozen()) if gc_freeze else None

@@ -42,7 +42,15 @@ _TIMEOUT = httpx2.Timeout(30.0, connect=10.0)
 # member's client (`delivery.sessions.IDLE_SECONDS`): a member delivered to, probed or judged every
 # few seconds no longer pays a TCP and TLS handshake, on both sides, each time (ADR 0068, stop 29).
 KEEPALIVE_SECONDS = 60.0
-_LIMITS = httpx2.Limits(max_connections=100, max_keepalive_connections=20, keepalive_expiry=KEEPALIVE_SECONDS)
+# Requests in flight at once per client, one HTTP/1.1 connection each, and every connection a burst
+# opened is kept for the next (httpx keeps 20: a burst of 40 status writes closed 20 connections and
+# the next burst paid 20 handshakes). Not HTTP/2: its one connection serialises every request
+# through locks whose every hand-over costs an event-loop turn, and under a busy loop (1,000
+# clusters) that capped the controller at ~one request per turn (ADR 0068, stop 37).
+CONNECTIONS = 100
+_LIMITS = httpx2.Limits(
+    max_connections=CONNECTIONS, max_keepalive_connections=CONNECTIONS, keepalive_expiry=KEEPALIVE_SECONDS
+)
 
 http = internals.http
 async_http = internals.async_http
@@ -93,23 +101,21 @@ def client(config: KubeConfig, *, namespace: str | None = None) -> Client:
     )
 
 
-def async_client(config: KubeConfig, *, namespace: str | None = None, http2: bool = False) -> AsyncClient:
-    """`http2`: every request on one multiplexed connection (the controller's requests to the
-    management API server): no pool of idle HTTP/1.1 connections to walk and probe per request."""
+def async_client(config: KubeConfig, *, namespace: str | None = None) -> AsyncClient:
     return AsyncClient(
         config=config,
         namespace=namespace,
         field_manager=FIELD_MANAGER,
         timeout=_TIMEOUT,
         trust_env=False,
-        transport=_transport(config, http2),
+        transport=_transport(config),
     )
 
 
-def _transport(config: KubeConfig, http2: bool = False) -> httpx2.AsyncHTTPTransport:
+def _transport(config: KubeConfig) -> httpx2.AsyncHTTPTransport:
     """lightkube's own TLS set-up (CA, client certificate, insecure) on a pool with `_LIMITS`, whose
     connections are asyncio's own transports (`asyncio_streams`: TLS in the event loop, not in
     Python): a transport given to the client is where httpx takes all three from."""
     return internals.transport_over(
-        AsyncioBackend(), ssl_context=internals.tls_context(config), limits=_LIMITS, http2=http2
+        AsyncioBackend(), ssl_context=internals.tls_context(config), limits=_LIMITS
     )

@@ -60,19 +60,19 @@ def tls_context(config: KubeConfig) -> Any:
 
 
 def transport_over(
-    backend: httpcore2.AsyncNetworkBackend, *, ssl_context: Any, limits: httpx2.Limits, http2: bool
+    backend: httpcore2.AsyncNetworkBackend, *, ssl_context: Any, limits: httpx2.Limits
 ) -> httpx2.AsyncHTTPTransport:
     """An httpx transport whose connections `backend` opens. httpx takes no network backend of its
     own, but builds its connection pool (`_pool`) from these same arguments: the pool is replaced by
     one that httpcore, which documents its backend as pluggable, is given the backend for."""
-    transport = httpx2.AsyncHTTPTransport(verify=ssl_context, trust_env=False, limits=limits, http2=http2)
+    transport = httpx2.AsyncHTTPTransport(verify=ssl_context, trust_env=False, limits=limits)
     transport._pool = httpcore2.AsyncConnectionPool(
         ssl_context=ssl_context,
         max_connections=limits.max_connections,
         max_keepalive_connections=limits.max_keepalive_connections,
         keepalive_expiry=limits.keepalive_expiry,
         http1=True,
-        http2=http2,
+        http2=False,
         network_backend=backend,
     )
     return transport

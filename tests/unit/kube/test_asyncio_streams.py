@@ -86,7 +86,6 @@ def _client(ca: Path, *, timeout: float = 5.0) -> httpx2.AsyncClient:
         AsyncioBackend(),
         ssl_context=_client_context(ca),
         limits=httpx2.Limits(max_connections=10, max_keepalive_connections=5, keepalive_expiry=60),
-        http2=False,
     )
     return httpx2.AsyncClient(transport=transport, timeout=timeout)
 
@@ -209,9 +208,8 @@ def test_every_kube_client_opens_its_connections_through_asyncio(certs: pki.Pki)
         "users: [{name: u, user: {token: t}}]\n"
         "contexts: [{name: c, context: {cluster: c, user: u}}]\n"
     )
-    for http2 in (False, True):
-        pool = kubeclient._transport(config, http2)._pool
-        assert isinstance(pool._network_backend, AsyncioBackend)
+    pool = kubeclient._transport(config)._pool
+    assert isinstance(pool._network_backend, AsyncioBackend)
 
 
 @pytest.mark.parametrize("tls", [True, False])

@@ -320,11 +320,10 @@ def test_transport_over_is_httpxs_own_pool_but_for_the_backend(config: KubeConfi
     """httpx builds its pool from the arguments given; the pin is that the replacement keeps them."""
     backend, context = AsyncioBackend(), internals.tls_context(config)
     limits = httpx2.Limits(max_connections=7, max_keepalive_connections=3, keepalive_expiry=42.0)
-    for http2 in (False, True):
-        transport = internals.transport_over(backend, ssl_context=context, limits=limits, http2=http2)
-        pool = transport._pool
-        assert pool._network_backend is backend
-        assert pool._ssl_context is context
-        kept = (pool._max_connections, pool._max_keepalive_connections, pool._keepalive_expiry)
-        assert kept == (7, 3, 42.0)
-        assert (pool._http1, pool._http2) == (True, http2)
+    transport = internals.transport_over(backend, ssl_context=context, limits=limits)
+    pool = transport._pool
+    assert pool._network_backend is backend
+    assert pool._ssl_context is context
+    kept = (pool._max_connections, pool._max_keepalive_connections, pool._keepalive_expiry)
+    assert kept == (7, 3, 42.0)
+    assert (pool._http1, pool._http2) == (True, False)
