@@ -389,7 +389,7 @@ def _add_controllers(
             "ClusterSummary": summaries.enqueue,
         }
     )
-    writes = _Writes(ctx.own_writes, ctx.echoes, ctx.due_on_arrival)
+    writes = _Writes(ctx.own_writes, ctx.echoes, ctx.due_on_arrival, ctx.awaiting_profile)
     wire(keys, informers, promotions, profiles, summaries, writes)
 
 
@@ -528,6 +528,8 @@ class _Writes:
     echoes: Echoes
     # Stage profile -> the version whose event wakes its pass at once (Context.due_on_arrival).
     due_on_arrival: dict[str, str] = field(default_factory=dict)
+    # Profile -> the summaries its next event wakes (Context.awaiting_profile).
+    awaiting_profile: dict[str, set[str]] = field(default_factory=dict)
 
 
 def wire(
@@ -690,6 +692,9 @@ def _wire_summaries(
     summaries: Controller[str], informers: Mapping[str, Informer], keys: _Keys, writes: _Writes
 ) -> None:
     summaries.watch(informers["ClusterSummary"], _summary_itself(summaries, writes))
+    summaries.watch(
+        informers["ClusterProfile"], lambda p: sorted(writes.awaiting_profile.pop(object_key(p), ()))
+    )
     summaries.watch(informers["MemberCluster"], keys.summaries_of_member)
     summaries.watch(informers["Secret"], keys.summaries_of_member_secret)
     # A summary reads its snapshot, kept as a Secret when any content came from one.

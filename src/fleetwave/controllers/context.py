@@ -257,6 +257,9 @@ class Context:
     # that version's event wakes the profile's pass at once, not `app.STAGE_PROFILE_AHEAD` later
     # (a wake before the event would pass over the profile as the cache still holds it).
     due_on_arrival: dict[str, str] = field(default_factory=dict)
+    # Profile name -> summaries that found it not yet as they need it (a promotion writes a stage
+    # profile and its summaries at once): the profile's next event wakes them.
+    awaiting_profile: dict[str, set[str]] = field(default_factory=dict)
     # kind -> enqueue(key) of its controller, filled in once the controllers exist (app.py).
     wakers: dict[str, Callable[[str], None]] = field(default_factory=dict)
     # The rollout metrics of the manager's registry (ADR 0082); None: not recorded (unit tests).

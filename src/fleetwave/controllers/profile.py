@@ -81,7 +81,7 @@ class _Profiles:
                 await common.emit(ctx, run.obj, effect)
         # Level-triggered: every admitted cluster has a summary at the current revision; nothing else does.
         admitted = {c for s in decision.status.stages for c in s.started}
-        await summary_writes.apply_all(ctx, run.obj, run.parsed, run.resolved, admitted & facts.matching)
+        await summary_writes.apply_all(ctx, run.parsed, run.resolved, admitted & facts.matching)
         held = common.held_clusters(ctx, run.raw)
         for cluster, summary in facts.existing.items():
             if cluster not in facts.matching and cluster not in held:

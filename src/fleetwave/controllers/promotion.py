@@ -10,6 +10,7 @@ profiles, postDelayHealthChecks run against the stage's clusters, and approvals 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -119,12 +120,7 @@ class _Promotions:
                     _pass_now(ctx, wanted.name, written)  # a rollback's summaries are not written ahead
             elif stage.started:
                 pinned = (run.resolved.snapshot_name, run.resolved.hash)
-                wanted = _delivery_profile(run, stage, pinned)
-                written = await _ensure_profile(ctx, run, wanted, stage.started)
-                if written is not None and not await summary_writes.write_ahead(
-                    ctx, written, run.resolved, stage.started
-                ):
-                    _pass_now(ctx, wanted.name, written)
+                await _deliver_stage(ctx, run, _delivery_profile(run, stage, pinned), stage.started)
         for effect in decision.effects:
             await _carry_out(ctx, run, decision, effect)
         await _remove_finished_verifications(ctx, run, decision)
@@ -408,9 +404,59 @@ def _pass_now(ctx: Context, profile: str, written: Any) -> None:
         wake.call()
 
 
+async def _deliver_stage(ctx: Context, run: Run, wanted: _StageProfile, clusters: tuple[str, ...]) -> None:
+    """The stage profile with the clusters the engine started, and their summaries written ahead
+    (`summary_writes.write_ahead`). A profile that exists and only gains clusters (or a new pin) is
+    known before the API server answers — its uid, its spec — so both writes go at once: one
+    management round trip per stage boundary instead of two in a row. A summary that arrives before
+    its profile waits for it (`summary._standing`)."""
+    body = _profile_body(ctx, run, wanted, clusters)
+    if body is None:
+        return
+    ahead = _as_stored(ctx.cache.get("ClusterProfile", None, wanted.name), body)
+    if ahead is None:
+        written = await _apply_profile(ctx, body)
+        wrote_all = await summary_writes.write_ahead(ctx, written, run.resolved, clusters)
+    else:
+        written, wrote_all = await asyncio.gather(
+            _apply_profile(ctx, body), summary_writes.write_ahead(ctx, ahead, run.resolved, clusters)
+        )
+    if not wrote_all:
+        _pass_now(ctx, wanted.name, written)
+
+
+def _as_stored(current: Mapping[str, Any] | None, body: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The stage profile as the API server will store `body`, from its cached version, when the write
+    moves nothing but its clusterRefs and annotations; None for a new profile or any other change
+    (schema defaults or a changed spec are the API server's to say)."""
+    if current is None:
+        return None
+    meta = current.get("metadata") or {}
+    spec = current.get("spec") or {}
+    if not meta.get("uid") or meta.get("deletionTimestamp") or not isinstance(spec, Mapping):
+        return None
+    desired = _with_defaults(spec, body["spec"])
+    if {k: v for k, v in desired.items() if k != "clusterRefs"} != {
+        k: v for k, v in spec.items() if k != "clusterRefs"
+    }:
+        return None
+    annotations = {**(meta.get("annotations") or {}), **body["metadata"]["annotations"]}
+    # No resourceVersion: this content is no version the cache has seen (parses memoised by version).
+    kept = {k: v for k, v in meta.items() if k != "resourceVersion"}
+    return {**current, "metadata": {**kept, "annotations": annotations}, "spec": desired}
+
+
 async def _ensure_profile(ctx: Context, run: Run, wanted: _StageProfile, clusters: tuple[str, ...]) -> Any:
     """Server-side apply the stage profile unless the cache shows it already as wanted; the profile
     as the API server stored it when it was written (else None)."""
+    body = _profile_body(ctx, run, wanted, clusters)
+    return None if body is None else await _apply_profile(ctx, body)
+
+
+def _profile_body(
+    ctx: Context, run: Run, wanted: _StageProfile, clusters: tuple[str, ...]
+) -> dict[str, Any] | None:
+    """The stage profile to apply; None when the cache shows it already as wanted."""
     spec = {**wanted.spec, "clusterRefs": [rf.cluster_ref(c, ctx.family) for c in sorted(clusters)]}
     current = ctx.cache.get("ClusterProfile", None, wanted.name)
     if (
@@ -420,7 +466,7 @@ async def _ensure_profile(ctx: Context, run: Run, wanted: _StageProfile, cluster
     ):
         return None
     promotion = run.parsed.metadata.name
-    body = {
+    return {
         "apiVersion": ctx.api_version("ClusterProfile"),
         "kind": "ClusterProfile",
         "metadata": {
@@ -431,7 +477,11 @@ async def _ensure_profile(ctx: Context, run: Run, wanted: _StageProfile, cluster
         },
         "spec": spec,
     }
-    key = ("ClusterProfile", wanted.name)
+
+
+async def _apply_profile(ctx: Context, body: Mapping[str, Any]) -> Any:
+    """Apply a stage profile; as the API server stored it."""
+    key = ("ClusterProfile", str(body["metadata"]["name"]))
     return await tracked(
         ctx.echoes, key, KIND, ops.apply(ctx.client, body), lambda o: o.metadata.resourceVersion
     )

@@ -81,8 +81,13 @@ async def reconcile(ctx: Context, key: str) -> Result:
     if foreign:
         return await _ignore(ctx, obj, raw, foreign)
     if stale:
-        log.info("ClusterSummary %s waits for its profile: %s", key, stale)
-        return Result(requeue=True)  # backoff: the profile updates or deletes it soon
+        # Its profile's next event wakes it (a promotion writes a stage profile and its summaries
+        # at once, and the summary's event may come first); the backoff is the safety net.
+        log.debug("ClusterSummary %s waits for its profile: %s", key, stale)
+        profile = str(meta["labels"][ss.PROFILE_LABEL])
+        if ctx.cache.get("ClusterProfile", None, profile) is not None:  # one gone has no next event
+            ctx.awaiting_profile.setdefault(profile, set()).add(key)
+        return Result(requeue=True)
     if ss.FINALIZER not in (meta.get("finalizers") or []):
         await _patch_meta(
             ctx, namespace, name, {"finalizers": [*(meta.get("finalizers") or []), ss.FINALIZER]}

@@ -38,13 +38,13 @@ SUMMARY_WRITES = 8  # summary writes of one profile in flight at once
 
 
 async def apply_all(
-    ctx: Context, owner: Any, profile: ClusterProfile, resolved: content.Resolved, clusters: Iterable[str]
+    ctx: Context, profile: ClusterProfile, resolved: content.Resolved, clusters: Iterable[str]
 ) -> None:
     """Every cluster's summary unless the cache already holds it as wanted. What all summaries share
     is built and hashed once per pass, and only the summaries to write get a body and a task (a
     pass checks every admitted cluster, and built, hashed and scheduled each); the writes go
     concurrently (a batch of a large stage is dozens of them)."""
-    shared = _Shared.of(ctx, owner, profile, resolved)
+    shared = _Shared.of(ctx, profile, resolved)
     due = [c for c in sorted(clusters) if not _held(ctx, shared, c)]
     gate = asyncio.Semaphore(SUMMARY_WRITES)
 
@@ -70,8 +70,9 @@ async def write_ahead(ctx: Context, owner: Any, resolved: content.Resolved, clus
     clusters (`clusters`: all it started, those written before are skipped by their cached hash): a
     large stage would hold the promotion's worker, and every promotion queued behind it, for many
     writes.
-    `resolved`: the content the profile pins (its name and hash are all a summary carries). Whether
-    it wrote them all: if not, the profile's pass is the one to."""
+    `owner`: the profile as stored, or as it will be once a write in flight is stored (its uid
+    known). `resolved`: the content the profile pins (its name and hash are all a summary carries).
+    Whether it wrote them all: if not, the profile's pass is the one to."""
     raw = as_dict(owner)
     try:
         parsed = common.parse_as(raw, KIND, ClusterProfile)
@@ -91,7 +92,7 @@ async def write_ahead(ctx: Context, owner: Any, resolved: content.Resolved, clus
         and cluster.ready
         and selectors.matches(selector, cluster.labels)
     ]
-    await apply_all(ctx, owner, parsed, resolved, chosen)
+    await apply_all(ctx, parsed, resolved, chosen)
     return len(chosen) == len(wanted)
 
 
@@ -114,7 +115,7 @@ class _Shared:
     digest: str  # of all of the above
 
     @classmethod
-    def of(cls, ctx: Context, owner: Any, profile: ClusterProfile, resolved: content.Resolved) -> _Shared:
+    def of(cls, ctx: Context, profile: ClusterProfile, resolved: content.Resolved) -> _Shared:
         leave = profile.spec.stop_matching_behavior == "LeavePolicies"
         fields: dict[str, Any] = {
             "profile": profile.metadata.name,
@@ -124,7 +125,7 @@ class _Shared:
                 ss.CONTENT_HASH_ANNOTATION: resolved.hash,
                 ss.LEAVE_POLICIES_ANNOTATION: "true" if leave else "false",
             },
-            "owner_reference": common.owner_reference(ctx, KIND, owner),
+            "owner_reference": common.owner_reference(ctx, KIND, profile),
             "profile_spec": summary_spec(profile),
         }
         text = json.dumps({**fields, "layout": _LAYOUT}, sort_keys=True, default=str)

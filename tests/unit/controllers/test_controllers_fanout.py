@@ -104,10 +104,11 @@ class World:
     own: OwnWrites = field(default_factory=OwnWrites)
     echoes: Echoes = field(default_factory=Echoes)
     due_on_arrival: dict[str, str] = field(default_factory=dict)
+    awaiting_profile: dict[str, set[str]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.keys = app._Keys(Cache(self.informers))  # type: ignore[arg-type]
-        writes = app._Writes(self.own, self.echoes, self.due_on_arrival)
+        writes = app._Writes(self.own, self.echoes, self.due_on_arrival, self.awaiting_profile)
         app.wire(self.keys, self.informers, self.promotions, self.profiles, self.summaries, writes)  # type: ignore[arg-type]
 
     def emit(self, event: EventType, kind: str, body: dict[str, Any]) -> _Obj:
@@ -487,3 +488,17 @@ def test_a_stage_profile_version_due_on_arrival_is_passed_at_once_and_only_that_
     assert w.due_on_arrival == {}  # once: a later change of it is the usual moment later again
     w.emit("MODIFIED", "ClusterProfile", stage)
     assert w.profiles.delays == {"web-dev": app.STAGE_PROFILE_AHEAD}
+
+
+# ---- a summary waiting for its profile ----
+
+
+def test_a_profiles_event_wakes_the_summaries_waiting_for_it_once(world: World) -> None:
+    world.awaiting_profile["p-web"] = {"fleet/p-web-a", "fleet/p-web-b"}
+    world.emit("MODIFIED", "ClusterProfile", _profile("p-db", {"policyRefs": [_ref("db")]}))
+    assert "fleet/p-web-a" not in world.woken()[2]  # another profile's event wakes none of them
+    world.emit("MODIFIED", "ClusterProfile", _profile("p-web", {"policyRefs": [_ref("web")]}))
+    assert world.woken()[2] >= {"fleet/p-web-a", "fleet/p-web-b"}
+    assert world.awaiting_profile == {}
+    world.emit("MODIFIED", "ClusterProfile", _profile("p-web", {"policyRefs": [_ref("web2")]}))
+    assert not world.woken()[2] & {"fleet/p-web-a", "fleet/p-web-b"}  # woken once, not at every event

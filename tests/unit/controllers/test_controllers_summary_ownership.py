@@ -242,29 +242,35 @@ async def test_a_summary_fleetwave_made_goes_on_to_delivery() -> None:
 
 
 @pytest.mark.parametrize(
-    "world",
+    ("world", "woken_by_profile"),
     [
         # The stage profile pins another snapshot than the summary names (it has not caught up yet).
-        [_profile(annotations={rollout_common.PINNED_ANNOTATION: "fw-content-" + "d" * 40}), _member()],
+        (
+            [_profile(annotations={rollout_common.PINNED_ANNOTATION: "fw-content-" + "d" * 40}), _member()],
+            True,
+        ),
         # The profile no longer selects the cluster (it will delete the summary).
-        [_profile(), _member(env="prod")],
+        ([_profile(), _member(env="prod")], True),
         # A stage profile lists the clusters the promotion admitted: m1 is not (yet) one of them.
-        [_profile(clusterRefs=[{"kind": "MemberCluster", "namespace": NS, "name": "m2"}]), _member()],
+        ([_profile(clusterRefs=[{"kind": "MemberCluster", "namespace": NS, "name": "m2"}]), _member()], True),
         # Its profile is gone: garbage collection deletes it next (and its finalizer withdraws).
-        [_member()],
+        ([_member()], False),
     ],
 )
 async def test_a_summary_its_profile_does_not_want_as_it_is_waits_without_delivering(
-    world: list[dict[str, Any]],
+    world: list[dict[str, Any]], woken_by_profile: bool
 ) -> None:
     client = _Client()
     ctx = _ctx(_Cache([*world, _summary()]), client)
+    key = f"{NS}/{ss.summary_name('web', 'm1')}"
 
-    result = await summary.reconcile(ctx, f"{NS}/{ss.summary_name('web', 'm1')}")
+    result = await summary.reconcile(ctx, key)
 
     assert client.patches == []
     assert ctx.recorder == []  # type: ignore[attr-defined]
     assert result.requeue
+    # The profile's next event wakes it; a profile that is gone has none to wait for.
+    assert ctx.awaiting_profile == ({"web": {key}} if woken_by_profile else {})
 
 
 async def test_deleting_a_summary_fleetwave_did_not_make_withdraws_nothing() -> None:

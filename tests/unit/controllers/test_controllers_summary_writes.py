@@ -112,7 +112,7 @@ async def test_the_summaries_written_ahead_are_the_ones_the_profile_pass_writes(
     ]
     by_profile = _Client()
     parsed = rollout_common.parse_as(owner.to_dict(), "ClusterProfile", ClusterProfile)
-    await summary_writes.apply_all(_ctx(by_profile), owner, parsed, RESOLVED, ["fleet/a", "fleet/c"])
+    await summary_writes.apply_all(_ctx(by_profile), parsed, RESOLVED, ["fleet/a", "fleet/c"])
     assert ahead.applied == by_profile.applied  # the profile's pass finds them written, byte for byte
     assert ahead.applied[0]["metadata"]["ownerReferences"][0]["uid"] == "u-1"
 
