@@ -418,9 +418,15 @@ async def _deliver_stage(ctx: Context, run: Run, wanted: _StageProfile, clusters
         written = await _apply_profile(ctx, body)
         wrote_all = await summary_writes.write_ahead(ctx, written, run.resolved, clusters)
     else:
-        written, wrote_all = await asyncio.gather(
-            _apply_profile(ctx, body), summary_writes.write_ahead(ctx, ahead, run.resolved, clusters)
-        )
+        profile = asyncio.ensure_future(_apply_profile(ctx, body))
+        summaries = asyncio.ensure_future(summary_writes.write_ahead(ctx, ahead, run.resolved, clusters))
+        try:
+            written, wrote_all = await asyncio.gather(profile, summaries)
+        except BaseException:
+            # One failed: the other is not left writing behind a pass that is retried.
+            profile.cancel()
+            summaries.cancel()
+            raise
     if not wrote_all:
         _pass_now(ctx, wanted.name, written)
 

@@ -9,6 +9,8 @@ import datetime as dt
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
+
 from fleetwave.api import families
 from fleetwave.api.sveltos import ClusterProfile
 from fleetwave.controllers import content, promotion, summary_writes
@@ -170,3 +172,37 @@ async def test_the_summaries_go_out_while_the_profile_write_is_in_flight() -> No
     parsed = common.parse_as(answered.to_dict(), "ClusterProfile", ClusterProfile)
     await summary_writes.apply_all(_ctx(again, _Cache(stored)), parsed, RESOLVED, ["fleet/a", "fleet/b"])
     assert [b for b in again.applied if b["kind"] == "ClusterSummary"] == written
+
+
+class _RefusingServer(_Server):
+    """Refuses the profile; a summary write stays in flight until it is cancelled."""
+
+    def __init__(self, stored: dict[str, Any]) -> None:
+        super().__init__(stored)
+        self.cancelled = 0
+
+    async def apply(self, obj: Any, **_: Any) -> Any:
+        body = obj.to_dict() if hasattr(obj, "to_dict") else dict(obj)
+        if body["kind"] == "ClusterProfile":
+            await asyncio.sleep(0.01)  # the summaries' writes are in flight by now
+            raise RuntimeError("refused")
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            self.cancelled += 1
+            raise
+
+
+async def test_a_refused_profile_write_leaves_no_summary_write_behind() -> None:
+    stored = _stored(["a"])
+    server = _RefusingServer(stored)
+    wanted = promotion._StageProfile(
+        name=NAME,
+        stage="dev",
+        spec={k: v for k, v in _body([])["spec"].items() if k != "clusterRefs"},
+        annotations={common.PINNED_ANNOTATION: "new"},
+    )
+    with pytest.raises(RuntimeError, match="refused"):
+        await promotion._deliver_stage(_ctx(server, _Cache(stored)), _run(), wanted, ("fleet/a", "fleet/b"))
+    await asyncio.sleep(0)  # the cancellations land
+    assert server.cancelled == 2
