@@ -413,7 +413,9 @@ async def _deliver_stage(ctx: Context, run: Run, wanted: _StageProfile, clusters
     body = _profile_body(ctx, run, wanted, clusters)
     if body is None:
         return
-    ahead = _as_stored(ctx.cache.get("ClusterProfile", None, wanted.name), body)
+    ahead = None
+    if len(clusters) <= summary_writes.WRITE_AHEAD_MAX:  # else nothing is written ahead: no prediction
+        ahead = _as_stored(ctx.cache.get("ClusterProfile", None, wanted.name), body)
     if ahead is None:
         written = await _apply_profile(ctx, body)
         wrote_all = await summary_writes.write_ahead(ctx, written, run.resolved, clusters)

@@ -73,6 +73,9 @@ async def write_ahead(ctx: Context, owner: Any, resolved: content.Resolved, clus
     `owner`: the profile as stored, or as it will be once a write in flight is stored (its uid
     known). `resolved`: the content the profile pins (its name and hash are all a summary carries).
     Whether it wrote them all: if not, the profile's pass is the one to."""
+    wanted = sorted(clusters)
+    if len(wanted) > WRITE_AHEAD_MAX:
+        return False  # before parsing: a large stage's profile lists hundreds of clusters
     raw = as_dict(owner)
     try:
         parsed = common.parse_as(raw, KIND, ClusterProfile)
@@ -82,9 +85,6 @@ async def write_ahead(ctx: Context, owner: Any, resolved: content.Resolved, clus
     if parsed.spec.depends_on or raw["metadata"].get("deletionTimestamp"):
         return False
     fleet = common.fleet_of(ctx.cache)
-    wanted = sorted(clusters)
-    if len(wanted) > WRITE_AHEAD_MAX:
-        return False
     chosen = [
         c
         for c in wanted
