@@ -374,6 +374,7 @@ def _add_controllers(
         workers=settings.rollout_workers,
         rollout=keys.rollout_of_profile,
         keys=lambda: keys.all_of("ClusterProfile"),
+        bulk=True,  # its writes are a summary per cluster; a promotion's decisions go past them
     )
     summaries: Controller[str] = manager.add_controller(
         name("ClusterSummary"),
@@ -381,6 +382,7 @@ def _add_controllers(
         workers=settings.summary_workers,
         rollout=keys.rollout_of_summary,
         keys=lambda: keys.all_of("ClusterSummary"),
+        bulk=True,
     )
     ctx.wakers.update(
         {

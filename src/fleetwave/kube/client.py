@@ -14,7 +14,7 @@ import httpx2
 from lightkube import AsyncClient, Client, ConfigError, KubeConfig
 
 from fleetwave.api import yamlsafe
-from fleetwave.kube import internals, kubeconfig_policy
+from fleetwave.kube import internals, kubeconfig_policy, lanes
 from fleetwave.kube.asyncio_streams import AsyncioBackend
 from fleetwave.kube.kubeconfig_policy import KubeconfigRefused
 
@@ -51,6 +51,9 @@ CONNECTIONS = 100
 _LIMITS = httpx2.Limits(
     max_connections=CONNECTIONS, max_keepalive_connections=CONNECTIONS, keepalive_expiry=KEEPALIVE_SECONDS
 )
+# Of those, requests in the bulk lane (`lanes.bulk()`: per-cluster work) in flight at once; the rest
+# are kept for a rollout's own decisions, which then wait behind at most these (ADR 0068, stop 38).
+BULK_SLOTS = 32
 
 http = internals.http
 async_http = internals.async_http
@@ -112,10 +115,11 @@ def async_client(config: KubeConfig, *, namespace: str | None = None) -> AsyncCl
     )
 
 
-def _transport(config: KubeConfig) -> httpx2.AsyncHTTPTransport:
+def _transport(config: KubeConfig) -> lanes.Laned:
     """lightkube's own TLS set-up (CA, client certificate, insecure) on a pool with `_LIMITS`, whose
     connections are asyncio's own transports (`asyncio_streams`: TLS in the event loop, not in
-    Python): a transport given to the client is where httpx takes all three from."""
-    return internals.transport_over(
-        AsyncioBackend(), ssl_context=internals.tls_context(config), limits=_LIMITS
-    )
+    Python): a transport given to the client is where httpx takes all three from. Its bulk lane
+    holds `BULK_SLOTS`."""
+    context = internals.tls_context(config)
+    pool = internals.transport_over(AsyncioBackend(), ssl_context=context, limits=_LIMITS)
+    return lanes.Laned(pool, BULK_SLOTS)

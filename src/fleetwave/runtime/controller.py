@@ -9,13 +9,14 @@ otherwise forget.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Hashable, Iterable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from fleetwave.kube import ops
+from fleetwave.kube import lanes, ops
 from fleetwave.runtime import metrics, queueing, watching
 
 log = logging.getLogger(__name__)
@@ -38,10 +39,13 @@ class Controller(Generic[K]):
         workers: int = 1,
         queue: queueing.WorkQueue[K] | None = None,
         metrics_: metrics.Metrics | None = None,
+        bulk: bool = False,
     ) -> None:
+        """`bulk`: its reconciles' API requests go in their clients' bulk lane (`kube.lanes`)."""
         self.name = name
         self._reconcile = reconcile
         self._workers = workers
+        self._bulk = bulk
         self.queue: queueing.WorkQueue[K] = queue if queue is not None else queueing.WorkQueue()
         self._metrics = metrics_ if metrics_ is not None else metrics.Metrics()
         self._metrics.queue_depth.labels(name).set_function(lambda: len(self.queue))
@@ -149,7 +153,8 @@ class Controller(Generic[K]):
         m.event_to_reconcile.labels(self.name).observe(waited)
         started = time.perf_counter()
         try:
-            result = await self._reconcile(key)
+            with lanes.bulk() if self._bulk else contextlib.nullcontext():
+                result = await self._reconcile(key)
         except asyncio.CancelledError:
             raise
         except Exception as e:
