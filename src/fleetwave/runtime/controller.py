@@ -52,6 +52,10 @@ class Controller(Generic[K]):
         self._sharding: Sharding[K] | None = None
         self._running: dict[K, int] = {}  # key in flight -> the shard it was admitted under
 
+    @property
+    def bulk(self) -> bool:
+        return self._bulk
+
     def shard(self, sharding: Sharding[K]) -> None:
         """Reconcile only the keys of shards this replica owns (ADR 0067)."""
         self._sharding = sharding

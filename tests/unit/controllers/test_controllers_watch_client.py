@@ -54,3 +54,18 @@ async def test_leases_are_renewed_through_the_lease_client() -> None:
     assert {i._api.name for i in sharded._informers} == {"requests"}  # no watch client given
     for manager in (one, sharded):
         await manager.health_pool.close()
+
+
+async def test_per_cluster_work_runs_in_the_bulk_lane_and_rollouts_decide_past_it() -> None:
+    """Profiles write a summary per cluster, summaries a status per cluster: bulk. A promotion or a
+    staged run opening a stage is one decision for many clusters, and must not queue behind them."""
+    manager: Any = app.build(
+        _Client("one"),  # type: ignore[arg-type]
+        app.Settings(helm_binary="helm", leader_election=False),
+        handle_signals=False,
+    )
+    bulk = {c.name for c in manager._controllers if c.bulk}
+    assert bulk == {"clusterprofile", "clustersummary"}
+    names = {c.name for c in manager._controllers}
+    assert {"clusterpromotion", "crp-stagedupdaterun", "rp-stagedupdaterun"} <= names - bulk
+    await manager.health_pool.close()
