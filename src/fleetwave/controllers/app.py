@@ -39,6 +39,7 @@ from fleetwave.controllers.echoes import Echoes
 from fleetwave.controllers.member_watches import MemberWatches
 from fleetwave.controllers.own_writes import OwnWrites
 from fleetwave.controllers.ports import HealthAdapter, HelmAdapter
+from fleetwave.controllers.verdicts import Verdicts
 from fleetwave.delivery import sessions
 from fleetwave.delivery.gotemplate import Renderer
 from fleetwave.delivery.known_versions import KnownVersions
@@ -391,7 +392,7 @@ def _add_controllers(
             "ClusterSummary": summaries.enqueue,
         }
     )
-    writes = _Writes(ctx.own_writes, ctx.echoes, ctx.due_on_arrival, ctx.awaiting_profile)
+    writes = _Writes(ctx.own_writes, ctx.echoes, ctx.due_on_arrival, ctx.awaiting_profile, ctx.verdicts)
     wire(keys, informers, promotions, profiles, summaries, writes)
 
 
@@ -532,6 +533,8 @@ class _Writes:
     due_on_arrival: dict[str, str] = field(default_factory=dict)
     # Profile -> the summaries its next event wakes (Context.awaiting_profile).
     awaiting_profile: dict[str, set[str]] = field(default_factory=dict)
+    # Summary statuses on their way (Context.verdicts): they wake the promotions reading them.
+    verdicts: Verdicts = field(default_factory=Verdicts)
 
 
 def wire(
@@ -553,6 +556,12 @@ def wire(
     _wire_promotions(promotions, informers, keys, writes)
     _wire_profiles(profiles, informers, keys, writes)
     _wire_summaries(summaries, informers, keys, writes)
+
+    def promotions_reading(summary: Any) -> None:
+        for key in keys.promotion_of_summary(summary):
+            promotions.enqueue(key)
+
+    writes.verdicts.readers.append(promotions_reading)
 
 
 def _wire_members(

@@ -17,6 +17,7 @@ from fleetwave.controllers import summary_status as ss
 from fleetwave.controllers.context import Cache
 from fleetwave.controllers.echoes import Echoes
 from fleetwave.controllers.own_writes import OwnWrites
+from fleetwave.controllers.verdicts import Verdicts
 from fleetwave.runtime.controller import Controller, Result
 from fleetwave.runtime.watching import EventType, object_key
 
@@ -105,10 +106,11 @@ class World:
     echoes: Echoes = field(default_factory=Echoes)
     due_on_arrival: dict[str, str] = field(default_factory=dict)
     awaiting_profile: dict[str, set[str]] = field(default_factory=dict)
+    verdicts: Verdicts = field(default_factory=Verdicts)
 
     def __post_init__(self) -> None:
         self.keys = app._Keys(Cache(self.informers))  # type: ignore[arg-type]
-        writes = app._Writes(self.own, self.echoes, self.due_on_arrival, self.awaiting_profile)
+        writes = app._Writes(self.own, self.echoes, self.due_on_arrival, self.awaiting_profile, self.verdicts)
         app.wire(self.keys, self.informers, self.promotions, self.profiles, self.summaries, writes)  # type: ignore[arg-type]
 
     def emit(self, event: EventType, kind: str, body: dict[str, Any]) -> _Obj:
@@ -488,6 +490,20 @@ def test_a_stage_profile_version_due_on_arrival_is_passed_at_once_and_only_that_
     assert w.due_on_arrival == {}  # once: a later change of it is the usual moment later again
     w.emit("MODIFIED", "ClusterProfile", stage)
     assert w.profiles.delays == {"web-dev": app.STAGE_PROFILE_AHEAD}
+
+
+def test_a_summary_verdict_on_its_way_wakes_the_promotion_of_its_stage_and_nothing_else() -> None:
+    w = World()
+    stage = _profile("web-dev", {"policyRefs": [_ref("web")]})
+    stage["metadata"]["labels"] = {"fleetwave.io/promotion": "web"}
+    w.emit("ADDED", "ClusterProfile", stage)
+    w.emit("ADDED", "ClusterProfile", _profile("plain", {"policyRefs": [_ref("web")]}))
+    w.woken()
+    for profile in ("web-dev", "plain"):
+        labels = {ss.PROFILE_LABEL: profile, ss.CLUSTER_LABEL: "c1"}
+        meta = {"name": f"{profile}-sveltos-c1", "namespace": NS, "labels": labels, "resourceVersion": "9"}
+        w.verdicts.record(_Obj({"metadata": meta}), {"observedContentHash": "h"})
+    assert w.woken() == ({"web"}, set(), set())
 
 
 # ---- a summary waiting for its profile ----
