@@ -645,11 +645,22 @@ def _wire_promotions(
         _unless_echo(promotions, writes, "ClusterProfile", "ClusterPromotion", keys.promotion_of_profile),
         signature=_profile_reads,
     )
-    promotions.watch(informers["ClusterSummary"], keys.promotion_of_summary)
+    promotions.watch(informers["ClusterSummary"], _unless_told(keys.promotion_of_summary, writes.verdicts))
     # A content snapshot is nobody's source: it wakes no promotion (a Secret one used to wake all),
     # only the stage profiles pinned to it, whose invalid status wakes the promotion should it go.
     promotions.watch(informers["ConfigMap"], keys.promotions_of_source("ConfigMap"))
     promotions.watch(informers["Secret"], keys.promotions_of_source("Secret"))
+
+
+def _unless_told(
+    mapper: Callable[[Any], Iterable[str]], verdicts: Verdicts
+) -> Callable[[Any], Iterable[str]]:
+    """`mapper`, but nothing for a summary status its readers were told of before it was written."""
+
+    def keys(obj: Any) -> Iterable[str]:
+        return [] if verdicts.told(obj) else mapper(obj)
+
+    return keys
 
 
 def _profile_reads(obj: Any) -> Hashable:

@@ -16,6 +16,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from fleetwave.kube import status as kstatus
+
 HORIZON_SECONDS = 10.0  # a write not seen by then is not waited for: the summary decides again
 
 
@@ -53,6 +55,18 @@ class Verdicts:
             return summary
         kept = {k: v for k, v in meta.items() if k != "resourceVersion"}
         return {**summary, "metadata": kept, "status": status}
+
+    def told(self, summary: Any) -> bool:
+        """Whether the event of `summary` brings the status its readers were woken for already (the
+        write landed as decided): their wake-up came with the verdict. Once: the entry goes."""
+        meta = summary.metadata
+        key = (str(meta.namespace), str(meta.name))
+        entry = self._decided.get(key)
+        if entry is None:
+            return False
+        del self._decided[key]
+        status = getattr(summary, "status", None)
+        return isinstance(status, Mapping) and kstatus.normalized(status) == kstatus.normalized(entry[1])
 
     def _sweep(self, now: float) -> None:
         """Entries nobody read again once their write landed go after `horizon`."""

@@ -39,6 +39,7 @@ class _Obj:
         }
         self.metadata = SimpleNamespace(**meta)
         self.spec = body.get("spec")
+        self.status = body.get("status")
 
     def to_dict(self) -> dict[str, Any]:
         return self._body
@@ -504,6 +505,29 @@ def test_a_summary_verdict_on_its_way_wakes_the_promotion_of_its_stage_and_nothi
         meta = {"name": f"{profile}-sveltos-c1", "namespace": NS, "labels": labels, "resourceVersion": "9"}
         w.verdicts.record(_Obj({"metadata": meta}), {"observedContentHash": "h"})
     assert w.woken() == ({"web"}, set(), set())
+
+
+def test_the_event_of_a_status_its_promotion_was_told_of_wakes_it_no_more() -> None:
+    w = World()
+    stage = _profile("web-dev", {"policyRefs": [_ref("web")]})
+    stage["metadata"]["labels"] = {"fleetwave.io/promotion": "web"}
+    w.emit("ADDED", "ClusterProfile", stage)
+    labels = {ss.PROFILE_LABEL: "web-dev", ss.CLUSTER_LABEL: "c1"}
+    meta = {"name": "web-dev-sveltos-c1", "namespace": NS, "labels": labels, "resourceVersion": "9"}
+    w.emit("ADDED", "ClusterSummary", {"apiVersion": API, "kind": "ClusterSummary", "metadata": meta})
+    w.woken()
+    decided = {"observedContentHash": "h", "conditions": [{"type": "Ready", "status": "True"}]}
+    w.verdicts.record(_Obj({"metadata": meta}), decided)
+    assert w.woken()[0] == {"web"}
+    landed = {"apiVersion": API, "kind": "ClusterSummary", "metadata": {**meta, "resourceVersion": "10"}}
+    w.emit("MODIFIED", "ClusterSummary", {**landed, "status": decided})
+    assert w.woken()[0] == set()  # woken with the verdict already
+    w.emit("MODIFIED", "ClusterSummary", {**landed, "status": {"observedContentHash": "h2"}})
+    assert w.woken()[0] == {"web"}  # anything else wakes it as before
+    w.verdicts.record(_Obj({"metadata": {**meta, "resourceVersion": "11"}}), decided)
+    w.woken()
+    w.emit("MODIFIED", "ClusterSummary", {**landed, "status": {"observedContentHash": "h3"}})
+    assert w.woken()[0] == {"web"}  # the write landed otherwise than decided: woken for what it says
 
 
 # ---- a summary waiting for its profile ----
