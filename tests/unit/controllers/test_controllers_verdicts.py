@@ -146,7 +146,8 @@ class _Cache:
         self.profile = {
             "apiVersion": "fleetwave.io/v1alpha1",
             "kind": "ClusterProfile",
-            "metadata": {"name": "promo-dev", "uid": "u-1", "resourceVersion": "3", "generation": 1},
+            # A uid of its own: specs are parsed once per object and version, across tests.
+            "metadata": {"name": "promo-dev", "uid": "u-verdicts", "resourceVersion": "3", "generation": 1},
             "spec": {
                 "clusterRefs": [{"namespace": "fleet", "name": "a"}],
                 "policyRefs": [{"kind": "ConfigMap", "name": "content", "namespace": "fleetwave-system"}],
