@@ -14,6 +14,7 @@ cluster it no longer selects) waits for the profile to update or delete it.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import hashlib
 import logging
@@ -114,7 +115,10 @@ async def reconcile(ctx: Context, key: str) -> Result:
     held = _progress_held_back(ctx, key, raw.get("status") or {}, status)
     if held is not None:
         return Result(requeue_after=min(held, ctx.judge_poll))
-    _tell_readers(ctx, obj, raw, status, wanted)
+    if _tell_readers(ctx, obj, raw, status, wanted):
+        # The rollouts just woken decide first: their writes open the next stage, this one only
+        # records what they already know.
+        await asyncio.sleep(0)
     kind = "ClusterSummary"
     write = write_versioned(ctx.client, ctx.resource(kind), Versioned.of_cached(obj), status)
     written, fresh = await tracked(ctx.echoes, (kind, key), kind, write, version_written)
@@ -132,12 +136,15 @@ async def reconcile(ctx: Context, key: str) -> Result:
 
 def _tell_readers(
     ctx: Context, obj: Any, raw: Mapping[str, Any], status: Mapping[str, Any], wanted: str
-) -> None:
+) -> bool:
     """A status that changes what a rollout reads of this summary (its delivery of `wanted`) reaches
-    the rollout while the write is on its way (`verdicts`): a stage boundary no longer waits for it."""
+    the rollout while the write is on its way (`verdicts`): a stage boundary no longer waits for it.
+    Whether it did."""
     meta = {k: v for k, v in raw["metadata"].items() if k != "resourceVersion"}
-    if rf.delivery_of({**raw, "metadata": meta, "status": status}, wanted) != rf.delivery_of(raw, wanted):
-        ctx.verdicts.record(obj, status)
+    if rf.delivery_of({**raw, "metadata": meta, "status": status}, wanted) == rf.delivery_of(raw, wanted):
+        return False
+    ctx.verdicts.record(obj, status)
+    return True
 
 
 def _progress_held_back(
