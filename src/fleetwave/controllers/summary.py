@@ -14,7 +14,6 @@ cluster it no longer selects) waits for the profile to update or delete it.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import hashlib
 import logging
@@ -115,10 +114,7 @@ async def reconcile(ctx: Context, key: str) -> Result:
     held = _progress_held_back(ctx, key, raw.get("status") or {}, status)
     if held is not None:
         return Result(requeue_after=min(held, ctx.judge_poll))
-    if _tell_readers(ctx, obj, raw, status, wanted):
-        # The rollouts just woken decide first: their writes open the next stage, this one only
-        # records what they already know.
-        await asyncio.sleep(0)
+    _tell_readers(ctx, obj, raw, status, wanted)
     kind = "ClusterSummary"
     write = write_versioned(ctx.client, ctx.resource(kind), Versioned.of_cached(obj), status)
     written, fresh = await tracked(ctx.echoes, (kind, key), kind, write, version_written)
@@ -136,15 +132,12 @@ async def reconcile(ctx: Context, key: str) -> Result:
 
 def _tell_readers(
     ctx: Context, obj: Any, raw: Mapping[str, Any], status: Mapping[str, Any], wanted: str
-) -> bool:
+) -> None:
     """A status that changes what a rollout reads of this summary (its delivery of `wanted`) reaches
-    the rollout while the write is on its way (`verdicts`): a stage boundary no longer waits for it.
-    Whether it did."""
+    the rollout while the write is on its way (`verdicts`): a stage boundary no longer waits for it."""
     meta = {k: v for k, v in raw["metadata"].items() if k != "resourceVersion"}
-    if rf.delivery_of({**raw, "metadata": meta, "status": status}, wanted) == rf.delivery_of(raw, wanted):
-        return False
-    ctx.verdicts.record(obj, status)
-    return True
+    if rf.delivery_of({**raw, "metadata": meta, "status": status}, wanted) != rf.delivery_of(raw, wanted):
+        ctx.verdicts.record(obj, status)
 
 
 def _progress_held_back(
