@@ -39,7 +39,6 @@ from fleetwave.controllers.echoes import Echoes
 from fleetwave.controllers.member_watches import MemberWatches
 from fleetwave.controllers.own_writes import OwnWrites
 from fleetwave.controllers.ports import HealthAdapter, HelmAdapter
-from fleetwave.controllers.verdicts import Verdicts
 from fleetwave.delivery import sessions
 from fleetwave.delivery.gotemplate import Renderer
 from fleetwave.delivery.known_versions import KnownVersions
@@ -392,7 +391,7 @@ def _add_controllers(
             "ClusterSummary": summaries.enqueue,
         }
     )
-    writes = _Writes(ctx.own_writes, ctx.echoes, ctx.due_on_arrival, ctx.awaiting_profile, ctx.verdicts)
+    writes = _Writes(ctx.own_writes, ctx.echoes, ctx.due_on_arrival, ctx.awaiting_profile)
     wire(keys, informers, promotions, profiles, summaries, writes)
 
 
@@ -533,8 +532,6 @@ class _Writes:
     due_on_arrival: dict[str, str] = field(default_factory=dict)
     # Profile -> the summaries its next event wakes (Context.awaiting_profile).
     awaiting_profile: dict[str, set[str]] = field(default_factory=dict)
-    # Summary statuses on their way (Context.verdicts): they wake the promotions reading them.
-    verdicts: Verdicts = field(default_factory=Verdicts)
 
 
 def wire(
@@ -556,12 +553,6 @@ def wire(
     _wire_promotions(promotions, informers, keys, writes)
     _wire_profiles(profiles, informers, keys, writes)
     _wire_summaries(summaries, informers, keys, writes)
-
-    def promotions_reading(summary: Any) -> None:
-        for key in keys.promotion_of_summary(summary):
-            promotions.enqueue(key)
-
-    writes.verdicts.readers.append(promotions_reading)
 
 
 def _wire_members(
@@ -645,22 +636,11 @@ def _wire_promotions(
         _unless_echo(promotions, writes, "ClusterProfile", "ClusterPromotion", keys.promotion_of_profile),
         signature=_profile_reads,
     )
-    promotions.watch(informers["ClusterSummary"], _unless_told(keys.promotion_of_summary, writes.verdicts))
+    promotions.watch(informers["ClusterSummary"], keys.promotion_of_summary)
     # A content snapshot is nobody's source: it wakes no promotion (a Secret one used to wake all),
     # only the stage profiles pinned to it, whose invalid status wakes the promotion should it go.
     promotions.watch(informers["ConfigMap"], keys.promotions_of_source("ConfigMap"))
     promotions.watch(informers["Secret"], keys.promotions_of_source("Secret"))
-
-
-def _unless_told(
-    mapper: Callable[[Any], Iterable[str]], verdicts: Verdicts
-) -> Callable[[Any], Iterable[str]]:
-    """`mapper`, but nothing for a summary status its readers were told of before it was written."""
-
-    def keys(obj: Any) -> Iterable[str]:
-        return [] if verdicts.told(obj) else mapper(obj)
-
-    return keys
 
 
 def _profile_reads(obj: Any) -> Hashable:

@@ -18,7 +18,6 @@ from fleetwave.api.families import Family
 from fleetwave.api.sveltos import HelmChart, ValidateHealth
 from fleetwave.controllers.echoes import Echoes
 from fleetwave.controllers.own_writes import OwnWrites
-from fleetwave.controllers.verdicts import Verdicts
 from fleetwave.core import rollout_metrics
 from fleetwave.core import status as st
 from fleetwave.delivery.gotemplate import Renderer
@@ -261,8 +260,6 @@ class Context:
     # Profile name -> summaries that found it not yet as they need it (a promotion writes a stage
     # profile and its summaries at once): the profile's next event wakes them.
     awaiting_profile: dict[str, set[str]] = field(default_factory=dict)
-    # Summary statuses decided and being written: the rollouts waiting on them read them at once.
-    verdicts: Verdicts = field(default_factory=Verdicts)
     # kind -> enqueue(key) of its controller, filled in once the controllers exist (app.py).
     wakers: dict[str, Callable[[str], None]] = field(default_factory=dict)
     # The rollout metrics of the manager's registry (ADR 0082); None: not recorded (unit tests).

@@ -201,10 +201,7 @@ def _deliveries(ctx: Context, run: Run, revisions: list[dict[str, Any]]) -> dict
         summaries = common.summaries_of(ctx.cache, stage_profile_name(run.key, stage.name))
         for cluster in stage.clusters:
             if cluster in run.fleet.names:
-                summary = summaries.get(cluster)
-                # As its pass decided it, when that status is still being written (`verdicts`).
-                decided = None if summary is None else ctx.verdicts.overlay(summary)
-                out[cluster] = rf.delivery_of(decided, wanted)
+                out[cluster] = rf.delivery_of(summaries.get(cluster), wanted)
     return out
 
 

@@ -26,7 +26,6 @@ from fleetwave.api.models import ClusterProfile
 from fleetwave.api.sveltos import ClusterProfileSpec, HelmChart, ValidateHealth
 from fleetwave.controllers import content, members, templated_content
 from fleetwave.controllers import rollout_common as common
-from fleetwave.controllers import rollout_facts as rf
 from fleetwave.controllers import summary_status as ss
 from fleetwave.controllers.context import Context, HelmOutcome, Wake, as_dict
 from fleetwave.controllers.echoes import tracked
@@ -114,7 +113,6 @@ async def reconcile(ctx: Context, key: str) -> Result:
     held = _progress_held_back(ctx, key, raw.get("status") or {}, status)
     if held is not None:
         return Result(requeue_after=min(held, ctx.judge_poll))
-    _tell_readers(ctx, obj, raw, status, wanted)
     kind = "ClusterSummary"
     write = write_versioned(ctx.client, ctx.resource(kind), Versioned.of_cached(obj), status)
     written, fresh = await tracked(ctx.echoes, (kind, key), kind, write, version_written)
@@ -128,16 +126,6 @@ async def reconcile(ctx: Context, key: str) -> Result:
     if ss.gave_up(status, content_hash=wanted, generation=meta.get("generation")):
         return Result()
     return _requeue(ctx, raw, outcome)
-
-
-def _tell_readers(
-    ctx: Context, obj: Any, raw: Mapping[str, Any], status: Mapping[str, Any], wanted: str
-) -> None:
-    """A status that changes what a rollout reads of this summary (its delivery of `wanted`) reaches
-    the rollout while the write is on its way (`verdicts`): a stage boundary no longer waits for it."""
-    meta = {k: v for k, v in raw["metadata"].items() if k != "resourceVersion"}
-    if rf.delivery_of({**raw, "metadata": meta, "status": status}, wanted) != rf.delivery_of(raw, wanted):
-        ctx.verdicts.record(obj, status)
 
 
 def _progress_held_back(

@@ -17,7 +17,6 @@ from fleetwave.controllers import summary_status as ss
 from fleetwave.controllers.context import Cache
 from fleetwave.controllers.echoes import Echoes
 from fleetwave.controllers.own_writes import OwnWrites
-from fleetwave.controllers.verdicts import Verdicts
 from fleetwave.runtime.controller import Controller, Result
 from fleetwave.runtime.watching import EventType, object_key
 
@@ -39,7 +38,6 @@ class _Obj:
         }
         self.metadata = SimpleNamespace(**meta)
         self.spec = body.get("spec")
-        self.status = body.get("status")
 
     def to_dict(self) -> dict[str, Any]:
         return self._body
@@ -107,11 +105,10 @@ class World:
     echoes: Echoes = field(default_factory=Echoes)
     due_on_arrival: dict[str, str] = field(default_factory=dict)
     awaiting_profile: dict[str, set[str]] = field(default_factory=dict)
-    verdicts: Verdicts = field(default_factory=Verdicts)
 
     def __post_init__(self) -> None:
         self.keys = app._Keys(Cache(self.informers))  # type: ignore[arg-type]
-        writes = app._Writes(self.own, self.echoes, self.due_on_arrival, self.awaiting_profile, self.verdicts)
+        writes = app._Writes(self.own, self.echoes, self.due_on_arrival, self.awaiting_profile)
         app.wire(self.keys, self.informers, self.promotions, self.profiles, self.summaries, writes)  # type: ignore[arg-type]
 
     def emit(self, event: EventType, kind: str, body: dict[str, Any]) -> _Obj:
@@ -491,43 +488,6 @@ def test_a_stage_profile_version_due_on_arrival_is_passed_at_once_and_only_that_
     assert w.due_on_arrival == {}  # once: a later change of it is the usual moment later again
     w.emit("MODIFIED", "ClusterProfile", stage)
     assert w.profiles.delays == {"web-dev": app.STAGE_PROFILE_AHEAD}
-
-
-def test_a_summary_verdict_on_its_way_wakes_the_promotion_of_its_stage_and_nothing_else() -> None:
-    w = World()
-    stage = _profile("web-dev", {"policyRefs": [_ref("web")]})
-    stage["metadata"]["labels"] = {"fleetwave.io/promotion": "web"}
-    w.emit("ADDED", "ClusterProfile", stage)
-    w.emit("ADDED", "ClusterProfile", _profile("plain", {"policyRefs": [_ref("web")]}))
-    w.woken()
-    for profile in ("web-dev", "plain"):
-        labels = {ss.PROFILE_LABEL: profile, ss.CLUSTER_LABEL: "c1"}
-        meta = {"name": f"{profile}-sveltos-c1", "namespace": NS, "labels": labels, "resourceVersion": "9"}
-        w.verdicts.record(_Obj({"metadata": meta}), {"observedContentHash": "h"})
-    assert w.woken() == ({"web"}, set(), set())
-
-
-def test_the_event_of_a_status_its_promotion_was_told_of_wakes_it_no_more() -> None:
-    w = World()
-    stage = _profile("web-dev", {"policyRefs": [_ref("web")]})
-    stage["metadata"]["labels"] = {"fleetwave.io/promotion": "web"}
-    w.emit("ADDED", "ClusterProfile", stage)
-    labels = {ss.PROFILE_LABEL: "web-dev", ss.CLUSTER_LABEL: "c1"}
-    meta = {"name": "web-dev-sveltos-c1", "namespace": NS, "labels": labels, "resourceVersion": "9"}
-    w.emit("ADDED", "ClusterSummary", {"apiVersion": API, "kind": "ClusterSummary", "metadata": meta})
-    w.woken()
-    decided = {"observedContentHash": "h", "conditions": [{"type": "Ready", "status": "True"}]}
-    w.verdicts.record(_Obj({"metadata": meta}), decided)
-    assert w.woken()[0] == {"web"}
-    landed = {"apiVersion": API, "kind": "ClusterSummary", "metadata": {**meta, "resourceVersion": "10"}}
-    w.emit("MODIFIED", "ClusterSummary", {**landed, "status": decided})
-    assert w.woken()[0] == set()  # woken with the verdict already
-    w.emit("MODIFIED", "ClusterSummary", {**landed, "status": {"observedContentHash": "h2"}})
-    assert w.woken()[0] == {"web"}  # anything else wakes it as before
-    w.verdicts.record(_Obj({"metadata": {**meta, "resourceVersion": "11"}}), decided)
-    w.woken()
-    w.emit("MODIFIED", "ClusterSummary", {**landed, "status": {"observedContentHash": "h3"}})
-    assert w.woken()[0] == {"web"}  # the write landed otherwise than decided: woken for what it says
 
 
 # ---- a summary waiting for its profile ----
