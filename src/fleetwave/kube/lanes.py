@@ -46,7 +46,7 @@ class Laned(httpx2.AsyncBaseTransport):
         self._slots = asyncio.Semaphore(slots)
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        if not _BULK.get():
+        if not in_bulk():
             return await self.inner.handle_async_request(request)
         async with self._slots:
             return await self.inner.handle_async_request(request)
