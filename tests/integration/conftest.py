@@ -24,8 +24,26 @@ from fleetwave.kube import client as kubeclient
 from fleetwave.kube import kinds
 from fleetwave.local import binaries, fleet, processes
 from fleetwave.local import prometheus as local_prometheus
+from fleetwave.promapi import guards
 
 REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def loopback_targets() -> Iterator[None]:
+    """The operator's opt-in for loopback targets (ADR 0096), for the whole session: the tests'
+    Prometheus, webhook receivers, notification sinks and chart repositories listen on 127.0.0.1,
+    and tests call helm, metric sources and the sandbox pool without a controller's settings. Child
+    processes (the sandbox workers, `controller run`) inherit it."""
+    before = os.environ.get(guards.ALLOW_LOOPBACK_ENV)
+    guards.allow_loopback_targets()
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(guards.ALLOW_LOOPBACK_ENV, None)
+        else:
+            os.environ[guards.ALLOW_LOOPBACK_ENV] = before
 
 
 @pytest.fixture(scope="session")

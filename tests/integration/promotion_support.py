@@ -201,6 +201,7 @@ class ControllerProcess:
                     str(processes.free_port()),
                     "--identity",
                     f"{self.identity}-{self.generation}",
+                    "--allow-loopback-targets",  # the tests' servers listen on 127.0.0.1 (ADR 0096)
                     *self.extra,
                 ],
                 stdout=out,
@@ -232,6 +233,7 @@ def settings(helm: str, identity: str) -> controllers.Settings:
         metrics_port=processes.free_port(),
         health_port=processes.free_port(),
         identity=identity,
+        allow_loopback_targets=True,  # the tests' servers listen on 127.0.0.1 (ADR 0096)
     )
 
 

@@ -34,15 +34,28 @@ from fleetwave.kube import ops
 from fleetwave.local import binaries, recipe
 from fleetwave.mgmt import install as installing
 from fleetwave.mgmt import placement_kinds
+from fleetwave.promapi import guards
 from fleetwave.runtime import gc_freeze as freezing
 from fleetwave.runtime.manager import LeadershipLost
 
 app = typer.Typer(help="Run the fleetwave controller.", no_args_is_help=True)
 
+# The HTTP libraries log what the controller must not: httpx each request's full URL at INFO (a
+# webhook's or notification sink's token sits in its path or query), httpcore each response's
+# headers at DEBUG. They say only warnings, whatever --log-level asks of fleetwave's own loggers.
+HTTP_LIBRARY_LOGGERS = ("httpx", "httpcore", "httpx2", "httpcore2")
+
 
 class EventLoop(StrEnum):
     UVLOOP = "uvloop"
     ASYNCIO = "asyncio"
+
+
+def configure_logging(level: str) -> None:
+    """The controller's logging: `level` for fleetwave, warnings only from the HTTP libraries."""
+    logging.basicConfig(level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for name in HTTP_LIBRARY_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING)
 
 
 def _runner(loop: EventLoop) -> Callable[[Coroutine[Any, Any, None]], None]:
@@ -174,6 +187,15 @@ def run(
             "format (json, slack or cloudevents) and headers (a YAML map).",
         ),
     ] = None,
+    allow_loopback_targets: Annotated[
+        bool,
+        typer.Option(
+            envvar=guards.ALLOW_LOOPBACK_ENV,
+            help="Let metric sources, webhooks, notifications and Helm chart repositories be on "
+            "loopback (127.0.0.0/8, ::1): for a local fleet whose servers listen there. Link-local, "
+            "cloud-metadata and unspecified addresses stay refused (ADR 0096).",
+        ),
+    ] = False,
     gc_freeze: Annotated[
         bool,
         typer.Option(
@@ -184,9 +206,7 @@ def run(
     ] = True,
 ) -> None:
     """Reconcile ClusterPromotions, ClusterProfiles and ClusterSummaries until stopped."""
-    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    if log_level.upper() != "DEBUG":
-        logging.getLogger("httpx2").setLevel(logging.WARNING)  # one line per request drowns everything else
+    configure_logging(log_level)
     watch = watch_namespaces(watch_namespace)  # refused before anything connects
     config = _config(kubeconfig)
     settings = controllers.Settings(
@@ -206,6 +226,7 @@ def run(
         shards=shards,
         watch_namespaces=watch,
         notify_secret=notify_secret,
+        allow_loopback_targets=allow_loopback_targets,
         upstream=families.upstream_families(namespace) if _upstream(config, upstream_apis) else (),
         placement_kinds=_placement_kinds(config, placement_kind or []),
     )

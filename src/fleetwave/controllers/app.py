@@ -46,6 +46,7 @@ from fleetwave.delivery.kustomize import Kustomizer
 from fleetwave.kube import kinds
 from fleetwave.kube.client import AsyncClient
 from fleetwave.kube.objects import ConfigMap, Secret
+from fleetwave.promapi import guards
 from fleetwave.runtime import events, notify
 from fleetwave.runtime.controller import Controller, besides_status
 from fleetwave.runtime.manager import Election, Manager
@@ -99,6 +100,9 @@ class Settings:
     # How old a content snapshot nothing names must be before it is collected (ADR 0084).
     snapshot_grace_seconds: float = content_gc.GRACE_SECONDS
     snapshot_sweep_seconds: float = content_gc.SWEEP_SECONDS  # how often a named one is looked at again
+    # Metric sources, webhooks, notifications and chart repositories on loopback (ADR 0096): for
+    # the local fleet and tests, whose servers listen on 127.0.0.1; never link-local or metadata.
+    allow_loopback_targets: bool = False
 
     @property
     def watched(self) -> frozenset[str] | None:
@@ -125,13 +129,7 @@ def build(
     request client's pool, every request walked every watch's connection and probed the idle ones.
     `lease_client`: one for leader election and shard leases alone (their renewals never wait
     behind the controller's requests)."""
-    pool = CheckPool(
-        Budget(
-            workers=settings.health_workers,
-            wall_seconds=settings.health_wall_seconds,
-            memory_bytes=settings.health_memory_bytes,
-        )
-    )
+    pool = _check_pool(settings)
     watches = MemberWatches(per_member=settings.member_watches_per_cluster, linger=WATCH_LINGER)
     manager = _manager(client, settings, pool, watches, handle_signals=handle_signals, leases=lease_client)
     manager.watch_client = watcher = watch_client or client
@@ -176,6 +174,19 @@ def build(
     placements = [c for c in contexts if "ClusterResourcePlacement" in c.family.kinds]
     kubefleet.register(manager, placements[-1])
     return manager
+
+
+def _check_pool(settings: Settings) -> CheckPool:
+    if settings.allow_loopback_targets:
+        # Process-wide and through the environment, before a worker starts: the sandbox workers
+        # that run metric queries inherit it (ADR 0096).
+        guards.allow_loopback_targets()
+    budget = Budget(
+        workers=settings.health_workers,
+        wall_seconds=settings.health_wall_seconds,
+        memory_bytes=settings.health_memory_bytes,
+    )
+    return CheckPool(budget)
 
 
 def _collect_snapshots(

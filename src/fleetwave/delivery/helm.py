@@ -11,6 +11,11 @@ lost, the controller is stopping) or a command outlives its timeout, the whole g
 SIGKILL and reaped before the cancellation goes on: no helm keeps acting on a member after its
 reconcile is gone, so two replicas never drive one release at once. Names reach helm validated and
 positional arguments after `--` (`helmplan`).
+
+A chart repository's host is resolved and every address checked before helm runs (link-local,
+cloud-metadata and unspecified addresses never, loopback only with the operator's opt-in:
+`promapi.guards`). helm then resolves the name again itself, so a name that changes its answer in
+between is not caught here; ADR 0096 says what remains open and why.
 """
 
 from __future__ import annotations
@@ -34,9 +39,11 @@ from fleetwave.delivery import helmplan as hp
 from fleetwave.delivery.content import ContentError, values_hash
 from fleetwave.delivery.target import MemberTarget, MemberUnreachable
 from fleetwave.kube import kinds
+from fleetwave.promapi import guards
 
 HelmAction = Literal["installed", "upgraded", "unchanged", "failed", "uninstalled", "absent"]
 _COMMAND_TIMEOUT = 600.0  # seconds; helm's own --timeout (default 5m) bounds each wait inside
+_RESOLVE_SECONDS = 10.0  # a chart repository's name, resolved to be checked before helm runs
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,6 +194,19 @@ async def status(
         return await _status(h, release_name, release_namespace)
 
 
+async def _check_repository(source: hp.ChartSource, where: str) -> None:
+    """Every address the repository's name resolves to, checked before helm is given it."""
+    remote = source.remote
+    if remote is None:
+        return
+    try:
+        await asyncio.to_thread(guards.resolve_host, *remote, timeout=_RESOLVE_SECONDS)
+    except guards.Unresolved:
+        return  # helm's own lookup fails too, and its message says so: nothing is reached
+    except guards.Refused as e:
+        raise ContentError(f"helm chart {where}: repositoryURL refused: {e}") from None
+
+
 async def _chart_identity(h: _Helm, source: hp.ChartSource) -> tuple[str, str]:
     """(name, version) of the chart helm would install; asks helm only when the spec does not say."""
     if source.version and not source.local:
@@ -223,6 +243,7 @@ async def _install(
     ownership: hp.Ownership | None = None,
 ) -> HelmReleaseReport:
     source = hp.chart_source(chart)
+    await _check_repository(source, chart.release_name)
     desired = hp.desired_values(chart, values)
     chart_name, chart_version = await _chart_identity(h, source)
     report = HelmReleaseReport(

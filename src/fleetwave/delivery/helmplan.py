@@ -8,13 +8,17 @@ versions, OCI references and timeouts are validated first (`ContentError` naming
 shell or a flag), every flag value travels as the next argument of its flag (helm's flag parser
 takes it verbatim, even when it begins with `-`), and positional arguments come after `--`, so
 nothing a profile author writes can be read as a flag. Inline `values` are parsed with the bounded
-loader (`api.yamlsafe`).
+loader (`api.yamlsafe`). A chart repository's host (http, https or oci) written as an address is
+held to the outbound rules of every URL a user chooses (`promapi.guards`): never link-local, cloud
+metadata or unspecified, loopback only with the operator's opt-in; `helm` resolves a name's
+addresses and checks them before helm runs (ADR 0096).
 """
 
 from __future__ import annotations
 
 import json
 import re
+import urllib.parse
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,6 +27,7 @@ from fleetwave.api import yamlsafe
 from fleetwave.api.sveltos import HelmChart
 from fleetwave.delivery import helmoptions
 from fleetwave.delivery.content import ContentError, canonical_json
+from fleetwave.promapi import guards
 
 # Phrases helm prints when it never reached the API server (as opposed to a server-side refusal).
 _UNREACHABLE = (
@@ -53,6 +58,7 @@ _OPERATOR_SPACE = re.compile(rf"{_OPERATOR}\s+")
 _CONSTRAINT_SPLIT = re.compile(r"\|\||,|\s+")
 _OCI = re.compile(r"^oci://[A-Za-z0-9][A-Za-z0-9.-]*(:[0-9]+)?(/[A-Za-z0-9][A-Za-z0-9._-]*)+$")
 _RELEASE_MAX, _NAMESPACE_MAX, _NAME_MAX, _VERSION_MAX = 53, 63, 250, 128
+_DEFAULT_PORTS = {"http": 80, "https": 443, "oci": 443}
 
 
 def _refuse(where: str, field: str, value: str, rule: str) -> ContentError:
@@ -111,6 +117,16 @@ class ChartSource:
     def local(self) -> bool:
         return self.repo is None and not self.ref.startswith("oci://")
 
+    @property
+    def remote(self) -> tuple[str, int] | None:
+        """The host and port helm fetches the chart from; None for a local chart."""
+        url = self.repo or (self.ref if self.ref.startswith("oci://") else "")
+        if not url:
+            return None
+        parts = urllib.parse.urlsplit(url)
+        port = parts.port  # ValueError when it is no port: `check_repository_host` says so
+        return parts.hostname or "", port or _DEFAULT_PORTS.get(parts.scheme.lower(), 443)
+
 
 @dataclass(frozen=True, slots=True)
 class Release:
@@ -166,11 +182,18 @@ def owned_elsewhere(current: Release | None, ours: Ownership | None) -> str:
 
 def chart_source(chart: HelmChart) -> ChartSource:
     """http(s) repository + chart name, an oci:// registry, or a local chart (directory or .tgz);
-    `ContentError` for anything else and for names helm must not see (`check_chart`)."""
+    `ContentError` for anything else, for names helm must not see (`check_chart`) and for a
+    repository host that is a forbidden address (`check_repository_host`)."""
     check_chart(chart)
     url = chart.repository_url
     if not url.isprintable() or any(c.isspace() for c in url):
         raise _refuse(chart.release_name, "repositoryURL", url, "a URL or path without spaces or controls")
+    source = _source(chart, url)
+    check_repository_host(chart.release_name, source)
+    return source
+
+
+def _source(chart: HelmChart, url: str) -> ChartSource:
     name = chart.chart_name or ""
     # Sveltos writes chartName as "<repositoryName>/<chart>"; with --repo helm wants the bare chart.
     bare = name.rsplit("/", 1)[-1]
@@ -192,6 +215,24 @@ def chart_source(chart: HelmChart) -> ChartSource:
     if not url.startswith("/"):
         raise ContentError(f"helm chart {chart.release_name}: unsupported repositoryURL {url!r}")
     return ChartSource(url, version=chart.chart_version)
+
+
+def check_repository_host(where: str, source: ChartSource) -> None:
+    """A repository host written as an address is refused when helm must not reach it; the message
+    names the field and the address, never the URL (it may carry credentials)."""
+    try:
+        found = source.remote
+    except ValueError:  # urlsplit's port: not a number or out of range
+        raise ContentError(f"helm chart {where}: repositoryURL has an invalid port") from None
+    if found is None:
+        return
+    host = found[0]
+    if not host:
+        raise ContentError(f"helm chart {where}: repositoryURL has no host")
+    literal = guards.ip_literal(host)
+    problem = guards.address_problem(literal) if literal is not None else ""
+    if problem:
+        raise ContentError(f"helm chart {where}: repositoryURL refused: {problem}")
 
 
 def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:

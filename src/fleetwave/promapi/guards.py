@@ -1,17 +1,31 @@
-"""What a metric source may be and where it may connect.
+"""What an outbound URL chosen by a user may be and where it may connect.
 
-A URL is `http` or `https`, carries no credentials, no query and no fragment, and its path plus the
-source's `path` stay a plain path. The host is resolved once here; every address it resolves to is
-checked (a name that resolves to a metadata address anywhere is refused, not raced) and the client
-then connects to those very addresses, so a second lookup cannot lead elsewhere (DNS rebinding).
-Refused: link-local networks (169.254.0.0/16, fe80::/10, which hold the cloud metadata services)
-and AWS' IPv6 metadata address fd00:ec2::254, also when written as an IPv4-mapped IPv6 address or
-reached through a numeric host form such as `2852039166` that only the resolver decodes.
+Every URL the controller calls on a user's behalf goes through here: metric sources (ADR 0079),
+webhook gates (ADR 0080), the notification sink, and the hosts of Helm chart repositories (ADR 0096).
+
+A metric source URL is `http` or `https`, carries no credentials, no query and no fragment, and its
+path plus the source's `path` stay a plain path. The host is resolved once here; every address it
+resolves to is checked (a name that resolves to a forbidden address anywhere is refused, not raced)
+and the client then connects to those very addresses, so a second lookup cannot lead elsewhere
+(DNS rebinding).
+
+Never contacted: link-local networks (169.254.0.0/16, fe80::/10, which hold the cloud metadata
+services), the other cloud metadata addresses (fd00:ec2::254, 100.100.100.200, 168.63.129.16) and
+the unspecified addresses (0.0.0.0/8, ::), which Linux connects to this very host. Loopback
+(127.0.0.0/8, ::1) only with the operator's opt-in, `--allow-loopback-targets`: the local fleet and
+the tests run their Prometheus, webhook receivers and chart repositories there, a cluster's
+controller has no business there. Each rule also holds for an IPv4 address embedded in an IPv6 one
+(IPv4-mapped and -translated, IPv4-compatible, NAT64 64:ff9b::/96 and 64:ff9b:1::/48, 6to4,
+Teredo) and for numeric host forms such as `2852039166` that only the resolver decodes.
+
+The opt-in is process-wide and lives in the environment (`FLEETWAVE_ALLOW_LOOPBACK_TARGETS=1`) so
+that the sandbox's worker processes, which run the metric queries, inherit it.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import os
 import re
 import socket
 import threading
@@ -20,15 +34,41 @@ from dataclasses import dataclass
 
 MAX_URL_CHARS = 2048
 _DEFAULT_PORTS = {"http": 80, "https": 443}
-_FORBIDDEN = tuple(ipaddress.ip_network(n) for n in ("169.254.0.0/16", "fe80::/10", "fd00:ec2::254/128"))
-_FORBIDDEN_TEXT = "a link-local or cloud-metadata address, never contacted"
+ALLOW_LOOPBACK_ENV = "FLEETWAVE_ALLOW_LOOPBACK_TARGETS"
+_LINK_LOCAL_TEXT = "a link-local or cloud-metadata address, never contacted"
+_UNSPECIFIED_TEXT = "an unspecified address (this host), never contacted"
+_LOOPBACK_TEXT = "a loopback address, contacted only with --allow-loopback-targets"
+_Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+_Address = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+
+def _networks(*cidrs: str) -> tuple[_Network, ...]:
+    return tuple(ipaddress.ip_network(c) for c in cidrs)
+
+
+# Checked in this order: the first network an address is in says why it is refused.
+_NEVER: tuple[tuple[tuple[_Network, ...], str], ...] = (
+    (_networks("169.254.0.0/16", "fe80::/10", "fd00:ec2::254/128"), _LINK_LOCAL_TEXT),
+    (_networks("100.100.100.200/32", "168.63.129.16/32"), _LINK_LOCAL_TEXT),  # Alibaba, Azure
+    (_networks("0.0.0.0/8", "::/128"), _UNSPECIFIED_TEXT),
+)
+_LOOPBACK = _networks("127.0.0.0/8", "::1/128")
+# IPv6 networks whose addresses carry an IPv4 address that the traffic reaches in the end.
+_COMPATIBLE = ipaddress.IPv6Network("::/96")  # IPv4-compatible (deprecated), besides :: and ::1
+_TRANSLATED = ipaddress.IPv6Network("::ffff:0:0:0/96")  # SIIT's IPv4-translated
+_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
+_NAT64_LOCAL = ipaddress.IPv6Network("64:ff9b:1::/48")
 # Path characters that need no escaping; `%` is out so nothing is decoded into `..` or `?` later.
 _PATH = re.compile(r"^[A-Za-z0-9._~!$&'()*+,;=:@/-]*$")
 _HOSTNAME = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,62})(?:\.[A-Za-z0-9_-]{1,63})*\.?$")
 
 
 class Refused(ValueError):
-    """The metric source may not be used; the message says why (it never holds credentials)."""
+    """The URL may not be used; the message says why (it never holds credentials)."""
+
+
+class Unresolved(Refused):
+    """The host did not resolve (in time): nothing was found forbidden, nothing can be called."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,14 +125,62 @@ def endpoint(url: str, path: str) -> Endpoint:
     return Endpoint(scheme, host, port or _DEFAULT_PORTS[scheme], full)
 
 
-def address_problem(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> str:
+def loopback_allowed() -> bool:
+    """The operator's opt-in, read at every check (the sandbox workers inherit it with the
+    environment, so a worker started before or after the controller's settings agrees with them)."""
+    return os.environ.get(ALLOW_LOOPBACK_ENV, "") == "1"
+
+
+def allow_loopback_targets() -> None:
+    """Turn the opt-in on for this process and for every process it starts from now on."""
+    os.environ[ALLOW_LOOPBACK_ENV] = "1"
+
+
+def address_problem(address: _Address) -> str:
     """Why a connection to `address` is refused ("" if it is not)."""
-    candidates = [address]
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        candidates.append(address.ipv4_mapped)
-    if any(candidate in network for candidate in candidates for network in _FORBIDDEN):
-        return f"{address} is {_FORBIDDEN_TEXT}"
+    shown, why = _problem(address)
+    return f"{shown} is {why}" if why else ""
+
+
+def _problem(address: _Address) -> tuple[str, str]:
+    """(the address as shown, why it is refused), the reason empty when it is not."""
+    why = _why(address)
+    if why:
+        return str(address), why
+    for inner, strict in _embedded(address):
+        why = _why(inner, unspecified=strict)
+        if why:
+            return f"{address} (embedding {inner})", why
+    return str(address), ""
+
+
+def _why(address: _Address, *, unspecified: bool = True) -> str:
+    for networks, text in _NEVER:
+        if (unspecified or text != _UNSPECIFIED_TEXT) and any(address in n for n in networks):
+            return text
+    if any(address in n for n in _LOOPBACK) and not loopback_allowed():
+        return _LOOPBACK_TEXT
     return ""
+
+
+def _embedded(address: _Address) -> list[tuple[ipaddress.IPv4Address, bool]]:
+    """The IPv4 addresses an IPv6 address leads to, each with whether the unspecified rule applies
+    to it (it does not to a position that may be a longer NAT64 prefix's zeros)."""
+    if not isinstance(address, ipaddress.IPv6Address):
+        return []
+    raw = address.packed
+    found = [a for a in (address.ipv4_mapped, address.sixtofour) if a is not None]
+    found += list(address.teredo or ())  # (server, client), the client's bits decoded
+    if address in _NAT64 or address in _TRANSLATED or (address in _COMPATIBLE and int(address) > 1):
+        found.append(ipaddress.IPv4Address(raw[12:]))
+    embedded = [(a, True) for a in found]
+    if address in _NAT64_LOCAL:
+        # RFC 6052: where the IPv4 address sits depends on the operator's prefix length (/48 to
+        # /96; byte 8 is always skipped). Unknowable from here, so every position is read.
+        for length in (48, 56, 64, 96):
+            octets = bytes(raw[i] for i in range(length // 8, 16) if i != 8)[:4]
+            embedded.append((ipaddress.IPv4Address(octets), False))
+    return embedded
 
 
 def resolve(target: Endpoint, *, timeout: float) -> list[str]:
@@ -101,17 +189,18 @@ def resolve(target: Endpoint, *, timeout: float) -> list[str]:
 
 def resolve_host(host: str, port: int, *, timeout: float) -> list[str]:
     """Every address `host` resolves to, in the resolver's order, each checked; Refused if one is
-    forbidden, the name does not resolve, or the resolver takes longer than `timeout`. Shared by
-    every outbound call a rollout's author chooses the destination of (metric sources, webhooks)."""
+    forbidden, Unresolved if the name does not resolve or the resolver takes longer than `timeout`.
+    Shared by every outbound call whose destination a user chooses."""
     found = _getaddrinfo(host, port, timeout)
     addresses: list[str] = []
     for address in found:
-        if address_problem(ipaddress.ip_address(address)):
-            raise Refused(f"{host} resolves to {address}, {_FORBIDDEN_TEXT}")
+        shown, why = _problem(ipaddress.ip_address(address))
+        if why:
+            raise Refused(f"{host} resolves to {shown}, {why}")
         if address not in addresses:
             addresses.append(address)
     if not addresses:
-        raise Refused(f"{host} resolves to no address")
+        raise Unresolved(f"{host} resolves to no address")
     return addresses
 
 
@@ -129,9 +218,9 @@ def _getaddrinfo(host: str, port: int, timeout: float) -> list[str]:
     worker.start()
     worker.join(max(0.0, timeout))
     if worker.is_alive():
-        raise Refused(f"resolving {host} took longer than {timeout:g}s")
+        raise Unresolved(f"resolving {host} took longer than {timeout:g}s")
     if "error" in box:
-        raise Refused(f"cannot resolve {host}: {box['error']}")
+        raise Unresolved(f"cannot resolve {host}: {box['error']}")
     infos = box.get("found")
     assert isinstance(infos, list)
     # The address without an IPv6 zone ("fe80::1%eth0"): the zone does not change what it is.

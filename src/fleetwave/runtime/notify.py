@@ -1,16 +1,21 @@
 """Notifications (issue 13): what a rollout does, sent to one sink configured for the controller.
 
-The sink is a Secret in the controller's namespace (`--notify-secret NAME`): `url` (http or https),
-`format` (`json`, `slack` or `cloudevents`; default json) and optional `headers` (a YAML map, e.g. an
-Authorization header). A Secret because a webhook URL often is the credential (Slack's is). It is
-read from the informer cache at each send, so editing it needs no restart; what is wrong with it is
-logged once per version, never its values.
+The sink is a Secret in the controller's namespace (`--notify-secret NAME`): `url` (http or https,
+without credentials), `format` (`json`, `slack` or `cloudevents`; default json) and optional
+`headers` (a YAML map, e.g. an Authorization header, read with the bounded loader). A Secret because
+a webhook URL often is the credential (Slack's is). It is read from the informer cache at each send,
+so editing it needs no restart; what is wrong with it is logged once per version, never its values.
+
+Where a notification may go is decided as for webhook gates (`runtime.webhook`, `promapi.guards`):
+the host is resolved at each send, every address checked (link-local, metadata and unspecified
+addresses never, loopback only with `--allow-loopback-targets`), and the POST connects to a checked
+address, so a second lookup cannot lead elsewhere.
 
 Sent: a stage started, a rollout waits for an approval (with the command that gives it), a stage
 succeeded, a rollout failed (a cluster failed, its deadline or its failure budget ran out). Like
 Events, notifications are queued and written by one background task, bounded (past it they are
 dropped and counted) and never on a reconcile's path; a failed POST is retried twice with backoff,
-then logged (scheme and host only: the path and query may hold a token) and counted.
+then logged (scheme, host and port only: the path and query may hold a token) and counted.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import asyncio
 import base64
 import collections
 import datetime as dt
+import json
 import logging
 import re
 import uuid
@@ -28,8 +34,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
-import yaml
 
+from fleetwave.api import yamlsafe
+from fleetwave.runtime import webhook
 from fleetwave.runtime.background import BackgroundQueue
 
 log = logging.getLogger(__name__)
@@ -51,8 +58,11 @@ NEW_REVISION = frozenset({"RolloutStarted", "Restarted"})
 MAX_URL = 2048
 MAX_HEADERS = 16
 _HEADER_NAME = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,64}$")
-_TIMEOUT = httpx.Timeout(5.0)
+_SECONDS = 5.0
+_TIMEOUT = httpx.Timeout(_SECONDS)
 _RETRIES = 3
+# A handful of headers: nothing that needs the default budget's megabytes.
+_HEADERS_BUDGET = yamlsafe.Budget(max_bytes=64 * 1024, max_depth=4, max_nodes=1000)
 
 
 class SinkError(ValueError):
@@ -67,9 +77,15 @@ class Sink:
 
     @property
     def where(self) -> str:
-        """What may be logged of the URL: scheme and host."""
-        parts = urlsplit(self.url)
-        return f"{parts.scheme}://{parts.hostname or '?'}"
+        """What may be logged of the URL: scheme, host and port."""
+        try:
+            return _endpoint(self.url).display
+        except webhook.Refused:
+            return f"{urlsplit(self.url).scheme}://?"
+
+
+def _endpoint(url: str) -> webhook.Endpoint:
+    return webhook.endpoint(url, field="key url", headers="key headers")
 
 
 def sink_from_secret(data: Mapping[str, str] | None) -> Sink:
@@ -86,6 +102,10 @@ def sink_from_secret(data: Mapping[str, str] | None) -> Sink:
     parts = urlsplit(url)
     if len(url) > MAX_URL or parts.scheme not in ("http", "https") or not parts.hostname:
         raise SinkError(f"key url: must be an http(s) URL of at most {MAX_URL} characters")
+    try:
+        _endpoint(url)  # its literal address, credentials and path: refused now, not at each send
+    except webhook.Refused as e:
+        raise SinkError(str(e)) from None
     fmt = values.get("format", "json").strip() or "json"
     if fmt not in FORMATS:
         raise SinkError(f"key format: must be one of {', '.join(FORMATS)}")
@@ -96,15 +116,17 @@ def _headers(text: str | None) -> dict[str, str]:
     if not text:
         return {}
     try:
-        parsed = yaml.safe_load(text)
-    except yaml.YAMLError:
-        raise SinkError("key headers: not YAML") from None
+        parsed = yamlsafe.load(text, budget=_HEADERS_BUDGET, what="headers")
+    except yamlsafe.YamlError:  # its message names a line and column only; still, none is shown
+        raise SinkError("key headers: not YAML (or larger than a few headers)") from None
     if not isinstance(parsed, dict) or len(parsed) > MAX_HEADERS:
         raise SinkError(f"key headers: must be a map of at most {MAX_HEADERS} headers")
     out: dict[str, str] = {}
     for name, value in parsed.items():
         if not isinstance(name, str) or not _HEADER_NAME.match(name):
             raise SinkError("key headers: a header name is not a valid HTTP token")
+        if isinstance(value, dict | list):
+            raise SinkError(f"key headers: the value of {name} is not text")
         text_value = str(value)
         if "\r" in text_value or "\n" in text_value or len(text_value) > 4096:
             raise SinkError(f"key headers: the value of {name} has a line break or is too long")
@@ -191,7 +213,6 @@ class Notifier:
         self._queue: BackgroundQueue[Notification] = BackgroundQueue(
             self._send, what="notifications", max_pending=max_pending
         )
-        self._http: httpx.AsyncClient | None = None
 
     @property
     def dropped(self) -> int:
@@ -219,33 +240,45 @@ class Notifier:
 
     async def close(self, within: float = 5.0) -> None:
         await self._queue.close(within)
-        if self._http is not None:
-            await self._http.aclose()
-        self._http = None
 
     async def _send(self, n: Notification) -> None:
         sink = self._sink()
         if sink is None:
             return
-        payload, content_type = body(n, sink.format, self.source)
-        headers = {**sink.headers, "Content-Type": content_type}
-        if self._http is None:
-            self._http = httpx.AsyncClient(
-                timeout=_TIMEOUT, transport=self._transport, follow_redirects=False
-            )
+        problem = await self._post(sink, *body(n, sink.format, self.source))
+        if not problem:
+            self.sent += 1
+            return
+        self.failed += 1
+        log.warning("notifications: %s to %s not delivered: %s", n.kind, sink.where, problem)
+
+    async def _post(self, sink: Sink, payload: Mapping[str, Any], content_type: str) -> str:
+        """ "" once the sink took the notification, else why not (never a path, query or header)."""
+        try:
+            target = _endpoint(sink.url)
+            addresses = await asyncio.to_thread(webhook.resolve, target, timeout=_SECONDS)
+        except webhook.Refused as e:
+            return f"refused: {e}"
+        headers = {**sink.headers, "Content-Type": content_type, "Host": target.host_header}
+        extensions = {"sni_hostname": target.host} if target.scheme == "https" else {}
+        content = json.dumps(payload).encode()
         problem = ""
-        for attempt in range(_RETRIES):
-            try:
-                response = await self._http.post(sink.url, json=payload, headers=headers)
-            except httpx.HTTPError as e:
-                problem = type(e).__name__
-            else:
+        # A client per notification: it connects to the address checked for this one.
+        async with httpx.AsyncClient(
+            timeout=_TIMEOUT, transport=self._transport, follow_redirects=False
+        ) as http:
+            for attempt in range(_RETRIES):
+                if attempt:
+                    await asyncio.sleep(0.5 * 2 ** (attempt - 1))
+                url = target.url_to(addresses[attempt % len(addresses)])
+                try:
+                    response = await http.post(url, content=content, headers=headers, extensions=extensions)
+                except httpx.HTTPError as e:
+                    problem = type(e).__name__
+                    continue
                 if response.status_code < 300:
-                    self.sent += 1
-                    return
+                    return ""
                 problem = f"HTTP {response.status_code}"
                 if response.status_code < 500 and response.status_code != 429:
                     break  # the sink refuses this request: retrying will not change its mind
-            await asyncio.sleep(0.5 * 2**attempt)
-        self.failed += 1
-        log.warning("notifications: %s to %s not delivered: %s", n.kind, sink.where, problem)
+        return problem

@@ -3,17 +3,20 @@
 Where: an `http` or `https` URL without credentials. The host is resolved once, every address it
 resolves to is checked, and the call connects to a checked address (the name kept for the Host
 header, TLS SNI and certificate verification), so a second lookup cannot lead elsewhere. Refused:
-link-local networks (169.254.0.0/16, fe80::/10: the cloud metadata services) and AWS' IPv6 metadata
-address, also as IPv4-mapped IPv6. (The metric sources' checks and resolver, `promapi.guards`.)
+link-local, cloud-metadata and unspecified addresses, loopback without the operator's opt-in, also
+embedded in IPv6 (the rules and the resolver are the metric sources', `promapi.guards`). The
+notification sink (`runtime.notify`) is called through the same checks.
 
 The call: `timeout` per attempt, `retries` more attempts on a transport error, 5xx or 429 (backoff
 0.5 s, 1 s, 2 s...), redirects never followed, at most 64 KiB of answer read, JSON nested at most 32
 deep. Judging: 2xx here; the optional CEL `successCondition` over `status` and `body` is user code and
 runs in the sandbox worker (`health/webhook_condition.py`, ADR 0041).
 
-What a message may show: the URL's scheme, host, port and path (never its query, which may hold a
-token), the HTTP status and the condition's outcome; never a header value and never the answer's
-body (a server may echo the request's headers back).
+What a message may show: the URL's scheme, host and port (never its path or query: a Slack-style
+URL carries its token in the path), the HTTP status and the condition's outcome; never a header
+value and never the answer's body (a server may echo the request's headers back). httpx logs every
+request's full URL at INFO: the controller keeps the HTTP libraries' loggers at WARNING
+(`cli/controller.py`).
 """
 
 from __future__ import annotations
@@ -51,9 +54,8 @@ class Endpoint:
 
     @property
     def display(self) -> str:
-        """The endpoint for messages: no query (it may hold a token), no credentials (refused)."""
-        path = self.path_and_query.split("?", 1)[0] or "/"
-        return f"{self.scheme}://{guards.bracketed(self.host)}:{self.port}{path}"
+        """The endpoint for messages and logs: no path or query (either may hold a token)."""
+        return f"{self.scheme}://{guards.bracketed(self.host)}:{self.port}"
 
     def url_to(self, address: str) -> str:
         return f"{self.scheme}://{guards.bracketed(address)}:{self.port}{self.path_and_query}"
@@ -64,28 +66,30 @@ class Endpoint:
         return guards.bracketed(self.host) if default else f"{guards.bracketed(self.host)}:{self.port}"
 
 
-def endpoint(url: str) -> Endpoint:
+def endpoint(url: str, *, field: str = "url", headers: str = "headersFrom") -> Endpoint:
+    """The endpoint of `url`, or Refused naming `field` (and `headers`, where credentials belong)."""
     if len(url) > MAX_URL_CHARS:
-        raise Refused(f"url is longer than {MAX_URL_CHARS} characters")
+        raise Refused(f"{field} is longer than {MAX_URL_CHARS} characters")
     try:
         parts = urllib.parse.urlsplit(url.strip())
         port = parts.port
     except ValueError:
-        raise Refused("url is not a valid URL") from None
+        raise Refused(f"{field} is not a valid URL") from None
     scheme = parts.scheme.lower()
     if scheme not in _DEFAULT_PORTS:
-        raise Refused("url must start with http:// or https://")
+        raise Refused(f"{field} must start with http:// or https://")
     if "@" in parts.netloc:
-        raise Refused("url must not carry credentials: use headersFrom")
+        raise Refused(f"{field} must not carry credentials: use {headers}")
     host = parts.hostname or ""
     if not host:
-        raise Refused("url has no host")
+        raise Refused(f"{field} has no host")
     literal = guards.ip_literal(host)
-    if literal is not None and guards.address_problem(literal):
-        raise Refused(f"url: {guards.address_problem(literal)}")
+    problem = guards.address_problem(literal) if literal is not None else ""
+    if problem:
+        raise Refused(f"{field}: {problem}")
     path = parts.path or "/"
     if any(c in path for c in " \r\n\t"):
-        raise Refused("url's path has whitespace")
+        raise Refused(f"{field}'s path has whitespace")
     query = f"?{parts.query}" if parts.query else ""
     return Endpoint(scheme, host, port or _DEFAULT_PORTS[scheme], path + query)
 

@@ -122,6 +122,7 @@ def start_controller(client: AsyncClient, helm: str) -> RunningController:
         metrics_port=processes.free_port(),
         health_port=processes.free_port(),
         leader_election=True,
+        allow_loopback_targets=True,  # the demo's chart repository listens on 127.0.0.1
     )
     manager = controllers.build(client, settings, handle_signals=False)
     return RunningController(manager, asyncio.create_task(manager.run(), name="fleetwave-controller"))

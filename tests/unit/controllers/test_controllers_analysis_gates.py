@@ -17,7 +17,7 @@ from fleetwave.controllers import analysis_gates as ag
 from fleetwave.controllers import webhook_gates as wg
 from fleetwave.health import analysis
 from fleetwave.health.model import Limits
-from fleetwave.promapi import client
+from fleetwave.promapi import client, guards
 from fleetwave.runtime.analysis import Series
 
 T0 = datetime(2026, 11, 25, 10, 0, tzinfo=UTC)
@@ -119,7 +119,8 @@ def _closed_port() -> int:
         return int(s.getsockname()[1])
 
 
-def test_an_unreachable_or_refused_source_is_a_failed_measurement() -> None:
+def test_an_unreachable_or_refused_source_is_a_failed_measurement(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(guards.ALLOW_LOOPBACK_ENV, "1")  # the closed port is on 127.0.0.1
     ok, why = analysis.measure(f"http://127.0.0.1:{_closed_port()}", "api/v1/query", "up", "true", Limits())
     assert not ok
     assert why.startswith("query failed: cannot connect to http://127.0.0.1:")
@@ -132,6 +133,7 @@ def test_an_unreachable_or_refused_source_is_a_failed_measurement() -> None:
 def test_the_condition_is_cel_over_result(monkeypatch: pytest.MonkeyPatch) -> None:
     values = iter([0.5, 2.0, 0.5, 0.5])
     monkeypatch.setattr(client.Session, "query", lambda _self, _text: next(values))
+    monkeypatch.setenv(guards.ALLOW_LOOPBACK_ENV, "1")
     url = "http://127.0.0.1:9"
     assert analysis.measure(url, "api/v1/query", "q", "result < 1.0", Limits()) == (
         True,

@@ -15,6 +15,7 @@ import pytest
 
 from fleetwave.api.webhooks import WebhookGate
 from fleetwave.controllers import webhook_gates as wg
+from fleetwave.promapi import guards
 from fleetwave.runtime import webhook
 
 T0 = datetime(2026, 11, 25, 10, 0, tzinfo=UTC)
@@ -53,6 +54,12 @@ def _hook(namespace: str | None = None, **kw: Any) -> WebhookGate:
     return WebhookGate.model_validate(
         {"name": "ready", "url": "http://127.0.0.1:9/h", "headersFrom": {"secretRef": ref}, **kw}
     )
+
+
+@pytest.fixture(autouse=True)
+def _loopback_allowed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The webhooks here are on 127.0.0.1 (a mock transport answers): the operator's opt-in (ADR 0096)."""
+    monkeypatch.setenv(guards.ALLOW_LOOPBACK_ENV, "1")
 
 
 CLUSTER_OWNER = wg.Owner("ClusterPromotion", "p", None, "h1")

@@ -11,10 +11,18 @@ import logging
 import httpx
 import pytest
 
+from fleetwave.promapi import guards
 from fleetwave.runtime import notify
 
 AT = dt.datetime(2026, 11, 25, 8, 0, tzinfo=dt.UTC)
 TOKEN = "T000-secret-path-token"
+
+
+@pytest.fixture(autouse=True)
+def _dns(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Names resolve to a documentation address, never through the network; the addresses are
+    checked as ever (the sink's rules: test_runtime_outbound_addresses)."""
+    monkeypatch.setattr(guards, "_getaddrinfo", lambda _host, _port, _timeout: ["192.0.2.10"])
 
 
 def _data(**values: str) -> dict[str, str]:
@@ -34,7 +42,7 @@ def test_a_sink_reads_url_format_and_headers() -> None:
         _data(url=f"https://hooks.example.com/services/{TOKEN}", format="slack", headers="X-Team: platform\n")
     )
     assert (sink.format, dict(sink.headers)) == ("slack", {"X-Team": "platform"})
-    assert sink.where == "https://hooks.example.com"  # what may be logged: no path, no token
+    assert sink.where == "https://hooks.example.com:443"  # what may be logged: no path, no token
 
 
 @pytest.mark.parametrize(
@@ -84,7 +92,7 @@ def test_waiting_for_approval_carries_the_approve_command_in_every_format() -> N
 async def test_a_failing_sink_is_retried_then_counted_and_logged_without_its_path(
     caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(notify.asyncio, "sleep", _no_wait)
+    monkeypatch.setattr("fleetwave.runtime.notify.asyncio.sleep", _no_wait)
     calls: list[httpx.Request] = []
 
     def handler(request: httpx.Request) -> httpx.Response:
@@ -101,7 +109,10 @@ async def test_a_failing_sink_is_retried_then_counted_and_logged_without_its_pat
     assert len(calls) == 5
     assert calls[0].headers["Authorization"] == "Bearer x"
     assert json.loads(calls[0].content)["kind"] == "WaitingForApproval"
-    assert "https://hooks.example.com" in caplog.text
+    # Sent to the address checked, with the name for Host and TLS.
+    assert (calls[0].url.host, calls[0].headers["Host"]) == ("192.0.2.10", "hooks.example.com")
+    assert calls[0].extensions["sni_hostname"] == "hooks.example.com"
+    assert "https://hooks.example.com:443 not delivered" in caplog.text
     assert TOKEN not in caplog.text
     await notifier.close()
 
