@@ -75,7 +75,7 @@ def _kubeconfig(local_fleet: fleet.FleetState) -> bytes:
 async def test_a_backtracking_script_is_stopped_by_wall_time_and_the_loop_keeps_running(
     local_fleet: fleet.FleetState,
 ) -> None:
-    pool = CheckPool(Budget(workers=1, wall_seconds=3.0))
+    pool = CheckPool(Budget(workers=1, wall_seconds=3.0, cpu_seconds=0))  # the wall clock alone
     await pool.start()
     try:
         kubeconfig = _kubeconfig(local_fleet)
@@ -151,7 +151,7 @@ async def _until(predicate: Callable[[], bool], what: str) -> None:
 
 
 async def test_closing_the_pool_kills_and_reaps_a_busy_worker(local_fleet: fleet.FleetState) -> None:
-    pool = CheckPool(Budget(workers=1, wall_seconds=300.0))
+    pool = CheckPool(Budget(workers=1, wall_seconds=300.0, cpu_seconds=0))
     await pool.start()
     busy = _worker_pids()
     assert len(busy) == 1
@@ -167,7 +167,7 @@ async def test_closing_the_pool_kills_and_reaps_a_busy_worker(local_fleet: fleet
 async def test_a_cancelled_check_kills_its_worker_and_the_pool_carries_on(
     local_fleet: fleet.FleetState,
 ) -> None:
-    pool = CheckPool(Budget(workers=1, wall_seconds=300.0))
+    pool = CheckPool(Budget(workers=1, wall_seconds=300.0, cpu_seconds=0))
     await pool.start()
     try:
         kubeconfig = _kubeconfig(local_fleet)

@@ -11,8 +11,7 @@ import json
 import math
 import re
 import time
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
@@ -59,9 +58,11 @@ def _deny_attributes(obj: object, name: object, is_setting: bool) -> object:
 class LuaSandbox:
     """One Lua state for a series of evaluations on one thread (a LuaRuntime is not thread-safe).
 
-    Memory: `limits.lua_memory_bytes` caps what a *script* allocates; objects the host converts into
-    Lua (the resource, getResource results) are added to the cap instead of counted against it, and
-    converting them with the limit lifted avoids lupa's unprotected out-of-memory panic.
+    Memory: `limits.lua_memory_bytes` caps what a script holds, getResource results included: they
+    are converted with the limit lifted (lupa's conversion is not a protected call, and running out
+    inside it panics), then weighed against the same cap, and one that does not fit is dropped and
+    the call fails. Only the judged resource itself is converted before the cap is set. (Adding each
+    result to the cap instead let 16 MB of `{}` grow the cap to ~315 MiB.)
     """
 
     def __init__(self, limits: Limits) -> None:
@@ -122,15 +123,20 @@ class LuaSandbox:
             return State.ERROR, "memory limit exceeded"
         return State.ERROR, _short(f"{'syntax error' if kind == 'syntax' else 'lua error'}: {reason}")
 
-    @contextmanager
-    def _feeding(self) -> Iterator[None]:
-        """Host-side conversions: not limited, and their size raises the cap rather than eating it."""
-        before = self._rt.get_memory_used()
+    def _convert(self, found: dict[str, Any], size: int) -> tuple[bool, Any]:
+        """`found` as a Lua table counted against the script's memory cap, or why it does not fit."""
+        room = self._cap - self._rt.get_memory_used()
+        if size > room:  # its Lua form is at least about its JSON size: refused before converting
+            return False, f"memory limit exceeded: {size} bytes of JSON, {max(room, 0)} bytes left"
         self._rt.set_max_memory(0)
         try:
-            yield
+            table = self._rt.table_from(found, recursive=True)
+            used = self._rt.get_memory_used()
+            if used <= self._cap:
+                return True, table
+            del table  # unreachable now; Lua's collector frees it when the script next needs memory
+            return False, f"memory limit exceeded: it took {used - self._cap + room} bytes, {room} left"
         finally:
-            self._cap += max(0, self._rt.get_memory_used() - before)
             self._rt.set_max_memory(self._cap, total=True)
 
     def _host_get(self, get_resource: GetResource) -> Callable[..., tuple[bool, Any]]:
@@ -175,8 +181,8 @@ class LuaSandbox:
         if size > budget.bytes:  # checked before converting: a huge conversion is what lupa can't survive
             return False, f"getResource data limit of {self._limits.lua_host_bytes} bytes exceeded"
         budget.bytes -= size
-        with self._feeding():
-            return True, self._rt.table_from(found, recursive=True)
+        ok, converted = self._convert(found, size)
+        return (True, converted) if ok else (False, _short(f"{call}: {converted}"))
 
 
 def _lua_number(value: float) -> float | int:

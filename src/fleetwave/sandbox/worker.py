@@ -4,18 +4,25 @@ It caps its own address space and core dumps before reading any job, then answer
 stdin/stdout until stdin closes. Whatever a job does — a script spinning in a C string function,
 CEL expanding a huge literal, a read returning gigabytes — it can only exhaust this process, which
 the controller kills and replaces; the controller's threads, Lease and probes are untouched.
+
+Before each job the worker lowers its own CPU-time limit (RLIMIT_CPU) to the CPU it has used so far
+plus the job's budget: C code that no interpreter hook reaches (Lua's pattern matcher, celpy's
+builtins over large values) is ended by the kernel's SIGXCPU within that budget, and the controller
+names the limit from the exit signal (ADR 0041, 0096).
 """
 
 from __future__ import annotations
 
 import argparse
 import base64
+import math
 import resource
+import signal
 import sys
 from typing import Any
 
 from fleetwave.api.sveltos import ValidateHealth
-from fleetwave.health import analysis, cluster_check, webhook_condition
+from fleetwave.health import analysis, cel, cluster_check, webhook_condition
 from fleetwave.health.model import Limits
 from fleetwave.kube import ops
 from fleetwave.sandbox import framing
@@ -25,6 +32,24 @@ def _cap_memory(limit_bytes: int) -> None:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     if limit_bytes > 0:
         resource.setrlimit(resource.RLIMIT_AS, (limit_bytes, limit_bytes))
+
+
+def limit_cpu(seconds: int) -> None:
+    """SIGXCPU once this process has used `seconds` more CPU than now (at most a second more: the
+    limit is whole seconds). Its default action ends the process, and nothing here catches it."""
+    if seconds <= 0:
+        return
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    soft = math.ceil(usage.ru_utime + usage.ru_stime + seconds)
+    _, hard = resource.getrlimit(resource.RLIMIT_CPU)
+    if hard != resource.RLIM_INFINITY:
+        soft = min(soft, hard)
+    resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
+
+
+def _warm() -> None:
+    """Build celpy's parser now (0.3 s of CPU): a job's CPU budget is for the job's own work."""
+    cel.compile_rule("true")
 
 
 # Member clients kept between jobs: this process runs one job at a time.
@@ -55,6 +80,7 @@ def _job(message: dict[str, Any]) -> dict[str, Any]:
             limits=Limits(**message["limits"]),
             allow_insecure=insecure,
             clients=_CLIENTS,
+            request_seconds=float(message.get("requestSeconds") or 0) or None,
         )
     except BaseException:
         _CLIENTS.drop(kubeconfig, insecure)  # a broken connection must not poison the next job
@@ -70,7 +96,7 @@ def answer(message: Any) -> dict[str, Any]:
         return _job(message)
     except MemoryError:
         return {"ok": False, "message": "memory limit of the health-check sandbox exceeded"}
-    except (OSError, ops.TransportError) as e:
+    except (OSError, ops.TransportError, cluster_check.NoAnswer) as e:
         return {"ok": False, "message": f"cluster unreachable: {type(e).__name__}: {e}"}
     except Exception as e:  # reported to the controller as a failed check
         return {"ok": False, "message": f"health check could not run: {type(e).__name__}: {e}"}
@@ -79,8 +105,12 @@ def answer(message: Any) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--memory-bytes", type=int, default=0)
+    parser.add_argument("--cpu-seconds", type=int, default=0)
     args = parser.parse_args()
     _cap_memory(args.memory_bytes)
+    # An inherited "ignore" would turn the CPU limit into a warning: the default action ends us.
+    signal.signal(signal.SIGXCPU, signal.SIG_DFL)
+    _warm()
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     framing.write(stdout, {"ready": True})
     while True:
@@ -88,6 +118,7 @@ def main() -> None:
             message = framing.read(stdin)
         except framing.FrameError:
             return  # the controller closed the pipe: exit quietly
+        limit_cpu(args.cpu_seconds)
         framing.write(stdout, answer(message))
 
 

@@ -1,6 +1,6 @@
 """The sandbox pool's scheduling policy (ADR 0041), with the worker round trip replaced: a job that had
 to be stopped is held back for a doubling cool-down, and jobs running user code never take the last
-worker, so readiness-only judgements always find one."""
+worker, so readiness-only judgements always find one. Owners' shares: test_health_sandbox_shares.py."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from health_objects import check
 
-from fleetwave.sandbox.pool import Budget, CheckPool, Verdict
+from fleetwave.sandbox.pool import Budget, CheckPool, Stop, Verdict
 
 WALL = Verdict(False, "health checks exceeded the wall-time limit of 20s; stopped")
 KUBECONFIG = b"apiVersion: v1\nkind: Config\n"
@@ -26,22 +26,22 @@ class Clock:
 
 
 class ScriptedPool(CheckPool):
-    """Replies from a script instead of a worker: each dispatch pops (verdict, stopped)."""
+    """Replies from a script instead of a worker: each dispatch pops (verdict, why it was stopped)."""
 
-    def __init__(self, budget: Budget, clock: Clock, replies: list[tuple[Verdict, bool]]) -> None:
+    def __init__(self, budget: Budget, clock: Clock, replies: list[tuple[Verdict, Stop]]) -> None:
         super().__init__(budget, clock=clock)
         self.replies = replies
         self.dispatched = 0
 
-    async def _dispatch(self, job: dict[str, object]) -> tuple[Verdict, bool]:
+    async def _dispatch(self, job: dict[str, object]) -> tuple[Verdict, Stop]:
         self.dispatched += 1
         return self.replies.pop(0)
 
 
 async def test_a_stopped_job_is_held_back_with_its_message_and_a_doubling_cool_down() -> None:
     clock = Clock()
-    ready = (Verdict(True, "ready"), False)
-    pool = ScriptedPool(Budget(), clock, [(WALL, True), (WALL, True), ready, ready])
+    ready: tuple[Verdict, Stop] = (Verdict(True, "ready"), "")
+    pool = ScriptedPool(Budget(), clock, [(WALL, "wall"), (WALL, "wall"), ready, ready])
     spin = [check(script="function evaluate() while true do end end")]
 
     assert await pool.check(KUBECONFIG, spin, OBJECTS) == WALL
@@ -59,10 +59,11 @@ async def test_a_stopped_job_is_held_back_with_its_message_and_a_doubling_cool_d
     assert pool.dispatched == 3 + 1
 
 
-async def test_the_cool_down_is_per_job_and_capped() -> None:
+async def test_a_wall_time_cool_down_is_per_job_and_capped() -> None:
     clock = Clock()
     budget = Budget(cooldown_seconds=100, max_cooldown_seconds=150)
-    pool = ScriptedPool(budget, clock, [(WALL, True)] * 3 + [(Verdict(True, "ok"), False), (WALL, True)])
+    stopped: tuple[Verdict, Stop] = (WALL, "wall")
+    pool = ScriptedPool(budget, clock, [stopped] * 3 + [(Verdict(True, "ok"), ""), stopped])
     spin = [check(script="function evaluate() while true do end end")]
     await pool.check(KUBECONFIG, spin, OBJECTS)
     # Another cluster, other checks or other objects are other jobs: not held.
@@ -77,7 +78,7 @@ async def test_the_cool_down_is_per_job_and_capped() -> None:
 
 async def test_a_failed_check_that_was_not_stopped_is_not_held() -> None:
     failing = Verdict(False, "health check 'probe': instruction limit exceeded")
-    pool = ScriptedPool(Budget(), Clock(), [(failing, False), (failing, False)])
+    pool = ScriptedPool(Budget(), Clock(), [(failing, ""), (failing, "")])
     spin = [check(script="function evaluate() while true do end end")]
     assert await pool.check(KUBECONFIG, spin, OBJECTS) == failing
     assert await pool.check(KUBECONFIG, spin, OBJECTS) == failing
@@ -92,11 +93,11 @@ class BlockingPool(CheckPool):
         self.running: list[str] = []
         self.release = asyncio.Event()
 
-    async def _dispatch(self, job: dict[str, Any]) -> tuple[Verdict, bool]:
+    async def _dispatch(self, job: dict[str, Any]) -> tuple[Verdict, Stop]:
         kind = "user" if job["checks"] else "readiness"
         self.running.append(kind)
         await self.release.wait()
-        return Verdict(True, kind), False
+        return Verdict(True, kind), ""
 
 
 async def _settle() -> None:
@@ -104,11 +105,14 @@ async def _settle() -> None:
         await asyncio.sleep(0)
 
 
-@pytest.mark.parametrize("workers", [2, 3])
+@pytest.mark.parametrize("workers", [2, 4])
 async def test_user_code_never_takes_the_last_worker(workers: int) -> None:
     pool = BlockingPool(Budget(workers=workers))
     user = [check(script="function evaluate() while true do end end")]
-    hostile = [asyncio.create_task(pool.check(f"c{i}".encode(), user, OBJECTS)) for i in range(workers + 2)]
+    hostile = [
+        asyncio.create_task(pool.check(f"c{i}".encode(), user, OBJECTS, owner=f"ClusterProfile//p{i}"))
+        for i in range(workers + 2)
+    ]
     await _settle()
     assert pool.running == ["user"] * (workers - 1)
     readiness = asyncio.create_task(pool.check(KUBECONFIG, [], OBJECTS))
