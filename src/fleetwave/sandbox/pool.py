@@ -7,7 +7,7 @@ time, after which the worker is killed (SIGKILL, reaped) and replaced; the check
 limit. A worker that dies by itself (its memory cap) fails the check the same way. Workers start
 ahead of need so a gate does not wait for Python to import lupa.
 
-Hostile checks cannot starve the rest of the controller, nor each other's owners (ADR 0041, 0096):
+Hostile checks cannot starve the rest of the controller, nor each other's owners (ADR 0041, 0097):
 - every job names its owner (the profile, promotion, placement or run whose check it is); jobs that
   run user code (Lua, CEL) wait in per-owner queues served in turn (round robin), an owner holding
   at most `owner_workers` workers at once, all of them together at most `workers - 1`: one owner's

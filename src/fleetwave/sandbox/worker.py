@@ -8,7 +8,7 @@ the controller kills and replaces; the controller's threads, Lease and probes ar
 Before each job the worker lowers its own CPU-time limit (RLIMIT_CPU) to the CPU it has used so far
 plus the job's budget: C code that no interpreter hook reaches (Lua's pattern matcher, celpy's
 builtins over large values) is ended by the kernel's SIGXCPU within that budget, and the controller
-names the limit from the exit signal (ADR 0041, 0096).
+names the limit from the exit signal (ADR 0041, 0097).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Real sandbox workers (no fleet: a tiny plain-HTTP API server stands in for a member): C-level work
 that no interpreter hook reaches is stopped by the worker's CPU-time limit, named in the message,
 and the pool goes on with a fresh worker; a member that never answers costs one short request
-timeout, not the worker (ADR 0096)."""
+timeout, not the worker (ADR 0097)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The Lua sandbox's own boundaries (ADR 0096): what getResource brings in counts against the script's
+"""The Lua sandbox's own boundaries (ADR 0097): what getResource brings in counts against the script's
 memory cap instead of raising it, and the strings' metatable does not lead to string.dump."""
 
 from __future__ import annotations

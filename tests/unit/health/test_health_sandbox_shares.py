@@ -1,4 +1,4 @@
-"""Owners' shares of the sandbox pool (ADR 0096), with the worker round trip replaced: user-code jobs
+"""Owners' shares of the sandbox pool (ADR 0097), with the worker round trip replaced: user-code jobs
 wait in per-owner queues served in turn, one owner holds at most its share of workers, and a check
 stopped for CPU holds back the owner's same code on every cluster, a wall-time stop only its job."""
 
