@@ -54,7 +54,11 @@ async def _series(
     if not done and series.next_at is not None and now >= series.next_at:
         query = gate.query.replace(CLUSTER_PLACEHOLDER, cluster) if gate.per_cluster else gate.query
         ok, why = await ctx.health.analysis_measurement(
-            gate.prometheus.url, gate.prometheus.path, query, gate.success_condition
+            gate.prometheus.url,
+            gate.prometheus.path,
+            query,
+            gate.success_condition,
+            owner=f"{owner.kind}/{owner.namespace or ''}/{owner.name}",
         )
         taken, failed = series.taken + 1, series.failed + (0 if ok else 1)
         series = m.Measurements(taken, failed, series.last_failure if ok else why)

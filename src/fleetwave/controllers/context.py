@@ -200,19 +200,26 @@ class HealthPort(Protocol):
         wake: Wake | None = None,
         seen: Mapping[tuple[str, str, str | None, str], Mapping[str, Any]] | None = None,
         delivered: bool = False,
+        owner: str = "",
     ) -> HealthOutcome:
         """Readiness of the delivered objects (apiVersion, kind, namespace, name) plus user checks;
         while not ok, `wake` is called when something they read changes on the member. `seen`:
         objects as the delivery's applies just returned them, judged without reading them again
         (built-in readiness only: a user's check reads the member itself). `delivered`: the objects
-        were applied since the last judgement, so nothing seen of them before counts."""
+        were applied since the last judgement, so nothing seen of them before counts. `owner`:
+        whose check it is, "<kind>/<namespace>/<name>": each owner has its share of the sandbox
+        (ADR 0097)."""
         ...
 
-    async def webhook_condition(self, rule: str, status: int, body: object) -> tuple[bool, str]:
+    async def webhook_condition(
+        self, rule: str, status: int, body: object, *, owner: str = ""
+    ) -> tuple[bool, str]:
         """A webhook gate's successCondition over one answer, in the sandbox (ADR 0080)."""
         ...
 
-    async def analysis_measurement(self, url: str, path: str, query: str, rule: str) -> tuple[bool, str]:
+    async def analysis_measurement(
+        self, url: str, path: str, query: str, rule: str, *, owner: str = ""
+    ) -> tuple[bool, str]:
         """One measurement of an analysis gate: its query and successCondition, in the sandbox (ADR 0081)."""
         ...
 

@@ -82,12 +82,16 @@ class HealthAdapter:
         self.metrics = metrics  # counts judgements by result (ADR 0082)
         self.sightings = Sightings()
 
-    async def webhook_condition(self, rule: str, status: int, body: object) -> tuple[bool, str]:
-        verdict = await self.pool.webhook_condition(rule, status, body)
+    async def webhook_condition(
+        self, rule: str, status: int, body: object, *, owner: str = ""
+    ) -> tuple[bool, str]:
+        verdict = await self.pool.webhook_condition(rule, status, body, owner=owner)
         return verdict.ok, verdict.message
 
-    async def analysis_measurement(self, url: str, path: str, query: str, rule: str) -> tuple[bool, str]:
-        verdict = await self.pool.analysis_measurement(url, path, query, rule)
+    async def analysis_measurement(
+        self, url: str, path: str, query: str, rule: str, *, owner: str = ""
+    ) -> tuple[bool, str]:
+        verdict = await self.pool.analysis_measurement(url, path, query, rule, owner=owner)
         return verdict.ok, verdict.message
 
     async def check(
@@ -99,6 +103,7 @@ class HealthAdapter:
         wake: Wake | None = None,
         seen: Mapping[ObjectId, Mapping[str, Any]] | None = None,
         delivered: bool = False,
+        owner: str = "",
     ) -> HealthOutcome:
         listed, ids = list(checks_), list(objects)
         began = self.watches.now() if self.watches is not None else None
@@ -109,7 +114,7 @@ class HealthAdapter:
             self.sightings.forget(wake.key)
         if listed:
             verdict = await self.pool.check(
-                target.kubeconfig, listed, ids, allow_insecure=target.allow_insecure
+                target.kubeconfig, listed, ids, allow_insecure=target.allow_insecure, owner=owner
             )
             ok, message = verdict.ok, verdict.message
         else:

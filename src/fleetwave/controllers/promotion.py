@@ -268,6 +268,7 @@ async def _health(ctx: Context, run: Run) -> dict[tuple[str, str], m.HealthVerdi
             check,
             current.clusters,
             None if wake is None else Wake((wake.key, current.name, check.name), wake.call),
+            owner=f"{KIND}//{run.parsed.metadata.name}",
         )
         for check in checks
     }
@@ -307,6 +308,8 @@ async def _verdict(
     check: sveltos.ValidateHealth,
     clusters: tuple[str, ...],
     wake: Wake | None,
+    *,
+    owner: str,
 ) -> m.HealthVerdict:
     """One check over every cluster of the stage: the first failing one is named in the message, all
     of them are listed for the failure budget."""
@@ -316,7 +319,7 @@ async def _verdict(
         if target is None:
             failing.append((cluster, "cluster is not reachable"))
             continue
-        result = await ctx.health.check(target, [check], objects=(), wake=wake)
+        result = await ctx.health.check(target, [check], objects=(), wake=wake, owner=owner)
         if not result.ok:
             failing.append((cluster, result.message))
     if not failing:

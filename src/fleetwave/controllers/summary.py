@@ -338,8 +338,8 @@ async def _deliver_body(
         same_target = ctx.delivered_to.get(key) == _fingerprint(target)
         inputs = _template_inputs(ctx, raw)
         if _settled(raw, wanted_hash, same_target=same_target, template_inputs=inputs) == "judge":
-            return await _health_only(ctx, target, profile, body, wanted_hash, previous, wake)
-        waiting = await _pre_deploy(ctx, target, profile, previous, wanted_hash, dry_run, wake)
+            return await _health_only(ctx, target, profile, body, wanted_hash, previous, wake, owner_of(raw))
+        waiting = await _pre_deploy(ctx, target, profile, previous, wanted_hash, dry_run, wake, owner_of(raw))
         if waiting:
             # Nothing is deployed: the summary keeps what it last delivered, and says why it waits.
             return ss.Outcome(str(previous.get("observedContentHash") or ""), waiting=waiting)
@@ -387,6 +387,7 @@ async def _pre_deploy(
     wanted_hash: str,
     dry_run: bool,
     wake: Wake | None,
+    owner: str,
 ) -> str:
     """Why the content must not be deployed yet ("" to go on): preDeployChecks are judged on the
     cluster before each revision is first deployed there (once it is, they are not asked again)."""
@@ -394,7 +395,7 @@ async def _pre_deploy(
         return ""
     if previous.get("observedContentHash") == wanted_hash and _provisioned(previous):
         return ""
-    verdict = await ctx.health.check(target, profile.pre_deploy_checks, objects=(), wake=wake)
+    verdict = await ctx.health.check(target, profile.pre_deploy_checks, objects=(), wake=wake, owner=owner)
     return "" if verdict.ok else f"waiting for preDeployChecks, nothing is deployed: {verdict.message}"
 
 
@@ -459,6 +460,7 @@ async def _health_only(
     wanted_hash: str,
     previous: Mapping[str, Any],
     wake: Wake | None,
+    owner: str,
 ) -> ss.Outcome:
     """Deployed already: only health is judged, nothing is re-applied while it is unhealthy.
 
@@ -484,7 +486,7 @@ async def _health_only(
         for r in previous.get("helmReleaseSummaries") or []
     )
     health = await ctx.health.check(
-        target, profile.validate_healths or [], objects=_ids(_objects(body)), wake=wake
+        target, profile.validate_healths or [], objects=_ids(_objects(body)), wake=wake, owner=owner
     )
     message = health.message
     if profile.sync_mode == "OneTime":
@@ -547,7 +549,13 @@ async def _deliver_to(
     seen = applied if not body.get("helmCharts") else None
     wake = ctx.wake("ClusterSummary", key)
     health = await ctx.health.check(
-        target, profile.validate_healths or [], objects=_ids(objects), wake=wake, seen=seen, delivered=True
+        target,
+        profile.validate_healths or [],
+        objects=_ids(objects),
+        wake=wake,
+        seen=seen,
+        delivered=True,
+        owner=owner,
     )
     return ss.Outcome(
         wanted_hash,
@@ -673,7 +681,9 @@ async def _finalize(ctx: Context, obj: Any, raw: Mapping[str, Any]) -> Result:
         profile = _profile_spec(raw)
         try:
             await _probe(target)
-            waiting = await _delete_checks(ctx, obj, target, profile.pre_delete_checks, "preDeleteChecks")
+            waiting = await _delete_checks(
+                ctx, obj, target, profile.pre_delete_checks, "preDeleteChecks", owner_of(raw)
+            )
             if waiting:
                 return waiting
             await manifests.withdraw(
@@ -687,7 +697,9 @@ async def _finalize(ctx: Context, obj: Any, raw: Mapping[str, Any]) -> Result:
             )
             for release, namespace in _releases_to_uninstall(ctx, raw):
                 await ctx.helm.uninstall(target, release=release, namespace=namespace, owner=owners)
-            waiting = await _delete_checks(ctx, obj, target, profile.post_delete_checks, "postDeleteChecks")
+            waiting = await _delete_checks(
+                ctx, obj, target, profile.post_delete_checks, "postDeleteChecks", owner_of(raw)
+            )
             if waiting:
                 return waiting
         except MemberUnreachable as e:
@@ -709,13 +721,13 @@ def _profile_spec(raw: Mapping[str, Any]) -> ClusterProfileSpec:
 
 
 async def _delete_checks(
-    ctx: Context, obj: Any, target: MemberTarget, checks: list[ValidateHealth] | None, field: str
+    ctx: Context, obj: Any, target: MemberTarget, checks: list[ValidateHealth] | None, field: str, owner: str
 ) -> Result | None:
     """preDeleteChecks (before withdrawing) or postDeleteChecks (after): the summary, and so its
     deletion, waits until they pass; a Result ends this pass."""
     if not checks:
         return None
-    verdict = await ctx.health.check(target, checks, objects=())
+    verdict = await ctx.health.check(target, checks, objects=(), owner=owner)
     if verdict.ok:
         return None
     message = f"deletion waits for {field}: {verdict.message}"

@@ -114,7 +114,12 @@ async def _one(
     ok, why = webhook.judge_status(answer)
     if ok and hook.success_condition:
         assert answer.status is not None
-        ok, why = await ctx.health.webhook_condition(hook.success_condition, answer.status, answer.body)
+        ok, why = await ctx.health.webhook_condition(
+            hook.success_condition,
+            answer.status,
+            answer.body,
+            owner=f"{owner.kind}/{owner.namespace or ''}/{owner.name}",
+        )
     interval: timedelta = parse_duration(hook.interval)
     ctx.webhooks.remember(key, webhook.Memo(ok, why, now + interval))
     return ok, why

@@ -8,7 +8,8 @@ upstream does.
 
 Cost: cel-python has no cost model, so evaluation counts the syntax-tree nodes it visits (macro bodies
 once per element, nested macros multiply) and stops at `max_cost` (ADR 0041). `matches()` runs RE2
-(linear time); what a single builtin costs over a large value is bounded by the worker's wall time.
+(linear time); what a single builtin costs over a large value (a string doubled by `map` twenty
+times, then compared in a nested `all`) is bounded by the worker's CPU-time limit (ADR 0097).
 """
 
 from __future__ import annotations

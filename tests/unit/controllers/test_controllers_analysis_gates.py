@@ -29,8 +29,11 @@ class _Health:
     answers: list[tuple[bool, str]]
     queries: list[str] = field(default_factory=list)
 
-    async def analysis_measurement(self, url: str, path: str, query: str, rule: str) -> tuple[bool, str]:
+    async def analysis_measurement(
+        self, url: str, path: str, query: str, rule: str, *, owner: str
+    ) -> tuple[bool, str]:
         assert (url, path, rule) == ("http://127.0.0.1:9", "api/v1/query", "result < 1.0")
+        assert owner == "ClusterPromotion//p"  # its share of the sandbox is the promotion's (ADR 0097)
         self.queries.append(query)
         return self.answers.pop(0)
 
