@@ -77,14 +77,18 @@ class MemberTarget:
     def kubeconfig_file(self) -> Iterator[Path]:
         """The kubeconfig in a private (0700) directory as a 0600 file, removed afterwards; the
         directory also serves as helm's cache/config home so concurrent runs never share state.
-        Checked by the policy first: helm would run an exec plugin or read a file it names."""
-        self.config()
+        Only the policy's canonical document is written: helm would run an exec plugin or read a
+        file the author's own text names, and reads a repeated name differently."""
+        try:
+            text = kubeclient.member_kubeconfig_text(self.kubeconfig, allow_insecure=self.allow_insecure)
+        except kubeclient.KubeconfigRefused as e:
+            raise CredentialsRefused(self.name, str(e)) from None
         directory = Path(tempfile.mkdtemp(prefix="fleetwave-member-"))
         try:
             path = directory / "kubeconfig"
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "wb") as out:
-                out.write(self.kubeconfig)
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                out.write(text)
             yield path
         finally:
             shutil.rmtree(directory, ignore_errors=True)

@@ -7,7 +7,9 @@ becomes a client. Controllers annotate with the aliases here and never import li
 
 from __future__ import annotations
 
+import json
 import os
+import ssl
 from pathlib import Path
 
 import httpx2
@@ -34,6 +36,7 @@ __all__ = [
     "in_cluster",
     "in_cluster_config",
     "member_config",
+    "member_kubeconfig_text",
 ]
 
 FIELD_MANAGER = "fleetwave"
@@ -94,8 +97,25 @@ def config_from_bytes(data: bytes | str) -> KubeConfig:
 
 def member_config(data: bytes | str, *, allow_insecure: bool = False) -> KubeConfig:
     """A member cluster's kubeconfig: data from someone else, so it must pass `kubeconfig_policy`
-    (inline credentials, https) before anything reads it; `KubeconfigRefused` otherwise."""
-    return KubeConfig.from_dict(kubeconfig_policy.load(data, allow_insecure=allow_insecure))
+    (inline credentials, https) before anything reads it; `KubeconfigRefused` otherwise. The client
+    is built from the policy's canonical document only, and its TLS material is loaded here once,
+    so a certificate that is not PEM is a refusal now rather than an error in a later request."""
+    config = KubeConfig.from_dict(kubeconfig_policy.load(data, allow_insecure=allow_insecure))
+    try:
+        internals.tls_context(config)
+    except (ssl.SSLError, ValueError, OSError):
+        raise KubeconfigRefused(
+            "kubeconfig refused: certificate-authority-data or client-certificate-data/client-key-data "
+            "is not a valid PEM certificate and key"
+        ) from None
+    return config
+
+
+def member_kubeconfig_text(data: bytes | str, *, allow_insecure: bool = False) -> str:
+    """The canonical member kubeconfig as a document for tools that read a file (helm): the same
+    entries `member_config` builds a client from, never the author's own text."""
+    member_config(data, allow_insecure=allow_insecure)
+    return json.dumps(kubeconfig_policy.load(data, allow_insecure=allow_insecure))
 
 
 def client(config: KubeConfig, *, namespace: str | None = None) -> Client:

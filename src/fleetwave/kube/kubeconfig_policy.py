@@ -13,17 +13,26 @@ credentials through a host of the author's choosing. fleetwave therefore accepts
 `insecure-skip-tls-verify: true` and `http://` servers need an explicit opt-in (`allow_insecure`),
 which the caller must make visible (a flag on `cluster register`, an annotation on the
 MemberCluster). Problems name the field, never its value.
+
+Readers disagree on which entry a repeated name means (this check once read the first, lightkube
+reads the last), so a kubeconfig whose clusters, users or contexts repeat a name, or whose contexts
+name entries that do not exist, is refused whole. And nothing downstream reads the author's document:
+`load` returns a *canonical* kubeconfig built only from the fields this module checked (one cluster,
+one user, one context), which is what clients and helm are given.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from fleetwave.api import yamlsafe
 
-__all__ = ["KubeconfigRefused", "Verdict", "check", "load"]
+__all__ = ["KubeconfigRefused", "Verdict", "canonical", "check", "load"]
 
 _RUNS_OR_READS = {
     "exec": "runs a program",
@@ -34,7 +43,15 @@ _RUNS_OR_READS = {
     "username": "uses basic auth",
     "password": "uses basic auth",
 }
+_SECTIONS = (("clusters", "cluster"), ("users", "user"), ("contexts", "context"))
+# The only fields a canonical kubeconfig carries; everything else the author wrote is dropped.
+_CLUSTER_FIELDS = ("server", "certificate-authority-data", "insecure-skip-tls-verify")
+_USER_FIELDS = ("token", "client-certificate-data", "client-key-data")
 _MAX_BYTES = 256 * 1024
+_MAX_SERVER_CHARS = 2048
+_MAX_TOKEN_CHARS = 64 * 1024
+# The one name the canonical document uses for its cluster, user and context.
+CANONICAL_NAME = "member"
 
 
 class KubeconfigRefused(ValueError):
@@ -52,7 +69,7 @@ class Verdict:
 
 
 def load(data: bytes | str, *, allow_insecure: bool = False) -> dict[str, Any]:
-    """Parse (bounded) and check; the parsed kubeconfig, or KubeconfigRefused."""
+    """Parse (bounded) and check; the canonical kubeconfig (`canonical`), or KubeconfigRefused."""
     try:
         parsed = yamlsafe.load(data, budget=yamlsafe.Budget(max_bytes=_MAX_BYTES), what="kubeconfig")
     except yamlsafe.YamlError as e:
@@ -62,26 +79,94 @@ def load(data: bytes | str, *, allow_insecure: bool = False) -> dict[str, Any]:
     verdict = check(parsed, allow_insecure=allow_insecure)
     if not verdict.ok:
         raise KubeconfigRefused("kubeconfig refused: " + "; ".join(verdict.problems))
-    return parsed
+    return canonical(parsed)
 
 
 def check(config: Mapping[str, Any], *, allow_insecure: bool = False) -> Verdict:
+    problems = _structure(config)
+    if problems:
+        return Verdict(tuple(problems), insecure=False)
     context, problems = _current_context(config)
     if context is None:
         return Verdict(tuple(problems), insecure=False)
     cluster = _named(config, "clusters", "cluster", context.get("cluster"))
     user = _named(config, "users", "user", context.get("user"))
-    if cluster is None:
-        problems.append("the current context's cluster is not defined in clusters")
-    if user is None:
-        problems.append("the current context's user is not defined in users")
-    insecure = False
-    if cluster is not None:
-        cluster_problems, insecure = _cluster(cluster, allow_insecure)
-        problems += cluster_problems
-    if user is not None:
-        problems += _user(user)
+    if cluster is None or user is None:  # `_structure` refused dangling names; a context without a user
+        return Verdict(("the current context names no user",), insecure=False)
+    cluster_problems, insecure = _cluster(cluster, allow_insecure)
+    problems = cluster_problems + _user(user) + _context(context)
     return Verdict(tuple(problems), insecure=insecure and not problems)
+
+
+def canonical(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The kubeconfig fleetwave uses, from one that passed `check`: the current context, its cluster
+    and its user, each with only the fields checked here, under one fixed name."""
+    context = _named(config, "contexts", "context", config.get("current-context")) or {}
+    cluster = _named(config, "clusters", "cluster", context.get("cluster")) or {}
+    user = _named(config, "users", "user", context.get("user")) or {}
+    body = {"cluster": CANONICAL_NAME, "user": CANONICAL_NAME}
+    if isinstance(context.get("namespace"), str) and context["namespace"]:
+        body["namespace"] = context["namespace"]
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": CANONICAL_NAME, "cluster": _only(cluster, _CLUSTER_FIELDS)}],
+        "users": [{"name": CANONICAL_NAME, "user": _only(user, _USER_FIELDS)}],
+        "contexts": [{"name": CANONICAL_NAME, "context": body}],
+        "current-context": CANONICAL_NAME,
+    }
+
+
+def _only(body: Mapping[str, Any], fields: tuple[str, ...]) -> dict[str, Any]:
+    kept = {key: body[key] for key in fields if body.get(key) is not None}
+    for key, value in kept.items():
+        if key.endswith("-data"):  # base64 without line breaks: every reader decodes that alike
+            kept[key] = "".join(value.split())
+    return kept
+
+
+def _structure(config: Mapping[str, Any]) -> list[str]:
+    """Every section a list of named entries, every name once, every name a context uses defined."""
+    problems: list[str] = []
+    names: dict[str, set[str]] = {}
+    for section, field in _SECTIONS:
+        entries = config.get(section)
+        if entries is None:
+            entries = []
+        if not isinstance(entries, list):
+            problems.append(f"{section} must be a list")
+            continue
+        names[section] = set()
+        for index, entry in enumerate(entries):
+            problems += _entry_problems(section, field, index, entry, names[section])
+    contexts = config.get("contexts")
+    if isinstance(contexts, list) and "clusters" in names and "users" in names:
+        for index, entry in enumerate(contexts):
+            if isinstance(entry, Mapping) and isinstance(entry.get("context"), Mapping):
+                problems += _dangling(index, entry["context"], names)
+    return problems
+
+
+def _entry_problems(section: str, field: str, index: int, entry: Any, seen: set[str]) -> list[str]:
+    where = f"{section}[{index}]"
+    if not isinstance(entry, Mapping) or not isinstance(entry.get("name"), str) or not entry["name"]:
+        return [f"{where} has no name"]
+    if not isinstance(entry.get(field), Mapping):
+        return [f"{where}.{field} must be a mapping"]
+    if entry["name"] in seen:
+        return [f"{where} repeats the name of an earlier entry (each name must be defined once)"]
+    seen.add(entry["name"])
+    return []
+
+
+def _dangling(index: int, body: Mapping[str, Any], names: Mapping[str, set[str]]) -> list[str]:
+    problems = []
+    cluster, user = body.get("cluster"), body.get("user")
+    if not isinstance(cluster, str) or cluster not in names.get("clusters", set()):
+        problems.append(f"contexts[{index}] names a cluster that is not defined in clusters")
+    if user is not None and (not isinstance(user, str) or user not in names.get("users", set())):
+        problems.append(f"contexts[{index}] names a user that is not defined in users")
+    return problems
 
 
 def _current_context(config: Mapping[str, Any]) -> tuple[Mapping[str, Any] | None, list[str]]:
@@ -106,18 +191,11 @@ def _named(config: Mapping[str, Any], section: str, field: str, name: Any) -> Ma
 
 
 def _cluster(cluster: Mapping[str, Any], allow_insecure: bool) -> tuple[list[str], bool]:
-    problems: list[str] = []
-    insecure = False
-    server = cluster.get("server")
-    if not isinstance(server, str) or not server:
-        problems.append("cluster.server is missing")
-    elif server.startswith("http://"):
-        insecure = True
-        if not allow_insecure:
-            problems.append("cluster.server uses http:// (plain text): opt in to insecure servers explicitly")
-    elif not server.startswith("https://"):
-        problems.append("cluster.server must be an https:// URL")
-    if cluster.get("insecure-skip-tls-verify") is True:
+    problems, insecure = _server(cluster.get("server"), allow_insecure)
+    skip = cluster.get("insecure-skip-tls-verify")
+    if skip is not None and not isinstance(skip, bool):
+        problems.append("cluster.insecure-skip-tls-verify must be true or false")
+    if skip is True:
         insecure = True
         if not allow_insecure:
             problems.append("cluster.insecure-skip-tls-verify is set: opt in to insecure servers explicitly")
@@ -125,19 +203,74 @@ def _cluster(cluster: Mapping[str, Any], allow_insecure: bool) -> tuple[list[str
         problems.append("cluster.certificate-authority reads a local file: use certificate-authority-data")
     if cluster.get("proxy-url"):
         problems.append("cluster.proxy-url routes credentials through another host: not supported")
+    problems += _base64("cluster.certificate-authority-data", cluster.get("certificate-authority-data"))
     return problems, insecure
+
+
+def _server(server: Any, allow_insecure: bool) -> tuple[list[str], bool]:
+    if not isinstance(server, str) or not server:
+        return ["cluster.server is missing"], False
+    if len(server) > _MAX_SERVER_CHARS or not server.isprintable() or any(c.isspace() for c in server):
+        return ["cluster.server is not a valid URL"], False
+    try:
+        parts = urllib.parse.urlsplit(server)
+        parts.port  # noqa: B018 - raises ValueError for a port out of range
+    except ValueError:
+        return ["cluster.server is not a valid URL"], False
+    if parts.scheme not in ("http", "https"):
+        return ["cluster.server must be an https:// URL"], False
+    if not parts.hostname or "@" in parts.netloc or parts.query or parts.fragment:
+        return ["cluster.server must be https://host[:port][/path], without credentials or a query"], False
+    if parts.scheme == "http":
+        if not allow_insecure:
+            return ["cluster.server uses http:// (plain text): opt in to insecure servers explicitly"], True
+        return [], True
+    return [], False
 
 
 def _user(user: Mapping[str, Any]) -> list[str]:
     problems = [
         f"user.{key} {why}: use an inline token or client certificate data"
         for key, why in _RUNS_OR_READS.items()
-        if user.get(key)
+        if user.get(key) is not None
     ]
-    has_token = isinstance(user.get("token"), str) and bool(user.get("token"))
+    token = user.get("token")
+    if token is not None and not _header_safe(token):
+        problems.append("user.token must be printable ASCII without spaces")
+    for key in ("client-certificate-data", "client-key-data"):
+        problems += _base64(f"user.{key}", user.get(key))
+    has_token = isinstance(token, str) and bool(token)
     has_cert = bool(user.get("client-certificate-data")) and bool(user.get("client-key-data"))
+    if not has_cert and (user.get("client-certificate-data") or user.get("client-key-data")):
+        problems.append("user.client-certificate-data and user.client-key-data must be set together")
     if not problems and not (has_token or has_cert):
         problems.append(
             "user has no inline credentials: set token, or client-certificate-data and client-key-data"
         )
     return problems
+
+
+def _context(context: Mapping[str, Any]) -> list[str]:
+    namespace = context.get("namespace")
+    if namespace is not None and not isinstance(namespace, str):
+        return ["context.namespace must be a string"]
+    return []
+
+
+def _header_safe(token: Any) -> bool:
+    """A bearer token goes into an HTTP header: visible ASCII only, bounded."""
+    return (
+        isinstance(token, str) and 0 < len(token) <= _MAX_TOKEN_CHARS and all("!" <= c <= "~" for c in token)
+    )
+
+
+def _base64(field: str, value: Any) -> list[str]:
+    if value is None:
+        return []
+    if not isinstance(value, str) or len(value) > _MAX_BYTES:
+        return [f"{field} must be base64 text"]
+    try:
+        base64.b64decode("".join(value.split()), validate=True)
+    except (binascii.Error, ValueError):
+        return [f"{field} must be base64 text"]
+    return []

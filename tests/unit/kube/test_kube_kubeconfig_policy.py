@@ -30,7 +30,9 @@ def test_inline_token_and_inline_client_certificates_are_accepted() -> None:
     assert policy.check(_config()).ok
     cert = {"client-certificate-data": "Q0VSVA==", "client-key-data": "S0VZ"}
     assert policy.check(_config(user=cert)).ok
-    assert policy.load(json.dumps(_config()))["current-context"] == "ctx"
+    loaded = policy.load(json.dumps(_config()))
+    assert loaded["current-context"] == policy.CANONICAL_NAME
+    assert loaded["users"] == [{"name": policy.CANONICAL_NAME, "user": {"token": SECRET}}]
 
 
 @pytest.mark.parametrize(
@@ -44,7 +46,7 @@ def test_inline_token_and_inline_client_certificates_are_accepted() -> None:
         ),
         ({"client-certificate": "/etc/c.crt", "client-key": "/etc/c.key"}, "user.client-certificate reads"),
         ({"username": "admin", "password": SECRET}, "user.password uses basic auth"),
-        ({"client-certificate-data": "Q0VSVA=="}, "user has no inline credentials"),
+        ({"client-certificate-data": "Q0VSVA=="}, "must be set together"),
         ({}, "user has no inline credentials"),
     ],
 )
@@ -88,7 +90,7 @@ def test_broken_structure_is_refused_by_field() -> None:
     assert "not defined in contexts" in policy.check(no_context).problems[0]
     dangling = copy.deepcopy(_config())
     dangling["contexts"][0]["context"]["user"] = "nobody"
-    assert "user is not defined in users" in " ".join(policy.check(dangling).problems)
+    assert "names a user that is not defined in users" in " ".join(policy.check(dangling).problems)
 
 
 @pytest.mark.parametrize(
