@@ -3,22 +3,25 @@
 Two uses, both the real kustomize rather than an imitation:
 
 - `build`: a Sveltos kustomizationRef's ConfigMap/Secret holds `kustomize.tar.gz`, a directory tree;
-  it is unpacked into a private temporary directory (regular files and directories only, no path
-  leaving the root, bounded in count and size) and built at `path`, with `components` and
-  `targetNamespace` added by an outer kustomization, as Sveltos adds them.
+  a child process (`unpack`, under `bounded.run`) unpacks it into a private temporary directory
+  (regular files and directories only, no path leaving the root, every size checked before it is
+  read: ADR 0098), and it is built at `path`, with `components` and `targetNamespace` added by an
+  outer kustomization, as Sveltos adds them. Nothing of the archive is parsed in the controller.
 - `patch`: a profile's `patches` (strategic merge or JSON 6902, each with an optional target) applied
   to the objects it delivers, through a kustomization whose only resource is those objects.
 
-kustomize runs under `bounded.run`: no network, no PATH (so no git, no exec plugins, no helm), rlimits,
-a deadline and an output cap. Remote bases therefore fail instead of being fetched.
+kustomize runs under `bounded.run`: no sockets (a seccomp filter), no PATH (so no git, no exec
+plugins, no helm), rlimits, a deadline and an output cap. Remote bases therefore fail instead of
+being fetched, loopback ones included.
 """
 
 from __future__ import annotations
 
-import io
+import asyncio
 import os
 import posixpath
-import tarfile
+import shutil
+import sys
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -27,11 +30,16 @@ from typing import Any
 
 import yaml
 
-from fleetwave.delivery import bounded
+from fleetwave.delivery import bounded, unpack
 
 ARCHIVE_KEY = "kustomize.tar.gz"  # Sveltos' key in binaryData (ConfigMap) or data (Secret)
-MAX_ENTRIES = 2000
-MAX_UNPACKED_BYTES = 64 * 1024 * 1024
+MAX_ENTRIES = unpack.MAX_ENTRIES
+MAX_UNPACKED_BYTES = unpack.MAX_UNPACKED_BYTES
+# The unpacker holds the checked tar stream (at most unpack.MAX_TAR_BYTES, about 80 MiB) and a copy
+# for tarfile; Python itself needs some 30 MiB of address space.
+UNPACK_LIMITS = bounded.Limits(
+    wall_seconds=20.0, cpu_seconds=10, memory_bytes=512 * 1024 * 1024, output_bytes=4096
+)
 
 
 class KustomizeError(ValueError):
@@ -42,6 +50,7 @@ class KustomizeError(ValueError):
 class Kustomizer:
     binary: str = "kustomize"
     limits: bounded.Limits = field(default_factory=bounded.Limits)
+    unpack_limits: bounded.Limits = UNPACK_LIMITS
 
     async def build(
         self,
@@ -53,10 +62,10 @@ class Kustomizer:
     ) -> str:
         """The YAML kustomize builds from the archive's directory `path` (default its root)."""
         inner = _relative(path or ".", "path")
-        with tempfile.TemporaryDirectory(prefix="fleetwave-kustomize-") as tmp:
-            root = Path(tmp) / "tree"
-            _unpack(archive, root)
-            if not (root / inner).is_dir():
+        tmp = Path(tempfile.mkdtemp(prefix="fleetwave-kustomize-"))
+        try:
+            await self._unpack(archive, tmp)
+            if not (tmp / "tree" / inner).is_dir():
                 raise KustomizeError(f"path {path!r} is not a directory of the archive")
             outer: dict[str, Any] = {
                 "apiVersion": "kustomize.config.k8s.io/v1beta1",
@@ -70,7 +79,29 @@ class Kustomizer:
                 ]
             if target_namespace:
                 outer["namespace"] = target_namespace
-            return await self._build(Path(tmp), outer)
+            return await self._build(tmp, outer)
+        finally:  # up to 2,000 files: removed off the event loop
+            await asyncio.to_thread(shutil.rmtree, tmp, ignore_errors=True)
+
+    async def _unpack(self, archive: bytes, where: Path) -> None:
+        """The archive's tree at `where`/tree, unpacked by a child: see `unpack`."""
+        try:
+            done = await bounded.run(
+                [sys.executable, "-I", "-m", "fleetwave.delivery.unpack", "tree"],
+                stdin=archive,
+                limits=self.unpack_limits,
+                cwd=str(where),
+                home=str(where),
+                name="the archive's unpacker",
+            )
+        except bounded.ToolError as e:
+            raise KustomizeError(f"{ARCHIVE_KEY} could not be unpacked: {e}") from None
+        if done.code == unpack.REFUSED and done.stderr.count("\n") == 1:
+            raise KustomizeError(f"{ARCHIVE_KEY} {done.stderr.strip()[:300]}")
+        if done.code != 0:  # a traceback, say: its text is not for the profile's status
+            raise KustomizeError(
+                f"{ARCHIVE_KEY} could not be unpacked (the unpacker failed, code {done.code})"
+            )
 
     async def patch(self, objects: Sequence[Mapping[str, Any]], patches: Sequence[Mapping[str, Any]]) -> str:
         """The YAML of `objects` after `patches` ({"patch": text, "target": {...}}), in order."""
@@ -117,48 +148,3 @@ def _write(path: Path, text: str) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)  # content may hold secrets
     with os.fdopen(fd, "w", encoding="utf-8") as out:
         out.write(text)
-
-
-def _unpack(archive: bytes, root: Path) -> None:
-    """Regular files and directories only, every name inside `root`, bounded in count and size."""
-    root.mkdir(mode=0o700)
-    try:
-        with tarfile.open(fileobj=io.BytesIO(archive), mode="r:*") as tar:
-            _extract(tar, root)
-    except (tarfile.TarError, EOFError):
-        raise KustomizeError(f"{ARCHIVE_KEY} is not a tar archive (gzip-compressed or plain)") from None
-    except OSError as e:  # a file where the archive wants a directory, say
-        raise KustomizeError(f"{ARCHIVE_KEY} cannot be unpacked: {e.strerror or 'damaged'}") from None
-
-
-def _extract(tar: tarfile.TarFile, root: Path) -> None:
-    total = 0
-    for count, member in enumerate(_members(tar), start=1):
-        if count > MAX_ENTRIES:
-            raise KustomizeError(f"{ARCHIVE_KEY} holds more than {MAX_ENTRIES} entries")
-        name = _relative(member.name, "archive entry")
-        if name == ".":
-            continue
-        target = root / name
-        if member.isdir():
-            target.mkdir(mode=0o700, parents=True, exist_ok=True)
-            continue
-        if not member.isfile():
-            raise KustomizeError(f"{ARCHIVE_KEY}: {name} is not a regular file or directory")
-        total += member.size
-        if total > MAX_UNPACKED_BYTES:
-            raise KustomizeError(f"{ARCHIVE_KEY} unpacks to more than {MAX_UNPACKED_BYTES} bytes")
-        source = tar.extractfile(member)
-        if source is None:
-            raise KustomizeError(f"{ARCHIVE_KEY}: {name} cannot be read")
-        target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-        with os.fdopen(fd, "wb") as out:
-            out.write(source.read(member.size + 1)[: member.size])
-
-
-def _members(tar: tarfile.TarFile) -> Any:
-    try:
-        yield from tar
-    except (tarfile.TarError, EOFError, OSError, ValueError):
-        raise KustomizeError(f"{ARCHIVE_KEY} is damaged") from None
