@@ -196,6 +196,14 @@ def run(
             "cloud-metadata and unspecified addresses stay refused (ADR 0096).",
         ),
     ] = False,
+    local_content_kind: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="A kind `deploymentType: Local` content may hold, as Kind (core group), group/Kind "
+            "or group/*; repeat it. Unset: any kind except what the controller runs on (its "
+            "namespace, Leases, Events, RBAC, admission, its own API), which is refused always.",
+        ),
+    ] = None,
     gc_freeze: Annotated[
         bool,
         typer.Option(
@@ -227,6 +235,7 @@ def run(
         watch_namespaces=watch,
         notify_secret=notify_secret,
         allow_loopback_targets=allow_loopback_targets,
+        local_content_kinds=tuple(local_content_kind or ()),
         upstream=families.upstream_families(namespace) if _upstream(config, upstream_apis) else (),
         placement_kinds=_placement_kinds(config, placement_kind or []),
     )

@@ -103,6 +103,9 @@ class Settings:
     # Metric sources, webhooks, notifications and chart repositories on loopback (ADR 0096): for
     # the local fleet and tests, whose servers listen on 127.0.0.1; never link-local or metadata.
     allow_loopback_targets: bool = False
+    # The only kinds `deploymentType: Local` content may hold ("Kind", "group/Kind", "group/*");
+    # empty: any kind the deny-list of controllers/local_boundary.py lets through.
+    local_content_kinds: tuple[str, ...] = ()
 
     @property
     def watched(self) -> frozenset[str] | None:
@@ -260,6 +263,7 @@ def _family(
         clock=_now,
         judge_poll=settings.judge_poll_seconds,
         watched=settings.watched,
+        local_content_kinds=frozenset(settings.local_content_kinds) or None,
         notifier=notifier,
         metrics=manager.metrics.rollouts,
         placement_kinds=settings.placement_kinds,

@@ -39,7 +39,7 @@ from fleetwave.api.sveltos import (
     TemplateResourceRef,
     ValueFrom,
 )
-from fleetwave.controllers import drift_exclusions, extra_metadata, members
+from fleetwave.controllers import drift_exclusions, extra_metadata, local_boundary, members
 from fleetwave.controllers.watch_scope import unwatched
 from fleetwave.delivery import content as dc
 from fleetwave.delivery import gotemplate, helmoptions
@@ -81,6 +81,16 @@ class Boundary:
     own_namespace: str | None = None
     kubeconfig_secrets: frozenset[tuple[str, str]] = field(default_factory=frozenset)
     watched: frozenset[str] | None = None
+    # The kinds the operator allows for Local content (`--local-content-kind`), None: any not denied.
+    local_kinds: frozenset[str] | None = None
+
+    def local_problem(self, obj: Mapping[str, Any]) -> str | None:
+        return local_boundary.problem(
+            obj,
+            controller_namespace=self.controller_namespace,
+            kubeconfig_secrets=self.kubeconfig_secrets,
+            allowed_kinds=self.local_kinds,
+        )
 
     def namespace_problem(self, namespace: str) -> str:
         if self.own_namespace is not None and namespace != self.own_namespace:
@@ -144,27 +154,19 @@ def _refuse_unhonoured(spec: ProfileSpec, path: str) -> None:
 
 
 LOCAL = "Local"
-# Local content runs with the controller's rights in the management cluster; on these groups those
-# rights are fleetwave's own (profiles, summaries, snapshots), never a content author's to use.
-OWN_GROUPS = frozenset(
-    {
-        "fleetwave.io",
-        "config.projectsveltos.io",
-        "lib.projectsveltos.io",
-        "placement.kubernetes-fleet.io",
-        "cluster.kubernetes-fleet.io",
-    }
-)
+# fleetwave's own API groups: never Local content, and never selected from envelopes.
+OWN_GROUPS = local_boundary.OWN_GROUPS
 
 
-def _refuse_owned_kinds(objects: list[dict[str, Any]], path: str) -> None:
+def _refuse_local(objects: list[dict[str, Any]], path: str, boundary: Boundary) -> None:
+    """Local content runs with the controller's rights in the management cluster: nothing the
+    controller itself runs on may be part of it (`local_boundary`)."""
     for obj in objects:
-        group = str(obj.get("apiVersion") or "").rpartition("/")[0]
-        if group in OWN_GROUPS:
+        why = boundary.local_problem(obj)
+        if why is not None:
             name = (obj.get("metadata") or {}).get("name")
             raise ContentError(
-                f"{path}.deploymentType: Local content may not hold {obj.get('kind')} {name} "
-                f"({group} is fleetwave's own API: the controller's rights there are not the author's)"
+                f"{path}.deploymentType: Local content may not hold {obj.get('kind')} {name}: {why}"
             )
 
 
@@ -253,7 +255,7 @@ def resolve(
             objects = drift_exclusions.apply(extra_metadata.stamp(objects, labels, annotations), excluded)
             policy: dict[str, Any] = {"source": reader.source(ref), "tier": ref.tier, "objects": objects}
             if ref.deployment_type == LOCAL:
-                _refuse_owned_kinds(objects, where)
+                _refuse_local(objects, where, reader.boundary)
                 policy["deploymentType"] = LOCAL  # for the management cluster (ADR 0064)
             policies.append(policy)
     for i, kref in enumerate(spec.kustomization_refs or []):

@@ -237,6 +237,8 @@ class Context:
     judge_poll: float = 2.0
     # The namespaces whose objects this controller reads (`--watch-namespace`), None for all.
     watched: frozenset[str] | None = None
+    # The kinds Local content may hold (`--local-content-kind`), None: any the deny-list passes.
+    local_content_kinds: frozenset[str] | None = None
     # Where rollout notifications go (`--notify-secret`), None: nowhere.
     notifier: notify.Notifier | None = None
     # Webhook gates' calls: each verdict remembered for its interval, concurrency bounded (ADR 0080).

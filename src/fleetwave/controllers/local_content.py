@@ -6,7 +6,9 @@ once per member (a stage profile leaves it to its promotion). Objects carry the 
 (`local/<Kind>/<name>`) and a non-controller owner reference, so deleting the owner lets garbage
 collection remove them; a new revision prunes what left the content. The tier rule of ADR 0063
 decides between two owners of one object. What the controller may do there is its RBAC: fleetwave
-grants nothing for Local content, and refuses content of its own API groups (controllers/content.py).
+grants nothing for Local content, and refuses whatever the controller itself runs on
+(`local_boundary`: its namespace, Leases, Events, RBAC, admission, its own API), when the content is
+resolved and again here, before anything is applied.
 """
 
 from __future__ import annotations
@@ -59,6 +61,10 @@ async def deploy(
         "name": obj.metadata.name,
         "uid": obj.metadata.uid,
     }
+    refused = _refused(wanted, common.content_boundary(ctx))
+    if refused:  # a snapshot pinned before a rule existed is held to it all the same
+        await ctx.event(obj, True, "LocalDeploymentFailed", "Local content (management cluster): " + refused)
+        return {STATUS_FIELD: {**previous, "errors": [refused]}}
     owned = [_owned_by(o, owner) for o in wanted]
     inv = inventory(kind, str(obj.metadata.name))
     policy = manifests.ApplyPolicy(
@@ -87,6 +93,14 @@ async def deploy(
         message = "Local content (management cluster): " + "; ".join(report.errors[:3])
         await ctx.event(obj, True, "LocalDeploymentFailed", message)
     return {STATUS_FIELD: status}
+
+
+def _refused(wanted: list[dict[str, Any]], boundary: content.Boundary) -> str | None:
+    for obj in wanted:
+        why = boundary.local_problem(obj)
+        if why is not None:
+            return f"{obj.get('kind')} {(obj.get('metadata') or {}).get('name')} refused: {why}"
+    return None
 
 
 def _owned_by(obj: Mapping[str, Any], owner: Mapping[str, Any]) -> dict[str, Any]:

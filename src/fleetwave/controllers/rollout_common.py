@@ -180,6 +180,7 @@ def content_boundary(ctx: Context) -> content.Boundary:
             everywhere=True,
         ),
         watched=ctx.watched,
+        local_kinds=ctx.local_content_kinds,
     )
 
 
