@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -63,13 +63,14 @@ def load_all(data: str | bytes, *, budget: Budget = DEFAULT_BUDGET, what: str = 
     """Every document in `data`, empty ones included as None."""
     text = _text(data, budget, what)
     try:
-        _prescan(text, budget, what)
+        # Without aliases every node is its own and the prescan counted them all: nothing to unfold.
+        aliased = _prescan(text, budget, what) > 0
         loader = _Loader(text)
         try:
             docs = []
             while loader.check_node():
                 node = loader.get_node()
-                if node is not None:
+                if node is not None and aliased:
                     _measure(node, budget, what)
                 docs.append(loader.construct_document(node))
             return docs
@@ -122,8 +123,9 @@ def _where(mark: Any) -> str:
     return "" if mark is None else f" at line {mark.line + 1}, column {mark.column + 1}"
 
 
-def _prescan(text: str, budget: Budget, what: str) -> None:
-    depth = aliases = 0
+def _prescan(text: str, budget: Budget, what: str) -> int:
+    """Bound depth, events, aliases and values; the number of aliases seen."""
+    depth = aliases = values = 0
     parser = yaml.CSafeLoader if _HAS_C else yaml.SafeLoader
     for events, event in enumerate(yaml.parse(text, Loader=parser), start=1):
         if isinstance(event, yaml.CollectionStartEvent):
@@ -138,11 +140,22 @@ def _prescan(text: str, budget: Budget, what: str) -> None:
             aliases += 1
             if aliases > budget.max_aliases:
                 raise YamlError(f"{what}: more than {budget.max_aliases} aliases")
+        if isinstance(event, (yaml.ScalarEvent, yaml.CollectionStartEvent)):
+            values += 1  # without aliases unfolded: more than the budget here is more after too
+            if values > budget.max_nodes:
+                raise YamlError(f"{what}: expands to more than {budget.max_nodes} values (aliases unfolded)")
         if events > budget.max_events:
             raise YamlError(f"{what}: more than {budget.max_events} YAML events")
+    return aliases
 
 
 _HAS_C = hasattr(yaml, "CSafeLoader")
+# libyaml's scanner, parser and composer when PyYAML was built with it (roughly ten times faster
+# than PyYAML's own, in Python); construction stays in Python either way, with the rules below.
+if TYPE_CHECKING or not _HAS_C:  # noqa: SIM108 - mypy takes only a plain assignment as a base class
+    _Base = yaml.SafeLoader
+else:
+    _Base = yaml.CSafeLoader
 
 
 def _measure(root: yaml.Node, budget: Budget, what: str) -> None:
@@ -193,7 +206,7 @@ class _Refused(Exception):
     """A value the loader will not construct (its message names the line, not the value)."""
 
 
-class _Loader(yaml.SafeLoader):
+class _Loader(_Base):
     """SafeLoader with the core schema only; timestamps are kept as text."""
 
     def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:

@@ -260,13 +260,30 @@ class _ParsedCache:
 _PARSED = _ParsedCache()
 
 
+# Texts that failed, by digest, source and redaction (the message names the source): a refused
+# megabyte is parsed once, not again at every reconcile of every rollout that reads it.
+_FAILED: collections.OrderedDict[tuple[str, str, bool], str] = collections.OrderedDict()
+_FAILED_KEPT = 1024
+_FAILED_LOCK = threading.Lock()
+
+
 def _documents(text: str, source: str, *, redact: bool = False) -> list[dict[str, Any]]:
-    # Only a text that parsed is remembered, so the errors (which name the source) are never cached.
     key = hashlib.sha256(text.encode()).hexdigest()
     cached = _PARSED.get(key)
     if cached is not None:
         return cached
-    parsed = _parse_documents(text, source, redact=redact)
+    with _FAILED_LOCK:
+        failed = _FAILED.get((key, source, redact))
+    if failed is not None:
+        raise ContentError(failed)
+    try:
+        parsed = _parse_documents(text, source, redact=redact)
+    except ContentError as err:
+        with _FAILED_LOCK:
+            _FAILED[(key, source, redact)] = str(err)
+            while len(_FAILED) > _FAILED_KEPT:
+                _FAILED.popitem(last=False)
+        raise
     _PARSED.put(key, len(text), parsed)
     return parsed
 

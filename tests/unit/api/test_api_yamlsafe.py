@@ -111,3 +111,28 @@ def test_errors_never_quote_the_input(text: str) -> None:
     assert "s3cr3t" not in message
     assert message.startswith("Secret fw/creds: ")
     assert "line 1" in message or "line 2" in message
+
+
+def test_a_document_with_more_values_than_the_budget_is_refused_by_the_prescan(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Refused before anything is composed or constructed: the composer is never reached.
+    def composed(*_: object) -> None:
+        raise AssertionError("composed a document the prescan should have refused")
+
+    monkeypatch.setattr(yamlsafe._Loader, "get_node", composed)
+    text = "\n".join(f"- {i}" for i in range(2_000))
+    with pytest.raises(yamlsafe.YamlError, match="more than 1000 values"):
+        yamlsafe.load_all(text, budget=yamlsafe.Budget(max_nodes=1_000))
+
+
+def test_a_document_without_aliases_is_not_measured_again_but_one_with_aliases_is(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    measured: list[object] = []
+    real = yamlsafe._measure
+    monkeypatch.setattr(yamlsafe, "_measure", lambda *a: measured.append(a) or real(*a))
+    assert yamlsafe.load("a: [1, 2]") == {"a": [1, 2]}
+    assert measured == []
+    assert yamlsafe.load("a: &x [1, 2]\nb: *x") == {"a": [1, 2], "b": [1, 2]}
+    assert len(measured) == 1

@@ -95,3 +95,19 @@ def test_load_yaml_map_refuses_non_mappings_and_reads_empty_as_empty() -> None:
     assert ct.load_yaml_map("a: 1\n", "v", redact=False) == {"a": 1}
     with pytest.raises(ct.ContentError, match="v: values must be a YAML mapping"):
         ct.load_yaml_map("- 1\n", "v", redact=True)
+
+
+def test_content_that_failed_is_not_parsed_again_at_the_next_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[str] = []
+    real = ct._parse_documents
+
+    def counted(text: str, source: str, *, redact: bool) -> Any:
+        calls.append(source)
+        return real(text, source, redact=redact)
+
+    monkeypatch.setattr(ct, "_parse_documents", counted)
+    not_objects = "\n".join(f"- {i}" for i in range(1_000)) + "\n# failed-once marker\n"
+    for _ in range(3):
+        with pytest.raises(ct.ContentError, match="every document must be a Kubernetes object"):
+            ct._documents(not_objects, "ConfigMap ns/huge")
+    assert calls == ["ConfigMap ns/huge"]
