@@ -323,7 +323,7 @@ def test_hostile_checks_fail_by_their_limits_while_the_controller_stays_responsi
                     what="the memory-cap getResource check failed by a limit",
                 )
                 cel_message = wait_for(
-                    lambda: _unhealthy_message(management, "hostile-cel", "CEL cost limit"),
+                    lambda: _unhealthy_message(management, "hostile-cel", "CEL cost limit", "CPU time limit"),
                     timeout=180,
                     what="the costly CEL rule failed by its cost limit",
                 )
@@ -364,7 +364,11 @@ def test_hostile_checks_fail_by_their_limits_while_the_controller_stays_responsi
     assert CPU_STOP in cpu
     assert f"{CPU_STOP} (not run again for 30s)" in held
     assert any(w in frozen for w in LIMIT_WORDS), frozen
-    assert "CEL rule 'nested' exceeded the CEL cost limit of 100000 evaluation steps" in cel_message
+    # 100,000 steps of cel-python take ~1.6 s of CPU here: the worker's CPU limit may come first.
+    assert (
+        "CEL rule 'nested' exceeded the CEL cost limit of 100000 evaluation steps" in cel_message
+        or CPU_STOP in cel_message
+    ), cel_message
     # ... while the unrelated profile was delivered,
     assert (delivered.data or {}) == {"delivered": "yes"}
     # /healthz answered every probe (the monitor waits 10 s per probe; none failed or timed out),
