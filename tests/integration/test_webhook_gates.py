@@ -103,7 +103,10 @@ def controller(
 def secret(management: Client) -> Iterator[str]:
     name = f"hook-headers-{uuid.uuid4().hex[:6]}"
     data = {"X-Api-Key": base64.b64encode(TOKEN.encode()).decode()}
-    management.create(Secret(metadata=ObjectMeta(name=name, namespace=SECRET_NS), data=data))
+    headers_type = "fleetwave.io/webhook-headers"
+    management.create(
+        Secret(metadata=ObjectMeta(name=name, namespace=SECRET_NS), data=data, type=headers_type)
+    )
     yield name
     management.delete(Secret, name, namespace=SECRET_NS)
 

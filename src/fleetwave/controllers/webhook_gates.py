@@ -6,9 +6,10 @@ calling again. Calls run with bounded concurrency across the controller.
 
 Trust boundary of `headersFrom.secretRef`: a namespaced StagedUpdateRun reads only its own namespace;
 a cluster-scoped object reads a namespace the controller watches, never the controller's own (its
-notification sink and snapshots live there) and never a member's kubeconfig Secret — the same
-boundary as a cluster-scoped profile's content (ADR 0046, 0074). Messages name the Secret, never a
-value.
+notification sink and snapshots live there) — the same boundary as a cluster-scoped profile's
+content (ADR 0046, 0074). For every owner, the Secret must be of type `fleetwave.io/webhook-headers`
+(whoever may write a run could otherwise send any Secret of a namespace to a URL of their choice)
+and is never a member's kubeconfig. Messages name the Secret, never a value.
 """
 
 from __future__ import annotations
@@ -125,6 +126,10 @@ async def _one(
     return ok, why
 
 
+# The type a Secret must have to be sent as webhook headers: its creator's word that it is meant for that.
+HEADERS_SECRET_TYPE = "fleetwave.io/webhook-headers"
+
+
 def secret_headers(ctx: Context, owner: Owner, hook: WebhookGate) -> dict[str, str]:
     """The headers `headersFrom` names, read from the informer cache within the trust boundary."""
     if hook.headers_from is None:
@@ -139,16 +144,20 @@ def secret_headers(ctx: Context, owner: Owner, hook: WebhookGate) -> dict[str, s
             f"headersFrom {where}: a namespaced {owner.kind} reads Secrets only in its own "
             f"namespace ({owner.namespace})"
         )
-    if owner.namespace is None:
-        boundary = common.content_boundary(ctx)
-        problem = boundary.namespace_problem(namespace)
-        if not problem and (namespace, ref.name) in boundary.kubeconfig_secrets:
-            problem = "a member's kubeconfig Secret is never sent anywhere"
-        if problem:
-            raise SecretProblem(f"headersFrom {where}: {problem}")
+    boundary = common.content_boundary(ctx)
+    problem = boundary.namespace_problem(namespace) if owner.namespace is None else ""
+    if not problem and (namespace, ref.name) in boundary.kubeconfig_secrets:
+        problem = "a member's kubeconfig Secret is never sent anywhere"
+    if problem:
+        raise SecretProblem(f"headersFrom {where}: {problem}")
     obj = ctx.cache.obj("Secret", namespace, ref.name)
     if obj is None:
         raise SecretProblem(f"headersFrom {where}: not found")
+    if as_dict(obj).get("type") != HEADERS_SECRET_TYPE:
+        raise SecretProblem(
+            f"headersFrom {where}: only a Secret of type {HEADERS_SECRET_TYPE} is sent as headers "
+            "(create it with that type to say its values are meant for a webhook)"
+        )
     data = as_dict(obj).get("data") or {}
     if len(data) > MAX_HEADERS:
         raise SecretProblem(f"headersFrom {where}: more than {MAX_HEADERS} keys")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -43,10 +44,14 @@ class _Ctx:
     webhooks: webhook.WebhookCalls
     namespace: str = "fleetwave-system"
     watched: frozenset[str] | None = None
+    local_content_kinds: frozenset[str] | None = None
 
 
 def _secret(**values: str) -> dict[str, Any]:
-    return {"data": {k: base64.b64encode(v.encode()).decode() for k, v in values.items()}}
+    return {
+        "type": wg.HEADERS_SECRET_TYPE,
+        "data": {k: base64.b64encode(v.encode()).decode() for k, v in values.items()},
+    }
 
 
 def _hook(namespace: str | None = None, **kw: Any) -> WebhookGate:
@@ -76,6 +81,33 @@ def _ctx(watched: frozenset[str] | None = None, transport: httpx.AsyncBaseTransp
         }
     )
     return _Ctx(cache, webhook.WebhookCalls(transport=transport), watched=watched)
+
+
+def test_a_namespaced_run_sends_only_a_secret_typed_for_webhook_headers() -> None:
+    # A namespaced run's author could otherwise send any Secret of the namespace (a service
+    # account token, another app's password) to a URL of their choice.
+    untyped = _secret(**{"X-Api-Key": VALUE})
+    del untyped["type"]
+    ctx = _ctx()
+    ctx.cache.secrets[("team-a", "headers")] = untyped
+    for owner, namespace in ((RUN_OWNER, None), (CLUSTER_OWNER, "team-a")):
+        with pytest.raises(
+            wg.SecretProblem, match=r"only a Secret of type fleetwave\.io/webhook-headers"
+        ) as raised:
+            wg.secret_headers(ctx, owner, _hook(namespace))
+        assert VALUE not in str(raised.value)
+
+
+def test_a_namespaced_run_never_sends_a_member_kubeconfig_secret(monkeypatch: pytest.MonkeyPatch) -> None:
+    ctx = _ctx()
+    real = wg.common.content_boundary
+
+    def with_kubeconfig(c: Any) -> Any:
+        return dataclasses.replace(real(c), kubeconfig_secrets=frozenset({("team-a", "headers")}))
+
+    monkeypatch.setattr(wg.common, "content_boundary", with_kubeconfig)
+    with pytest.raises(wg.SecretProblem, match="kubeconfig Secret is never sent anywhere"):
+        wg.secret_headers(ctx, RUN_OWNER, _hook())
 
 
 def test_a_headers_secret_outside_the_trust_boundary_is_refused_naming_only_the_secret() -> None:
