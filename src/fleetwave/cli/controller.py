@@ -145,7 +145,7 @@ def run(
     ] = EventLoop.UVLOOP,
     health_workers: Annotated[
         int, typer.Option(min=2, help="Worker processes Lua/CEL health checks run in (killed on overrun).")
-    ] = 2,
+    ] = 4,
     health_wall_seconds: Annotated[
         float, typer.Option(min=1.0, help="Wall-time budget of one cluster's health checks.")
     ] = 20.0,

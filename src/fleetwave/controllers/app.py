@@ -78,8 +78,9 @@ class Settings:
     # with fewer workers than promotions running, a gate that opens waits for others' passes first.
     promotion_workers: int = 16
     lease_duration: float = 15.0  # how long a crashed leader blocks its successor
-    # Health-check sandbox (ADR 0041): worker processes, and one member's judgement's budget.
-    health_workers: int = 2
+    # Health-check sandbox (ADR 0041): worker processes, and one member's judgement's budget. Four:
+    # user code of one owner holds one at a time, so three owners' checks run at once (ADR 0097).
+    health_workers: int = 4
     health_wall_seconds: float = 20.0
     health_memory_bytes: int = 1024 * 1024 * 1024
     # Upstream API families reconciled besides the native one (ADR 0062): `--upstream-apis`.
