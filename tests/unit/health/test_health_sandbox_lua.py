@@ -51,7 +51,9 @@ def test_a_refused_result_leaves_the_script_its_memory() -> None:
     script = """
 function evaluate()
   local kept = {}
-  local ok = pcall(function() for i = 1, 40 do kept[i] = getResource("v1", "ConfigMap", "apps", "empties") end end)
+  local ok = pcall(function()
+    for i = 1, 40 do kept[i] = getResource("v1", "ConfigMap", "apps", "empties") end
+  end)
   kept = nil
   local t = {}
   for i = 1, 100000 do t[i] = i end
