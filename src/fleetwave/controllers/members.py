@@ -24,7 +24,7 @@ from fleetwave.core import model as m
 from fleetwave.delivery.target import MemberTarget
 from fleetwave.kube import kubeconfig_policy
 from fleetwave.mgmt.registration import ALLOW_INSECURE_ANNOTATION, MEMBER_SECRET_LABEL
-from fleetwave.translate import NAME_LABEL
+from fleetwave.translate import KEY_LABEL, NAME_LABEL
 
 Obj = Mapping[str, Any]
 SECRET_LABEL = MEMBER_SECRET_LABEL  # on a kubeconfig Secret: the member it serves
@@ -158,7 +158,9 @@ def is_kubeconfig_secret(secret: Obj, referenced: frozenset[tuple[str, str]]) ->
 def fleet(members: Iterable[Member]) -> m.Fleet:
     """Paused members stay in the fleet (their place in the plan is kept) but count as not ready."""
     return m.Fleet.of(
-        m.Cluster(mb.key, {**mb.labels, NAME_LABEL: mb.name}, ready=mb.ready and not mb.paused)
+        m.Cluster(
+            mb.key, {**mb.labels, NAME_LABEL: mb.name, KEY_LABEL: mb.key}, ready=mb.ready and not mb.paused
+        )
         for mb in members
     )
 

@@ -14,6 +14,10 @@ from fleetwave.core import model as m
 # Set on every cluster by the fleet builders so a ClusterProfile's clusterRefs (cluster names) can be
 # expressed as an ordinary selector; the engine only knows label selectors.
 NAME_LABEL = "fleetwave.io/cluster-name"
+# And `namespace/name`, the member's key: a clusterRef that names a namespace matches only there, so
+# `dev/c1` never selects `prod/c1`. Clusters of a fleet file have no namespace: theirs is `default`.
+KEY_LABEL = "fleetwave.io/cluster-key"
+DEFAULT_NAMESPACE = "default"
 
 
 def canonical_json(value: object) -> str:
@@ -39,6 +43,15 @@ def is_empty(sel: LabelSelector | None) -> bool:
 
 def names_selector(names: tuple[str, ...]) -> m.Selector:
     return m.Selector(match_expressions=(m.Requirement(NAME_LABEL, m.Operator.IN, tuple(sorted(names))),))
+
+
+def keys_selector(keys: tuple[str, ...]) -> m.Selector:
+    """The clusters with these `namespace/name` keys, and no other."""
+    return m.Selector(match_expressions=(m.Requirement(KEY_LABEL, m.Operator.IN, tuple(sorted(keys))),))
+
+
+def cluster_key(namespace: str | None, name: str) -> str:
+    return f"{namespace or DEFAULT_NAMESPACE}/{name}"
 
 
 def duration(raw: str | None) -> timedelta | None:

@@ -148,7 +148,7 @@ def pre_approved(promotion: ClusterPromotion) -> tuple[str, ...]:
 
 def _profile_selector(profile: ClusterProfile) -> m.Selector | None:
     spec = profile.spec
-    refs = tuple(r.name for r in spec.cluster_refs or [] if r.name)
+    refs = tuple(r for r in spec.cluster_refs or [] if r.name)
     has_selector = not common.is_empty(spec.cluster_selector)
     if refs and has_selector:
         # The engine's selector is a conjunction; "selector OR these names" is not expressible yet.
@@ -156,7 +156,9 @@ def _profile_selector(profile: ClusterProfile) -> m.Selector | None:
     if spec.set_refs:
         raise fail("spec.setRefs", "cluster sets are not supported yet; use clusterSelector or clusterRefs")
     if refs:
-        return common.names_selector(refs)
+        # A ref names its cluster's namespace (Sveltos requires it); one without is read as `default`,
+        # as a namespaced object without a namespace is.
+        return common.keys_selector(tuple(common.cluster_key(r.namespace, str(r.name)) for r in refs))
     if has_selector:
         assert spec.cluster_selector is not None
         return common.selector(spec.cluster_selector)

@@ -7,13 +7,26 @@ import pytest
 from fleetwave.api.codec import parse_object
 from fleetwave.api.models import ClusterPromotion
 from fleetwave.core import model as m
-from fleetwave.translate import NAME_LABEL, TranslateError, fleet_from_yaml, from_promotion, selector_problems
+from fleetwave.translate import (
+    KEY_LABEL,
+    NAME_LABEL,
+    TranslateError,
+    fleet_from_yaml,
+    from_promotion,
+    selector_problems,
+)
 
 
 def test_list_form_coerces_scalar_labels_and_adds_the_name_label() -> None:
     fleet = fleet_from_yaml("clusters:\n- {name: a, labels: {env: dev, order: 1, canary: true}}\n- name: b\n")
     assert fleet.names == {"a", "b"}
-    assert fleet.by_name["a"].labels == {"env": "dev", "order": "1", "canary": "true", NAME_LABEL: "a"}
+    assert fleet.by_name["a"].labels == {
+        "env": "dev",
+        "order": "1",
+        "canary": "true",
+        NAME_LABEL: "a",
+        KEY_LABEL: "default/a",
+    }
     assert fleet.by_name["b"].ready
 
 

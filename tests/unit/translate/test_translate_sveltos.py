@@ -7,13 +7,22 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as hs
 
 from fleetwave.api.codec import load_manifests, parse_object
 from fleetwave.api.models import ClusterProfile, ClusterPromotion
-from fleetwave.core import engine
+from fleetwave.core import engine, selectors
 from fleetwave.core import model as m
 from fleetwave.core import status as st
-from fleetwave.translate import NAME_LABEL, TranslateError, from_profile, from_promotion, pre_approved
+from fleetwave.translate import (
+    KEY_LABEL,
+    NAME_LABEL,
+    TranslateError,
+    from_profile,
+    from_promotion,
+    pre_approved,
+)
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 
@@ -212,10 +221,33 @@ def test_profile_is_one_stage_paced_by_max_update() -> None:
     assert only.before == ()
 
 
-def test_profile_cluster_refs_select_by_name_label() -> None:
-    spec = from_profile(profile({"clusterRefs": [{"name": "b", "kind": "SveltosCluster"}, {"name": "a"}]}))
-    req = m.Requirement(NAME_LABEL, m.Operator.IN, ("a", "b"))
+def test_profile_cluster_refs_select_by_namespace_and_name() -> None:
+    refs = [{"name": "b", "namespace": "dev", "kind": "SveltosCluster"}, {"name": "a"}]
+    spec = from_profile(profile({"clusterRefs": refs}))
+    req = m.Requirement(KEY_LABEL, m.Operator.IN, ("default/a", "dev/b"))
     assert spec.stages[0].selector == m.Selector(match_expressions=(req,))
+
+
+@given(
+    refs=hs.lists(
+        hs.tuples(hs.sampled_from(["dev", "prod", "team-a"]), hs.sampled_from(["c1", "c2", "c3"])), min_size=1
+    ),
+    clusters=hs.lists(
+        hs.tuples(hs.sampled_from(["dev", "prod", "team-a"]), hs.sampled_from(["c1", "c2", "c3"])),
+        min_size=1,
+        unique=True,
+    ),
+)
+def test_a_cluster_ref_never_matches_a_cluster_of_another_namespace(
+    refs: list[tuple[str, str]], clusters: list[tuple[str, str]]
+) -> None:
+    spec = from_profile(profile({"clusterRefs": [{"namespace": ns, "name": n} for ns, n in refs]}))
+    selector = spec.stages[0].selector
+    assert selector is not None
+    for ns, name in clusters:
+        key = f"{ns}/{name}"
+        labels = {NAME_LABEL: name, KEY_LABEL: key}  # what the controller's members carry
+        assert selectors.matches(selector, labels) == ((ns, name) in refs), key
 
 
 def test_profile_refs_with_selector_is_rejected_naming_the_field() -> None:
