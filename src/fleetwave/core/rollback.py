@@ -4,10 +4,12 @@ succeeded, in reverse stage order, with the stages' own batching and health chec
 The plan is frozen when the rollback begins: per stage, last first, exactly the clusters the failed
 revision started there (late joiners with their stage). A cluster the revision never reached is in no
 rollback stage, so it is never asked for anything; and nothing runs forward again until the revision
-changes. Rollback stages skip approvals, delays and windows — undoing a bad revision is not held
-behind the gates that guarded rolling it out — but keep the health checks: a stage is rolled back
-when its clusters are back on the target and its checks pass there. A failing rollback delivery
-holds its stage (a person has to look); pausing the rollout pauses a rollback too.
+changes. Rollback stages wait on no gate — undoing a bad revision is not held behind the gates that guarded
+rolling it out, and least of all behind the health check that failed it (a check that is simply
+wrong would strand every earlier stage on the bad revision): a stage is rolled back when its
+clusters are back on the target, and its record and Event say what its health checks see at that
+moment. A failing rollback delivery holds its stage (a person has to look); pausing the rollout
+pauses a rollback too.
 """
 
 from __future__ import annotations
@@ -136,14 +138,16 @@ def _step(
             stage.name, stage.delivered_at, now, observed, record.started_at, stage.clusters
         )
         verdict = gates.evaluate(checks, ctx)
-        if not verdict.open:
-            message = f"rolled back, waiting: {verdict.message}"
-            return replace(stage, gates=verdict.gates, message=message), effects, verdict.wake_at, True
+        health = "healthy" if verdict.open else verdict.message
         effects.append(
-            fx.Event("RollbackStageSucceeded", f"stage {stage.name} rolled back to {record.label}")
+            fx.Event("RollbackStageSucceeded", f"stage {stage.name} rolled back to {record.label} ({health})")
         )
         stage = replace(
-            stage, phase=SP.SUCCEEDED, succeeded_at=now, gates=verdict.gates, message="rolled back"
+            stage,
+            phase=SP.SUCCEEDED,
+            succeeded_at=now,
+            gates=verdict.gates,
+            message=f"rolled back ({health})",
         )
     return stage, effects, None, False
 

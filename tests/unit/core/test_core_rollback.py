@@ -138,7 +138,7 @@ def test_a_person_rolls_back_a_succeeded_rollout_on_request() -> None:
     assert delivers(d.step(T0 + minutes(4))) == ["dev-0"]
 
 
-def test_rollback_waits_for_the_stage_health_checks_but_not_for_approvals_or_delays() -> None:
+def test_rollback_waits_for_no_gate_and_reports_the_health_it_sees() -> None:
     gates_ = (m.Delay(minutes(30)), m.Approval("ok"), m.HealthChecks(("probe",)))
     d = _driver(spec(stage("dev", after=gates_), stage("prod"), content="v2"), fleet(dev=1, prod=1))
     d.step()
@@ -146,11 +146,40 @@ def test_rollback_waits_for_the_stage_health_checks_but_not_for_approvals_or_del
     d.request = "aborted"
     d.step(T0 + minutes(1))
     d.target_delivery["dev-0"] = DONE
-    waiting = d.step(T0 + minutes(2))
-    assert waiting.status.phase is RP.ROLLING_BACK
-    assert "waiting for health check probe" in waiting.status.message
-    d.health[("dev", "probe")] = m.HealthVerdict(True)
-    assert d.step(T0 + minutes(3)).status.phase is RP.ROLLED_BACK
+    d.health[("dev", "probe")] = m.HealthVerdict(False, "dev-0", "probe says no")
+    done = d.step(T0 + minutes(2))
+    assert done.status.phase is RP.ROLLED_BACK
+    assert done.status.rollback is not None
+    assert "probe says no" in done.status.rollback.stages[0].message
+    said = [
+        e.message for e in done.effects if isinstance(e, fx.Event) and e.reason == "RollbackStageSucceeded"
+    ]
+    assert any("probe says no" in message for message in said)
+
+
+def test_a_check_that_fails_every_revision_never_strands_an_earlier_stage() -> None:
+    """The forward rollout fails at staging's health check; the rollback puts staging back and then
+    dev too, though the same check still fails (ADR 0078)."""
+    checked = (m.HealthChecks(("wrong",)),)
+    rollout = spec(
+        stage("dev"),
+        stage("staging", after=checked),
+        content="v2",
+        on_failure=m.OnFailure.ROLLBACK,
+        failure_budget=NOW_FAIL,
+    )
+    d = _driver(rollout, fleet(dev=1, staging=1))
+    d.step()
+    d.delivery["dev-0"] = DONE
+    d.step(T0 + minutes(1))
+    d.delivery["staging-0"] = DONE
+    d.health[("staging", "wrong")] = m.HealthVerdict(False, "staging-0", "always false")
+    began = d.step(T0 + minutes(2))
+    assert began.status.phase is RP.ROLLING_BACK
+    d.target_delivery["staging-0"] = DONE
+    assert delivers(d.step(T0 + minutes(3))) == ["dev-0"]
+    d.target_delivery["dev-0"] = DONE
+    assert d.step(T0 + minutes(4)).status.phase is RP.ROLLED_BACK
 
 
 def test_a_failing_rollback_delivery_holds_its_stage_and_says_so() -> None:
