@@ -303,6 +303,37 @@ def read_source(
     return reader.read(kind, namespace, name, optional, path)
 
 
+# Content texts at least this large are parsed off the event loop, ahead of the resolve that reads
+# them (`large_policy_texts`, `delivery.content.parse_ahead`); smaller ones cost less than a
+# thread hand-off.
+PARSE_AHEAD_BYTES = 64 * 1024
+
+
+def large_policy_texts(
+    spec: ProfileSpec, lookup: Lookup, *, default_namespace: str, path: str, boundary: Boundary | None = None
+) -> list[tuple[str, str, bool]]:
+    """(text, source, redact) of each large policyRef value `resolve` would parse, read within the
+    same boundary and named as `resolve` names them; refs `resolve` would refuse are skipped (it
+    says why itself)."""
+    reader = _Reader(lookup, boundary or Boundary(), default_namespace)
+    out: list[tuple[str, str, bool]] = []
+    for i, ref in enumerate(spec.policy_refs or []):
+        where = f"{path}.policyRefs[{i}]"
+        try:
+            kind, namespace, name = reader.check(ref, where)
+            obj = reader.read(kind, namespace, name, True, where)
+        except ContentError:
+            continue
+        if obj is None or is_template_source(obj):
+            continue
+        secret = kind == "Secret"
+        for key, value in _data(obj).items():
+            text = dc.decoded_or_none(value, secret, at_least=PARSE_AHEAD_BYTES)
+            if text is not None and len(text) >= PARSE_AHEAD_BYTES:
+                out.append((text, f"{where}[{key}]", secret))
+    return out
+
+
 def check_refs(
     refs: Iterable[PolicyRef], *, default_namespace: str, path: str, boundary: Boundary | None = None
 ) -> None:

@@ -6,6 +6,7 @@ other. Everything that touches Kubernetes goes through `fleetwave.kube`; reads c
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 from collections import OrderedDict
@@ -14,6 +15,7 @@ from typing import Any, TypeVar
 
 from fleetwave import translate
 from fleetwave.api import codec
+from fleetwave.api.sveltos import ProfileSpec
 from fleetwave.controllers import content, members
 from fleetwave.controllers import summary_status as ss
 from fleetwave.controllers.context import Cache, Context
@@ -21,6 +23,7 @@ from fleetwave.controllers.versioned_memo import VersionedMemo
 from fleetwave.core import effects as fx
 from fleetwave.core import model as m
 from fleetwave.core import timestamps
+from fleetwave.delivery import content as dc
 from fleetwave.kube import kinds, ops
 from fleetwave.kube.status import StatusWrite, write_status
 from fleetwave.runtime.controller import Result
@@ -182,6 +185,31 @@ def content_boundary(ctx: Context) -> content.Boundary:
         watched=ctx.watched,
         local_kinds=ctx.local_content_kinds,
     )
+
+
+async def parse_ahead(ctx: Context, kind: str, raw: Mapping[str, Any]) -> None:
+    """Parse the large content the rollout's `resolve` is about to read, in a worker thread, so the
+    event loop (leases, probes, every other reconcile) never runs a parse of it. Reads the spec's
+    policyRefs as written; a spec that does not parse is left to `prepare` to report."""
+    spec_raw = raw.get("spec") or {}
+    path = "spec"
+    if kind == "ClusterPromotion":
+        spec_raw, path = spec_raw.get("profileSpec") or {}, "spec.profileSpec"
+    elif (raw.get("metadata") or {}).get("annotations", {}).get(PINNED_ANNOTATION):
+        return  # a stage profile delivers its promotion's snapshot
+    refs = spec_raw.get("policyRefs") if isinstance(spec_raw, Mapping) else None
+    if not isinstance(refs, list) or not refs:
+        return
+    try:
+        spec = ProfileSpec.model_validate({"policyRefs": refs})
+    except ValueError:
+        return
+    texts = content.large_policy_texts(
+        spec, ctx.cache, default_namespace=ctx.namespace, path=path, boundary=content_boundary(ctx)
+    )
+    pending = dc.unparsed(texts) if texts else []
+    if pending:
+        await asyncio.to_thread(dc.parse_ahead, pending)
 
 
 def resolve(ctx: Context, spec: Any, path: str) -> content.Resolved:

@@ -107,6 +107,7 @@ async def reconcile(ctx: Context, key: str, rollout: Rollout[P, F]) -> Result:
         # stage profile cut back to an earlier batch, a finished stage's verification redeployed).
         # The write's own informer event wakes us; the timer is a safety net for a watch that is down.
         return Result(requeue_after=1.0)
+    await common.parse_ahead(ctx, rollout.kind, raw)
     try:
         prepared = rollout.prepare(ctx, raw)
     except common.INVALID as e:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import binascii
 import collections
+import contextlib
 import copy
 import hashlib
 import json
@@ -245,6 +246,10 @@ class _ParsedCache:
             self._entries.move_to_end(key)
         return copy.deepcopy(found[1])
 
+    def holds(self, key: str) -> bool:
+        with self._lock:
+            return key in self._entries
+
     def put(self, key: str, size: int, parsed: list[dict[str, Any]]) -> None:
         kept = copy.deepcopy(parsed)
         with self._lock:
@@ -351,6 +356,38 @@ def parse_policy_data(
         if len(objects) > MAX_OBJECTS:
             raise ContentError(f"{source}: more than {MAX_OBJECTS} objects")
     return objects
+
+
+def decoded_or_none(value: Any, base64_encoded: bool, *, at_least: int = 0) -> str | None:
+    """`decode` for a look ahead: None where `decode` would refuse (the resolve reports it), and
+    for a value shorter than `at_least` (its base64 is never shorter than its text)."""
+    if not isinstance(value, str) or len(value) < at_least:
+        return None
+    try:
+        return decode(value, "", base64_encoded)
+    except ContentError:
+        return None
+
+
+def unparsed(texts: Sequence[tuple[str, str, bool]]) -> list[tuple[str, str, bool]]:
+    """The texts `_documents` has not remembered yet, parsed or failed."""
+    out = []
+    for text, source, redact in texts:
+        key = hashlib.sha256(text.encode()).hexdigest()
+        with _FAILED_LOCK:
+            failed = (key, source, redact) in _FAILED
+        if not failed and not _PARSED.holds(key):
+            out.append((text, source, redact))
+    return out
+
+
+def parse_ahead(texts: Sequence[tuple[str, str, bool]]) -> None:
+    """Parse texts into the memo `_documents` reads (parsed or failed), in the calling thread: the
+    controller runs this in a worker thread before the resolve that needs them, so a large
+    ConfigMap is never parsed on the event loop."""
+    for text, source, redact in texts:
+        with contextlib.suppress(ContentError):
+            _documents(text, source, redact=redact)
 
 
 def decode(value: Any, source: str, base64_encoded: bool) -> str:

@@ -1,0 +1,113 @@
+"""Large content is parsed ahead, in a worker thread, and the resolve on the event loop then only
+reads the memo (issue 40, finding 6)."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+import yaml
+
+from fleetwave.api.sveltos import ProfileSpec
+from fleetwave.controllers import content
+from fleetwave.delivery import content as dc
+
+
+def _big_configmaps(count: int, tag: str) -> str:
+    docs = [
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": f"c{i}", "namespace": "apps"},
+            "data": {"t": tag},
+        }
+        for i in range(count)
+    ]
+    return yaml.safe_dump_all(docs)
+
+
+class _Objects:
+    def __init__(self, objects: Mapping[tuple[str, str, str], dict[str, Any]]) -> None:
+        self.objects = objects
+
+    def get(self, kind: str, namespace: str, name: str) -> Mapping[str, Any] | None:
+        return self.objects.get((kind, namespace, name))
+
+
+def _spec(*names: str) -> ProfileSpec:
+    return ProfileSpec.model_validate(
+        {"policyRefs": [{"kind": "ConfigMap", "name": n, "namespace": "src"} for n in names]}
+    )
+
+
+def test_large_values_are_found_under_the_names_resolve_gives_them_and_small_ones_are_left() -> None:
+    big = _big_configmaps(800, "large-values")
+    assert len(big) >= content.PARSE_AHEAD_BYTES
+    found = _Objects(
+        {
+            ("ConfigMap", "src", "big"): {"data": {"a.yaml": big, "b.yaml": "kind: x"}},
+            ("ConfigMap", "fw", "ours"): {"data": {"a.yaml": big}},  # fleetwave's namespace: never read
+        }
+    )
+    spec = ProfileSpec.model_validate(
+        {
+            "policyRefs": [
+                {"kind": "ConfigMap", "name": "big", "namespace": "src"},
+                {"kind": "ConfigMap", "name": "ours", "namespace": "fw"},
+            ]
+        }
+    )
+    texts = content.large_policy_texts(
+        spec, found, default_namespace="fw", path="spec", boundary=content.Boundary(controller_namespace="fw")
+    )
+    assert texts == [(big, "spec.policyRefs[0][a.yaml]", False)]
+
+
+def test_content_parsed_ahead_in_a_thread_is_not_parsed_again_by_the_resolve(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    big = _big_configmaps(800, "parsed-ahead")
+    found = _Objects({("ConfigMap", "src", "big"): {"data": {"a.yaml": big}}})
+    texts = content.large_policy_texts(_spec("big"), found, default_namespace="fw", path="spec")
+    threads: list[str] = []
+    real = dc._parse_documents
+
+    def counted(text: str, source: str, *, redact: bool) -> Any:
+        threads.append(threading.current_thread().name)
+        return real(text, source, redact=redact)
+
+    monkeypatch.setattr(dc, "_parse_documents", counted)
+    assert dc.unparsed(texts) == texts
+
+    async def ahead_then_resolve() -> content.Resolved:
+        await asyncio.to_thread(dc.parse_ahead, dc.unparsed(texts))
+        return content.resolve(_spec("big"), found, default_namespace="fw", path="spec")
+
+    resolved = asyncio.run(ahead_then_resolve())
+    assert len(resolved.body["policies"][0]["objects"]) == 800
+    assert len(threads) == 1
+    assert threads[0] != threading.main_thread().name  # parsed in the worker thread, once
+    assert dc.unparsed(texts) == []
+
+
+def test_a_large_value_that_fails_is_remembered_as_failed_too() -> None:
+    not_objects = "\n".join(f"- {i}" for i in range(20_000)) + "\n# remembered as failed\n"
+    found = _Objects(
+        {
+            ("Secret", "src", "s"): {
+                "type": content.ADDON_SECRET_TYPE,
+                "data": {"k": base64.b64encode(not_objects.encode()).decode()},
+            }
+        }
+    )
+    spec = ProfileSpec.model_validate({"policyRefs": [{"kind": "Secret", "name": "s", "namespace": "src"}]})
+    texts = content.large_policy_texts(spec, found, default_namespace="fw", path="spec")
+    assert [(source, redact) for _, source, redact in texts] == [("spec.policyRefs[0][k]", True)]
+    dc.parse_ahead(texts)
+    assert dc.unparsed(texts) == []
+    with pytest.raises(content.ContentError, match="every document must be a Kubernetes object"):
+        content.resolve(spec, found, default_namespace="fw", path="spec")
