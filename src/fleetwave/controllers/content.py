@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import hashlib
 import json
 from collections.abc import Iterable, Mapping
@@ -309,28 +310,42 @@ def read_source(
 PARSE_AHEAD_BYTES = 64 * 1024
 
 
-def large_policy_texts(
+def large_texts(
     spec: ProfileSpec, lookup: Lookup, *, default_namespace: str, path: str, boundary: Boundary | None = None
-) -> list[tuple[str, str, bool]]:
-    """(text, source, redact) of each large policyRef value `resolve` would parse, read within the
-    same boundary and named as `resolve` names them; refs `resolve` would refuse are skipped (it
-    says why itself)."""
+) -> list[dc.Ahead]:
+    """Each large text `resolve` would parse — policyRef values, Helm values inline and from
+    valuesFrom — read within the same boundary and named as `resolve` names them, to be parsed
+    ahead (`delivery.content.parse_ahead`); refs `resolve` would refuse are skipped (it says why)."""
     reader = _Reader(lookup, boundary or Boundary(), default_namespace)
-    out: list[tuple[str, str, bool]] = []
+    out: list[dc.Ahead] = []
     for i, ref in enumerate(spec.policy_refs or []):
         where = f"{path}.policyRefs[{i}]"
-        try:
-            kind, namespace, name = reader.check(ref, where)
-            obj = reader.read(kind, namespace, name, True, where)
-        except ContentError:
-            continue
-        if obj is None or is_template_source(obj):
-            continue
-        secret = kind == "Secret"
-        for key, value in _data(obj).items():
-            text = dc.decoded_or_none(value, secret, at_least=PARSE_AHEAD_BYTES)
-            if text is not None and len(text) >= PARSE_AHEAD_BYTES:
-                out.append((text, f"{where}[{key}]", secret))
+        with contextlib.suppress(ContentError):
+            obj = reader.read(*reader.check(ref, where), True, where)
+            if obj is not None and not is_template_source(obj):
+                out += _large_values(obj, ref.kind == "Secret", where, "documents")
+    for i, chart in enumerate(spec.helm_charts or []):
+        where = f"{path}.helmCharts[{i}]"
+        if (
+            chart.values
+            and len(chart.values) >= PARSE_AHEAD_BYTES
+            and not gotemplate.is_template(chart.values)
+        ):
+            out.append((chart.values, f"{where}.values", False, "values"))
+        for j, source in enumerate(chart.values_from or []):
+            with contextlib.suppress(ContentError):
+                found = reader.value_source(source, f"{where}.valuesFrom[{j}]")
+                if found is not None and not is_template_source(found):
+                    out += _large_values(found, source.kind == "Secret", f"{where}.valuesFrom[{j}]", "values")
+    return out
+
+
+def _large_values(obj: Mapping[str, Any], secret: bool, where: str, what: str) -> list[dc.Ahead]:
+    out: list[dc.Ahead] = []
+    for key, value in _data(obj).items():
+        text = dc.decoded_or_none(value, secret, at_least=PARSE_AHEAD_BYTES)
+        if text is not None and len(text) >= PARSE_AHEAD_BYTES:
+            out.append((text, f"{where}[{key}]", secret, what))
     return out
 
 
@@ -423,7 +438,7 @@ class _Reader:
         values: dict[str, str] = dict(ref.values or {})
         for j, source in enumerate(ref.values_from or []):
             where = f"{path}.valuesFrom[{j}]"
-            found = self._source(source, where)
+            found = self.value_source(source, where)
             for item in self._texts(found, source.kind, where) if found is not None else []:
                 values[item["key"]] = item["text"]
         return {
@@ -446,7 +461,7 @@ class _Reader:
             layers.append(self._layer(chart.values, f"{path}.values", redact=False))
         for j, source in enumerate(chart.values_from or []):
             where = f"{path}.valuesFrom[{j}]"
-            found = self._source(source, where)
+            found = self.value_source(source, where)
             if found is None:
                 continue
             secret = source.kind == "Secret"
@@ -463,7 +478,7 @@ class _Reader:
             return {"template": text, "name": path, "secret": redact}
         return {"values": _yaml_map(text, path, redact=redact)}
 
-    def _source(self, source: ValueFrom, path: str) -> Mapping[str, Any] | None:
+    def value_source(self, source: ValueFrom, path: str) -> Mapping[str, Any] | None:
         self._kind(source.kind, path)
         namespace = source.namespace or self.default_namespace
         self._where(source.kind, namespace, source.name, defaulted=source.namespace is None, path=path)
@@ -511,7 +526,7 @@ class _Reader:
             out.append(entry)
         for j, source in enumerate(spec.patches_from or []):
             where = f"{path}.patchesFrom[{j}]"
-            found = self._source(source, where)
+            found = self.value_source(source, where)
             for item in self._texts(found, source.kind, where) if found is not None else []:
                 if gotemplate.is_template(item["text"]):
                     out.append(

@@ -197,14 +197,16 @@ async def parse_ahead(ctx: Context, kind: str, raw: Mapping[str, Any]) -> None:
         spec_raw, path = spec_raw.get("profileSpec") or {}, "spec.profileSpec"
     elif (raw.get("metadata") or {}).get("annotations", {}).get(PINNED_ANNOTATION):
         return  # a stage profile delivers its promotion's snapshot
-    refs = spec_raw.get("policyRefs") if isinstance(spec_raw, Mapping) else None
-    if not isinstance(refs, list) or not refs:
+    if not isinstance(spec_raw, Mapping):
+        return
+    wanted = {k: spec_raw[k] for k in ("policyRefs", "helmCharts") if isinstance(spec_raw.get(k), list)}
+    if not wanted:
         return
     try:
-        spec = ProfileSpec.model_validate({"policyRefs": refs})
+        spec = ProfileSpec.model_validate(wanted)
     except ValueError:
         return
-    texts = content.large_policy_texts(
+    texts = content.large_texts(
         spec, ctx.cache, default_namespace=ctx.namespace, path=path, boundary=content_boundary(ctx)
     )
     pending = dc.unparsed(texts) if texts else []

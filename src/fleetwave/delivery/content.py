@@ -14,7 +14,7 @@ import hashlib
 import json
 import re
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -212,7 +212,16 @@ def yaml_error(err: yamlsafe.YamlError, source: str, *, redact: bool) -> Content
 
 
 def load_yaml_map(text: str, source: str, *, redact: bool) -> dict[str, Any]:
-    """One YAML mapping (Helm values), read with the bounded loader; empty text is {}."""
+    """One YAML mapping (Helm values), read with the bounded loader; empty text is {}. Remembered
+    like documents (`_remembered`): values read at every reconcile are parsed once per text."""
+    return _remembered(_VALUES, text, source, redact, _parse_yaml_map)[0]
+
+
+def _parse_yaml_map(text: str, source: str, *, redact: bool) -> list[dict[str, Any]]:
+    return [_yaml_map_now(text, source, redact=redact)]
+
+
+def _yaml_map_now(text: str, source: str, *, redact: bool) -> dict[str, Any]:
     try:
         parsed = yamlsafe.load(text, what=source)
     except yamlsafe.YamlError as err:
@@ -270,11 +279,20 @@ _PARSED = _ParsedCache()
 _FAILED: collections.OrderedDict[tuple[str, str, bool], str] = collections.OrderedDict()
 _FAILED_KEPT = 1024
 _FAILED_LOCK = threading.Lock()
+_VALUES = _ParsedCache(max_bytes=8 * 1024 * 1024)  # Helm values maps, each kept as a list of one
+
+_Parse = Callable[..., list[dict[str, Any]]]
 
 
 def _documents(text: str, source: str, *, redact: bool = False) -> list[dict[str, Any]]:
+    return _remembered(_PARSED, text, source, redact, _parse_documents)
+
+
+def _remembered(
+    cache: _ParsedCache, text: str, source: str, redact: bool, parse: _Parse
+) -> list[dict[str, Any]]:
     key = hashlib.sha256(text.encode()).hexdigest()
-    cached = _PARSED.get(key)
+    cached = cache.get(key)
     if cached is not None:
         return cached
     with _FAILED_LOCK:
@@ -282,14 +300,14 @@ def _documents(text: str, source: str, *, redact: bool = False) -> list[dict[str
     if failed is not None:
         raise ContentError(failed)
     try:
-        parsed = _parse_documents(text, source, redact=redact)
+        parsed: list[dict[str, Any]] = parse(text, source, redact=redact)
     except ContentError as err:
         with _FAILED_LOCK:
             _FAILED[(key, source, redact)] = str(err)
             while len(_FAILED) > _FAILED_KEPT:
                 _FAILED.popitem(last=False)
         raise
-    _PARSED.put(key, len(text), parsed)
+    cache.put(key, len(text), parsed)
     return parsed
 
 
@@ -369,25 +387,34 @@ def decoded_or_none(value: Any, base64_encoded: bool, *, at_least: int = 0) -> s
         return None
 
 
-def unparsed(texts: Sequence[tuple[str, str, bool]]) -> list[tuple[str, str, bool]]:
-    """The texts `_documents` has not remembered yet, parsed or failed."""
+# A text to parse ahead: (text, source, redact, what), `what` being "documents" (policy content)
+# or "values" (a Helm values map).
+Ahead = tuple[str, str, bool, str]
+
+
+def unparsed(texts: Sequence[Ahead]) -> list[Ahead]:
+    """The texts not remembered yet, parsed or failed."""
     out = []
-    for text, source, redact in texts:
+    for text, source, redact, what in texts:
         key = hashlib.sha256(text.encode()).hexdigest()
         with _FAILED_LOCK:
             failed = (key, source, redact) in _FAILED
-        if not failed and not _PARSED.holds(key):
-            out.append((text, source, redact))
+        cache = _VALUES if what == "values" else _PARSED
+        if not failed and not cache.holds(key):
+            out.append((text, source, redact, what))
     return out
 
 
-def parse_ahead(texts: Sequence[tuple[str, str, bool]]) -> None:
-    """Parse texts into the memo `_documents` reads (parsed or failed), in the calling thread: the
+def parse_ahead(texts: Sequence[Ahead]) -> None:
+    """Parse texts into the memo the resolve reads (parsed or failed), in the calling thread: the
     controller runs this in a worker thread before the resolve that needs them, so a large
     ConfigMap is never parsed on the event loop."""
-    for text, source, redact in texts:
+    for text, source, redact, what in texts:
         with contextlib.suppress(ContentError):
-            _documents(text, source, redact=redact)
+            if what == "values":
+                load_yaml_map(text, source, redact=redact)
+            else:
+                _documents(text, source, redact=redact)
 
 
 def decode(value: Any, source: str, base64_encoded: bool) -> str:

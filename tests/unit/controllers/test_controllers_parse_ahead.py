@@ -61,10 +61,10 @@ def test_large_values_are_found_under_the_names_resolve_gives_them_and_small_one
             ]
         }
     )
-    texts = content.large_policy_texts(
+    texts = content.large_texts(
         spec, found, default_namespace="fw", path="spec", boundary=content.Boundary(controller_namespace="fw")
     )
-    assert texts == [(big, "spec.policyRefs[0][a.yaml]", False)]
+    assert texts == [(big, "spec.policyRefs[0][a.yaml]", False, "documents")]
 
 
 def test_content_parsed_ahead_in_a_thread_is_not_parsed_again_by_the_resolve(
@@ -72,7 +72,7 @@ def test_content_parsed_ahead_in_a_thread_is_not_parsed_again_by_the_resolve(
 ) -> None:
     big = _big_configmaps(800, "parsed-ahead")
     found = _Objects({("ConfigMap", "src", "big"): {"data": {"a.yaml": big}}})
-    texts = content.large_policy_texts(_spec("big"), found, default_namespace="fw", path="spec")
+    texts = content.large_texts(_spec("big"), found, default_namespace="fw", path="spec")
     threads: list[str] = []
     real = dc._parse_documents
 
@@ -105,9 +105,41 @@ def test_a_large_value_that_fails_is_remembered_as_failed_too() -> None:
         }
     )
     spec = ProfileSpec.model_validate({"policyRefs": [{"kind": "Secret", "name": "s", "namespace": "src"}]})
-    texts = content.large_policy_texts(spec, found, default_namespace="fw", path="spec")
-    assert [(source, redact) for _, source, redact in texts] == [("spec.policyRefs[0][k]", True)]
+    texts = content.large_texts(spec, found, default_namespace="fw", path="spec")
+    assert [(source, redact) for _, source, redact, _ in texts] == [("spec.policyRefs[0][k]", True)]
     dc.parse_ahead(texts)
     assert dc.unparsed(texts) == []
     with pytest.raises(content.ContentError, match="every document must be a Kubernetes object"):
         content.resolve(spec, found, default_namespace="fw", path="spec")
+
+
+def test_large_helm_values_inline_and_from_a_configmap_are_parsed_ahead_too(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    inline = yaml.safe_dump({"inline": {f"k{i}": "v" * 40 for i in range(2_000)}})
+    from_cm = yaml.safe_dump({"from": {f"k{i}": "w" * 40 for i in range(2_000)}})
+    found = _Objects({("ConfigMap", "src", "values"): {"data": {"values.yaml": from_cm}}})
+    chart = {
+        "repositoryURL": "https://charts.example.com",
+        "repositoryName": "example",
+        "chartName": "example/app",
+        "chartVersion": "1.0.0",
+        "releaseName": "app",
+        "releaseNamespace": "apps",
+        "values": inline,
+        "valuesFrom": [{"kind": "ConfigMap", "name": "values", "namespace": "src"}],
+    }
+    spec = ProfileSpec.model_validate({"helmCharts": [chart]})
+    texts = content.large_texts(spec, found, default_namespace="fw", path="spec")
+    assert [(source, what) for _, source, _, what in texts] == [
+        ("spec.helmCharts[0].values", "values"),
+        ("spec.helmCharts[0].valuesFrom[0][values.yaml]", "values"),
+    ]
+    dc.parse_ahead(texts)
+    assert dc.unparsed(texts) == []
+    calls: list[str] = []
+    monkeypatch.setattr(dc, "_yaml_map_now", lambda *a, **k: calls.append("parsed") or {})
+    resolved = content.resolve(spec, found, default_namespace="fw", path="spec")
+    assert calls == []  # the resolve read the memo only
+    merged = resolved.body["helmCharts"][0]["values"]
+    assert set(merged) == {"inline", "from"}
