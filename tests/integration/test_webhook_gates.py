@@ -157,7 +157,7 @@ def test_a_promotion_stage_waits_on_its_webhook_then_moves_on_with_the_secrets_h
 ) -> None:
     url, seen = hooks
     name = f"hooked-{uuid.uuid4().hex[:6]}"
-    caplog.set_level(logging.DEBUG, logger="fleetwave")
+    caplog.set_level(logging.DEBUG)  # every logger the process has, the HTTP libraries' included
     webhook = {
         "name": "ready",
         "url": f"{url}/flaky/{name}?token=query-{TOKEN}",

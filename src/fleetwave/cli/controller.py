@@ -36,14 +36,12 @@ from fleetwave.mgmt import install as installing
 from fleetwave.mgmt import placement_kinds
 from fleetwave.promapi import guards
 from fleetwave.runtime import gc_freeze as freezing
+from fleetwave.runtime import logs
 from fleetwave.runtime.manager import LeadershipLost
 
 app = typer.Typer(help="Run the fleetwave controller.", no_args_is_help=True)
 
-# The HTTP libraries log what the controller must not: httpx each request's full URL at INFO (a
-# webhook's or notification sink's token sits in its path or query), httpcore each response's
-# headers at DEBUG. They say only warnings, whatever --log-level asks of fleetwave's own loggers.
-HTTP_LIBRARY_LOGGERS = ("httpx", "httpcore", "httpx2", "httpcore2")
+HTTP_LIBRARY_LOGGERS = logs.HTTP_LIBRARY_LOGGERS
 
 
 class EventLoop(StrEnum):
@@ -54,8 +52,7 @@ class EventLoop(StrEnum):
 def configure_logging(level: str) -> None:
     """The controller's logging: `level` for fleetwave, warnings only from the HTTP libraries."""
     logging.basicConfig(level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    for name in HTTP_LIBRARY_LOGGERS:
-        logging.getLogger(name).setLevel(logging.WARNING)
+    logs.quiet_http_libraries()
 
 
 def _runner(loop: EventLoop) -> Callable[[Coroutine[Any, Any, None]], None]:

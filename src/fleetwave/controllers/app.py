@@ -47,7 +47,7 @@ from fleetwave.kube import kinds
 from fleetwave.kube.client import AsyncClient
 from fleetwave.kube.objects import ConfigMap, Secret
 from fleetwave.promapi import guards
-from fleetwave.runtime import events, notify
+from fleetwave.runtime import events, logs, notify
 from fleetwave.runtime.controller import Controller, besides_status
 from fleetwave.runtime.manager import Election, Manager
 from fleetwave.runtime.watching import EventType, Informer, object_key
@@ -133,6 +133,7 @@ def build(
     request client's pool, every request walked every watch's connection and probed the idle ones.
     `lease_client`: one for leader election and shard leases alone (their renewals never wait
     behind the controller's requests)."""
+    logs.quiet_http_libraries()  # a process running a controller never logs a request's URL or headers
     pool = _check_pool(settings)
     watches = MemberWatches(per_member=settings.member_watches_per_cluster, linger=WATCH_LINGER)
     manager = _manager(client, settings, pool, watches, handle_signals=handle_signals, leases=lease_client)
