@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from fleetwave.cli import (
     approve,
     controller,
     crds,
     demo,
+    errors,
     history,
     local,
     manage,
@@ -22,13 +26,14 @@ from fleetwave.cli import (
 )
 from fleetwave.cli import status as status_cli
 from fleetwave.cli import version as version_cli
-from fleetwave.cli.common import Globals
+from fleetwave.cli.common import Globals, err
 
 app = typer.Typer(
     name="fleetwave",
     help="Progressive, staged rollouts of add-ons and configuration across a fleet of Kubernetes clusters.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    epilog=errors.EXIT_CODES,
 )
 app.add_typer(local.app, name="local")
 app.command(name="crds")(crds.crds)
@@ -58,10 +63,28 @@ def connection(
     context: Annotated[
         str | None, typer.Option("--context", help="The kubeconfig context to use (kubectl's flag).")
     ] = None,
+    debug: Annotated[
+        bool, typer.Option("--debug", help="Show a Python traceback on failure, for a bug report.")
+    ] = False,
 ) -> None:
     """Progressive, staged rollouts of add-ons and configuration across a fleet of Kubernetes clusters."""
     Globals.kubeconfig, Globals.context = kubeconfig, context
 
 
 def main() -> None:
-    app()
+    run(sys.argv[1:])
+
+
+def run(argv: list[str], *, prog_name: str = "fleetwave") -> None:
+    """The CLI with every failure outside fleetwave's control told in one line and its exit code
+    (`cli.errors`); `--debug` anywhere, or FLEETWAVE_DEBUG=1, lets the traceback through."""
+    debug = "--debug" in argv or os.environ.get("FLEETWAVE_DEBUG", "") not in ("", "0")
+    args = [a for a in argv if a != "--debug"]
+    try:
+        app(args=args, prog_name=prog_name)
+    except Exception as error:
+        explained = None if debug else errors.explain(error)
+        if explained is None:
+            raise
+        err.print(f"[red]error:[/red] {escape(explained.message)}", highlight=False, soft_wrap=True)
+        sys.exit(explained.code)

@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from fleetwave.api import validation
+from fleetwave.cli import errors
 from fleetwave.kube import client as kubeclient
 from fleetwave.kube import ops
 from fleetwave.local import fleet
@@ -120,8 +121,21 @@ def fail(message: str, *, code: int = 1) -> NoReturn:
 FORBIDDEN = 403
 
 
+def fail_api(error: ops.StatusError, doing: str) -> NoReturn:
+    """An error answer in one line: the server's own words after what was being done, or, for an
+    answer that means the same to every command (401, 403, 429, 5xx, CRDs missing), `cli.errors`'
+    sentence and exit code."""
+    if errors.generic(error):
+        explained = errors.explain(error)
+        if explained is not None:
+            fail(explained.message, code=explained.code)
+    fail(f"{doing}: {ops.message_of(error)}", code=errors.EXIT_API)
+
+
 def fail_promotion_patch(e: ops.ApiError, name: str, verb: str) -> NoReturn:
     """What a refused read-and-patch of a ClusterPromotion means for the user, in one line."""
+    if errors.generic(e) and ops.code_of(e) != FORBIDDEN:
+        fail_api(e, f"cannot {verb} ClusterPromotion {name}")
     if ops.is_not_found(e):
         fail(f"ClusterPromotion {name} not found")
     if ops.code_of(e) == FORBIDDEN:

@@ -25,6 +25,7 @@ from fleetwave.cli.common import (
     PlacementKindOption,
     WatchNamespaceOption,
     fail,
+    fail_api,
     management_config,
     watch_namespaces,
 )
@@ -83,7 +84,7 @@ def _upstream(config: kubeclient.KubeConfig, explicit: bool | None) -> bool:
         with kubeclient.client(config) as client:
             return installing.upstream_installed(client)
     except ops.ApiError as e:
-        fail(f"cannot tell whether the upstream API groups are installed: {ops.message_of(e)}")
+        fail_api(e, "cannot tell whether the upstream API groups are installed")
 
 
 def _placement_kinds(config: Any, given: list[str]) -> tuple[Any, ...]:

@@ -16,7 +16,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from fleetwave.cli.common import STRUCTURED, KubeconfigOption, emit, fail, management_client
+from fleetwave.cli.common import STRUCTURED, KubeconfigOption, emit, fail, fail_api, management_client
 from fleetwave.controllers import promotion_history
 from fleetwave.controllers.kubefleet import run_history
 from fleetwave.kube import located, ops, sync_ops
@@ -61,7 +61,7 @@ def _read(
             revisions = promotion_history.entries(raw.get("status") or {})
             events = sync_ops.events_about(client, str(raw["metadata"]["uid"]), "default", limit=500)
         except ops.ApiError as e:
-            fail(f"cannot read the history of ClusterPromotion {name}: {ops.message_of(e)}")
+            fail_api(e, f"cannot read the history of ClusterPromotion {name}")
     return revisions, _notable(events, limit)
 
 
@@ -139,7 +139,7 @@ def history_run(
             uid, where = str(raw["metadata"]["uid"]), namespace or "default"
             notable = _notable(sync_ops.events_about(client, uid, where, limit=500), events)
         except ops.ApiError as e:
-            fail(f"cannot read the history of {kind} {name}: {ops.message_of(e)}")
+            fail_api(e, f"cannot read the history of {kind} {name}")
     mine = [r for r in runs if (r.get("spec") or {}).get("placementName") == placement]
     mine.sort(key=lambda r: str((r.get("metadata") or {}).get("creationTimestamp") or ""))
     entries = [run_history.entry(r) for r in mine[-RUNS_SHOWN:]]

@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from fleetwave.cli import app
+from fleetwave.cli import run
 
 _GLOBAL = ("--kubeconfig", "--context")
 
@@ -33,4 +33,4 @@ def arguments(argv: Sequence[str]) -> list[str]:
 
 
 def main() -> None:
-    app(args=arguments(sys.argv[1:]), prog_name="kubectl fleetwave")
+    run(arguments(sys.argv[1:]), prog_name="kubectl fleetwave")

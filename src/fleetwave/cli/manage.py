@@ -17,6 +17,7 @@ from fleetwave.cli.common import (
     PlacementKindOption,
     WatchNamespaceOption,
     fail,
+    fail_api,
     management_client,
     watch_namespaces,
 )
@@ -55,7 +56,9 @@ def install(
             fail(str(e), code=2)
         except installing.ForeignCRD as e:
             fail(f"install refused: {e}", code=2)
-        except (ops.ApiError, TimeoutError) as e:
+        except ops.ApiError as e:
+            fail_api(e, "install failed")
+        except TimeoutError as e:
             fail(f"install failed: {e}")
     scope = f"; namespaced rights only in {', '.join(watch)}" if watch else ""
     console.print(f"installed {len(names)} CRDs and RBAC (namespace {installing.NAMESPACE}{scope})")
@@ -81,7 +84,7 @@ def apply(
     except ManifestError as e:
         fail(f"{file}: {e} (nothing was applied)", code=2)
     except ops.ApiError as e:
-        fail(f"the API server rejected a manifest: {ops.message_of(e)}")
+        fail_api(e, "the API server rejected a manifest")
     for a in applied:
         where = f" -n {a.namespace}" if a.namespace else ""
         mapped = f" (from {a.converted_from})" if a.converted_from else ""
@@ -130,7 +133,7 @@ def register(
         except registration.KubeconfigRefused as e:
             fail(f"{member_kubeconfig}: {e} (nothing was registered)", code=2)
         except ops.ApiError as e:
-            fail(f"registration failed: {ops.message_of(e)}")
+            fail_api(e, "registration failed")
     state = f"ready, Kubernetes {probe.version}" if probe.ready else f"NOT ready: {probe.message}"
     console.print(f"membercluster/{name} -n {namespace} registered ({state})")
 

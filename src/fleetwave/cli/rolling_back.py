@@ -18,7 +18,14 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from fleetwave.cli.common import FORBIDDEN, KubeconfigOption, fail, fail_promotion_patch, management_client
+from fleetwave.cli.common import (
+    FORBIDDEN,
+    KubeconfigOption,
+    fail,
+    fail_api,
+    fail_promotion_patch,
+    management_client,
+)
 from fleetwave.controllers import promotion_history as history
 from fleetwave.controllers.kubefleet import run_rollback, snapshots
 from fleetwave.kube import located, ops, sync_ops
@@ -141,7 +148,7 @@ def rollback_run(
                     f"{kind.lower()}s, and list on the placement's runs and resource snapshots",
                     code=3,
                 )
-            fail(f"cannot roll back {kind} {name}: {ops.message_of(e)}")
+            fail_api(e, f"cannot roll back {kind} {name}")
     console.print(
         f"{kind.lower()}/{name}: rolling resource snapshot {index} back to {target.label}, last stage "
         f"first (`kubectl get {kind.lower()} {name}{f' -n {namespace}' if namespace else ''} -w` to follow, "

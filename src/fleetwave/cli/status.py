@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from fleetwave.api.families import Family
-from fleetwave.cli.common import KubeconfigOption, fail, management_client, management_config
+from fleetwave.cli.common import KubeconfigOption, fail, fail_api, management_client, management_config
 from fleetwave.kube import client as kubeclient
 from fleetwave.kube import kinds, located, ops, sync_ops
 from fleetwave.kube.client import Client
@@ -56,7 +56,7 @@ def overview_command(
             promotions = _everywhere(client, "ClusterPromotion")
             runs = _everywhere(client, "ClusterStagedUpdateRun") + _everywhere(client, "StagedUpdateRun")
         except ops.StatusError as e:
-            fail(f"cannot list rollouts: {ops.message_of(e)}")
+            fail_api(e, "cannot list rollouts")
     lines = overview.rows(promotions, runs)
     if output is not Output.TABLE:
         _emit({"rollouts": lines}, output)
@@ -76,13 +76,14 @@ def overview_command(
 def _everywhere(client: Client, kind: str) -> list[dict[str, Any]]:
     """Every object of `kind` in every family fleetwave serves it in (a group not served holds none)."""
     out: list[dict[str, Any]] = []
-    for family in located.candidates(kind):
+    for index, family in enumerate(located.candidates(kind)):
         resource = kinds.family_resource(family, kind)
         everywhere = "*" if kind == "StagedUpdateRun" else None
         try:
             found = sync_ops.list_dicts(client, resource, namespace=everywhere)
         except ops.StatusError as e:  # a bare 404 (no Status body) when the group is not served
-            if ops.is_not_found(e):
+            # fleetwave's own group is always installed: not served there means no CRDs, not "none".
+            if ops.is_not_found(e) and index > 0:
                 continue
             raise
         out.extend({**o, "kind": kind} for o in found)
@@ -124,7 +125,7 @@ def promotion(
                 if ops.code_of(e) == ops.TOO_MANY_REQUESTS and attempt < _BUSY_RETRIES:
                     time.sleep(0.5)
                     continue
-                fail(f"cannot read ClusterPromotion {name}: {ops.message_of(e)}")
+                fail_api(e, f"cannot read ClusterPromotion {name}")
     if not watch:
         if output is Output.TABLE:
             console.print(render.render(view))

@@ -9,7 +9,7 @@ from typing import Any
 
 from fleetwave.api import families
 from fleetwave.api.families import Family
-from fleetwave.kube import kinds, ops, sync_ops
+from fleetwave.kube import kinds, ops
 from fleetwave.kube.client import Client
 
 
@@ -33,11 +33,11 @@ def locate(client: Client, kind: str, name: str, namespace: str | None = None) -
     for family in candidates(kind):
         resource = kinds.family_resource(family, kind)
         try:
-            found = sync_ops.get(client, resource, name, namespace=namespace)
-        except ops.ApiError as e:
-            if ops.is_not_found(e):
+            found = client.get(resource, name, namespace=namespace)
+        except ops.StatusError as e:
+            # fleetwave's own group is always installed: not served there means its CRDs are missing.
+            if ops.is_not_found(e) and not (family is families.NATIVE and ops.is_unserved(e)):
                 continue
             raise
-        if found is not None:
-            return Located(family, resource, found)
+        return Located(family, resource, found)
     return None

@@ -26,6 +26,7 @@ __all__ = [
     "ApiError",
     "HTTPError",
     "StatusError",
+    "TimeoutException",
     "TransportError",
     "apply",
     "code_of",
@@ -33,6 +34,7 @@ __all__ = [
     "delete_if_exists",
     "get",
     "is_not_found",
+    "is_unserved",
     "json_patch",
     "merge_patch",
     "merge_patch_unless_changed",
@@ -44,6 +46,7 @@ __all__ = [
 NOT_FOUND, CONFLICT, GONE, TOO_MANY_REQUESTS = 404, 409, 410, 429
 ALL_NAMESPACES = "*"  # the `namespace=` of a list or watch across every namespace
 TransportError = httpx2.TransportError
+TimeoutException = httpx2.TimeoutException
 HTTPError = httpx2.HTTPError
 StatusError = httpx2.HTTPStatusError  # an error answer; ApiError is the one with a Status body
 
@@ -64,6 +67,17 @@ def message_of(error: StatusError) -> str:
 
 def is_not_found(error: StatusError) -> bool:
     return code_of(error) == NOT_FOUND
+
+
+def is_unserved(error: StatusError) -> bool:
+    """A 404 for a whole resource type (a plain-text answer, or a Status naming no object): the API
+    server does not serve it, as opposed to one object that does not exist."""
+    if not is_not_found(error):
+        return False
+    if not isinstance(error, ApiError):
+        return True
+    details = error.status.details
+    return details is None or not getattr(details, "name", None)
 
 
 def is_stale(error: StatusError) -> bool:
