@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
+from fleetwave import __version__
 from fleetwave.cli import (
     approve,
     controller,
@@ -31,9 +32,9 @@ from fleetwave.cli.common import Globals, err
 app = typer.Typer(
     name="fleetwave",
     help="Progressive, staged rollouts of add-ons and configuration across a fleet of Kubernetes clusters.",
-    no_args_is_help=True,
     pretty_exceptions_enable=False,
     epilog=errors.EXIT_CODES,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
 app.add_typer(local.app, name="local")
 app.command(name="crds")(crds.crds)
@@ -54,8 +55,15 @@ app.add_typer(history.app, name="history")
 app.command(name="version")(version_cli.version)
 
 
-@app.callback()
+def _print_version(asked: bool) -> None:
+    if asked:
+        typer.echo(f"fleetwave {__version__}")
+        raise typer.Exit()
+
+
+@app.callback(invoke_without_command=True)
 def connection(
+    ctx: typer.Context,
     kubeconfig: Annotated[
         Path | None,
         typer.Option("--kubeconfig", help="Management cluster kubeconfig for every command (as kubectl's)."),
@@ -66,9 +74,16 @@ def connection(
     debug: Annotated[
         bool, typer.Option("--debug", help="Show a Python traceback on failure, for a bug report.")
     ] = False,
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_print_version, is_eager=True, help="Print the version and exit."),
+    ] = False,
 ) -> None:
     """Progressive, staged rollouts of add-ons and configuration across a fleet of Kubernetes clusters."""
     Globals.kubeconfig, Globals.context = kubeconfig, context
+    if ctx.invoked_subcommand is None:  # bare `fleetwave`: the help, and success (kubectl's habit)
+        typer.echo(ctx.get_help())
+        raise typer.Exit()
 
 
 def main() -> None:

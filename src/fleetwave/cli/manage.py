@@ -75,6 +75,8 @@ def apply(
     try:
         source = "stdin" if str(file) == inputs.STDIN else str(file)
         docs = manifests.documents(inputs.read_text(file, "-f"), source=source)
+        if not docs:  # kubectl's words and habit: nothing to apply is an error, not a silent success
+            fail(f"no objects passed to apply ({source} holds no manifest)", code=2)
         with management_client(kubeconfig) as client:
             applied = manifests.apply(client, docs, default_namespace=namespace)
     except inputs.InputError as e:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+import fleetwave
 from fleetwave import cli
 from fleetwave.cli import errors
 
@@ -172,3 +173,28 @@ def test_an_unresolvable_server_names_dns(tmp_path: Path, capsys: pytest.Capture
     code, text = _run(["--kubeconfig", str(kubeconfig), "status"], capsys)
     assert code == errors.EXIT_API
     assert "does not resolve" in text
+
+
+def test_bare_fleetwave_prints_help_and_succeeds_and_version_and_h_exist(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, text = _run([], capsys)
+    assert code == 0
+    assert "Usage: fleetwave" in text
+    assert "Exit codes" in text  # the table, in the help's epilog
+    code, text = _run(["--version"], capsys)
+    assert (code, text.strip()) == (0, f"fleetwave {fleetwave.__version__}")
+    code, text = _run(["status", "-h"], capsys)
+    assert code == 0
+    assert "Usage: fleetwave status" in text
+
+
+def test_applying_nothing_says_so_and_fails_before_connecting(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("# nothing here\n")
+    kubeconfig = _kubeconfig(tmp_path, f"http://127.0.0.1:{_closed_port()}")
+    code, text = _run(["--kubeconfig", str(kubeconfig), "apply", "-f", str(empty)], capsys)
+    assert code == errors.EXIT_USAGE
+    assert "no objects passed to apply" in text
