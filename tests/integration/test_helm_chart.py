@@ -635,7 +635,18 @@ def test_watch_namespaces_bind_namespaced_rights_there_only_and_the_rest_is_refu
             thread.stop()
         assert thread.error is None, thread.error  # includes: no request refused by the scoped RBAC
     finally:
-        helm.upgrade("watchNamespaces=null")
+        # An empty list, not null: with --reuse-values, helm keeps the previous release's values as the
+        # chart's defaults, so a null is undone by the next upgrade and the namespace comes back.
+        helm.run(
+            "upgrade",
+            RELEASE,
+            str(CHART),
+            "--namespace",
+            NS,
+            "--reuse-values",
+            "--set-json",
+            "watchNamespaces=[]",
+        )
         hub_client.delete(Namespace, other)
 
 
