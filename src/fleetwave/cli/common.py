@@ -70,17 +70,25 @@ class Globals:
     context: str | None = None
 
 
-def resolve_kubeconfig(explicit: Path | None) -> Path:
-    if explicit:
-        return explicit
-    if Globals.kubeconfig:
-        return Globals.kubeconfig
-    if os.environ.get("KUBECONFIG"):
-        return Path(os.environ["KUBECONFIG"].split(os.pathsep)[0])
+HOME_KUBECONFIG = Path.home() / ".kube" / "config"
+
+
+def kubeconfig_files(explicit: Path | None) -> tuple[list[Path], str]:
+    """Which kubeconfig files a command reads, as kubectl chooses them, and where that came from:
+    --kubeconfig, else every file of $KUBECONFIG (merged), else ~/.kube/config, else a running local
+    fleet's management cluster — never ahead of a kubeconfig of the user's own."""
+    if explicit or Globals.kubeconfig:
+        return [explicit or Globals.kubeconfig], "--kubeconfig"  # type: ignore[list-item]
+    listed = [Path(p) for p in os.environ.get("KUBECONFIG", "").split(os.pathsep) if p]
+    if listed:
+        present = [p for p in listed if p.is_file()]
+        return (present or listed[:1]), "$KUBECONFIG"
+    if HOME_KUBECONFIG.is_file():
+        return [HOME_KUBECONFIG], "~/.kube/config"
     state = fleet.load(fleet.default_state_dir())
     if state is not None:
-        return Path(state.cluster(fleet.MANAGEMENT).kubeconfig)
-    return Path.home() / ".kube" / "config"
+        return [Path(state.cluster(fleet.MANAGEMENT).kubeconfig)], "the local fleet"
+    return [HOME_KUBECONFIG], "~/.kube/config"
 
 
 def management_config(
@@ -88,17 +96,20 @@ def management_config(
 ) -> kubeclient.KubeConfig:
     """The management cluster's kubeconfig, in the --context given (else its current-context);
     `otherwise` is the last way out the error names."""
-    path = resolve_kubeconfig(explicit)
-    if not path.is_file():
-        fail(f"no kubeconfig at {path}: pass --kubeconfig, set KUBECONFIG, or {otherwise}")
+    paths, source = kubeconfig_files(explicit)
+    if not all(p.is_file() for p in paths):
+        missing = next(p for p in paths if not p.is_file())
+        fail(f"no kubeconfig at {missing}: pass --kubeconfig, set KUBECONFIG, or {otherwise}", code=2)
+    if source == "the local fleet":  # never silent: the user may have meant another cluster
+        err.print(f"[dim]using the local fleet's management cluster ({paths[0]})[/dim]", highlight=False)
     try:
-        return kubeclient.config_from_file(path, context=Globals.context)
+        return kubeclient.config_from_files(paths, context=Globals.context)
     except kubeclient.ConfigError as e:
-        fail(str(e))
+        fail(str(e), code=2)
 
 
 def management_client(explicit: Path | None) -> kubeclient.Client:
-    return kubeclient.client(management_config(explicit))
+    return kubeclient.client(management_config(explicit), trust_env=True)
 
 
 STRUCTURED = ("json", "yaml")

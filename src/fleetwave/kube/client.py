@@ -10,7 +10,9 @@ from __future__ import annotations
 import json
 import os
 import ssl
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import httpx2
 from lightkube import AsyncClient, Client, ConfigError, KubeConfig
@@ -32,6 +34,7 @@ __all__ = [
     "client",
     "config_from_bytes",
     "config_from_file",
+    "config_from_files",
     "http",
     "in_cluster",
     "in_cluster_config",
@@ -64,12 +67,81 @@ async_http = internals.async_http
 
 def config_from_file(path: str | Path, *, context: str | None = None) -> KubeConfig:
     """A kubeconfig file; `context` picks one of its contexts instead of its current-context."""
-    config = KubeConfig.from_file(str(path))
+    return config_from_files([Path(path)], context=context)
+
+
+def config_from_files(paths: Sequence[Path], *, context: str | None = None) -> KubeConfig:
+    """kubectl's merge of a `$KUBECONFIG` list: for each cluster, user and context name the first
+    file that defines it wins, and the current-context is the first one set; a file a kubeconfig
+    names (a CA, a client certificate) is found beside the kubeconfig that names it. Every problem
+    is a ConfigError naming the file, read with the bounded loader."""
+    where = ", ".join(str(p) for p in paths)
+    merged = _merged([_read_kubeconfig(p) for p in paths])
+    if not merged["clusters"] or not merged["contexts"]:
+        raise ConfigError(f"{where}: no clusters or contexts: not a kubeconfig, or an empty one")
     if context:
-        if context not in config.contexts:
-            raise ConfigError(f"context {context!r} is not in {path}")
-        config.current_context = context
-    return config
+        if context not in {c.get("name") for c in merged["contexts"]}:
+            raise ConfigError(f"context {context!r} is not in {where}")
+        merged["current-context"] = context
+    if not merged.get("current-context"):
+        raise ConfigError(f"{where} sets no current-context: pass --context NAME")
+    try:
+        return KubeConfig.from_dict(merged, fname=str(paths[0]))
+    except Exception as e:  # lightkube's reading of a malformed entry raises assorted types
+        raise ConfigError(f"{where}: not a valid kubeconfig ({type(e).__name__})") from None
+
+
+# Fields that name a file, relative to the kubeconfig that holds them.
+_FILE_FIELDS = (
+    ("clusters", "cluster", ("certificate-authority",)),
+    ("users", "user", ("client-certificate", "client-key", "tokenFile")),
+)
+
+
+def _read_kubeconfig(path: Path) -> dict[str, Any]:
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot be read ({e.strerror or e})") from None
+    try:
+        parsed = yamlsafe.load(data, what=str(path))
+    except yamlsafe.YamlError as e:
+        raise ConfigError(str(e)) from None
+    if parsed is None:
+        return {}
+    if not isinstance(parsed, dict):
+        raise ConfigError(f"{path}: not a kubeconfig (expected a mapping with clusters, users and contexts)")
+    for section, field, keys in _FILE_FIELDS:
+        for entry in parsed.get(section) or []:
+            body = entry.get(field) if isinstance(entry, dict) else None
+            if isinstance(body, dict):
+                entry[field] = {
+                    k: (
+                        str(path.parent / v)
+                        if k in keys and isinstance(v, str) and v and not os.path.isabs(v)
+                        else v
+                    )
+                    for k, v in body.items()
+                }
+    return parsed
+
+
+def _merged(docs: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    merged: dict[str, Any] = {"clusters": [], "users": [], "contexts": [], "current-context": None}
+    for doc in docs:
+        merged["current-context"] = merged["current-context"] or doc.get("current-context")
+        for section in ("clusters", "users", "contexts"):
+            entries = doc.get(section) or []
+            taken = {e["name"] for e in merged[section]}
+            for entry in entries if isinstance(entries, list) else []:
+                if (
+                    isinstance(entry, dict)
+                    and isinstance(entry.get("name"), str)
+                    and entry["name"] not in taken
+                ):
+                    taken.add(entry["name"])
+                    merged[section].append(entry)
+    return merged
 
 
 # Where the kubelet mounts a pod's ServiceAccount token, CA and namespace.
@@ -118,9 +190,11 @@ def member_kubeconfig_text(data: bytes | str, *, allow_insecure: bool = False) -
     return json.dumps(kubeconfig_policy.load(data, allow_insecure=allow_insecure))
 
 
-def client(config: KubeConfig, *, namespace: str | None = None) -> Client:
+def client(config: KubeConfig, *, namespace: str | None = None, trust_env: bool = False) -> Client:
+    """`trust_env`: honour HTTPS_PROXY/NO_PROXY (the CLI talking to the user's own management
+    cluster, as kubectl does); never for a member, whose kubeconfig someone else wrote."""
     return Client(
-        config=config, namespace=namespace, field_manager=FIELD_MANAGER, timeout=_TIMEOUT, trust_env=False
+        config=config, namespace=namespace, field_manager=FIELD_MANAGER, timeout=_TIMEOUT, trust_env=trust_env
     )
 
 

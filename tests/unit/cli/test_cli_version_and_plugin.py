@@ -107,7 +107,7 @@ def test_global_flags_pick_the_kubeconfig_and_context_every_command_uses(tmp_pat
         refused = CliRunner().invoke(
             app, ["--kubeconfig", str(path), "--context", "staging", "status", "promotion", "p"]
         )
-        assert refused.exit_code == 1
+        assert refused.exit_code == 2  # a context the kubeconfig lacks is bad input (cli.errors)
         assert "context 'staging' is not in" in refused.output
     finally:
         Globals.kubeconfig, Globals.context = None, None
