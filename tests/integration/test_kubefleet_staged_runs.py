@@ -1114,6 +1114,19 @@ def test_a_run_over_its_failure_budget_rolls_back_every_cluster_it_updated_last_
         assert mine["rolled-2"]["waitingFor"].startswith("rolled back to resource snapshot 0")
         assert mine["rolled-1"]["phase"] == "Succeeded"
         assert "rolled-2" in _fleetwave(kubeconfig, "status")
+        # kubectl's other outputs: `kind/name` lines, and a wider table with the API version.
+        assert (
+            "clusterstagedupdaterun/rolled-2" in _fleetwave(kubeconfig, "status", "-o", "name").splitlines()
+        )
+        assert "placement.kubernetes-fleet.io" in _fleetwave(kubeconfig, "status", "-o", "wide") or (
+            "fleetwave.io" in _fleetwave(kubeconfig, "status", "-o", "wide")
+        )
+        clusters = json.loads(_fleetwave(kubeconfig, "cluster", "list", "-o", "json"))["clusters"]
+        assert {c["name"] for c in clusters} >= {"member-1", "member-2", "member-3"}
+        assert all(c["ready"] for c in clusters if c["name"].startswith("member-"))
+        assert (
+            "membercluster/member-1" in _fleetwave(kubeconfig, "cluster", "list", "-o", "name").splitlines()
+        )
     finally:
         delete_all(
             management,

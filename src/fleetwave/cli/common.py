@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
@@ -113,6 +114,21 @@ def management_client(explicit: Path | None) -> kubeclient.Client:
 
 
 STRUCTURED = ("json", "yaml")
+
+
+class ListOutput(StrEnum):
+    """kubectl's `-o` for a listing: a table, a wider one, `kind/name` lines, or the data."""
+
+    TABLE = "table"
+    WIDE = "wide"
+    NAME = "name"
+    JSON = "json"
+    YAML = "yaml"
+
+
+ListOutputOption = Annotated[
+    ListOutput, typer.Option("--output", "-o", help="table, wide, name, json or yaml.")
+]
 
 
 def emit(data: Any, output: str) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -14,8 +14,11 @@ from fleetwave.api.codec import ManifestError
 from fleetwave.cli import inputs
 from fleetwave.cli.common import (
     KubeconfigOption,
+    ListOutput,
+    ListOutputOption,
     PlacementKindOption,
     WatchNamespaceOption,
+    emit,
     fail,
     fail_api,
     management_client,
@@ -143,24 +146,48 @@ def register(
 @cluster_app.command("list")
 def list_clusters(
     namespace: Annotated[str | None, typer.Option("--namespace", "-n")] = None,
+    output: ListOutputOption = ListOutput.TABLE,
     kubeconfig: KubeconfigOption = None,
 ) -> None:
     """List registered member clusters with labels, readiness and version."""
-    table = Table("namespace", "name", "labels", "ready", "version", "message")
     with management_client(kubeconfig) as client:
-        for mc in client.list(kinds.resource("MemberCluster"), namespace=namespace or ops.ALL_NAMESPACES):
-            status = mc.status or {}
-            labels = ",".join(f"{k}={v}" for k, v in (mc.metadata.labels or {}).items())
-            ready = "[green]yes[/green]" if status.get("ready") else "[red]no[/red]"
-            table.add_row(
-                mc.metadata.namespace,
-                mc.metadata.name,
-                labels,
-                ready,
-                status.get("version") or "-",
-                status.get("failureMessage") or "",
-            )
-    console.print(table)
+        found = client.list(kinds.resource("MemberCluster"), namespace=namespace or ops.ALL_NAMESPACES)
+        rows = [_cluster_row(mc.to_dict()) for mc in found]
+    if output in (ListOutput.JSON, ListOutput.YAML):
+        emit({"clusters": rows}, output.value)
+    elif output is ListOutput.NAME:
+        for row in rows:
+            typer.echo(f"membercluster/{row['name']}")
+    else:
+        console.print(_clusters_table(rows, wide=output is ListOutput.WIDE))
+
+
+def _cluster_row(obj: dict[str, Any]) -> dict[str, Any]:
+    meta, status, spec = obj.get("metadata") or {}, obj.get("status") or {}, obj.get("spec") or {}
+    secret = spec.get("kubeconfigSecretRef") or {}
+    return {
+        "namespace": meta.get("namespace"),
+        "name": meta.get("name"),
+        "labels": dict(meta.get("labels") or {}),
+        "ready": bool(status.get("ready")),
+        "version": status.get("version") or "",
+        "message": status.get("failureMessage") or "",
+        "kubeconfigSecret": secret.get("name") or f"{meta.get('name')}-kubeconfig",
+    }
+
+
+def _clusters_table(rows: list[dict[str, Any]], *, wide: bool) -> Table:
+    table = Table(
+        "namespace", "name", "labels", "ready", "version", *(["kubeconfig secret"] if wide else []), "message"
+    )
+    for row in rows:
+        labels = ",".join(f"{k}={v}" for k, v in row["labels"].items())
+        ready = "[green]yes[/green]" if row["ready"] else "[red]no[/red]"
+        extra = [row["kubeconfigSecret"]] if wide else []
+        table.add_row(
+            row["namespace"], row["name"], labels, ready, row["version"] or "-", *extra, row["message"]
+        )
+    return table
 
 
 def _labels(text: str) -> dict[str, str]:

@@ -15,7 +15,16 @@ from rich.console import Console
 from rich.table import Table
 
 from fleetwave.api.families import Family
-from fleetwave.cli.common import KubeconfigOption, fail, fail_api, management_client, management_config
+from fleetwave.cli.common import (
+    KubeconfigOption,
+    ListOutput,
+    ListOutputOption,
+    emit,
+    fail,
+    fail_api,
+    management_client,
+    management_config,
+)
 from fleetwave.kube import client as kubeclient
 from fleetwave.kube import kinds, located, ops, sync_ops
 from fleetwave.kube.client import Client
@@ -45,7 +54,7 @@ def _emit(data: Any, output: Output) -> None:
 @app.callback(invoke_without_command=True)
 def overview_command(
     ctx: typer.Context,
-    output: Annotated[Output, typer.Option("--output", "-o", help="table, json or yaml.")] = Output.TABLE,
+    output: ListOutputOption = ListOutput.TABLE,
     kubeconfig: KubeconfigOption = None,
 ) -> None:
     """Every promotion and staged update run: phase, current stage and what it waits for."""
@@ -58,19 +67,29 @@ def overview_command(
         except ops.StatusError as e:
             fail_api(e, "cannot list rollouts")
     lines = overview.rows(promotions, runs)
-    if output is not Output.TABLE:
-        _emit({"rollouts": lines}, output)
+    if output in (ListOutput.JSON, ListOutput.YAML):
+        emit({"rollouts": lines}, output.value)
+        return
+    if output is ListOutput.NAME:
+        for row in lines:
+            typer.echo(f"{row['kind'].lower()}/{row['name']}")
         return
     if not lines:
         console.print("no rollouts (ClusterPromotions or staged update runs) yet")
         return
+    console.print(_overview_table(lines, wide=output is ListOutput.WIDE))
+
+
+def _overview_table(lines: list[dict[str, Any]], *, wide: bool) -> Table:
     table = Table(box=None, pad_edge=False)
-    for column in ("KIND", "NAME", "PHASE", "STAGE", "WAITING FOR"):
+    columns = ["KIND", "NAME", "PHASE", "STAGE", *(["API VERSION"] if wide else []), "WAITING FOR"]
+    for column in columns:
         table.add_column(column, overflow="fold")
     for row in lines:
         name = f"{row['namespace']}/{row['name']}" if row["namespace"] else row["name"]
-        table.add_row(row["kind"], name, row["phase"], row["stage"], row["waitingFor"])
-    console.print(table)
+        extra = [row["apiVersion"]] if wide else []
+        table.add_row(row["kind"], name, row["phase"], row["stage"], *extra, row["waitingFor"])
+    return table
 
 
 def _everywhere(client: Client, kind: str) -> list[dict[str, Any]]:

@@ -42,6 +42,7 @@ def promotion_row(obj: Obj) -> dict[str, Any]:
     phase = str(record.get("phase") or ("Pending" if not record else "Unknown"))
     return {
         "kind": str(obj.get("kind") or "ClusterPromotion"),
+        "apiVersion": str(obj.get("apiVersion") or ""),
         "namespace": None,
         "name": str((obj.get("metadata") or {}).get("name") or ""),
         "phase": phase,
@@ -77,6 +78,7 @@ def run_row(obj: Obj) -> dict[str, Any]:
         message = str(progressing.get("message") or "")
     return {
         "kind": str(obj.get("kind") or "ClusterStagedUpdateRun"),
+        "apiVersion": str(obj.get("apiVersion") or ""),
         "namespace": meta.get("namespace"),
         "name": str(meta.get("name") or ""),
         "phase": phase,

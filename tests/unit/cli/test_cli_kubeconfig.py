@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from fleetwave.cli import common
+from fleetwave.cli import common, manage
 from fleetwave.kube import client as kubeclient
 
 
@@ -122,3 +122,26 @@ def test_the_cli_honours_https_proxy_for_the_management_cluster(
         session = client._client._client  # the HTTP session lightkube keeps
         mounts = {str(pattern.pattern) for pattern in session._mounts}
     assert any("https" in m for m in mounts), mounts
+
+
+def test_cluster_rows_and_tables_for_every_output() -> None:
+    row = manage._cluster_row(
+        {
+            "metadata": {"name": "prod-1", "namespace": "fleet", "labels": {"env": "prod"}},
+            "spec": {"kubeconfigSecretRef": {"name": "prod-1-creds"}},
+            "status": {"ready": True, "version": "v1.35.4"},
+        }
+    )
+    assert row == {
+        "namespace": "fleet",
+        "name": "prod-1",
+        "labels": {"env": "prod"},
+        "ready": True,
+        "version": "v1.35.4",
+        "message": "",
+        "kubeconfigSecret": "prod-1-creds",
+    }
+    narrow = [c.header for c in manage._clusters_table([row], wide=False).columns]
+    wide = [c.header for c in manage._clusters_table([row], wide=True).columns]
+    assert "kubeconfig secret" in wide
+    assert "kubeconfig secret" not in narrow
