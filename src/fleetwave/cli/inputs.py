@@ -54,3 +54,28 @@ def read_text(path: Path, option: str, *, limit: int = MAX_BYTES) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
         raise InputError(f"{where}: not UTF-8 text (invalid byte at offset {e.start})") from None
+
+
+MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
+MAX_FILES = 1000
+
+
+def manifest_files(path: Path, option: str, *, recursive: bool) -> list[Path]:
+    """`path` itself, or, for a directory, its .yaml, .yml and .json files in name order (with
+    `recursive`, those of its subdirectories too), as `kubectl apply -f DIR [-R]` reads them.
+    Symbolic links to directories are not followed (a loop would never end)."""
+    if str(path) == STDIN or not path.is_dir():
+        return [path]
+    pattern = "**/*" if recursive else "*"
+    found = sorted(
+        p
+        for p in path.glob(pattern)
+        if p.suffix in MANIFEST_SUFFIXES and p.is_file() and not _under_link(p, path)
+    )
+    if len(found) > MAX_FILES:
+        raise InputError(f"{option} {path}: more than {MAX_FILES} manifest files")
+    return found
+
+
+def _under_link(found: Path, root: Path) -> bool:
+    return any(parent.is_symlink() for parent in found.relative_to(root).parents if str(parent) != ".")

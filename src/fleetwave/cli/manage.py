@@ -69,31 +69,48 @@ def install(
 
 def apply(
     file: Annotated[
-        Path, typer.Option("--filename", "-f", help="YAML file with one or more manifests; - reads stdin.")
+        Path,
+        typer.Option(
+            "--filename",
+            "-f",
+            help="A YAML or JSON file with one or more manifests, a directory of them, or - for stdin.",
+        ),
     ],
+    recursive: Annotated[
+        bool, typer.Option("--recursive", "-R", help="With a directory: its subdirectories too.")
+    ] = False,
     kubeconfig: KubeconfigOption = None,
     namespace: Annotated[str | None, typer.Option("--namespace", "-n", help="Default namespace.")] = None,
 ) -> None:
     """Apply manifests; Sveltos and KubeFleet apiVersions are mapped to fleetwave's own."""
     try:
-        source = "stdin" if str(file) == inputs.STDIN else str(file)
-        docs = manifests.documents(inputs.read_text(file, "-f"), source=source)
-        if not docs:  # kubectl's words and habit: nothing to apply is an error, not a silent success
-            fail(f"no objects passed to apply ({source} holds no manifest)", code=2)
+        docs = _documents(file, recursive=recursive)
         with management_client(kubeconfig) as client:
             applied = manifests.apply(client, docs, default_namespace=namespace)
     except inputs.InputError as e:
         fail(str(e), code=2)
-    except yamlsafe.YamlError as e:
-        fail(f"{e} (nothing was applied)", code=2)
-    except ManifestError as e:
-        fail(f"{file}: {e} (nothing was applied)", code=2)
     except ops.ApiError as e:
         fail_api(e, "the API server rejected a manifest")
     for a in applied:
         where = f" -n {a.namespace}" if a.namespace else ""
         mapped = f" (from {a.converted_from})" if a.converted_from else ""
         console.print(f"{a.kind.lower()}/{a.name}{where} applied{mapped}")
+
+
+def _documents(file: Path, *, recursive: bool) -> list[Any]:
+    """Every manifest of the file, or of the directory's files; all read before anything is applied."""
+    docs: list[Any] = []
+    for path in inputs.manifest_files(file, "-f", recursive=recursive):
+        source = "stdin" if str(path) == inputs.STDIN else str(path)
+        try:
+            docs += manifests.documents(inputs.read_text(path, "-f"), source=source)
+        except yamlsafe.YamlError as e:
+            fail(f"{e} (nothing was applied)", code=2)
+        except ManifestError as e:
+            fail(f"{path}: {e} (nothing was applied)", code=2)
+    if not docs:  # kubectl's words and habit: nothing to apply is an error, not a silent success
+        fail(f"no objects passed to apply ({file} holds no manifest)", code=2)
+    return docs
 
 
 @cluster_app.command("register")

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import typer
 
 from fleetwave.cli import common, manage
 from fleetwave.kube import client as kubeclient
@@ -145,3 +146,30 @@ def test_cluster_rows_and_tables_for_every_output() -> None:
     wide = [c.header for c in manage._clusters_table([row], wide=True).columns]
     assert "kubeconfig secret" in wide
     assert "kubeconfig secret" not in narrow
+
+
+def test_apply_reads_a_directory_and_with_r_its_subdirectories(tmp_path: Path) -> None:
+    def cm(name: str) -> str:
+        return f"apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}, namespace: default}}\n"
+
+    (tmp_path / "nested" / "deeper").mkdir(parents=True)
+    (tmp_path / "b.yaml").write_text(cm("b"))
+    (tmp_path / "a.yml").write_text(cm("a"))
+    (tmp_path / "notes.txt").write_text("not a manifest")
+    (tmp_path / "nested" / "c.json").write_text(json.dumps(yaml_free_cm("c")))
+    (tmp_path / "nested" / "deeper" / "d.yaml").write_text(cm("d"))
+
+    def names(recursive: bool) -> list[str]:
+        return [d["metadata"]["name"] for d in manage._documents(tmp_path, recursive=recursive)]
+
+    assert names(False) == ["a", "b"]
+    assert names(True) == ["a", "b", "c", "d"]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(typer.Exit) as exited:
+        manage._documents(empty, recursive=True)
+    assert exited.value.exit_code == 2
+
+
+def yaml_free_cm(name: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "default"}}
