@@ -138,6 +138,10 @@ def test_the_rendered_controller_is_locked_down_and_takes_its_settings_from_valu
         "controller.sandbox.memoryMiB=512",
         "--set",
         "controller.leaseDuration=30",
+        "--set",
+        "controller.logFormat=json",
+        "--set",
+        "controller.localContentKinds={ConfigMap,apps/Deployment}",
     )
     (deployment,) = _kind(docs, "Deployment")
     pod = deployment["spec"]["template"]["spec"]
@@ -160,6 +164,9 @@ def test_the_rendered_controller_is_locked_down_and_takes_its_settings_from_valu
         "--bind-address=0.0.0.0",
         "--shards=3",
         "--log-level=DEBUG",
+        "--log-format=json",
+        "--local-content-kind=ConfigMap",
+        "--local-content-kind=apps/Deployment",
         "--health-memory-mib=512",
         "--lease-duration=30",
         "--no-upstream-apis",

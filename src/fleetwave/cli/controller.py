@@ -50,10 +50,14 @@ class EventLoop(StrEnum):
     ASYNCIO = "asyncio"
 
 
-def configure_logging(level: str) -> None:
+class LogFormat(StrEnum):
+    TEXT = "text"
+    JSON = "json"
+
+
+def configure_logging(level: str, log_format: LogFormat = LogFormat.TEXT) -> None:
     """The controller's logging: `level` for fleetwave, warnings only from the HTTP libraries."""
-    logging.basicConfig(level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logs.quiet_http_libraries()
+    logs.configure(level, log_format.value)
 
 
 def _runner(loop: EventLoop) -> Callable[[Coroutine[Any, Any, None]], None]:
@@ -138,6 +142,9 @@ def run(
         float, typer.Option(help="Seconds a crashed leader blocks a successor.")
     ] = 15.0,
     log_level: Annotated[str, typer.Option(help="DEBUG, INFO, WARNING.")] = "INFO",
+    log_format: Annotated[
+        LogFormat, typer.Option(help="text, or json: one JSON object a line (time, level, logger, message).")
+    ] = LogFormat.TEXT,
     event_loop: Annotated[
         EventLoop, typer.Option(help="uvloop: less CPU per request (ADR 0093); asyncio: the standard one.")
     ] = EventLoop.UVLOOP,
@@ -212,7 +219,7 @@ def run(
     ] = True,
 ) -> None:
     """Reconcile ClusterPromotions, ClusterProfiles and ClusterSummaries until stopped."""
-    configure_logging(log_level)
+    configure_logging(log_level, log_format)
     watch = watch_namespaces(watch_namespace)  # refused before anything connects
     config = _config(kubeconfig)
     settings = controllers.Settings(

@@ -30,6 +30,15 @@ class Result:
     requeue: bool = False
 
 
+def _about(controller: str, key: object) -> dict[str, str]:
+    """The object a reconcile's log line is about, for structured logs (`runtime.logs`): the
+    controller's name is its kind, a key of "namespace/name" or "name" its object."""
+    if not isinstance(key, str):
+        return {"kind": controller}
+    namespace, _, name = key.rpartition("/")
+    return {"kind": controller, "namespace": namespace, "object_name": name}
+
+
 class Controller(Generic[K]):
     def __init__(
         self,
@@ -166,7 +175,9 @@ class Controller(Generic[K]):
                 # An object deleted while it was reconciled: the retry sees it gone. No traceback.
                 log.debug("controller %s: %r: %s; retrying", self.name, key, ops.message_of(e))
             else:
-                log.exception("controller %s: reconcile of %r failed", self.name, key)
+                log.exception(
+                    "controller %s: reconcile of %r failed", self.name, key, extra=_about(self.name, key)
+                )
             m.reconcile_errors.labels(self.name).inc()
             m.reconciles.labels(self.name, "error").inc()
             self.queue.add_rate_limited(key)
