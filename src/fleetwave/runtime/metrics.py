@@ -3,9 +3,20 @@
 from __future__ import annotations
 
 import contextlib
+import platform
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import (
+    GC_COLLECTOR,
+    PLATFORM_COLLECTOR,
+    PROCESS_COLLECTOR,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    Info,
+)
 
+from fleetwave import __version__
 from fleetwave.core import rollout_metrics as rm
 
 # Buckets reach down to 1 ms because the gate-reaction goal is p99 < 0.5 s.
@@ -85,6 +96,13 @@ class Metrics:
             "fleetwave_leader", "1 while this replica holds the leader lease.", registry=self.registry
         )
         self.rollouts = RolloutMetrics(self.registry)
+        self.build = Info(
+            "fleetwave_build", "The running fleetwave: its version and Python's.", registry=self.registry
+        )
+        self.build.info({"version": __version__, "python": platform.python_version()})
+        if registry is None:  # a registry of our own: the process's CPU, memory and collector pauses too
+            for collector in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR):
+                self.registry.register(collector)
 
 
 _Labels = tuple[str, str, str, str, str]
