@@ -247,8 +247,9 @@ def run(
 
     async def main() -> None:
         # The informers' long-lived watches and the lease renewals each on a client of their own.
-        client, watcher = kubeclient.async_client(config), kubeclient.async_client(config)
-        leases = kubeclient.async_client(config)
+        client = kubeclient.async_client(config, target="management")
+        watcher = kubeclient.async_client(config, target="management")
+        leases = kubeclient.async_client(config, target="management")
         # A process-wide choice, so here and not in the manager (which tests run in their own process).
         frozen = asyncio.create_task(freezing.keep_long_lived_frozen()) if gc_freeze else None
         try:

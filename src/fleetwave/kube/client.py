@@ -18,7 +18,7 @@ import httpx2
 from lightkube import AsyncClient, Client, ConfigError, KubeConfig
 
 from fleetwave.api import yamlsafe
-from fleetwave.kube import internals, kubeconfig_policy, lanes
+from fleetwave.kube import internals, kubeconfig_policy, lanes, request_metrics
 from fleetwave.kube.asyncio_streams import AsyncioBackend
 from fleetwave.kube.kubeconfig_policy import KubeconfigRefused
 
@@ -198,22 +198,23 @@ def client(config: KubeConfig, *, namespace: str | None = None, trust_env: bool 
     )
 
 
-def async_client(config: KubeConfig, *, namespace: str | None = None) -> AsyncClient:
+def async_client(config: KubeConfig, *, namespace: str | None = None, target: str = "member") -> AsyncClient:
+    """`target` labels the client's requests in the API request metrics: "management" or "member"."""
     return AsyncClient(
         config=config,
         namespace=namespace,
         field_manager=FIELD_MANAGER,
         timeout=_TIMEOUT,
         trust_env=False,
-        transport=_transport(config),
+        transport=_transport(config, target),
     )
 
 
-def _transport(config: KubeConfig) -> lanes.Laned:
+def _transport(config: KubeConfig, target: str) -> lanes.Laned:
     """lightkube's own TLS set-up (CA, client certificate, insecure) on a pool with `_LIMITS`, whose
     connections are asyncio's own transports (`asyncio_streams`: TLS in the event loop, not in
     Python): a transport given to the client is where httpx takes all three from. Its bulk lane
-    holds `BULK_SLOTS`."""
+    holds `BULK_SLOTS`; every request is counted and timed (`request_metrics`)."""
     context = internals.tls_context(config)
     pool = internals.transport_over(AsyncioBackend(), ssl_context=context, limits=_LIMITS)
-    return lanes.Laned(pool, BULK_SLOTS)
+    return lanes.Laned(request_metrics.Measured(pool, target), BULK_SLOTS)

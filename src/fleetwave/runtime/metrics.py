@@ -18,6 +18,7 @@ from prometheus_client import (
 
 from fleetwave import __version__
 from fleetwave.core import rollout_metrics as rm
+from fleetwave.kube import request_metrics
 
 # Buckets reach down to 1 ms because the gate-reaction goal is p99 < 0.5 s.
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
@@ -101,7 +102,7 @@ class Metrics:
         )
         self.build.info({"version": __version__, "python": platform.python_version()})
         if registry is None:  # a registry of our own: the process's CPU, memory and collector pauses too
-            for collector in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR):
+            for collector in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR, request_metrics.REGISTRY):
                 self.registry.register(collector)
 
 
