@@ -56,8 +56,14 @@ API = f"{kinds.GROUP}/{kinds.VERSION}"
 ENVS = {"member-1": "dev", "member-2": "staging", "member-3": "prod"}
 
 
+# The image the chart is given (it refuses to render without one); never pulled by these tests.
+REPOSITORY = "registry.example.com/fleetwave"
+IMAGE = ("--set", f"image.repository={REPOSITORY}")
+
+
 class Helm:
-    """The pinned helm against one kubeconfig, with its own config/cache/data homes."""
+    """The pinned helm against one kubeconfig, with its own config/cache/data homes; templates and
+    installs name the image, which the chart requires."""
 
     def __init__(self, binary: str, kubeconfig: str, home: Path) -> None:
         self.binary, self.kubeconfig = binary, kubeconfig
@@ -87,7 +93,7 @@ class Helm:
         self.run("upgrade", RELEASE, str(CHART), "--namespace", NS, "--reuse-values", *sets)
 
     def template(self, *values: str) -> list[dict[str, Any]]:
-        out = self.run("template", RELEASE, str(CHART), "--namespace", NS, *values).stdout
+        out = self.run("template", RELEASE, str(CHART), "--namespace", NS, *IMAGE, *values).stdout
         return [d for d in yaml.safe_load_all(out) if d]
 
 
@@ -121,7 +127,7 @@ def test_helm_lint_is_clean(helm: Helm) -> None:
         ["--set", "upstreamApis.enabled=true", "--set", "metrics.serviceMonitor.enabled=true"],
         ["--set", "watchNamespaces={team-a,team-b}", "--set", "upstreamApis.enabled=true"],
     ):
-        out = helm.run("lint", "--strict", str(CHART), *values).stdout
+        out = helm.run("lint", "--strict", str(CHART), *IMAGE, *values).stdout
         assert "1 chart(s) linted, 0 chart(s) failed" in out, out
         assert not [line for line in out.splitlines() if line.startswith("[")], out  # no INFO/WARNING/ERROR
 
@@ -150,7 +156,7 @@ def test_the_rendered_controller_is_locked_down_and_takes_its_settings_from_valu
     assert pod["securityContext"]["runAsNonRoot"] is True
     assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
     (container,) = pod["containers"]
-    assert container["image"] == f"fleetwave:{__version__}"
+    assert container["image"] == f"{REPOSITORY}:{__version__}"
     sc = container["securityContext"]
     assert sc["allowPrivilegeEscalation"] is False
     assert sc["readOnlyRootFilesystem"] is True
@@ -200,12 +206,62 @@ def test_upstream_apis_add_their_crds_and_rules_and_hide_the_native_placement_ki
         "--upstream-apis" in _kind(docs, "Deployment")[0]["spec"]["template"]["spec"]["containers"][0]["args"]
     )
     roles = {d["metadata"]["name"] for d in _kind(docs, "ClusterRole")}
-    assert roles == {CONTROLLER, f"{CONTROLLER}-upstream-apis"}
+    users = {f"{RELEASE}-{role}" for role in ("view", "edit", "admin")}
+    assert roles == {CONTROLLER, f"{CONTROLLER}-upstream-apis", *users}
+
+
+def test_the_chart_refuses_to_render_without_an_image_and_pins_one_by_digest(helm: Helm) -> None:
+    proc = helm.run("template", RELEASE, str(CHART), "--namespace", NS, check=False)
+    assert proc.returncode != 0
+    assert "image.repository is not set" in proc.stderr, proc.stderr
+    digest = "sha256:" + "ab" * 32
+    (deployment,) = _kind(helm.template("--set", f"image.digest={digest}"), "Deployment")
+    assert deployment["spec"]["template"]["spec"]["containers"][0]["image"] == f"{REPOSITORY}@{digest}"
+
+
+def test_names_crd_keeping_user_roles_network_policy_and_extras_follow_the_values(helm: Helm) -> None:
+    renamed = helm.template("--set", "fullnameOverride=fw")
+    assert {d["metadata"]["name"] for d in _kind(renamed, "Deployment")} == {"fw-controller"}
+    crds = _kind(helm.template(), "CustomResourceDefinition")
+    assert all(c["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep" for c in crds)
+    loose = _kind(helm.template("--set", "crds.keep=false"), "CustomResourceDefinition")
+    assert not any("helm.sh/resource-policy" in (c["metadata"].get("annotations") or {}) for c in loose)
+    roles = {d["metadata"]["name"]: d for d in _kind(helm.template(), "ClusterRole")}
+    view, edit = roles[f"{RELEASE}-view"], roles[f"{RELEASE}-edit"]
+    assert view["metadata"]["labels"]["rbac.authorization.k8s.io/aggregate-to-view"] == "true"
+    assert set(view["rules"][0]["resources"]) == {m.plural for m in models.KINDS.values()}
+    assert view["rules"][0]["verbs"] == ["get", "list", "watch"]
+    assert "approvalrequests/status" in edit["rules"][1]["resources"]  # approving is an edit
+    assert "memberclusters" not in edit["rules"][0]["resources"]  # adding a cluster is an admin's
+    assert "memberclusters" in roles[f"{RELEASE}-admin"]["rules"][0]["resources"]
+    assert not _kind(helm.template(), "NetworkPolicy")
+    (policy,) = _kind(helm.template("--set", "networkPolicy.enabled=true"), "NetworkPolicy")
+    assert [p["port"] for rule in policy["spec"]["ingress"] for p in rule["ports"]] == ["metrics", "health"]
+    extras = helm.template(
+        "--set",
+        "controller.extraEnv[0].name=EXTRA",
+        "--set",
+        "controller.extraEnv[0].value=1",
+        "--set",
+        "controller.extraVolumes[0].name=certs",
+        "--set",
+        "controller.extraVolumes[0].emptyDir.medium=Memory",
+        "--set",
+        "controller.extraVolumeMounts[0].name=certs",
+        "--set",
+        "controller.extraVolumeMounts[0].mountPath=/certs",
+    )
+    pod = _kind(extras, "Deployment")[0]["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    assert {"name": "EXTRA", "value": "1"} in container["env"]
+    assert {"name": "certs", "mountPath": "/certs"} in container["volumeMounts"]
+    assert {"name": "certs", "emptyDir": {"medium": "Memory"}} in pod["volumes"]
+    assert container["startupProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
 
 
 def test_bad_values_are_refused_by_the_schema_with_the_path_named(helm: Helm) -> None:
     for setting, path in (("controller.shards=0", "/controller/shards"), ("controler.shards=2", "controler")):
-        proc = helm.run("template", RELEASE, str(CHART), "--set", setting, check=False)
+        proc = helm.run("template", RELEASE, str(CHART), *IMAGE, "--set", setting, check=False)
         assert proc.returncode != 0
         assert path in proc.stderr, proc.stderr
 
@@ -216,8 +272,9 @@ def test_rendered_manifests_pass_a_server_side_dry_run(
     restricted = {"pod-security.kubernetes.io/enforce": "restricted"}
     hub_client.apply(Namespace(metadata=ObjectMeta(name=NS, labels=restricted)), force=True)
     watched = ["--set", f"watchNamespaces={{{NS},default}}", "--set", "upstreamApis.enabled=true"]
-    for values in ([], ["--set", "upstreamApis.enabled=true"], watched):
-        rendered = helm.run("template", RELEASE, str(CHART), "--namespace", NS, *values).stdout
+    every_option = ["--set", "networkPolicy.enabled=true", "--set", "controller.extraEnv[0].name=X"]
+    for values in ([], ["--set", "upstreamApis.enabled=true"], watched, every_option):
+        rendered = helm.run("template", RELEASE, str(CHART), "--namespace", NS, *IMAGE, *values).stdout
         proc = subprocess.run(
             [
                 bins.path("kubectl"),
@@ -252,7 +309,7 @@ def installed(helm: Helm, hub_client: Client) -> str:
     # seccomp profile other than RuntimeDefault.
     restricted = {"pod-security.kubernetes.io/enforce": "restricted"}
     hub_client.apply(Namespace(metadata=ObjectMeta(name=NS, labels=restricted)), force=True)
-    helm.run("install", RELEASE, str(CHART), "--namespace", NS)
+    helm.run("install", RELEASE, str(CHART), "--namespace", NS, *IMAGE)
     return RELEASE
 
 

@@ -1,9 +1,15 @@
-{{/* The release's base name: the release name when it already says fleetwave, else <release>-fleetwave. */}}
+{{/* The release's base name: fullnameOverride if set; else the release name when it already says
+fleetwave (or nameOverride), else <release>-fleetwave (or <release>-<nameOverride>). */}}
 {{- define "fleetwave.fullname" -}}
-{{- if contains "fleetwave" .Release.Name -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 52 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default "fleetwave" .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
 {{- .Release.Name | trunc 52 | trimSuffix "-" -}}
 {{- else -}}
-{{- printf "%s-fleetwave" .Release.Name | trunc 52 | trimSuffix "-" -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 52 | trimSuffix "-" -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 
@@ -27,7 +33,12 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- end -}}
 
 {{- define "fleetwave.image" -}}
-{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- $repository := required "image.repository is not set: build the image (tools/image/build.sh), push it to your registry and set image.repository" .Values.image.repository -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" $repository .Values.image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" $repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
 {{- end -}}
 
 {{/* One generated CRD file with the release's labels added (so `-l app.kubernetes.io/instance=...` finds it). */}}
@@ -35,6 +46,9 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- $crd := .root.Files.Get .path | fromYaml -}}
 {{- $labels := dict "app.kubernetes.io/name" "fleetwave" "app.kubernetes.io/instance" .root.Release.Name "app.kubernetes.io/version" .root.Chart.AppVersion "app.kubernetes.io/managed-by" .root.Release.Service "helm.sh/chart" (printf "%s-%s" .root.Chart.Name .root.Chart.Version | replace "+" "_") -}}
 {{- $_ := set $crd.metadata "labels" (merge (default (dict) $crd.metadata.labels) $labels) -}}
+{{- if and (not .root.Values.crds.keep) $crd.metadata.annotations -}}
+{{- $_ := unset $crd.metadata.annotations "helm.sh/resource-policy" -}}
+{{- end -}}
 {{ toYaml $crd }}
 {{- end -}}
 
