@@ -265,7 +265,7 @@ def plan(
     Assumed: --delivery-time per cluster, health checks pass, approvals pending unless granted,
     deliveries succeed except those named by --fail.
     A pending approval shows "waiting for approval (pending)" and the plan stops there (Blocked).
-    -o json (or yaml) gives the same data; schema in docs/plan.md.
+    -o json (or yaml) gives the same data; its schema is in the fleetwave documentation (plan).
     """
     try:
         if output not in ("table", "json", "yaml"):

@@ -226,7 +226,7 @@ async def _start(
     except FileNotFoundError:
         raise ToolError(
             f"{name} is not installed: put the pinned {name} on PATH or beside helm "
-            "(tools/binaries/build.sh builds it)"
+            "(the fleetwave controller image ships it; in a checkout, tools/binaries/build.sh builds it)"
         ) from None
     except subprocess.SubprocessError:  # what the child's setup raised, reported by the parent
         raise ToolError(f"{name} was not started: the kernel refused its limits or network filter") from None
