@@ -32,7 +32,7 @@ class Refused(Exception):
 
 
 def not_allowed(needs: str) -> str:
-    return f"you are not allowed to approve: approving needs {needs} (the fleetwave security model, section Approvals)"
+    return f"you are not allowed to approve: approving needs {needs} (fleetwave security model: Approvals)"
 
 
 PROMOTION_RIGHTS = (
