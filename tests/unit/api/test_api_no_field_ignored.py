@@ -216,7 +216,7 @@ REGISTRY: dict[str, dict[str, Entry]] = {
     "ClusterProfileSpec": {
         **PROFILE_SPEC,
         "clusterSelector": h(TS + "test_profile_is_one_stage_paced_by_max_update"),
-        "clusterRefs": h(TS + "test_profile_cluster_refs_select_by_name_label"),
+        "clusterRefs": h(TS + "test_profile_cluster_refs_select_by_namespace_and_name"),
         "setRefs": profile({"setRefs": ["set"]}),
         "extraLabels": h(
             CC + "test_extra_labels_and_annotations_are_stamped_on_every_delivered_object_and_change_the_hash"
@@ -233,11 +233,11 @@ REGISTRY: dict[str, dict[str, Entry]] = {
         "watchFields": template_ref({"watchFields": ["data"]}),
     },
     "ObjectReference": {
-        "apiVersion": h(TS + "test_profile_cluster_refs_select_by_name_label"),
-        "kind": h(TS + "test_profile_cluster_refs_select_by_name_label"),
-        "name": h(TS + "test_profile_cluster_refs_select_by_name_label"),
-        "namespace": h(TS + "test_profile_cluster_refs_select_by_name_label"),
-        "uid": h(TS + "test_profile_cluster_refs_select_by_name_label"),
+        "apiVersion": h(TS + "test_profile_cluster_refs_select_by_namespace_and_name"),
+        "kind": h(TS + "test_profile_cluster_refs_select_by_namespace_and_name"),
+        "name": h(TS + "test_profile_cluster_refs_select_by_namespace_and_name"),
+        "namespace": h(TS + "test_profile_cluster_refs_select_by_namespace_and_name"),
+        "uid": h(TS + "test_profile_cluster_refs_select_by_namespace_and_name"),
     },
     "PolicyRef": {
         "kind": h(CC + "test_helm_values_merge_inline_then_values_from_in_order"),
