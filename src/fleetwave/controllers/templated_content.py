@@ -14,12 +14,13 @@ the cluster's content is applied (the summary reports it and retries with backof
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import hashlib
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from fleetwave.api.sveltos import DriftExclusion
 from fleetwave.controllers import content, drift_exclusions, extra_metadata
@@ -116,7 +117,7 @@ async def instantiate(
             objects = []
             for j, item in enumerate(policy["templates"]):
                 rendered = outputs[texts[("policy", i, j)]]
-                objects += _parse(rendered, item["name"], redact=policy_secret(policy))
+                objects += await _parse(rendered, item["name"], redact=policy_secret(policy))
             policy["objects"] = _finished(objects, finish)
             del policy["templates"]
         elif "kustomize" in policy:
@@ -134,7 +135,7 @@ async def instantiate(
             for j, layer in enumerate(chart["valueLayers"]):
                 if "template" in layer:
                     text = outputs[texts[("chart", i, j)]]
-                    layer_values = _values(text, layer["name"], redact=bool(layer.get("secret")))
+                    layer_values = await _values(text, layer["name"], redact=bool(layer.get("secret")))
                 else:
                     layer_values = layer["values"]
                 merged = content.deep_merge(merged, layer_values)
@@ -221,18 +222,37 @@ def _error_text(name: str, error: str, secret: bool) -> str:
     return short[:500]
 
 
-def _parse(text: str, name: str, *, redact: bool) -> list[dict[str, Any]]:
-    try:
+async def _parse(text: str, name: str, *, redact: bool) -> list[dict[str, Any]]:
+    """A rendered template's or kustomize's output as objects; a large one is parsed in a worker
+    thread, never on the event loop (ADR 0099)."""
+
+    def parse() -> list[dict[str, Any]]:
         return dc.parse_policy_data({"rendered": text}, base64_encoded=False, source=name, redact=redact)
+
+    try:
+        return await _off_the_loop(text, parse)
     except dc.ContentError as e:
         raise InstantiationError(f"rendered template: {e}") from None
 
 
-def _values(text: str, name: str, *, redact: bool) -> dict[str, Any]:
-    try:
+async def _values(text: str, name: str, *, redact: bool) -> dict[str, Any]:
+    def parse() -> dict[str, Any]:
         return dc.load_yaml_map(text, f"{name} (rendered)", redact=redact)
+
+    try:
+        return await _off_the_loop(text, parse)
     except dc.ContentError as e:
         raise InstantiationError(str(e)) from None
+
+
+T = TypeVar("T")
+
+
+async def _off_the_loop(text: str, parse: Callable[[], T]) -> T:
+    """`parse()` here for a small text, in a worker thread for a large one."""
+    if len(text) < content.PARSE_AHEAD_BYTES:
+        return parse()
+    return await asyncio.to_thread(parse)
 
 
 def _finished(objects: list[dict[str, Any]], finish: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -264,7 +284,7 @@ async def _kustomize(
         batch.add(f"kustomizationRef {where} output", built, policy_secret(policy))
         rendered = await _render(tools.renderer, batch, dict(values), {})
         built = rendered[0]
-    return _parse(built, f"kustomizationRef {where}", redact=policy_secret(policy))
+    return await _parse(built, f"kustomizationRef {where}", redact=policy_secret(policy))
 
 
 def _patch_of(entry: Mapping[str, Any], rendered: str | None) -> dict[str, Any]:
@@ -300,7 +320,7 @@ async def _patched(
     except KustomizeError as e:
         raise InstantiationError(f"patches: {e}") from None
     regrouped: dict[int, list[dict[str, Any]]] = {}
-    for obj in _parse(text, "patches", redact=True):
+    for obj in await _parse(text, "patches", redact=True):
         annotations = (obj.get("metadata") or {}).get("annotations") or {}
         index = int(annotations.pop(POLICY_INDEX, -1))
         if not annotations:

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from fleetwave.api.sveltos import ProfileSpec
-from fleetwave.controllers import content
+from fleetwave.controllers import content, templated_content
 from fleetwave.delivery import content as dc
 
 
@@ -143,3 +143,25 @@ def test_large_helm_values_inline_and_from_a_configmap_are_parsed_ahead_too(
     assert calls == []  # the resolve read the memo only
     merged = resolved.body["helmCharts"][0]["values"]
     assert set(merged) == {"inline", "from"}
+
+
+def test_large_rendered_or_built_output_is_parsed_in_a_worker_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    threads: list[str] = []
+    real = dc.parse_policy_data
+
+    def recorded(*args: Any, **kwargs: Any) -> Any:
+        threads.append(threading.current_thread().name)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(dc, "parse_policy_data", recorded)
+    big, small = _big_configmaps(800, "rendered-big"), _big_configmaps(2, "rendered-small")
+
+    async def both() -> tuple[int, int]:
+        large = await templated_content._parse(big, "kustomizationRef ConfigMap/src/k", redact=False)
+        little = await templated_content._parse(small, "kustomizationRef ConfigMap/src/k", redact=False)
+        return len(large), len(little)
+
+    assert asyncio.run(both()) == (800, 2)
+    main = threading.main_thread().name
+    assert threads[0] != main  # the large output: in a worker thread
+    assert threads[1] == main  # a small one costs less than the hand-off
