@@ -240,7 +240,7 @@ def test_names_crd_keeping_user_roles_network_policy_and_extras_follow_the_value
     extras = helm.template(
         "--set",
         "controller.extraEnv[0].name=EXTRA",
-        "--set",
+        "--set-string",
         "controller.extraEnv[0].value=1",
         "--set",
         "controller.extraVolumes[0].name=certs",
