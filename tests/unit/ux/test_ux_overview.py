@@ -12,7 +12,12 @@ def _promotion(name: str, record: dict[str, Any] | None, message: str = "") -> d
     if record is not None:
         status["rollout"] = record
         status["conditions"] = [{"type": "Progressing", "status": "False", "message": message}]
-    return {"kind": "ClusterPromotion", "metadata": {"name": name}, "status": status}
+    return {
+        "apiVersion": "fleetwave.io/v1alpha1",
+        "kind": "ClusterPromotion",
+        "metadata": {"name": name},
+        "status": status,
+    }
 
 
 def _run(name: str, namespace: str | None, **conds: tuple[str, str, str]) -> dict[str, Any]:
@@ -33,6 +38,7 @@ def test_a_waiting_promotion_names_its_stage_and_what_it_waits_for() -> None:
     [row] = overview.rows([waiting], [])
     assert row == {
         "kind": "ClusterPromotion",
+        "apiVersion": "fleetwave.io/v1alpha1",  # `status -o wide` shows it
         "namespace": None,
         "name": "kyverno",
         "phase": "Waiting",
