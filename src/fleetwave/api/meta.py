@@ -26,7 +26,13 @@ class Model(BaseModel):
     """Base of every spec-side type: camelCase aliases, strict about unknown fields, immutable."""
 
     model_config = ConfigDict(
-        frozen=True, populate_by_name=True, alias_generator=to_camel, extra="forbid", use_enum_values=True
+        frozen=True,
+        populate_by_name=True,
+        alias_generator=to_camel,
+        extra="forbid",
+        use_enum_values=True,
+        # A field's docstring becomes its CRD description (what `kubectl explain` prints).
+        use_attribute_docstrings=True,
     )
 
 
@@ -38,6 +44,7 @@ class StatusModel(BaseModel):
         populate_by_name=True,
         alias_generator=to_camel,
         extra="allow",
+        use_attribute_docstrings=True,
         json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
     )
 
