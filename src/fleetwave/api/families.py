@@ -16,15 +16,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from fleetwave.api import models, upstream
+from fleetwave.api import groups, models, upstream
 from fleetwave.api.meta import API_VERSION
 
-SVELTOS_CONFIG = "config.projectsveltos.io/v1beta1"
-SVELTOS_LIB = "lib.projectsveltos.io/v1beta1"
-FLEET_PLACEMENT = "placement.kubernetes-fleet.io/v1beta1"
-FLEET_CLUSTER = "cluster.kubernetes-fleet.io/v1beta1"
-# placement.kubernetes-fleet.io also serves v1 with the same fields (seed 004 reads snapshots as v1).
-FLEET_PLACEMENT_ALSO = ("v1",)
+# The groups' names (api.groups) are re-exported here, where most of the code looks for them.
+SVELTOS_CONFIG, SVELTOS_LIB = groups.SVELTOS_CONFIG, groups.SVELTOS_LIB
+FLEET_PLACEMENT, FLEET_CLUSTER = groups.FLEET_PLACEMENT, groups.FLEET_CLUSTER
+FLEET_PLACEMENT_ALSO = groups.FLEET_PLACEMENT_ALSO
 CONTROLLER_NAMESPACE = "fleetwave-system"
 
 

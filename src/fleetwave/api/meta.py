@@ -9,12 +9,12 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainValidator, WithJsonSchema
 from pydantic.alias_generators import to_camel
 
+from fleetwave.api import groups
 from fleetwave.api import validation as v
 from fleetwave.core import timestamps
 
-GROUP = "fleetwave.io"
-VERSION = "v1alpha1"
-API_VERSION = f"{GROUP}/{VERSION}"
+# Re-exported: most of the API package takes the group and version from here.
+GROUP, VERSION, API_VERSION = groups.GROUP, groups.VERSION, groups.API_VERSION
 
 
 def cel(rule: str, message: str, **extra: Any) -> dict[str, Any]:

@@ -2,22 +2,24 @@
 
 from __future__ import annotations
 
-import json
 import os
-from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, NoReturn
 
 import typer
-import yaml
 from rich.console import Console
 from rich.markup import escape
 
 from fleetwave.api import validation
 from fleetwave.cli import errors
+from fleetwave.cli.output import STRUCTURED, ListOutput, ListOutputOption, emit
+from fleetwave.cli.session import Globals
 from fleetwave.kube import client as kubeclient
 from fleetwave.kube import ops
 from fleetwave.local import fleet
+
+# The output helpers are re-exported: the command modules take them from here with the rest.
+__all__ = ["STRUCTURED", "Globals", "ListOutput", "ListOutputOption", "emit"]
 
 err = Console(stderr=True)
 
@@ -63,14 +65,6 @@ def watch_namespaces(given: list[str] | None) -> tuple[str, ...]:
     return tuple(chosen)
 
 
-class Globals:
-    """kubectl's global connection flags, given before the command (`fleetwave --context C status ...`,
-    and what `kubectl fleetwave` passes on): a command's own --kubeconfig still wins."""
-
-    kubeconfig: Path | None = None
-    context: str | None = None
-
-
 HOME_KUBECONFIG = Path.home() / ".kube" / "config"
 
 
@@ -111,32 +105,6 @@ def management_config(
 
 def management_client(explicit: Path | None) -> kubeclient.Client:
     return kubeclient.client(management_config(explicit), trust_env=True)
-
-
-STRUCTURED = ("json", "yaml")
-
-
-class ListOutput(StrEnum):
-    """kubectl's `-o` for a listing: a table, a wider one, `kind/name` lines, or the data."""
-
-    TABLE = "table"
-    WIDE = "wide"
-    NAME = "name"
-    JSON = "json"
-    YAML = "yaml"
-
-
-ListOutputOption = Annotated[
-    ListOutput, typer.Option("--output", "-o", help="table, wide, name, json or yaml.")
-]
-
-
-def emit(data: Any, output: str) -> None:
-    """`-o json` or `-o yaml`: the same data, keys sorted."""
-    if output == "json":
-        typer.echo(json.dumps(data, indent=2, sort_keys=True))
-    else:
-        typer.echo(yaml.safe_dump(data, sort_keys=True, default_flow_style=False), nl=False)
 
 
 def fail(message: str, *, code: int = 1) -> NoReturn:

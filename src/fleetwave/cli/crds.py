@@ -16,7 +16,7 @@ def crds(
         ),
     ] = None,
 ) -> None:
-    """Generate the fleetwave CRDs (deploy/crds) from the API types."""
+    """Print the fleetwave CRDs generated from the API types."""
     from fleetwave.api.crds import render_files  # noqa: PLC0415 - keep CLI start-up light
 
     files = render_files()

@@ -1,13 +1,7 @@
 """What a person reads when a command fails for a reason outside fleetwave: one or two lines naming
 the server or file and what to do next, and one exit code per kind of failure, the same for every
-command. `--debug` (or `FLEETWAVE_DEBUG=1`) shows the traceback instead, for a bug report.
-
-| Exit code | Meaning |
-|---|---|
-| 0 | success |
-| 1 | the API server or a cluster failed or refused: unreachable, timed out, 404, 409, 422, 429, 5xx |
-| 2 | bad input or usage: a flag, a file, a kubeconfig that cannot be read |
-| 3 | refused by authentication or authorization (401, 403) |
+command (`cli.exit_codes`). `--debug` (or `FLEETWAVE_DEBUG=1`) shows the traceback instead, for a
+bug report.
 """
 
 from __future__ import annotations
@@ -16,13 +10,11 @@ import ssl
 from dataclasses import dataclass
 
 from fleetwave.api import yamlsafe
+from fleetwave.cli.exit_codes import EXIT_API, EXIT_CODES, EXIT_FORBIDDEN, EXIT_USAGE
 from fleetwave.kube import client as kubeclient
 from fleetwave.kube import ops
 
-EXIT_API, EXIT_USAGE, EXIT_FORBIDDEN = 1, 2, 3
-EXIT_CODES = """Exit codes: 0 success; 1 the API server or a cluster failed or refused the request;
-2 bad input or usage; 3 refused by authentication or authorization (401, 403).
---debug or FLEETWAVE_DEBUG=1 shows a traceback for a bug report."""
+__all__ = ["EXIT_API", "EXIT_CODES", "EXIT_FORBIDDEN", "EXIT_USAGE", "Explained", "explain"]
 
 # The API groups of fleetwave's own kinds: a 404 naming one of them means its CRDs are missing.
 _OWN_GROUPS = ("fleetwave.io", "projectsveltos.io", "kubernetes-fleet.io")

@@ -8,22 +8,19 @@ from typing import Annotated, Any
 import typer
 
 from fleetwave import __version__
-from fleetwave.api import families
-from fleetwave.cli.common import STRUCTURED, emit
+from fleetwave.api import groups
+from fleetwave.cli.output import STRUCTURED, emit
 from fleetwave.local import recipe
 
 
 def report() -> dict[str, Any]:
     """What `version` prints, as data."""
-    upstream = sorted(
-        {s.api_version for family in families.UPSTREAM for s in family.kinds.values()}
-        | {f"{families.FLEET_PLACEMENT.rpartition('/')[0]}/{v}" for v in families.FLEET_PLACEMENT_ALSO}
-    )
     return {
         "version": __version__,
         "apis": {
-            "native": sorted({s.api_version for s in families.NATIVE.kinds.values()}),
-            "upstream": upstream,  # served with `install --upstream-apis` / the chart's upstreamApis
+            "native": [groups.API_VERSION],
+            # served with `install --upstream-apis` / the chart's upstreamApis
+            "upstream": groups.upstream_api_versions(),
         },
         "binaries": recipe.pinned(),
         "python": platform.python_version(),
