@@ -80,7 +80,7 @@ def openapi_schema(kind: type[Resource]) -> dict[str, Any]:
     props["apiVersion"] = {"type": "string"}
     props["kind"] = {"type": "string"}
     props["metadata"] = {"type": "object"}
-    schema.pop("description", None)
+    # The kind's docstring is its description (the top of `kubectl explain <kind>`).
     schema["required"] = [
         r for r in schema.get("required", []) if r not in ("metadata", "kind", "apiVersion")
     ]
