@@ -155,7 +155,7 @@ def test_a_member_that_is_down_is_registered_as_not_ready(
     dead = _dead_kubeconfig(tmp_path)
     probe = registration.register(
         management, name="gone", namespace="fleet-members", kubeconfig=dead.read_bytes(), labels={"env": "x"}
-    )
+    ).probe
     assert not probe.ready
     assert "unreachable" in probe.message
     mc = management.get(kinds.resource("MemberCluster"), "gone", namespace="fleet-members")

@@ -135,6 +135,10 @@ def register(
 ) -> None:
     """Register a member cluster: kubeconfig into a Secret, a MemberCluster with labels, a probe.
 
+    Where the cluster serves the upstream groups (`install --upstream-apis`), the member is
+    registered there too: a SveltosCluster next to the Secret, and a KubeFleet MemberCluster when
+    the namespace is fleetwave-system (where KubeFleet-form members' kubeconfigs are read).
+
     The member kubeconfig must carry its credentials inline (token or client certificate data) and
     must not run programs (exec, auth-provider), read local files or use a proxy."""
     parsed = _labels(labels)
@@ -144,7 +148,7 @@ def register(
         fail(str(e), code=2)
     with management_client(kubeconfig) as client:
         try:
-            probe = registration.register(
+            registered = registration.register(
                 client,
                 name=name,
                 namespace=namespace,
@@ -156,8 +160,11 @@ def register(
             fail(f"{member_kubeconfig}: {e} (nothing was registered)", code=2)
         except ops.ApiError as e:
             fail_api(e, "registration failed")
+    probe = registered.probe
     state = f"ready, Kubernetes {probe.version}" if probe.ready else f"NOT ready: {probe.message}"
     console.print(f"membercluster/{name} -n {namespace} registered ({state})")
+    for kind, api_version in registered.written[1:]:  # the upstream families' views of the member
+        console.print(f"{kind.lower()}.{api_version.partition('/')[0]}/{name} registered too")
 
 
 @cluster_app.command("list")

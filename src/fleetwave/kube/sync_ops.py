@@ -24,6 +24,12 @@ def apply(client: Client, body: Mapping[str, Any], *, force: bool = True) -> Any
     return client.apply(ops.to_resource(body), force=force)
 
 
+def apply_as(client: Client, resource: type[Any], body: Mapping[str, Any], *, force: bool = True) -> Any:
+    """Server-side apply of `body` sent as `resource` (e.g. `kinds.resource_class(info)` for a kind
+    found by discovery)."""
+    return client.apply(resource(dict(body)), force=force)
+
+
 def get(client: Client, resource: type[Any], name: str, *, namespace: str | None = None) -> Any:
     """The object, or None when it does not exist."""
     try:

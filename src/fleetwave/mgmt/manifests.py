@@ -8,9 +8,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from fleetwave.api import codec, models, yamlsafe
+from fleetwave.api import codec, yamlsafe
 from fleetwave.api.upstream import ConversionError
-from fleetwave.kube import kinds, ops, sync_ops
+from fleetwave.kube import kinds, sync_ops
 from fleetwave.kube.client import Client
 
 
@@ -50,64 +50,52 @@ def to_native(doc: dict[str, Any]) -> dict[str, Any]:
         raise codec.ManifestError(str(doc.get("kind")), _name(doc), [("apiVersion", str(e))]) from e
 
 
+@dataclass(frozen=True, slots=True)
+class _Prepared:
+    body: dict[str, Any]  # what is sent
+    info: kinds.KindInfo  # where it goes
+    original: dict[str, Any]
+
+
 def apply(
     client: Client, docs: Iterable[dict[str, Any]], *, default_namespace: str | None = None
 ) -> list[Applied]:
-    """Validate every document first (nothing is applied if one is invalid), then apply in order."""
-    prepared = [(doc, to_native(doc)) for doc in docs]
-    for _, native in prepared:
-        if default_namespace and _namespaced(native) and not native["metadata"].get("namespace"):
-            native["metadata"]["namespace"] = default_namespace
-        try:
-            ops.to_resource(native)  # a kind lightkube cannot send fails here, before anything is applied
-        except kinds.UnknownKind as e:
-            raise codec.ManifestError(
-                str(native.get("kind")),
-                _name(native),
-                [
-                    (
-                        "apiVersion",
-                        f"unknown kind {native.get('apiVersion')}/{native.get('kind')} (CRD installed?)",
-                    )
-                ],
-            ) from e
+    """Validate every document and find where it goes first (nothing is applied if one is invalid or
+    not served), then apply in order. Any kind the cluster serves is applied, as kubectl does
+    (discovery); a Sveltos or KubeFleet apiVersion goes to its upstream group when the cluster serves
+    it (`install --upstream-apis`), else it is mapped to fleetwave's own group."""
+    resolver = kinds.SyncKinds(client)
+    prepared = [_prepare(resolver, doc) for doc in docs]
     result = []
-    for original, native in prepared:
-        sync_ops.apply(client, native)
-        meta = original.get("metadata") or {}
-        mapped = is_fleetwave(original) and not str(original["apiVersion"]).startswith(kinds.GROUP)
-        upstream = original["apiVersion"] if mapped else None
-        result.append(Applied(str(native["kind"]), str(meta.get("name")), meta.get("namespace"), upstream))
+    for item in prepared:
+        body = item.body
+        if default_namespace and item.info.namespaced and not body["metadata"].get("namespace"):
+            body["metadata"]["namespace"] = default_namespace
+        sync_ops.apply_as(client, kinds.resource_class(item.info), body)
+        meta = body.get("metadata") or {}
+        sent = str(body["apiVersion"])
+        mapped = str(item.original["apiVersion"]) if item.original["apiVersion"] != sent else None
+        result.append(Applied(str(body["kind"]), str(meta.get("name")), meta.get("namespace"), mapped))
     return result
 
 
-def _namespaced(doc: dict[str, Any]) -> bool:
-    model = models.KINDS.get(doc["kind"]) if str(doc.get("apiVersion", "")).startswith(kinds.GROUP) else None
-    if model is not None:
-        return model.namespaced
-    return doc["kind"] not in _CLUSTER_SCOPED_BUILTINS
+def _prepare(resolver: kinds.SyncKinds, doc: dict[str, Any]) -> _Prepared:
+    native = to_native(doc)  # validates fleetwave's kinds in either form; other kinds pass through
+    if is_fleetwave(doc) and str(doc["apiVersion"]).partition("/")[0] != kinds.GROUP:
+        upstream = resolver.find(kinds.GVK(str(doc["apiVersion"]), str(doc["kind"])))
+        if upstream is not None:  # served in its own group: written there, as the user wrote it
+            return _Prepared(_with_metadata(doc), upstream, doc)
+    gvk = kinds.GVK(str(native["apiVersion"]), str(native["kind"]))
+    info = resolver.find(gvk)
+    if info is None:
+        problem = f"the cluster does not serve {gvk.kind} in {gvk.api_version} (is its CRD installed?)"
+        raise codec.ManifestError(gvk.kind, _name(native), [("apiVersion", problem)])
+    return _Prepared(_with_metadata(native), info, doc)
 
 
-_CLUSTER_SCOPED_BUILTINS = frozenset(
-    {
-        "Namespace",
-        "ClusterRole",
-        "ClusterRoleBinding",
-        "CustomResourceDefinition",
-        "Node",
-        "PersistentVolume",
-        "StorageClass",
-        "PriorityClass",
-        "ValidatingWebhookConfiguration",
-        "MutatingWebhookConfiguration",
-        "APIService",
-        "IngressClass",
-        "RuntimeClass",
-        "CSIDriver",
-        "ValidatingAdmissionPolicy",
-        "ValidatingAdmissionPolicyBinding",
-    }
-)
+def _with_metadata(doc: dict[str, Any]) -> dict[str, Any]:
+    """A copy whose metadata may take a default namespace without changing the input."""
+    return {**doc, "metadata": dict(doc.get("metadata") or {})}
 
 
 def _name(doc: dict[str, Any]) -> str:

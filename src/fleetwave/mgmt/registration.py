@@ -117,6 +117,14 @@ def _nodes_listed(status_code: int, body: Callable[[], Any]) -> int | None:
     return count if count >= 0 else None
 
 
+@dataclass(frozen=True, slots=True)
+class Registered:
+    """What `register` wrote and found: the probe, and every member object (kind, apiVersion)."""
+
+    probe: Probe
+    written: tuple[tuple[str, str], ...]
+
+
 def register(
     client: kubeclient.Client,
     *,
@@ -125,24 +133,12 @@ def register(
     kubeconfig: bytes,
     labels: dict[str, str],
     allow_insecure: bool = False,
-) -> Probe:
-    """Write the Secret and the MemberCluster, then probe; KubeconfigRefused before writing anything."""
+) -> Registered:
+    """Write the Secret and the MemberCluster, the upstream member objects where the cluster serves
+    their groups (`upstream_members`), then probe; KubeconfigRefused before writing anything."""
     kubeclient.member_config(kubeconfig, allow_insecure=allow_insecure)
     sync_ops.apply(client, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
-    sync_ops.apply(
-        client,
-        {
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "metadata": {
-                "name": secret_name(name),
-                "namespace": namespace,
-                "labels": {MEMBER_SECRET_LABEL: name},
-            },
-            "type": "Opaque",
-            "stringData": {KUBECONFIG_KEY: kubeconfig.decode()},
-        },
-    )
+    sync_ops.apply(client, _secret(name, namespace, kubeconfig))
     annotations = {ALLOW_INSECURE_ANNOTATION: "true"} if allow_insecure else {}
     member = {
         "apiVersion": f"{kinds.GROUP}/{kinds.VERSION}",
@@ -151,9 +147,61 @@ def register(
         "spec": {"kubeconfigSecretRef": {"name": secret_name(name), "key": KUBECONFIG_KEY}},
     }
     sync_ops.apply(client, member)
+    written: list[tuple[str, str]] = [("MemberCluster", f"{kinds.GROUP}/{kinds.VERSION}")]
+    for upstream in upstream_members(client, name=name, namespace=namespace, labels=labels):
+        sync_ops.apply_as(client, kinds.resource_class(upstream.info), upstream.body)
+        written.append((upstream.info.gvk.kind, upstream.info.gvk.api_version))
     result = probe(kubeconfig, allow_insecure=allow_insecure)
     write_status(client, name=name, namespace=namespace, result=result)
-    return result
+    return Registered(result, tuple(written))
+
+
+def _secret(name: str, namespace: str, kubeconfig: bytes) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "name": secret_name(name),
+            "namespace": namespace,
+            "labels": {MEMBER_SECRET_LABEL: name},
+        },
+        "type": "Opaque",
+        "stringData": {KUBECONFIG_KEY: kubeconfig.decode()},
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class UpstreamMember:
+    info: kinds.KindInfo
+    body: dict[str, Any]
+
+
+def upstream_members(
+    client: kubeclient.Client, *, name: str, namespace: str, labels: dict[str, str]
+) -> list[UpstreamMember]:
+    """The member as the upstream API families see it, for each family the cluster serves (after
+    `install --upstream-apis`), so Sveltos- and KubeFleet-form objects select it as they are written:
+    a SveltosCluster next to the Secret; a KubeFleet MemberCluster (cluster-scoped) when the Secret is
+    where KubeFleet-group members' kubeconfigs are (`<name>-kubeconfig` in the controller's namespace)."""
+    out = []
+    resolver = kinds.SyncKinds(client)
+    sveltos = resolver.find(kinds.GVK(families.SVELTOS_LIB, "SveltosCluster"))
+    if sveltos is not None:
+        spec = {"kubeconfigName": secret_name(name), "kubeconfigKeyName": KUBECONFIG_KEY}
+        out.append(UpstreamMember(sveltos, _member_body(sveltos, name, namespace, labels, spec)))
+    fleet = resolver.find(kinds.GVK(families.FLEET_CLUSTER, "MemberCluster"))
+    if fleet is not None and namespace == families.CONTROLLER_NAMESPACE:
+        out.append(UpstreamMember(fleet, _member_body(fleet, name, None, labels, {})))
+    return out
+
+
+def _member_body(
+    info: kinds.KindInfo, name: str, namespace: str | None, labels: dict[str, str], spec: dict[str, Any]
+) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "labels": labels}
+    if namespace is not None:
+        meta["namespace"] = namespace
+    return {"apiVersion": info.gvk.api_version, "kind": info.gvk.kind, "metadata": meta, "spec": spec}
 
 
 def write_status(client: kubeclient.Client, *, name: str, namespace: str, result: Probe) -> None:

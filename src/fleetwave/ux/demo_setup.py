@@ -50,7 +50,7 @@ def install_and_register(client: Client, state: fleet.FleetState, config: DemoCo
                 namespace=config.member_namespace,
                 kubeconfig=f.read(),
                 labels=labels,
-            )
+            ).probe
         ready = f"ready, Kubernetes {probe.version}" if probe.ready else f"NOT ready: {probe.message}"
         lines.append(
             f"membercluster/{member.name} {','.join(f'{k}={v}' for k, v in labels.items())} ({ready})"
