@@ -24,18 +24,20 @@ URL_PATTERN = r"^https?://[^\s@?#]+$"
 
 
 class AnalysisPrometheus(Model):
+    """The Prometheus server an analysis queries (without credentials)."""
+
     url: str = Field(
         max_length=MAX_URL,
         pattern=URL_PATTERN,
         description="The Prometheus server: http:// or https://, no credentials, query or fragment. "
-        "Link-local and cloud-metadata addresses are refused (ADR 0079).",
+        "Link-local and cloud-metadata addresses are refused.",
         json_schema_extra={"x-kubernetes-validations": [cel("isURL(self)", "must be a URL")]},
     )
     path: str = Field(
         "api/v1/query",
         max_length=256,
         pattern=r"^[A-Za-z0-9._~/-]*$",
-        description="The instant-query API path under url.",
+        description="The instant-query API path under url. Defaults to `api/v1/query`.",
     )
 
 
@@ -55,11 +57,13 @@ class AnalysisGate(Model):
 
     name: DNSLabel = Field(description="Names the analysis in status and messages; unique in the stage.")
     prometheus: AnalysisPrometheus
+    """The Prometheus server to query, without credentials."""
     query: str = Field(
         min_length=1,
         max_length=MAX_QUERY,
         description="A PromQL instant query that must answer one number (a scalar or a one-sample "
-        "vector). ${MEMBER-CLUSTER-NAME} is replaced by the cluster's name for a perCluster analysis.",
+        "vector). ${MEMBER-CLUSTER-NAME} is replaced by the cluster's `namespace/name` for a perCluster "
+        "analysis.",
     )
     success_condition: str = Field(
         min_length=1,
@@ -69,23 +73,27 @@ class AnalysisGate(Model):
     )
     interval: Duration = Field(
         "30s",
-        description="Time between measurements (at least 1s).",
+        description="Time between measurements: a duration of at least 1s. Defaults to 30s. The "
+        "first measurement is taken as soon as the stage's clusters are delivered.",
         json_schema_extra={
             "x-kubernetes-validations": [cel("duration(self) >= duration('1s')", "must be at least 1s")]
         },
     )
-    count: int = Field(3, ge=1, le=MAX_COUNT, description="Measurements to take (1..100).")
+    count: int = Field(3, ge=1, le=MAX_COUNT, description="Measurements to take, 1 to 100. Defaults to 3.")
     failure_limit: int = Field(
         0,
         ge=0,
         le=MAX_COUNT - 1,
-        description="Failed measurements tolerated; one more fails the analysis for good. A query "
-        "that cannot be answered (unreachable, not one number, NaN) is a failed measurement.",
+        description="Failed measurements tolerated, less than count; one more fails the analysis for "
+        "good. A query that cannot be answered (unreachable, not one number, NaN) is a failed "
+        "measurement. Defaults to 0.",
     )
     per_cluster: bool = Field(
         False,
-        description="Measure once per cluster of the stage; a cluster whose analysis fails counts "
-        "against the failure budget.",
+        description="Measure once per cluster of the stage: a cluster whose analysis fails counts "
+        "against the failureBudget, or holds the stage without one. Defaults to false: one series "
+        "for the stage, whose failure fails the rollout when it has a failureBudget or onFailure "
+        "Rollback, and otherwise holds the stage.",
     )
 
     @field_validator("interval")
@@ -114,8 +122,8 @@ def analyses_field() -> object:
     return Field(
         None,
         max_length=MAX_ANALYSES,
-        description="fleetwave's: Prometheus measurements that must succeed, after the stage's "
-        "clusters are delivered, before the stage promotes (ADR 0081).",
+        description="A fleetwave extension: Prometheus measurements that must succeed, after the "
+        "stage's clusters are delivered, before the stage promotes (at most 8, with unique names).",
         json_schema_extra={"x-kubernetes-validations": [UNIQUE_ANALYSES_CEL]},
     )
 

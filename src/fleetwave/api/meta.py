@@ -168,46 +168,79 @@ parse_time = timestamps.parse
 format_time = timestamps.fmt
 
 
+# The subset of metav1.ObjectMeta fleetwave reads and writes. The CRDs describe `metadata` as a plain
+# object (the API server owns its schema), so these docstrings are for readers of the code.
 class ObjectMeta(Model):
-    """The subset of metav1.ObjectMeta fleetwave reads and writes."""
+    """Standard object metadata."""
 
     model_config = ConfigDict(extra="allow")  # server-populated fields (managedFields, ...) are kept
 
     name: str
+    """Name of the object, unique within its namespace (or the cluster, for a cluster-scoped kind)."""
     namespace: str | None = None
+    """Namespace of the object; omitted for a cluster-scoped kind."""
     labels: dict[str, str] | None = None
+    """Labels of the object, used by selectors."""
     annotations: dict[str, str] | None = None
+    """Annotations of the object: free-form notes that selectors do not look at."""
     generation: int | None = None
+    """Set by the API server: increases on every change of the object's spec."""
     resource_version: str | None = None
+    """Set by the API server: changes on every write; used for optimistic concurrency."""
     uid: str | None = None
+    """Set by the API server: the object's unique id."""
     creation_timestamp: str | None = None
+    """Set by the API server: when the object was created (RFC 3339)."""
     deletion_timestamp: str | None = None
+    """Set by the API server once deletion was requested (RFC 3339); the object goes once its
+    finalizers are removed."""
     finalizers: list[str] | None = None
+    """Work that must finish before the object is removed; each entry is removed by whoever did it."""
     owner_references: list[FreeForm] | None = None
+    """Objects this one belongs to; it is garbage-collected once they are all gone."""
 
 
+# metav1.Condition. Times are RFC3339 strings (see `parse_time`).
 class Condition(StatusModel):
-    """metav1.Condition. Times are RFC3339 strings (see `parse_time`)."""
+    """One aspect of the object's state, set by the controller."""
 
     type: str
+    """What the condition is about, such as `Ready`."""
     status: Literal["True", "False", "Unknown"]
+    """Whether the condition holds: `True`, `False` or `Unknown`."""
     observed_generation: int | None = None
+    """The object's `metadata.generation` the condition was computed from; an older value than the
+    object's means the condition is out of date."""
     last_transition_time: str | None = None
+    """When the condition last changed status (an RFC 3339 time)."""
     reason: str | None = None
+    """Why the condition last changed, as one CamelCase word such as `Progressing` or `Failed`."""
     message: str | None = None
+    """A human-readable explanation of the condition's status."""
 
 
 class LabelSelectorRequirement(Model):
+    """One requirement on a label: a key, an operator and, for `In` and `NotIn`, values."""
+
     key: str
+    """The label key the requirement applies to."""
     operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
+    """How the label is compared: `In` (its value is one of `values`), `NotIn` (it is absent or its
+    value is none of `values`), `Exists` (it is present) or `DoesNotExist` (it is absent)."""
     values: list[str] | None = None
+    """The values to compare with, for `In` and `NotIn`; leave it out for `Exists` and `DoesNotExist`."""
 
 
+# metav1.LabelSelector. Callers decide what an empty or absent selector means (each field that takes
+# one says so in its own docstring).
 class LabelSelector(Model):
-    """metav1.LabelSelector. Note: callers decide what an empty/absent selector means."""
+    """A label query: an object matches when its labels satisfy every `matchLabels` entry and every
+    `matchExpressions` requirement."""
 
     match_labels: dict[str, str] | None = None
+    """Labels the object must carry, each with exactly this value."""
     match_expressions: list[LabelSelectorRequirement] | None = None
+    """Requirements on the object's labels; all of them must hold."""
 
     def matches(self, labels: dict[str, str]) -> bool:
         """True if `labels` satisfy every matchLabels entry and every matchExpressions requirement."""
@@ -228,14 +261,20 @@ class LabelSelector(Model):
         return True
 
 
+# corev1.ObjectReference (only the fields fleetwave's upstreams use).
 class ObjectReference(Model):
-    """corev1.ObjectReference (only the fields fleetwave's upstreams use)."""
+    """A reference to a Kubernetes object by kind, namespace and name."""
 
     api_version: str | None = None
+    """API version of the referenced object, such as `v1` or `fleetwave.io/v1alpha1`."""
     kind: str | None = None
+    """Kind of the referenced object, such as `ConfigMap` or `MemberCluster`."""
     name: str | None = None
+    """Name of the referenced object."""
     namespace: str | None = None
+    """Namespace of the referenced object; empty for a cluster-scoped object."""
     uid: str | None = None
+    """The referenced object's uid, when the reference names one particular incarnation of it."""
 
 
 class Resource(Model):
@@ -250,8 +289,11 @@ class Resource(Model):
     root_validations: ClassVar[tuple[dict[str, Any], ...]] = ()
 
     api_version: str = API_VERSION
+    """The object's API group and version."""
     kind: str
+    """The object's kind."""
     metadata: ObjectMeta
+    """Standard object metadata."""
 
 
 def column(name: str, json_path: str, type_: str = "string", priority: int = 0) -> dict[str, Any]:
@@ -280,13 +322,14 @@ def validations(*rules: dict[str, Any]) -> ConfigDict:
 OnFailure = Literal["Halt", "Rollback"]
 
 
+# fleetwave's (issue 13): neither Sveltos nor KubeFleet has a failure budget.
 class FailureBudget(Model):
-    """fleetwave's (issue 13; neither Sveltos nor KubeFleet has one): how many clusters a rollout (a
-    promotion, or the runs of a staged update strategy) may lose and carry on. A cluster whose
-    delivery keeps failing for `gracePeriod` is failed; within both limits it is set aside and its
-    stage goes on without it, past either the rollout stops (Failed, reason FailureBudgetExceeded,
-    every failed cluster named). A limit left out does not apply; with both left out, no cluster may
-    fail. Without a failureBudget a failed cluster holds its stage."""
+    """A fleetwave extension: how many clusters a rollout (a promotion, or the runs of a staged update
+    strategy) may lose and carry on. A cluster whose delivery keeps failing for `gracePeriod` is
+    failed; within both limits it is set aside and its stage goes on without it, past either the
+    rollout stops (Failed, reason FailureBudgetExceeded, every failed cluster named). A limit left out
+    does not apply; with both left out, no cluster may fail. Without a failureBudget a failed cluster
+    holds its stage."""
 
     max_failed_per_stage: IntOrPercent | None = Field(
         None,
@@ -296,9 +339,10 @@ class FailureBudget(Model):
     max_failed: IntOrPercent | None = Field(
         None,
         description="Failed clusters tolerated in the whole rollout: a count or a percentage of "
-        "its clusters.",
+        "its clusters (rounded down).",
     )
     grace_period: Duration | None = Field(
         None,
-        description="How long a delivery must keep failing before the cluster counts as failed (default 2m).",
+        description="How long a delivery must keep failing before the cluster counts as failed: a "
+        "duration such as `2m` or `1h30m`. Defaults to 2m.",
     )

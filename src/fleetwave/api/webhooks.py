@@ -25,6 +25,8 @@ CLUSTER_PLACEHOLDER = "${MEMBER-CLUSTER-NAME}"
 
 
 class WebhookSecretRef(Model):
+    """A Secret of type `fleetwave.io/webhook-headers`, by name and namespace."""
+
     name: DNSLabel = Field(description="The Secret's name.")
     namespace: DNSLabel | None = Field(
         None,
@@ -35,9 +37,13 @@ class WebhookSecretRef(Model):
 
 
 class HeadersFrom(Model):
+    """Where a webhook's extra request headers come from."""
+
     secret_ref: WebhookSecretRef = Field(
-        description="A Secret whose every key becomes a request header of that name, its value the "
-        "header's value. Values never appear in a message, log, Event or status."
+        description="A Secret of type `fleetwave.io/webhook-headers` whose every key (at most 32) "
+        "becomes a request header of that name, its value the header's value; Host, Content-Type, "
+        "Content-Length, Transfer-Encoding and Connection cannot be set. Values never appear in a "
+        "message, log, Event or status."
     )
 
 
@@ -57,7 +63,7 @@ class WebhookGate(Model):
         max_length=MAX_URL,
         pattern=URL_PATTERN,
         description="An http:// or https:// URL. ${MEMBER-CLUSTER-NAME} is replaced by the cluster's "
-        "name for a perCluster webhook. Link-local and cloud-metadata addresses are refused.",
+        "`namespace/name` for a perCluster webhook. Link-local and cloud-metadata addresses are refused.",
         json_schema_extra={
             "x-kubernetes-validations": [
                 cel("isURL(self.replace('${MEMBER-CLUSTER-NAME}', 'x'))", "must be a URL"),
@@ -65,14 +71,19 @@ class WebhookGate(Model):
         },
     )
     method: Literal["GET", "POST"] = Field(
-        "POST", description="GET, or POST with a JSON body naming the rollout, the stage (and the cluster)."
+        "POST",
+        description="`POST` (the default) sends a JSON body naming the rollout, the stage, the revision "
+        "and its clusters (and the cluster, per cluster); `GET` sends no body.",
     )
     per_cluster: bool = Field(
-        False, description="Call once per cluster of the stage; the gate opens when every call passes."
+        False,
+        description="Call once per cluster of the stage; the gate opens when every call passes, and "
+        "with a failureBudget a cluster whose call keeps failing counts against it. Defaults to false: "
+        "one call for the whole stage.",
     )
     timeout: Duration = Field(
         "10s",
-        description="How long one attempt may take (at most 30s).",
+        description="How long one attempt may take: a duration such as `10s`, at most 30s. Defaults to 10s.",
         json_schema_extra={
             "x-kubernetes-validations": [
                 cel(
@@ -83,11 +94,15 @@ class WebhookGate(Model):
         },
     )
     retries: int = Field(
-        2, ge=0, le=MAX_RETRIES, description="Attempts after the first on a timeout, 5xx or 429 (0..5)."
+        2,
+        ge=0,
+        le=MAX_RETRIES,
+        description="Attempts after the first on a timeout, 5xx or 429 (0 to 5). Defaults to 2.",
     )
     interval: Duration = Field(
         "30s",
-        description="How long to wait before calling again while the webhook does not pass.",
+        description="How long an answer stands before the webhook is called again while the stage "
+        "waits: a duration of at least 1s. Defaults to 30s.",
         json_schema_extra={
             "x-kubernetes-validations": [
                 cel("duration(self) >= duration('1s')", "must be at least 1s"),
@@ -98,9 +113,10 @@ class WebhookGate(Model):
         None,
         max_length=MAX_CONDITION,
         description="A CEL expression over `status` (int) and `body` (the JSON answer, null when "
-        "not JSON) that must be true; unset: any 2xx passes.",
+        "not JSON) that must be true. Omitted: any 2xx answer passes.",
     )
     headers_from: HeadersFrom | None = None
+    """Extra request headers, read from a Secret at each call. Omitted: no extra headers."""
 
     @field_validator("timeout")
     @classmethod
@@ -134,8 +150,8 @@ def webhooks_field() -> object:
     return Field(
         None,
         max_length=MAX_WEBHOOKS,
-        description="fleetwave's: HTTP(S) calls that must pass, after the stage's clusters are "
-        "delivered, before the stage promotes (ADR 0080).",
+        description="A fleetwave extension: HTTP(S) calls that must pass, after the stage's clusters "
+        "are delivered, before the stage promotes (at most 8, with unique names).",
         json_schema_extra={"x-kubernetes-validations": [UNIQUE_WEBHOOKS_CEL]},
     )
 
