@@ -60,6 +60,8 @@ def structural(node: Any, defs: dict[str, Any]) -> Any:
             # False (extra="forbid") is what structural pruning does anyway
         elif key == "const":
             out["enum"] = [value]
+        elif key == "description":
+            out[key] = prose(value)
         else:
             out[key] = value
     if "anyOf" in out and not out.get("x-kubernetes-int-or-string"):
@@ -71,6 +73,13 @@ def structural(node: Any, defs: dict[str, Any]) -> Any:
     if "enum" in out and "type" not in out:
         out["type"] = "string"
     return out
+
+
+def prose(text: str) -> str:
+    """A docstring as a description: lines wrapped for the source joined again (`kubectl explain`
+    wraps to the terminal), blank-line paragraph breaks kept."""
+    paragraphs = [" ".join(p.split()) for p in text.strip().split("\n\n")]
+    return "\n\n".join(p for p in paragraphs if p)
 
 
 def openapi_schema(kind: type[Resource]) -> dict[str, Any]:
