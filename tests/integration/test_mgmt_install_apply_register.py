@@ -5,17 +5,20 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from lightkube import ApiError, Client, codecs
 from lightkube.resources.core_v1 import Node, Secret
+from promotion_support import wait_for
 from typer.testing import CliRunner
 
 from fleetwave.api import crds
+from fleetwave.api.codec import ManifestError
 from fleetwave.cli import app
 from fleetwave.delivery import sessions
 from fleetwave.delivery.target import MemberTarget
-from fleetwave.kube import kinds
+from fleetwave.kube import kinds, sync_ops
 from fleetwave.local import fleet
 from fleetwave.mgmt import install, manifests, registration
 
@@ -209,3 +212,77 @@ def _dead_kubeconfig(tmp_path: Path) -> Path:
         "current-context: x\n"
     )
     return dead
+
+
+WIDGETS_CRD: dict[str, Any] = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": "widgets.apply-test.example.com"},
+    "spec": {
+        "group": "apply-test.example.com",
+        "names": {"kind": "Widget", "plural": "widgets", "singular": "widget", "listKind": "WidgetList"},
+        "scope": "Namespaced",
+        "versions": [
+            {
+                "name": "v1",
+                "served": True,
+                "storage": True,
+                "schema": {
+                    "openAPIV3Schema": {
+                        "type": "object",
+                        "properties": {
+                            "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+                        },
+                    }
+                },
+            }
+        ],
+    },
+}
+WIDGET = {
+    "apiVersion": "apply-test.example.com/v1",
+    "kind": "Widget",
+    "metadata": {"name": "w1"},
+    "spec": {"size": 3},
+}
+
+
+def test_apply_applies_a_custom_resource_its_crd_serves_in_the_default_namespace(
+    installed: list[str], management: Client
+) -> None:
+    manifests.apply(management, [WIDGETS_CRD])
+    info = kinds.KindInfo(kinds.GVK("apply-test.example.com/v1", "Widget"), "widgets", namespaced=True)
+    try:
+        wait_for(
+            lambda: kinds.SyncKinds(management).find(info.gvk),
+            what="the Widget CRD served",
+        )
+        applied = manifests.apply(management, [WIDGET], default_namespace="default")
+        assert [(a.kind, a.name, a.namespace) for a in applied] == [("Widget", "w1", "default")]
+        stored = management.get(kinds.resource_class(info), "w1", namespace="default")
+        assert stored["spec"] == {"size": 3}
+    finally:
+        management.delete(
+            kinds.builtin_resource("apiextensions.k8s.io/v1", "CustomResourceDefinition"),
+            WIDGETS_CRD["metadata"]["name"],
+        )
+
+
+def test_apply_of_a_kind_the_cluster_does_not_serve_names_it_and_applies_nothing(
+    installed: list[str], management: Client
+) -> None:
+    first = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "before-unserved", "namespace": "default"},
+    }
+    unserved = {"apiVersion": "nowhere.example.com/v1", "kind": "Gadget", "metadata": {"name": "g"}}
+    with pytest.raises(ManifestError) as refused:
+        manifests.apply(management, [first, unserved])
+    assert "the cluster does not serve Gadget in nowhere.example.com/v1" in str(refused.value)
+    assert (
+        sync_ops.get(
+            management, kinds.builtin_resource("v1", "ConfigMap"), "before-unserved", namespace="default"
+        )
+        is None
+    )

@@ -307,3 +307,63 @@ def test_fleetwave_status_and_approve_find_a_promotion_in_sveltos_group(
         )
     finally:
         kubectl(f"delete clusterpromotion.{CONFIG}/{name} --wait=false")
+
+
+APPLY_PROBE = """apiVersion: config.projectsveltos.io/v1beta1
+kind: ClusterProfile
+metadata:
+  name: apply-probe
+spec:
+  clusterSelector:
+    matchLabels:
+      fleetwave-test: nothing-matches
+"""
+
+
+def test_apply_writes_a_sveltos_manifest_to_the_served_sveltos_group(
+    controller: ControllerThread, kubectl: Kubectl, local_fleet: fleet.FleetState
+) -> None:
+    kubeconfig = local_fleet.cluster(fleet.MANAGEMENT).kubeconfig
+    try:
+        done = CliRunner().invoke(app, ["apply", "-f", "-", "--kubeconfig", kubeconfig], input=APPLY_PROBE)
+        assert done.exit_code == 0, done.output
+        assert done.output.strip() == "clusterprofile/apply-probe applied"  # not "(from ...)": no mapping
+        stored = kubectl.yaml(f"get clusterprofiles.{CONFIG} apply-probe -o yaml")
+        assert stored["spec"]["clusterSelector"] == {"matchLabels": {"fleetwave-test": "nothing-matches"}}
+        assert "NotFound" in kubectl("get clusterprofiles.fleetwave.io apply-probe", ok=False)
+    finally:
+        kubectl(f"delete clusterprofiles.{CONFIG} apply-probe --ignore-not-found")
+
+
+def test_register_also_registers_the_member_in_the_served_upstream_groups(
+    controller: ControllerThread, kubectl: Kubectl, local_fleet: fleet.FleetState
+) -> None:
+    kubeconfig = local_fleet.cluster(fleet.MANAGEMENT).kubeconfig
+    member = local_fleet.members[0]
+    argv = ["cluster", "register", "reg-probe", "--cluster-kubeconfig", member.kubeconfig]
+    argv += ["-l", "fleetwave-test=register", "--kubeconfig", kubeconfig]
+    try:
+        done = CliRunner().invoke(app, argv)
+        assert done.exit_code == 0, done.output
+        assert "sveltoscluster.lib.projectsveltos.io/reg-probe registered too" in done.output
+        assert "membercluster.cluster.kubernetes-fleet.io/reg-probe registered too" in done.output
+        sveltos = kubectl.yaml("get sveltoscluster -n fleetwave-system reg-probe -o yaml")
+        assert sveltos["spec"] == {
+            "kubeconfigName": "reg-probe-kubeconfig",
+            "kubeconfigKeyName": "kubeconfig",
+        }
+        assert sveltos["metadata"]["labels"] == {"fleetwave-test": "register"}
+        fleet_member = kubectl.yaml("get memberclusters.cluster.kubernetes-fleet.io reg-probe -o yaml")
+        assert fleet_member["metadata"]["labels"] == {"fleetwave-test": "register"}
+        # The controller serving the Sveltos group reaches the member through what register wrote.
+        wait_for(
+            lambda: (
+                kubectl.yaml("get sveltoscluster -n fleetwave-system reg-probe -o yaml").get("status") or {}
+            ).get("ready"),
+            what="the registered SveltosCluster ready",
+        )
+    finally:
+        kubectl("delete sveltoscluster -n fleetwave-system reg-probe --ignore-not-found --wait=false")
+        kubectl("delete memberclusters.cluster.kubernetes-fleet.io reg-probe --ignore-not-found --wait=false")
+        kubectl("delete memberclusters.fleetwave.io -n fleetwave-system reg-probe --ignore-not-found")
+        kubectl("delete secret -n fleetwave-system reg-probe-kubeconfig --ignore-not-found")
