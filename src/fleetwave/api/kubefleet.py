@@ -149,7 +149,8 @@ class ClusterSelector(Model):
     """Selects clusters matching any of its terms."""
 
     cluster_selector_terms: list[ClusterSelectorTerm] = Field(max_length=10)
-    """Up to 10 terms; a cluster is selected when it matches at least one of them."""
+    """Up to 10 terms; a cluster is selected when it matches at least one of them. An empty list
+    selects every cluster."""
 
 
 class PreferredClusterSelector(Model):
