@@ -47,7 +47,8 @@ def path_problem(path: str) -> str:
 
 
 class JSONPatchOverride(Model):
-    """One JSON patch operation (RFC 6902) made to a selected object on the clusters a rule reaches."""
+    """One JSON patch operation (RFC 6902) made to a selected object on the clusters a rule reaches:
+    `op` at `path`, with `value` (any JSON value, left out with remove)."""
 
     model_config = validations(
         cel("self.path.startsWith('/')", "path must start with /"),
@@ -69,10 +70,12 @@ class JSONPatchOverride(Model):
     path: str = Field(max_length=MAX_PATH)
     """JSON pointer (RFC 6901) to the field to change, such as `/spec/replicas`. It cannot point into
     kind, apiVersion, status, or metadata other than labels and annotations."""
+    # No docstring: test_api_crds expects this any-JSON node to be exactly
+    # {"x-kubernetes-preserve-unknown-fields": true}. Meant as its description once the test allows one:
+    # "The value to add or replace with: any JSON value. In its strings, `${MEMBER-CLUSTER-NAME}` becomes
+    # the cluster's name and `${MEMBER-CLUSTER-LABEL-KEY-<key>}` the value of the cluster's label `<key>`.
+    # Must be left out with remove."
     value: JSONValue = None
-    """The value to add or replace with: any JSON value. In its strings, `${MEMBER-CLUSTER-NAME}`
-    becomes the cluster's name and `${MEMBER-CLUSTER-LABEL-KEY-<key>}` the value of the cluster's
-    label `<key>`. Must be left out with remove."""
 
     @model_validator(mode="after")
     def _check(self) -> JSONPatchOverride:
@@ -107,7 +110,9 @@ class OverrideRule(Model):
     """`JSONPatch` (the default): change the selected objects on those clusters with
     jsonPatchOverrides. `Delete`: leave the selected objects off those clusters."""
     json_patch_overrides: list[JSONPatchOverride] | None = Field(None, max_length=MAX_PATCHES)
-    """With JSONPatch (required, and only then): the patches, up to 20, applied in order."""
+    """With JSONPatch (required, and only then): the patches, up to 20, applied in order. In their
+    values, `${MEMBER-CLUSTER-NAME}` becomes the cluster's name and `${MEMBER-CLUSTER-LABEL-KEY-<key>}`
+    the value of the cluster's label `<key>`."""
 
     @model_validator(mode="after")
     def _check(self) -> OverrideRule:
