@@ -218,24 +218,60 @@ def _member_schema(spec: dict[str, Any]) -> dict[str, Any]:
 _NAME = {"type": "string", "maxLength": 253}
 _MEMBER_SCHEMAS = {
     "SveltosCluster": _member_schema(
-        {"kubeconfigName": _NAME, "kubeconfigKeyName": _NAME, "paused": {"type": "boolean"}}
+        {
+            "kubeconfigName": {
+                **_NAME,
+                "description": "Name of the Secret, in the SveltosCluster's namespace, holding the "
+                "kubeconfig fleetwave uses to reach the cluster. Defaults to `<name>-sveltos-kubeconfig`.",
+            },
+            "kubeconfigKeyName": {
+                **_NAME,
+                "description": "Key of the kubeconfig in the Secret. Omitted: `kubeconfig` when the "
+                "Secret has that key, otherwise its first key in alphabetical order.",
+            },
+            "paused": {
+                "type": "boolean",
+                "description": "Whether deliveries to the cluster are paused: a paused cluster keeps its "
+                "place in rollouts, but nothing new is delivered to it until it is unpaused. Defaults to "
+                "false.",
+            },
+        }
     ),
     # KubeFleet's MemberCluster: the member's identity and heartbeat (kept, the member agent's
     # business) and taints; its kubeconfig is at a fixed place (families.kubeconfig_secret_name).
     "MemberCluster": _member_schema(
         {
-            "identity": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
-            "heartbeatPeriodSeconds": {"type": "integer", "minimum": 1, "maximum": 600},
+            "identity": {
+                "type": "object",
+                "x-kubernetes-preserve-unknown-fields": True,
+                "description": "KubeFleet's member agent identity. Accepted for compatibility with "
+                "KubeFleet; fleetwave does not act on it.",
+            },
+            "heartbeatPeriodSeconds": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": 600,
+                "description": "KubeFleet's member agent heartbeat period, 1 to 600 seconds. Accepted for "
+                "compatibility with KubeFleet; fleetwave does not act on it (it checks each cluster every "
+                "30 seconds).",
+            },
             "taints": {
                 "type": "array",
                 "maxItems": 100,
+                "description": "Taints, up to 100, that keep PickAll and PickN placements without a "
+                "matching toleration off the cluster.",
                 "items": {
                     "type": "object",
                     "required": ["key", "effect"],
                     "properties": {
-                        "key": _NAME,
-                        "value": {"type": "string", "maxLength": 63},
-                        "effect": {"type": "string", "enum": ["NoSchedule"]},
+                        "key": {**_NAME, "description": "Key of the taint."},
+                        "value": {"type": "string", "maxLength": 63, "description": "Value of the taint."},
+                        "effect": {
+                            "type": "string",
+                            "enum": ["NoSchedule"],
+                            "description": "Effect of the taint: `NoSchedule`, the only one. A PickAll or "
+                            "PickN placement without a matching toleration does not pick the cluster.",
+                        },
                     },
                 },
             },

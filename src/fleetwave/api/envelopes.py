@@ -28,6 +28,9 @@ class ClusterResourceEnvelope(Resource):
 
     kind: Literal["ClusterResourceEnvelope"] = "ClusterResourceEnvelope"
     data: dict[str, FreeForm] = Field(min_length=1, max_length=MAX_ENTRIES)
+    """The wrapped manifests, 1 to 50, each under a key of your choice: cluster-scoped objects only.
+    The management cluster stores only the envelope; a placement that selects it delivers the
+    objects inside, in key order."""
 
 
 class ResourceEnvelope(Resource):
@@ -39,3 +42,6 @@ class ResourceEnvelope(Resource):
 
     kind: Literal["ResourceEnvelope"] = "ResourceEnvelope"
     data: dict[str, FreeForm] = Field(min_length=1, max_length=MAX_ENTRIES)
+    """The wrapped manifests, 1 to 50, each under a key of your choice: objects of the envelope's
+    namespace only, with metadata.namespace set. The management cluster stores only the envelope; a
+    placement that selects it delivers the objects inside, in key order."""

@@ -47,6 +47,9 @@ def path_problem(path: str) -> str:
 
 
 class JSONPatchOverride(Model):
+    """One JSON patch operation (RFC 6902) made to a selected object on the clusters a rule reaches:
+    `op` at `path`, with `value` (any JSON value, left out with remove)."""
+
     model_config = validations(
         cel("self.path.startsWith('/')", "path must start with /"),
         cel(
@@ -63,7 +66,15 @@ class JSONPatchOverride(Model):
     )
 
     op: Literal["add", "remove", "replace"]
+    """The operation: `add`, `remove` or `replace`, as in JSON Patch (RFC 6902)."""
     path: str = Field(max_length=MAX_PATH)
+    """JSON pointer (RFC 6901) to the field to change, such as `/spec/replicas`. It cannot point into
+    kind, apiVersion, status, or metadata other than labels and annotations."""
+    # No docstring: test_api_crds expects this any-JSON node to be exactly
+    # {"x-kubernetes-preserve-unknown-fields": true}. Meant as its description once the test allows one:
+    # "The value to add or replace with: any JSON value. In its strings, `${MEMBER-CLUSTER-NAME}` becomes
+    # the cluster's name and `${MEMBER-CLUSTER-LABEL-KEY-<key>}` the value of the cluster's label `<key>`.
+    # Must be left out with remove."
     value: JSONValue = None
 
     @model_validator(mode="after")
@@ -77,6 +88,8 @@ class JSONPatchOverride(Model):
 
 
 class OverrideRule(Model):
+    """What an override does to the selected objects on the clusters the rule selects."""
+
     model_config = validations(
         cel(
             "self.overrideType == 'Delete' ? !has(self.jsonPatchOverrides)"
@@ -91,8 +104,15 @@ class OverrideRule(Model):
     )
 
     cluster_selector: ClusterSelector | None = None
+    """The clusters the rule applies to, by MemberCluster labels (terms may only have a
+    labelSelector). Omitted: no cluster; an empty list of terms: every cluster."""
     override_type: Literal["JSONPatch", "Delete"] = "JSONPatch"
+    """`JSONPatch` (the default): change the selected objects on those clusters with
+    jsonPatchOverrides. `Delete`: leave the selected objects off those clusters."""
     json_patch_overrides: list[JSONPatchOverride] | None = Field(None, max_length=MAX_PATCHES)
+    """With JSONPatch (required, and only then): the patches, up to 20, applied in order. In their
+    values, `${MEMBER-CLUSTER-NAME}` becomes the cluster's name and `${MEMBER-CLUSTER-LABEL-KEY-<key>}`
+    the value of the cluster's label `<key>`."""
 
     @model_validator(mode="after")
     def _check(self) -> OverrideRule:
@@ -107,21 +127,34 @@ class OverrideRule(Model):
 
 
 class OverridePolicy(Model):
+    """The rules of an override: which clusters get which changes."""
+
     override_rules: list[OverrideRule] = Field(min_length=1, max_length=MAX_RULES)
+    """1 to 20 rules, applied in order; each applies on the clusters its selector matches."""
 
 
 class PlacementRef(Model):
+    """The one placement an override applies to."""
+
     name: str = Field(max_length=253)
+    """Name of the placement."""
     scope: Literal["Cluster", "Namespaced"] = "Cluster"
+    """`Cluster` (the default): a ClusterResourcePlacement. `Namespaced`: a ResourcePlacement in the
+    override's namespace (only for a ResourceOverride)."""
 
 
+# Upstream selects overrides' objects by name only; fleetwave also takes group, version and kind.
 class OverrideSelector(Model):
-    """An object by group, version, kind and name (upstream selects overrides' objects by name only)."""
+    """Selects one object by group, version, kind and name."""
 
     group: str = Field(max_length=253)
+    """API group of the object's kind; empty for the core group."""
     version: str = Field(max_length=63)
+    """API version of the object's kind, such as `v1`."""
     kind: str = Field(max_length=63)
+    """Kind of the object, such as `Deployment` or `Namespace`."""
     name: str = Field(max_length=253)
+    """Name of the object."""
 
 
 _UNIQUE_SELECTORS = cel("self.all(x, self.exists_one(y, x == y))", "selectors must be unique")
@@ -138,15 +171,22 @@ def _unique(selectors: list[OverrideSelector], field: str) -> None:
 
 
 class ClusterResourceOverrideSpec(Model):
+    """Which cluster-scoped objects a ClusterResourceOverride changes, on which clusters, and how."""
+
     model_config = validations(_PLACEMENT_IMMUTABLE)
 
     placement: PlacementRef | None = None
+    """The ClusterResourcePlacement the override is limited to. Omitted: every placement that
+    places the selected objects. Cannot be set, changed or removed after creation."""
     cluster_resource_selectors: list[OverrideSelector] = Field(
         min_length=1,
         max_length=MAX_SELECTORS,
         json_schema_extra={"x-kubernetes-validations": [_UNIQUE_SELECTORS]},
     )
+    """The cluster-scoped objects to change, 1 to 20, each listed once. Selecting a Namespace also
+    selects every object in it."""
     policy: OverridePolicy
+    """The rules: which clusters get which changes."""
 
     @model_validator(mode="after")
     def _check(self) -> ClusterResourceOverrideSpec:
@@ -157,15 +197,21 @@ class ClusterResourceOverrideSpec(Model):
 
 
 class ResourceOverrideSpec(Model):
+    """Which objects of its namespace a ResourceOverride changes, on which clusters, and how."""
+
     model_config = validations(_PLACEMENT_IMMUTABLE)
 
     placement: PlacementRef | None = None
+    """The placement the override is limited to. Omitted: every placement that places the selected
+    objects. Cannot be set, changed or removed after creation."""
     resource_selectors: list[OverrideSelector] = Field(
         min_length=1,
         max_length=MAX_SELECTORS,
         json_schema_extra={"x-kubernetes-validations": [_UNIQUE_SELECTORS]},
     )
+    """The objects of the override's namespace to change, 1 to 20, each listed once."""
     policy: OverridePolicy
+    """The rules: which clusters get which changes."""
 
     @model_validator(mode="after")
     def _check(self) -> ResourceOverrideSpec:
@@ -191,6 +237,7 @@ class ClusterResourceOverride(Resource):
 
     kind: Literal["ClusterResourceOverride"] = "ClusterResourceOverride"
     spec: ClusterResourceOverrideSpec
+    """Which cluster-scoped objects the override changes, on which clusters, and how."""
 
 
 class ResourceOverride(Resource):
@@ -202,6 +249,7 @@ class ResourceOverride(Resource):
 
     kind: Literal["ResourceOverride"] = "ResourceOverride"
     spec: ResourceOverrideSpec
+    """Which objects of this namespace the override changes, on which clusters, and how."""
 
 
 # ---- snapshots (written by the override controller; immutable, `<override>-<index>`) ----
@@ -210,13 +258,21 @@ _HASH = Field(max_length=128, json_schema_extra={"format": "byte"})
 
 
 class ClusterResourceOverrideSnapshotSpec(Model):
+    """A copy of a ClusterResourceOverride's spec, made by the controller; it never changes."""
+
     override_spec: ClusterResourceOverrideSpec
+    """Set by the controller: the override's spec when the snapshot was made."""
     override_hash: str = _HASH
+    """Set by the controller: a hash of overrideSpec, which tells whether the override changed."""
 
 
 class ResourceOverrideSnapshotSpec(Model):
+    """A copy of a ResourceOverride's spec, made by the controller; it never changes."""
+
     override_spec: ResourceOverrideSpec
+    """Set by the controller: the override's spec when the snapshot was made."""
     override_hash: str = _HASH
+    """Set by the controller: a hash of overrideSpec, which tells whether the override changed."""
 
 
 class ClusterResourceOverrideSnapshot(Resource):
@@ -228,6 +284,9 @@ class ClusterResourceOverrideSnapshot(Resource):
 
     kind: Literal["ClusterResourceOverrideSnapshot"] = "ClusterResourceOverrideSnapshot"
     spec: ClusterResourceOverrideSnapshotSpec
+    """Set by the controller: a copy of a ClusterResourceOverride's spec, made each time it changes and named
+    `<override>-<index>`. A RollingUpdate placement uses the newest; a staged update run keeps the
+    ones it started with."""
 
 
 class ResourceOverrideSnapshot(Resource):
@@ -239,3 +298,6 @@ class ResourceOverrideSnapshot(Resource):
 
     kind: Literal["ResourceOverrideSnapshot"] = "ResourceOverrideSnapshot"
     spec: ResourceOverrideSnapshotSpec
+    """Set by the controller: a copy of a ResourceOverride's spec, made each time it changes and named
+    `<override>-<index>`. A RollingUpdate placement uses the newest; a staged update run keeps the
+    ones it started with."""
