@@ -104,6 +104,9 @@ class MemberClusterStatus(StatusModel):
 
 
 class MemberCluster(Resource):
+    """A cluster of the fleet: where its kubeconfig is, and labels that profiles, promotions and
+    placements select it by. `fleetwave cluster register` writes one, with its kubeconfig Secret."""
+
     kind_name: ClassVar[str] = "MemberCluster"
     plural: ClassVar[str] = "memberclusters"
     namespaced: ClassVar[bool] = True

@@ -209,8 +209,19 @@ def _member_schema(spec: dict[str, Any]) -> dict[str, Any]:
             "apiVersion": {"type": "string"},
             "kind": {"type": "string"},
             "metadata": {"type": "object"},
-            "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": True, "properties": spec},
-            "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+            "spec": {
+                "type": "object",
+                "description": "How fleetwave reaches the member cluster; other fields are kept as written.",
+                "x-kubernetes-preserve-unknown-fields": True,
+                "properties": spec,
+            },
+            "status": {
+                "type": "object",
+                "description": "Set by the controller: whether the member's API server is reachable "
+                "and ready,"
+                " and its Kubernetes version.",
+                "x-kubernetes-preserve-unknown-fields": True,
+            },
         },
     }
 

@@ -20,6 +20,10 @@ _CATEGORIES = ("fleet", "fleet-placement")
 
 
 class ClusterResourceEnvelope(Resource):
+    """Carries cluster-scoped objects to member clusters without creating them in the management
+    cluster: a placement that selects the envelope applies what it wraps (KubeFleet's
+    ClusterResourceEnvelope)."""
+
     kind_name: ClassVar[str] = "ClusterResourceEnvelope"
     plural: ClassVar[str] = "clusterresourceenvelopes"
     namespaced: ClassVar[bool] = False
@@ -34,6 +38,9 @@ class ClusterResourceEnvelope(Resource):
 
 
 class ResourceEnvelope(Resource):
+    """Carries namespaced objects to member clusters without creating them in the management cluster: a
+    placement that selects the envelope applies what it wraps (KubeFleet's ResourceEnvelope)."""
+
     kind_name: ClassVar[str] = "ResourceEnvelope"
     plural: ClassVar[str] = "resourceenvelopes"
     namespaced: ClassVar[bool] = True

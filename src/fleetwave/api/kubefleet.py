@@ -428,6 +428,9 @@ def _placement_columns(prefix: str) -> tuple[dict[str, Any], ...]:
 
 
 class ClusterResourcePlacement(Resource):
+    """Selects cluster-scoped resources (and whole namespaces) of the management cluster and places
+    copies on member clusters chosen by its policy (KubeFleet's ClusterResourcePlacement)."""
+
     kind_name: ClassVar[str] = "ClusterResourcePlacement"
     plural: ClassVar[str] = "clusterresourceplacements"
     namespaced: ClassVar[bool] = False
@@ -442,6 +445,9 @@ class ClusterResourcePlacement(Resource):
 
 
 class ResourcePlacement(Resource):
+    """Selects resources of its own namespace in the management cluster and places copies on member
+    clusters chosen by its policy (KubeFleet's ResourcePlacement)."""
+
     kind_name: ClassVar[str] = "ResourcePlacement"
     plural: ClassVar[str] = "resourceplacements"
     namespaced: ClassVar[bool] = True
@@ -477,6 +483,9 @@ _SNAPSHOT_COLUMNS = (column("Gen", ".metadata.generation", "integer"), AGE)
 
 
 class ClusterResourceSnapshot(Resource):
+    """Set by the controller: an immutable copy of what a ClusterResourcePlacement selected at one
+    revision. Staged update runs roll out a chosen snapshot."""
+
     kind_name: ClassVar[str] = "ClusterResourceSnapshot"
     plural: ClassVar[str] = "clusterresourcesnapshots"
     namespaced: ClassVar[bool] = False
@@ -491,6 +500,9 @@ class ClusterResourceSnapshot(Resource):
 
 
 class ResourceSnapshot(Resource):
+    """Set by the controller: an immutable copy of what a ResourcePlacement selected at one revision.
+    Staged update runs roll out a chosen snapshot."""
+
     kind_name: ClassVar[str] = "ResourceSnapshot"
     plural: ClassVar[str] = "resourcesnapshots"
     namespaced: ClassVar[bool] = True
@@ -629,6 +641,10 @@ class StagedUpdateStrategySpec(Model):
 
 
 class ClusterStagedUpdateStrategy(Resource):
+    """The stages a ClusterStagedUpdateRun goes through: which clusters each stage takes, in which
+    order, how many at once, and the waits and approvals before and after each (KubeFleet's
+    ClusterStagedUpdateStrategy)."""
+
     kind_name: ClassVar[str] = "ClusterStagedUpdateStrategy"
     plural: ClassVar[str] = "clusterstagedupdatestrategies"
     namespaced: ClassVar[bool] = False
@@ -642,6 +658,10 @@ class ClusterStagedUpdateStrategy(Resource):
 
 
 class StagedUpdateStrategy(Resource):
+    """The stages a StagedUpdateRun in the same namespace goes through: which clusters each stage takes,
+    in which order, how many at once, and the waits and approvals before and after each (KubeFleet's
+    StagedUpdateStrategy)."""
+
     kind_name: ClassVar[str] = "StagedUpdateStrategy"
     plural: ClassVar[str] = "stagedupdatestrategies"
     namespaced: ClassVar[bool] = True
@@ -789,6 +809,9 @@ _RUN_NAME_RULE = (cel("size(self.metadata.name) < 64", "metadata.name must be sh
 
 
 class ClusterStagedUpdateRun(Resource):
+    """Rolls one resource snapshot of a ClusterResourcePlacement out to its clusters, stage by stage, as
+    a ClusterStagedUpdateStrategy says (KubeFleet's ClusterStagedUpdateRun)."""
+
     kind_name: ClassVar[str] = "ClusterStagedUpdateRun"
     plural: ClassVar[str] = "clusterstagedupdateruns"
     namespaced: ClassVar[bool] = False
@@ -804,6 +827,9 @@ class ClusterStagedUpdateRun(Resource):
 
 
 class StagedUpdateRun(Resource):
+    """Rolls one resource snapshot of a ResourcePlacement out to its clusters, stage by stage, as a
+    StagedUpdateStrategy says (KubeFleet's StagedUpdateRun)."""
+
     kind_name: ClassVar[str] = "StagedUpdateRun"
     plural: ClassVar[str] = "stagedupdateruns"
     namespaced: ClassVar[bool] = True
@@ -851,6 +877,9 @@ _APPROVAL_COLUMNS = (
 
 
 class ClusterApprovalRequest(Resource):
+    """Created by the controller when a stage of a ClusterStagedUpdateRun waits for approval; approve it
+    by setting its Approved condition to True (`fleetwave approve run` does)."""
+
     kind_name: ClassVar[str] = "ClusterApprovalRequest"
     plural: ClassVar[str] = "clusterapprovalrequests"
     namespaced: ClassVar[bool] = False
@@ -865,6 +894,9 @@ class ClusterApprovalRequest(Resource):
 
 
 class ApprovalRequest(Resource):
+    """Created by the controller when a stage of a StagedUpdateRun waits for approval; approve it by
+    setting its Approved condition to True (`fleetwave approve run` does)."""
+
     kind_name: ClassVar[str] = "ApprovalRequest"
     plural: ClassVar[str] = "approvalrequests"
     namespaced: ClassVar[bool] = True

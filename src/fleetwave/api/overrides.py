@@ -70,12 +70,10 @@ class JSONPatchOverride(Model):
     path: str = Field(max_length=MAX_PATH)
     """JSON pointer (RFC 6901) to the field to change, such as `/spec/replicas`. It cannot point into
     kind, apiVersion, status, or metadata other than labels and annotations."""
-    # No docstring: test_api_crds expects this any-JSON node to be exactly
-    # {"x-kubernetes-preserve-unknown-fields": true}. Meant as its description once the test allows one:
-    # "The value to add or replace with: any JSON value. In its strings, `${MEMBER-CLUSTER-NAME}` becomes
-    # the cluster's name and `${MEMBER-CLUSTER-LABEL-KEY-<key>}` the value of the cluster's label `<key>`.
-    # Must be left out with remove."
     value: JSONValue = None
+    """The value to add or replace with: any JSON value. In its strings, `${MEMBER-CLUSTER-NAME}`
+    becomes the cluster's name and `${MEMBER-CLUSTER-LABEL-KEY-<key>}` the value of the cluster's label
+    `<key>`. Must be left out with remove."""
 
     @model_validator(mode="after")
     def _check(self) -> JSONPatchOverride:
@@ -223,6 +221,9 @@ _CATEGORIES = ("fleet", "fleet-placement")
 
 
 class ClusterResourceOverride(Resource):
+    """Changes cluster-scoped resources a placement carries, per member cluster: JSON patches applied on
+    the clusters its rules select (KubeFleet's ClusterResourceOverride)."""
+
     kind_name: ClassVar[str] = "ClusterResourceOverride"
     short_names: ClassVar[tuple[str, ...]] = ("cro",)  # fleetwave.io only: upstream has none
     plural: ClassVar[str] = "clusterresourceoverrides"
@@ -241,6 +242,9 @@ class ClusterResourceOverride(Resource):
 
 
 class ResourceOverride(Resource):
+    """Changes namespaced resources of its namespace that a placement carries, per member cluster: JSON
+    patches applied on the clusters its rules select (KubeFleet's ResourceOverride)."""
+
     kind_name: ClassVar[str] = "ResourceOverride"
     short_names: ClassVar[tuple[str, ...]] = ("ro",)  # fleetwave.io only: upstream has none
     plural: ClassVar[str] = "resourceoverrides"
@@ -276,6 +280,9 @@ class ResourceOverrideSnapshotSpec(Model):
 
 
 class ClusterResourceOverrideSnapshot(Resource):
+    """Set by the controller: an immutable copy of a ClusterResourceOverride at one revision, so a run
+    applies the overrides it started with."""
+
     kind_name: ClassVar[str] = "ClusterResourceOverrideSnapshot"
     short_names: ClassVar[tuple[str, ...]] = ("cros",)  # fleetwave.io only: upstream has none
     plural: ClassVar[str] = "clusterresourceoverridesnapshots"
@@ -290,6 +297,9 @@ class ClusterResourceOverrideSnapshot(Resource):
 
 
 class ResourceOverrideSnapshot(Resource):
+    """Set by the controller: an immutable copy of a ResourceOverride at one revision, so a run applies
+    the overrides it started with."""
+
     kind_name: ClassVar[str] = "ResourceOverrideSnapshot"
     short_names: ClassVar[tuple[str, ...]] = ("ros",)  # fleetwave.io only: upstream has none
     plural: ClassVar[str] = "resourceoverridesnapshots"

@@ -530,6 +530,9 @@ class ClusterProfileStatus(StatusModel):
 
 
 class ClusterProfile(Resource):
+    """Deploys Helm charts, Kubernetes manifests and Kustomize output to every member cluster its
+    selector matches, and keeps them there (Sveltos' ClusterProfile)."""
+
     kind_name: ClassVar[str] = "ClusterProfile"
     plural: ClassVar[str] = "clusterprofiles"
     namespaced: ClassVar[bool] = False
@@ -733,6 +736,10 @@ class ClusterPromotionStatus(StatusModel):
 
 
 class ClusterPromotion(Resource):
+    """Rolls one profile out through an ordered list of stages of member clusters: each stage is
+    deployed and verified before the next starts, behind gates such as delays, health checks, time
+    windows and manual approvals (Sveltos' ClusterPromotion)."""
+
     kind_name: ClassVar[str] = "ClusterPromotion"
     plural: ClassVar[str] = "clusterpromotions"
     namespaced: ClassVar[bool] = False
@@ -843,6 +850,9 @@ class ClusterSummaryStatus(StatusModel):
 
 
 class ClusterSummary(Resource):
+    """Set by the controller: what one profile deployed to one member cluster, and how each part of it
+    went. One per profile and cluster, in the cluster's namespace; not written by users."""
+
     kind_name: ClassVar[str] = "ClusterSummary"
     plural: ClassVar[str] = "clustersummaries"
     namespaced: ClassVar[bool] = True
