@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,11 +16,12 @@ from typer.testing import CliRunner
 
 from fleetwave.api import crds
 from fleetwave.api.codec import ManifestError
+from fleetwave.api.models import KINDS
 from fleetwave.cli import app
 from fleetwave.delivery import sessions
 from fleetwave.delivery.target import MemberTarget
 from fleetwave.kube import kinds, sync_ops
-from fleetwave.local import fleet
+from fleetwave.local import binaries, fleet
 from fleetwave.mgmt import install, manifests, registration
 
 UPSTREAM_PROMOTION = """
@@ -64,6 +66,26 @@ def installed(management: Client) -> Iterator[list[str]]:
 def test_install_establishes_every_crd_the_types_generate(installed: list[str]) -> None:
     assert sorted(installed) == sorted(c["metadata"]["name"] for c in crds.all_crds())
     assert "clusterpromotions.fleetwave.io" in installed
+
+
+def test_kubectl_explain_teaches_the_api_from_the_installed_crds(
+    installed: list[str], local_fleet: fleet.FleetState, bins: binaries.Binaries
+) -> None:
+    kubeconfig = local_fleet.cluster(fleet.MANAGEMENT).kubeconfig
+    argv = [
+        bins.path("kubectl"),
+        "--kubeconfig",
+        kubeconfig,
+        "explain",
+        "clusterpromotion.spec.stages.trigger",
+    ]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=True)
+    said = " ".join(done.stdout.split())
+    crd = crds.crd_for(KINDS["ClusterPromotion"])["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    trigger = crd["properties"]["spec"]["properties"]["stages"]["items"]["properties"]["trigger"]
+    for text in (trigger["description"], trigger["properties"]["auto"]["description"]):
+        assert " ".join(text.split()) in said
+    assert "<empty>" not in said
 
 
 def test_apply_maps_an_upstream_sveltos_promotion_to_the_native_kind(
