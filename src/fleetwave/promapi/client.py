@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from types import TracebackType
 
-import httpx
+import httpx2
 
 from fleetwave.promapi import guards
 from fleetwave.promapi.results import QueryFailed, read_capped, value_of
@@ -51,11 +51,11 @@ class Session:
         self._max_bytes = max_bytes
         self._clock = clock
         self._addresses: list[str] | None = None
-        self._http = httpx.Client(
+        self._http = httpx2.Client(
             trust_env=False,
             follow_redirects=False,
             verify=_tls(),
-            limits=httpx.Limits(max_connections=1, max_keepalive_connections=1),
+            limits=httpx2.Limits(max_connections=1, max_keepalive_connections=1),
         )
 
     def __enter__(self) -> Session:
@@ -88,11 +88,11 @@ class Session:
                 break
             try:
                 return self._get(address, text, left, deadline)
-            except (httpx.ConnectError, httpx.ConnectTimeout) as e:  # the next address may answer
+            except (httpx2.ConnectError, httpx2.ConnectTimeout) as e:  # the next address may answer
                 failure = f"cannot connect to {self.target.display}: {_reason(e)}"
-            except httpx.TimeoutException:
+            except httpx2.TimeoutException:
                 raise QueryFailed(f"no answer from {self.target.display} within {budget:g}s") from None
-            except httpx.HTTPError as e:
+            except httpx2.HTTPError as e:
                 raise QueryFailed(f"{self.target.display}: {type(e).__name__}: {_reason(e)}") from None
         raise QueryFailed(failure or f"no answer from {self.target.display} within {budget:g}s")
 
@@ -111,7 +111,7 @@ class Session:
             self.target.url_to(address),
             params={"query": text},
             headers=headers,
-            timeout=httpx.Timeout(left),
+            timeout=httpx2.Timeout(left),
             extensions=extensions,
         ) as response:
             declared = response.headers.get("content-length", "")

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-import httpx
+import httpx2
 
 from fleetwave.api import yamlsafe
 from fleetwave.runtime import webhook
@@ -59,7 +59,7 @@ MAX_URL = 2048
 MAX_HEADERS = 16
 _HEADER_NAME = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,64}$")
 _SECONDS = 5.0
-_TIMEOUT = httpx.Timeout(_SECONDS)
+_TIMEOUT = httpx2.Timeout(_SECONDS)
 _RETRIES = 3
 # A handful of headers: nothing that needs the default budget's megabytes.
 _HEADERS_BUDGET = yamlsafe.Budget(max_bytes=64 * 1024, max_depth=4, max_nodes=1000)
@@ -199,7 +199,7 @@ class Notifier:
         *,
         source: str = "fleetwave",
         max_pending: int = 1000,
-        transport: httpx.AsyncBaseTransport | None = None,
+        transport: httpx2.AsyncBaseTransport | None = None,
     ) -> None:
         self._sink = sink
         self.source = source
@@ -264,7 +264,7 @@ class Notifier:
         content = json.dumps(payload).encode()
         problem = ""
         # A client per notification: it connects to the address checked for this one.
-        async with httpx.AsyncClient(
+        async with httpx2.AsyncClient(
             timeout=_TIMEOUT, transport=self._transport, follow_redirects=False
         ) as http:
             for attempt in range(_RETRIES):
@@ -273,7 +273,7 @@ class Notifier:
                 url = target.url_to(addresses[attempt % len(addresses)])
                 try:
                     response = await http.post(url, content=content, headers=headers, extensions=extensions)
-                except httpx.HTTPError as e:
+                except httpx2.HTTPError as e:
                     problem = type(e).__name__
                     continue
                 if response.status_code < 300:

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-import httpx
+import httpx2
 
 from fleetwave.promapi import guards
 
@@ -159,7 +159,7 @@ class Request:
     retries: int
 
 
-async def call(request: Request, *, transport: httpx.AsyncBaseTransport | None = None) -> Answer:
+async def call(request: Request, *, transport: httpx2.AsyncBaseTransport | None = None) -> Answer:
     """One webhook call with its retries; never raises for what the far end does."""
     try:
         target = endpoint(request.url)
@@ -167,8 +167,8 @@ async def call(request: Request, *, transport: httpx.AsyncBaseTransport | None =
     except Refused as e:
         return Answer(problem=f"refused: {e}")
     problem = ""
-    async with httpx.AsyncClient(
-        timeout=httpx.Timeout(request.timeout), follow_redirects=False, transport=transport
+    async with httpx2.AsyncClient(
+        timeout=httpx2.Timeout(request.timeout), follow_redirects=False, transport=transport
     ) as client:
         for attempt in range(request.retries + 1):
             if attempt:
@@ -184,7 +184,7 @@ async def call(request: Request, *, transport: httpx.AsyncBaseTransport | None =
     return Answer(problem=problem)
 
 
-async def _attempt(client: httpx.AsyncClient, request: Request, target: Endpoint, address: str) -> Answer:
+async def _attempt(client: httpx2.AsyncClient, request: Request, target: Endpoint, address: str) -> Answer:
     headers = {**request.headers, "Host": target.host_header, "Accept": "application/json"}
     content: bytes | None = None
     if request.method == "POST":
@@ -207,12 +207,12 @@ async def _attempt(client: httpx.AsyncClient, request: Request, target: Endpoint
                 await response.aclose()
     except TimeoutError:
         return Answer(problem=f"{target.display} did not answer within {request.timeout:g}s")
-    except httpx.HTTPError as e:
+    except httpx2.HTTPError as e:
         return Answer(problem=f"{target.display} could not be reached ({type(e).__name__})")
     return Answer(response.status_code, parse_body(raw, truncated))
 
 
-async def _read_capped(response: httpx.Response) -> tuple[bytes, bool]:
+async def _read_capped(response: httpx2.Response) -> tuple[bytes, bool]:
     chunks: list[bytes] = []
     size = 0
     async for chunk in response.aiter_bytes():
@@ -234,7 +234,7 @@ class WebhookCalls:
     """Remembers each call's verdict for its interval; bounds concurrent calls."""
 
     def __init__(
-        self, *, max_concurrent: int = MAX_CONCURRENT, transport: httpx.AsyncBaseTransport | None = None
+        self, *, max_concurrent: int = MAX_CONCURRENT, transport: httpx2.AsyncBaseTransport | None = None
     ) -> None:
         self._memo: collections.OrderedDict[tuple[str, ...], Memo] = collections.OrderedDict()
         self._limit = asyncio.Semaphore(max_concurrent)

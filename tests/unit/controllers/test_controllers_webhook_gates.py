@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import httpx
+import httpx2
 import pytest
 
 from fleetwave.api.webhooks import WebhookGate
@@ -71,7 +71,7 @@ CLUSTER_OWNER = wg.Owner("ClusterPromotion", "p", None, "h1")
 RUN_OWNER = wg.Owner("StagedUpdateRun", "r", "team-a", "h1")
 
 
-def _ctx(watched: frozenset[str] | None = None, transport: httpx.AsyncBaseTransport | None = None) -> Any:
+def _ctx(watched: frozenset[str] | None = None, transport: httpx2.AsyncBaseTransport | None = None) -> Any:
     cache = _Cache(
         {
             ("team-a", "headers"): _secret(**{"X-Api-Key": VALUE}),
@@ -142,13 +142,13 @@ def test_a_headers_secret_outside_the_trust_boundary_is_refused_naming_only_the_
 
 def test_a_verdict_stands_for_the_interval_then_the_webhook_is_called_again() -> None:
     answers = iter([503, 200])
-    seen: list[httpx.Request] = []
+    seen: list[httpx2.Request] = []
 
-    def answer(request: httpx.Request) -> httpx.Response:
+    def answer(request: httpx2.Request) -> httpx2.Response:
         seen.append(request)
-        return httpx.Response(next(answers))
+        return httpx2.Response(next(answers))
 
-    ctx = _ctx(transport=httpx.MockTransport(answer))
+    ctx = _ctx(transport=httpx2.MockTransport(answer))
     hook = _hook(retries=0, interval="30s")
 
     def verdicts(at: datetime) -> Any:
@@ -166,11 +166,11 @@ def test_a_verdict_stands_for_the_interval_then_the_webhook_is_called_again() ->
 def test_a_per_cluster_webhook_calls_each_cluster_and_names_the_failing_one() -> None:
     seen: list[str] = []
 
-    def answer(request: httpx.Request) -> httpx.Response:
+    def answer(request: httpx2.Request) -> httpx2.Response:
         seen.append(request.url.path)
-        return httpx.Response(500 if request.url.path.endswith("m2") else 200)
+        return httpx2.Response(500 if request.url.path.endswith("m2") else 200)
 
-    ctx = _ctx(transport=httpx.MockTransport(answer))
+    ctx = _ctx(transport=httpx2.MockTransport(answer))
     hook = WebhookGate.model_validate(
         {
             "name": "per",

@@ -8,7 +8,7 @@ import datetime as dt
 import json
 import logging
 
-import httpx
+import httpx2
 import pytest
 
 from fleetwave.promapi import guards
@@ -93,14 +93,14 @@ async def test_a_failing_sink_is_retried_then_counted_and_logged_without_its_pat
     caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr("fleetwave.runtime.notify.asyncio.sleep", _no_wait)
-    calls: list[httpx.Request] = []
+    calls: list[httpx2.Request] = []
 
-    def handler(request: httpx.Request) -> httpx.Response:
+    def handler(request: httpx2.Request) -> httpx2.Response:
         calls.append(request)
-        return httpx.Response(503 if len(calls) < 5 else 200)
+        return httpx2.Response(503 if len(calls) < 5 else 200)
 
     sink = notify.Sink(f"https://hooks.example.com/{TOKEN}", "json", {"Authorization": "Bearer x"})
-    notifier = notify.Notifier(lambda: sink, transport=httpx.MockTransport(handler))
+    notifier = notify.Notifier(lambda: sink, transport=httpx2.MockTransport(handler))
     with caplog.at_level(logging.WARNING, logger="fleetwave.runtime.notify"):
         notifier.notify(_waiting())
         notifier.notify(_waiting())
@@ -118,20 +118,20 @@ async def test_a_failing_sink_is_retried_then_counted_and_logged_without_its_pat
 
 
 async def test_a_refusing_sink_is_not_retried_and_no_sink_sends_nothing() -> None:
-    calls: list[httpx.Request] = []
+    calls: list[httpx2.Request] = []
 
-    def handler(request: httpx.Request) -> httpx.Response:
+    def handler(request: httpx2.Request) -> httpx2.Response:
         calls.append(request)
-        return httpx.Response(400)
+        return httpx2.Response(400)
 
     refusing = notify.Notifier(
-        lambda: notify.Sink("https://x.example/h"), transport=httpx.MockTransport(handler)
+        lambda: notify.Sink("https://x.example/h"), transport=httpx2.MockTransport(handler)
     )
     refusing.notify(_waiting())
     await refusing.flush()
     assert (len(calls), refusing.failed) == (1, 1)
     await refusing.close()
-    silent = notify.Notifier(lambda: None, transport=httpx.MockTransport(handler))
+    silent = notify.Notifier(lambda: None, transport=httpx2.MockTransport(handler))
     silent.notify(_waiting())
     await silent.flush()
     assert (len(calls), silent.sent, silent.failed) == (1, 0, 0)

@@ -10,7 +10,7 @@ import base64
 import sys
 from collections.abc import Callable, Sequence
 
-import httpx
+import httpx2
 import pytest
 
 from fleetwave.api.sveltos import HelmChart
@@ -190,14 +190,14 @@ async def test_a_notification_to_a_name_resolving_to_metadata_is_never_sent(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     _resolving_to(monkeypatch, "169.254.169.254")
-    calls: list[httpx.Request] = []
+    calls: list[httpx2.Request] = []
 
-    def record(request: httpx.Request) -> httpx.Response:
+    def record(request: httpx2.Request) -> httpx2.Response:
         calls.append(request)
-        return httpx.Response(200)
+        return httpx2.Response(200)
 
     sink = notify.Sink("https://hooks.example/services/T0SECRET")
-    notifier = notify.Notifier(lambda: sink, transport=httpx.MockTransport(record))
+    notifier = notify.Notifier(lambda: sink, transport=httpx2.MockTransport(record))
     notifier.notify(notify.Notification("Failed", "ClusterPromotion", "p", None, "r", "m", _now()))
     await notifier.flush()
     await notifier.close()
@@ -210,8 +210,8 @@ async def test_a_webhook_to_a_name_resolving_to_metadata_is_never_called(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     _resolving_to(monkeypatch, "192.0.2.10", "::ffff:a9fe:a9fe")
-    calls: list[httpx.Request] = []
-    transport = httpx.MockTransport(lambda r: calls.append(r) or httpx.Response(200))
+    calls: list[httpx2.Request] = []
+    transport = httpx2.MockTransport(lambda r: calls.append(r) or httpx2.Response(200))
     request = webhook.Request("https://gate.example/h", "GET", {}, {}, timeout=2.0, retries=0)
     answer = await webhook.call(request, transport=transport)
     assert calls == []

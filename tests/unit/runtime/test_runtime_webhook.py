@@ -6,7 +6,7 @@ import asyncio
 import json
 from collections.abc import Callable
 
-import httpx
+import httpx2
 import pytest
 
 from fleetwave.health import webhook_condition
@@ -94,19 +94,19 @@ def _request(url: str, **kw: object) -> w.Request:
 
 
 def _transport(
-    handler: Callable[[httpx.Request], httpx.Response],
-) -> tuple[httpx.MockTransport, list[httpx.Request]]:
-    seen: list[httpx.Request] = []
+    handler: Callable[[httpx2.Request], httpx2.Response],
+) -> tuple[httpx2.MockTransport, list[httpx2.Request]]:
+    seen: list[httpx2.Request] = []
 
-    def record(request: httpx.Request) -> httpx.Response:
+    def record(request: httpx2.Request) -> httpx2.Response:
         seen.append(request)
         return handler(request)
 
-    return httpx.MockTransport(record), seen
+    return httpx2.MockTransport(record), seen
 
 
 def test_5xx_is_retried_then_the_answer_is_read_and_the_post_carries_headers_and_payload() -> None:
-    answers = iter([httpx.Response(503), httpx.Response(200, json={"ready": True})])
+    answers = iter([httpx2.Response(503), httpx2.Response(200, json={"ready": True})])
     transport, seen = _transport(lambda _r: next(answers))
     answer = asyncio.run(w.call(_request("http://127.0.0.1:9/hook?x=1"), transport=transport))
     assert answer == w.Answer(200, {"ready": True})
@@ -118,29 +118,29 @@ def test_5xx_is_retried_then_the_answer_is_read_and_the_post_carries_headers_and
 
 
 def test_a_4xx_is_not_retried_and_retries_stop_at_their_bound() -> None:
-    transport, seen = _transport(lambda _r: httpx.Response(404))
+    transport, seen = _transport(lambda _r: httpx2.Response(404))
     assert asyncio.run(w.call(_request("http://127.0.0.1:9/"), transport=transport)).status == 404
     assert len(seen) == 1
-    transport, seen = _transport(lambda _r: httpx.Response(500))
+    transport, seen = _transport(lambda _r: httpx2.Response(500))
     assert asyncio.run(w.call(_request("http://127.0.0.1:9/", retries=1), transport=transport)).status == 500
     assert len(seen) == 2
 
 
 def test_redirects_are_not_followed_and_large_answers_are_dropped() -> None:
     transport, seen = _transport(
-        lambda _r: httpx.Response(302, headers={"Location": "http://169.254.169.254/"})
+        lambda _r: httpx2.Response(302, headers={"Location": "http://169.254.169.254/"})
     )
     answer = asyncio.run(w.call(_request("http://127.0.0.1:9/"), transport=transport))
     assert answer.status == 302
     assert len(seen) == 1
     big = json.dumps({"pad": "x" * (w.MAX_BODY + 10)})
-    transport, _ = _transport(lambda _r: httpx.Response(200, text=big))
+    transport, _ = _transport(lambda _r: httpx2.Response(200, text=big))
     assert asyncio.run(w.call(_request("http://127.0.0.1:9/"), transport=transport)) == w.Answer(200, None)
 
 
 def test_an_unreachable_endpoint_is_a_problem_naming_it_without_its_query() -> None:
-    def refuse(request: httpx.Request) -> httpx.Response:
-        raise httpx.ConnectError("refused", request=request)
+    def refuse(request: httpx2.Request) -> httpx2.Response:
+        raise httpx2.ConnectError("refused", request=request)
 
     transport, seen = _transport(refuse)
     answer = asyncio.run(
@@ -154,17 +154,17 @@ def test_an_unreachable_endpoint_is_a_problem_naming_it_without_its_query() -> N
 
 
 def test_the_get_form_sends_no_body() -> None:
-    transport, seen = _transport(lambda _r: httpx.Response(200))
+    transport, seen = _transport(lambda _r: httpx2.Response(200))
     asyncio.run(w.call(_request("http://127.0.0.1:9/", method="GET"), transport=transport))
     assert seen[0].method == "GET"
     assert seen[0].content == b""
 
 
 def test_an_attempt_longer_than_the_timeout_is_a_problem_saying_so() -> None:
-    async def slow(request: httpx.Request) -> httpx.Response:
+    async def slow(request: httpx2.Request) -> httpx2.Response:
         await asyncio.sleep(2)
-        return httpx.Response(200)
+        return httpx2.Response(200)
 
     request = _request("http://127.0.0.1:9/slow", timeout=0.2, retries=0)
-    answer = asyncio.run(w.call(request, transport=httpx.MockTransport(slow)))
+    answer = asyncio.run(w.call(request, transport=httpx2.MockTransport(slow)))
     assert answer.problem == "http://127.0.0.1:9 did not answer within 0.2s"

@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
+import httpx2
 import pytest
 from aiohttp import web
 
@@ -65,8 +65,8 @@ async def served() -> AsyncIterator[Served]:
         await runner.cleanup()
 
 
-def _http() -> httpx.AsyncClient:
-    return httpx.AsyncClient(timeout=10, trust_env=False)
+def _http() -> httpx2.AsyncClient:
+    return httpx2.AsyncClient(timeout=10, trust_env=False)
 
 
 async def test_the_page_carries_its_token_and_a_strict_policy(served: Served) -> None:
@@ -160,7 +160,7 @@ async def test_malformed_approvals_are_refused(served: Served, body: Any) -> Non
     assert served.calls == []
 
 
-async def _events(response: httpx.Response) -> AsyncIterator[dict[str, Any]]:
+async def _events(response: httpx2.Response) -> AsyncIterator[dict[str, Any]]:
     event = ""
     async for line in response.aiter_lines():
         if line.startswith("event: "):
