@@ -41,7 +41,7 @@ from lightkube.types import PatchType
 from promotion_support import ControllerThread, deleted_after, settings, stage_phases, wait_for
 
 from fleetwave import __version__
-from fleetwave.api import models
+from fleetwave.api import crds, models
 from fleetwave.kube import client as kubeclient
 from fleetwave.kube import kinds
 from fleetwave.local import binaries, fleet
@@ -758,7 +758,7 @@ def test_upgrade_changes_the_controller_and_uninstall_leaves_only_the_crds(
     kubeconfig = hub.cluster(fleet.MANAGEMENT).kubeconfig
     before = _release_objects(bins, kubeconfig)
     assert "Deployment/fleetwave-controller" in before
-    assert "ValidatingAdmissionPolicy/fleetwave-membercluster-own-namespace-secret" in before
+    assert f"ValidatingAdmissionPolicy/{crds.MEMBER_SECRET_POLICY}" in before
     helm.upgrade("controller.logLevel=DEBUG", "metrics.service.enabled=false")
     args = hub_client.get(Deployment, CONTROLLER, namespace=NS).spec.template.spec.containers[0].args
     assert "--log-level=DEBUG" in args
@@ -767,9 +767,9 @@ def test_upgrade_changes_the_controller_and_uninstall_leaves_only_the_crds(
 
     helm.run("uninstall", RELEASE, "--namespace", NS, "--wait", "--timeout", "120s")
     left = _release_objects(bins, kubeconfig)
-    crds = [o for o in before if o.startswith("CustomResourceDefinition/")]
-    assert len(crds) == len(models.KINDS)  # every native kind's CRD, nothing else
-    assert left == crds, "uninstall left more than the CRDs (helm.sh/resource-policy: keep)"
+    kept = [o for o in before if o.startswith("CustomResourceDefinition/")]
+    assert len(kept) == len(models.KINDS)  # every native kind's CRD, nothing else
+    assert left == kept, "uninstall left more than the CRDs (helm.sh/resource-policy: keep)"
     # What the Deployment and the Service owned goes with them (the garbage collector).
     wait_for(
         lambda: not _release_objects(bins, kubeconfig, owned=True), timeout=90, what="owned objects gone"

@@ -77,10 +77,10 @@ async def _exercise(client: AsyncClient, management: Client, name: str, mk: str)
     assert f"to approve: fleetwave approve promotion {name} --stage staging" in _flat(table)
 
     unknown = await _cli("approve", "promotion", name, "--stage", "qa", "--kubeconfig", mk)
-    assert unknown.exit_code == 1
+    assert unknown.exit_code == 2  # bad input: the exit-code table of every command
     assert "stages: dev, staging, production" in _flat(unknown)
     automatic = await _cli("approve", "promotion", name, "--stage", "dev", "--kubeconfig", mk)
-    assert automatic.exit_code == 1
+    assert automatic.exit_code == 2
     assert "no manual trigger" in _flat(automatic)
     missing = await _cli("approve", "promotion", f"{name}-nope", "--stage", "staging", "--kubeconfig", mk)
     assert missing.exit_code == 1

@@ -120,7 +120,7 @@ def crd_for(kind: type[Resource]) -> dict[str, Any]:
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{kind.plural}.{GROUP}"},
+        "metadata": {"name": f"{kind.plural}.{GROUP}", "labels": {PART_OF: FLEETWAVE}},
         "spec": {
             "group": GROUP,
             "names": names,
@@ -155,6 +155,9 @@ _SVELTOS_CONFIG = upstream.SVELTOS_CONFIG_KINDS
 # else (a real Sveltos' or KubeFleet's CRD) is ever taken over. ADR 0062.
 MANAGED_BY = "app.kubernetes.io/managed-by"
 FLEETWAVE = "fleetwave"
+# On every CRD fleetwave writes, by `fleetwave install` or the chart: `kubectl delete crd -l
+# app.kubernetes.io/part-of=fleetwave` removes them all (and every object of their kinds).
+PART_OF = "app.kubernetes.io/part-of"
 
 # What upstream prints for its own kinds (printer columns, short names). Kinds not listed: Sveltos'
 # config kinds have neither; the KubeFleet placement kinds keep fleetwave's, which are upstream's.
@@ -324,7 +327,10 @@ def upstream_crd(family: Family, native_kind: str) -> dict[str, Any]:
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{served.plural}.{served.group}", "labels": {MANAGED_BY: FLEETWAVE}},
+        "metadata": {
+            "name": f"{served.plural}.{served.group}",
+            "labels": {MANAGED_BY: FLEETWAVE, PART_OF: FLEETWAVE},
+        },
         "spec": {
             "group": served.group,
             "names": names,

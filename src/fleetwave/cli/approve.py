@@ -9,6 +9,7 @@ import typer
 from rich.console import Console
 
 from fleetwave.cli.common import KubeconfigOption, fail, management_client
+from fleetwave.cli.exit_codes import EXIT_API, EXIT_FORBIDDEN, EXIT_USAGE
 from fleetwave.ux import approving
 
 console = Console()
@@ -16,7 +17,7 @@ app = typer.Typer(help="Approve stages that wait for a manual approval.", no_arg
 
 
 def _refused(e: approving.Refused) -> NoReturn:
-    fail(e.message, code=3 if e.forbidden else 1)
+    fail(e.message, code=EXIT_FORBIDDEN if e.forbidden else EXIT_USAGE if e.invalid else EXIT_API)
 
 
 @app.command("promotion")

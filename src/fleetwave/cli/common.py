@@ -27,8 +27,8 @@ KubeconfigOption = Annotated[
     Path | None,
     typer.Option(
         "--kubeconfig",
-        help="Management cluster kubeconfig (default: $KUBECONFIG, else the running local fleet, "
-        "else ~/.kube/config).",
+        help="Management cluster kubeconfig (default: $KUBECONFIG, else ~/.kube/config, else the "
+        "running local fleet).",
     ),
 ]
 

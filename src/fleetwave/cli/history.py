@@ -68,7 +68,7 @@ def _read(
 def _notable(events: list[dict[str, Any]], limit: int) -> list[dict[str, Any]]:
     kept = [e for e in events if e.get("reason") in _WORTH]
     kept.sort(key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime") or ""))
-    return kept[-limit:]
+    return kept[-limit:] if limit > 0 else []
 
 
 @app.command("promotion")

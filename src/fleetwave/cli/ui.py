@@ -21,7 +21,12 @@ def ui(
     address: Annotated[
         str, typer.Option("--address", help="Address to listen on. Keep it loopback: the page acts as you.")
     ] = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port", min=0, max=65535, help="Port (0: any free one).")] = 8080,
+    port: Annotated[
+        int,
+        typer.Option(
+            "--port", min=0, max=65535, help="Port (0: any free one; the controller's /metrics takes 8080)."
+        ),
+    ] = 8090,
 ) -> None:
     """Serve a live web view of every rollout (pipelines, clusters, gates, approvals) on loopback.
 

@@ -129,7 +129,7 @@ def build(
     lease_client: AsyncClient | None = None,
 ) -> Manager:
     """The manager with every informer and controller. `watch_client`: a client of the same
-    credentials for the informers' lists and long-lived watches alone (ADR 0068, stop 29): in the
+    credentials for the informers' lists and long-lived watches alone (ADR 0068, addendum bf5b632): in the
     request client's pool, every request walked every watch's connection and probed the idle ones.
     `lease_client`: one for leader election and shard leases alone (their renewals never wait
     behind the controller's requests)."""

@@ -36,16 +36,6 @@ PINNED_HASH_ANNOTATION = "fleetwave.io/pinned-content-hash"
 # they are not (yet) admitted at the pinned one: a new revision or a rollback reaches them batch by
 # batch, never by withdrawing what they run first (ADR 0078).
 HOLD_ANNOTATION = "fleetwave.io/hold-clusters"
-# Engine events that are worth a Warning rather than a Normal event.
-WARNING_REASONS = frozenset(
-    {
-        "ClusterFailed",
-        "ProgressDeadlineExceeded",
-        "FailureBudgetExceeded",
-        "RollingBack",
-        "RollbackImpossible",
-    }
-)
 # What makes a spec invalid (reported in status, not retried: an edit wakes the controller).
 INVALID = (codec.ManifestError, content.ContentError, translate.TranslateError)
 
@@ -169,7 +159,7 @@ def annotations_hold(current: Mapping[str, Any], wanted: Mapping[str, str]) -> b
 
 
 async def emit(ctx: Context, obj: Any, event: fx.Event) -> None:
-    await ctx.event(obj, event.reason in WARNING_REASONS, event.reason, event.message)
+    await ctx.event(obj, event.warning, event.reason, event.message)
 
 
 def content_boundary(ctx: Context) -> content.Boundary:

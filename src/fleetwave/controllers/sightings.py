@@ -1,5 +1,5 @@
 """What a readiness judgement last saw of its objects, so its next run need not read them again
-(ADR 0068, stop 29).
+(ADR 0068, addendum bf5b632).
 
 A judgement that is not yet ready is woken by the member watch when one of its objects turns ready;
 it used to read every object again, a round trip on the critical path of each stage. Here it keeps

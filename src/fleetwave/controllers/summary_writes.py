@@ -64,7 +64,7 @@ WRITE_AHEAD_MAX = SUMMARY_WRITES  # a stage's clusters a promotion's pass writes
 async def write_ahead(ctx: Context, owner: Any, resolved: content.Resolved, clusters: Iterable[str]) -> bool:
     """Write the summaries a promotion's stage profile has just been given clusters for, from the
     promotion's own pass: the profile's pass writes the same ones a watch event and a queue turn
-    later, on the stage's critical path (ADR 0068, stop 32). Only what that pass is sure to write —
+    later, on the stage's critical path (ADR 0068, addendum 58d1d17). Only what that pass is sure to write —
     a valid profile without dependsOn, clusters it selects and the engine may start — and the same
     body, so its own pass finds them written; and only while the stage has at most WRITE_AHEAD_MAX
     clusters (`clusters`: all it started, those written before are skipped by their cached hash): a

@@ -55,10 +55,30 @@ class RemovePreHealthCheck:
     name: str
 
 
+# The Event reasons that mean something went wrong (Warning Events; the rest are Normal), the same
+# for promotions, profiles and staged update runs (docs/troubleshooting.md lists them).
+WARNING_REASONS = frozenset(
+    {
+        "ClusterFailed",
+        "ProgressDeadlineExceeded",
+        "ClusterLeft",
+        "FailureBudgetExceeded",
+        "AnalysisFailed",
+        "RollingBack",
+        "RolledBack",
+        "RollbackImpossible",
+    }
+)
+
+
 @dataclass(frozen=True, slots=True)
 class Event:
     reason: str
     message: str
+
+    @property
+    def warning(self) -> bool:
+        return self.reason in WARNING_REASONS
 
 
 Effect = (

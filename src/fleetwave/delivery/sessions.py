@@ -50,7 +50,8 @@ class SessionPool:
         entry = self._entries.get(key)
         if entry is None:
             # HTTP/1.1: the member watches stream on this client too, and over one HTTP/2
-            # connection a delivery stalled behind a busy watch for minutes (bench_gates, stop 30).
+            # connection a delivery stalled behind a busy watch for minutes (bench_gates; ADR 0068,
+            # addendum bc82adb).
             entry = Entry(key, kubeclient.async_client(config()))
             self._entries[key] = entry
             self.created += 1

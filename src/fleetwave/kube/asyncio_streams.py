@@ -2,7 +2,7 @@
 
 On asyncio, httpcore reads and writes through anyio, and anyio does TLS itself, in Python: an
 `ssl.SSLObject` over memory buffers, a Python-level loop around every TLS record. At 100 member
-registrations anyio and ssl were a third of the controller's CPU (ADR 0068, stop 30). An asyncio
+registrations anyio and ssl were a third of the controller's CPU (ADR 0068, addendum bc82adb). An asyncio
 transport does TLS inside the event loop — in C under uvloop, which the controller runs on (ADR
 0093) — and hands the stream whole reads. httpcore documents its network backend as pluggable;
 this is one, with httpcore's exceptions, timeouts and idle-connection probe kept.

@@ -46,19 +46,19 @@ FIELD_MANAGER = "fleetwave"
 _TIMEOUT = httpx2.Timeout(30.0, connect=10.0)
 # An idle connection is kept this long (httpx's default is 5 s), as long as the session pool keeps a
 # member's client (`delivery.sessions.IDLE_SECONDS`): a member delivered to, probed or judged every
-# few seconds no longer pays a TCP and TLS handshake, on both sides, each time (ADR 0068, stop 29).
+# few seconds no longer pays a TCP and TLS handshake, on both sides, each time (ADR 0068, addendum bf5b632).
 KEEPALIVE_SECONDS = 60.0
 # Requests in flight at once per client, one HTTP/1.1 connection each, and every connection a burst
 # opened is kept for the next (httpx keeps 20: a burst of 40 status writes closed 20 connections and
 # the next burst paid 20 handshakes). Not HTTP/2: its one connection serialises every request
 # through locks whose every hand-over costs an event-loop turn, and under a busy loop (1,000
-# clusters) that capped the controller at ~one request per turn (ADR 0068, stop 37).
+# clusters) that capped the controller at ~one request per turn (ADR 0068, addendum 7cdf8b3).
 CONNECTIONS = 100
 _LIMITS = httpx2.Limits(
     max_connections=CONNECTIONS, max_keepalive_connections=CONNECTIONS, keepalive_expiry=KEEPALIVE_SECONDS
 )
 # Of those, requests in the bulk lane (`lanes.bulk()`: per-cluster work) in flight at once; the rest
-# are kept for a rollout's own decisions, which then wait behind at most these (ADR 0068, stop 38).
+# are kept for a rollout's own decisions, which then wait behind at most these (ADR 0068, addendum 929c24d).
 BULK_SLOTS = 32
 
 http = internals.http

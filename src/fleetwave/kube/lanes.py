@@ -6,7 +6,7 @@ with how many are in flight. A controller makes most of its requests in bulk —
 cluster of every rollout — and few that decide for many clusters at once: a promotion opening a stage
 when its gate opens. Requests made inside `bulk()` wait for one of the client's bulk slots; others
 go straight to the connection pool, so under load a decision waits behind at most the bounded bulk
-lane instead of behind every bulk request issued (ADR 0068, stop 38).
+lane instead of behind every bulk request issued (ADR 0068, addendum 929c24d).
 """
 
 from __future__ import annotations

@@ -30,8 +30,10 @@ Where each rule comes from:
 - in the controller's own namespace only (a Role): the leader-election Lease, or with `--shards`
   the shard Leases and replica heartbeats (`create`, `get`, `list`, `update`, `patch`, `delete`:
   their names depend on the shard count and the replica), and content snapshots, which are
-  immutable and content-addressed, so `create` is all: ConfigMaps, and Secrets for content that
-  came from Secrets. No `update`, `patch` or `delete` of any Secret, anywhere.
+  immutable and content-addressed, so they are created and never changed: ConfigMaps (`create`,
+  and `delete` when no rollout names a snapshot any more, ADR 0084), and Secrets for content that
+  came from Secrets (`create` only: each is owned by an anchor ConfigMap, whose deletion the
+  garbage collector follows). No `update`, `patch` or `delete` of any Secret, anywhere.
 """
 
 from __future__ import annotations

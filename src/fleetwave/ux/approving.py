@@ -24,11 +24,14 @@ FORBIDDEN = 403
 class Refused(Exception):
     """The approval was not given; `forbidden` when the API server refused the caller the right."""
 
-    def __init__(self, message: str, *, forbidden: bool = False, missing: bool = False) -> None:
+    def __init__(
+        self, message: str, *, forbidden: bool = False, missing: bool = False, invalid: bool = False
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.forbidden = forbidden
         self.missing = missing
+        self.invalid = invalid  # the request names no stage that can be approved: bad input
 
 
 def not_allowed(needs: str) -> str:
@@ -52,7 +55,7 @@ def approve_promotion(client: Client, name: str, stage: str) -> str:
             return f"clusterpromotion/{name} stage {stage} is already approved"
         sync_ops.json_patch(client, found.resource, name, approval.approval_patch(current, stage))
     except approval.ApprovalError as e:
-        raise Refused(str(e)) from None
+        raise Refused(str(e), invalid=True) from None
     except ops.ApiError as e:
         if ops.is_not_found(e):
             raise Refused(f"ClusterPromotion {name} not found", missing=True) from None

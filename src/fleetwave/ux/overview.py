@@ -13,7 +13,7 @@ from typing import Any
 
 Obj = Mapping[str, Any]
 MAX_MESSAGE = 200  # one line each: long condition messages are cut (the rollout's own status has all)
-ATTENTION = ("Failed", "RollingBack", "Stuck", "Waiting", "Paused", "Stopped")
+ATTENTION = ("Failed", "Invalid", "RollingBack", "Stuck", "Waiting", "Paused", "Stopped")
 
 
 def _cond(status: Obj, type_: str) -> Obj:
@@ -38,8 +38,10 @@ def _current_stage(record: Obj) -> str:
 def promotion_row(obj: Obj) -> dict[str, Any]:
     status = obj.get("status") or {}
     record = status.get("rollout") or {}
-    progressing = _cond(status, "Progressing")
+    progressing, ready = _cond(status, "Progressing"), _cond(status, "Ready")
     phase = str(record.get("phase") or ("Pending" if not record else "Unknown"))
+    if ready.get("status") == "False" and ready.get("reason") == "InvalidSpec":  # it cannot start
+        phase, progressing = "Invalid", ready
     return {
         "kind": str(obj.get("kind") or "ClusterPromotion"),
         "apiVersion": str(obj.get("apiVersion") or ""),

@@ -18,7 +18,7 @@ from fleetwave.core import timestamps
 # imported so the CLI's view does not pull the controller package in.
 PROFILE_LABEL = "fleetwave.io/cluster-profile"
 CLUSTER_LABEL = "fleetwave.io/cluster"
-TERMINAL = ("Succeeded", "Failed")
+TERMINAL = ("Succeeded", "Failed", "RolledBack")
 
 
 parse_time = timestamps.parse_optional
@@ -165,7 +165,8 @@ def promotion_view(
 
 
 def is_finished(view: Mapping[str, Any]) -> bool:
-    """The controller has seen the latest spec and the rollout of it succeeded or failed."""
+    """The controller has seen the latest spec and the rollout of it succeeded, failed or was rolled
+    back."""
     current = view.get("observedGeneration") == view.get("generation")
     return bool(current and view.get("phase") in TERMINAL)
 

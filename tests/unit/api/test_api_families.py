@@ -53,7 +53,7 @@ def test_upstream_crds_use_upstream_names_scope_and_columns_and_are_marked_as_fl
         assert "shortNames" not in names  # as upstream: none
         assert names["categories"] == ["fleet", "fleet-placement"]
     for crd in made.values():
-        assert crd["metadata"]["labels"] == {crds.MANAGED_BY: crds.FLEETWAVE}
+        assert crd["metadata"]["labels"] == {crds.MANAGED_BY: crds.FLEETWAVE, crds.PART_OF: crds.FLEETWAVE}
     for crd in sveltos.values():
         assert "shortNames" not in crd["spec"]["names"]  # fleetwave's short names stay on its own group
         assert [v["name"] for v in crd["spec"]["versions"]] == ["v1beta1"]

@@ -1,5 +1,5 @@
 """A readiness judgement judges again on what it saw and what the member watch delivered since,
-while that is fresh, instead of reading every object again (ADR 0068, stop 29)."""
+while that is fresh, instead of reading every object again (ADR 0068, addendum bf5b632)."""
 
 from __future__ import annotations
 

@@ -85,3 +85,13 @@ def test_runs_read_their_conditions_and_attention_comes_first() -> None:
     ]
     assert len(rows[1]["waitingFor"]) == overview.MAX_MESSAGE
     assert rows[1]["waitingFor"].endswith("…")
+
+
+def test_an_invalid_promotion_says_so_and_why_first() -> None:
+    ready = {"type": "Ready", "status": "False", "reason": "InvalidSpec", "message": "stages[0].name: empty"}
+    invalid = {"kind": "ClusterPromotion", "metadata": {"name": "bad"}, "status": {"conditions": [ready]}}
+    rows = overview.rows([_promotion("new", None), invalid], [])
+    assert [(r["name"], r["phase"], r["waitingFor"]) for r in rows] == [
+        ("bad", "Invalid", "stages[0].name: empty"),
+        ("new", "Pending", ""),
+    ]

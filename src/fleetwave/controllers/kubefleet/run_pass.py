@@ -31,18 +31,6 @@ from fleetwave.core import status as st
 from fleetwave.core import timestamps as ts
 from fleetwave.kube.status import StatusWrite, Versioned, write_versioned
 
-WARNINGS = frozenset(
-    {
-        "ClusterFailed",
-        "ProgressDeadlineExceeded",
-        "ClusterLeft",
-        "FailureBudgetExceeded",
-        "RollingBack",
-        "RolledBack",
-        "RollbackImpossible",
-    }
-)
-
 
 @dataclass(frozen=True, slots=True)
 class Setting:
@@ -161,7 +149,7 @@ async def publish(
     if before is not None:
         await before()
     for event in events:
-        await ctx.event(where.obj, event.reason in WARNINGS, event.reason, event.message)
+        await ctx.event(where.obj, event.warning, event.reason, event.message)
     old, new = _progressing(current.status), _progressing(body)
     if new.get("reason") == "UpdateRunStuck" and old.get("reason") != "UpdateRunStuck":
         await ctx.event(where.obj, True, "UpdateRunStuck", str(new.get("message", "")))
