@@ -137,6 +137,7 @@ def register(
     """Write the Secret and the MemberCluster, the upstream member objects where the cluster serves
     their groups (`upstream_members`), then probe; KubeconfigRefused before writing anything."""
     kubeclient.member_config(kubeconfig, allow_insecure=allow_insecure)
+    _require_served(client, name, namespace)
     sync_ops.apply(client, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
     sync_ops.apply(client, _secret(name, namespace, kubeconfig))
     annotations = {ALLOW_INSECURE_ANNOTATION: "true"} if allow_insecure else {}
@@ -154,6 +155,17 @@ def register(
     result = probe(kubeconfig, allow_insecure=allow_insecure)
     write_status(client, name=name, namespace=namespace, result=result)
     return Registered(result, tuple(written))
+
+
+def _require_served(client: kubeclient.Client, name: str, namespace: str) -> None:
+    """Nothing is written (least of all a kubeconfig Secret) to a cluster that does not serve
+    MemberClusters: the wrong kubeconfig, or fleetwave not installed there. The API server's 404
+    for the resource type is raised; one for the object (not registered yet) is what we expect."""
+    try:
+        client.get(kinds.resource("MemberCluster"), name, namespace=namespace)
+    except ops.StatusError as e:
+        if not ops.is_not_found(e) or ops.is_unserved(e):
+            raise
 
 
 def _secret(name: str, namespace: str, kubeconfig: bytes) -> dict[str, Any]:

@@ -44,6 +44,13 @@ PROMOTION_RIGHTS = (
 )
 
 
+def _not_about_approving(error: ops.ApiError) -> bool:
+    """Credentials refused, throttling, a failing server: the same whatever was asked, so the
+    CLI's one-line explanation says it (with its exit code) better than "cannot approve"."""
+    code = ops.code_of(error)
+    return code in (401, 429) or code >= 500
+
+
 def approve_promotion(client: Client, name: str, stage: str) -> str:
     """Approve `stage` of ClusterPromotion `name`; returns what was done (also when already done)."""
     try:
@@ -57,6 +64,8 @@ def approve_promotion(client: Client, name: str, stage: str) -> str:
     except approval.ApprovalError as e:
         raise Refused(str(e), invalid=True) from None
     except ops.ApiError as e:
+        if _not_about_approving(e):
+            raise
         if ops.is_not_found(e):
             raise Refused(f"ClusterPromotion {name} not found", missing=True) from None
         if ops.code_of(e) == FORBIDDEN:
@@ -122,6 +131,8 @@ def approve_run(client: Client, name: str, namespace: str | None, stage: str) ->
             client, request_kind, request, namespace, reason=f"{run_kind}Approved", resource=resource
         )
     except ops.ApiError as e:
+        if _not_about_approving(e):
+            raise
         if ops.code_of(e) == FORBIDDEN:
             where = f"in namespace {namespace}" if namespaced else "(cluster-scoped)"
             needs = (
