@@ -54,7 +54,7 @@ def _state_dir(state_dir: Path | None) -> Path:
 @app.command()
 def up(
     members: Annotated[
-        int, typer.Option("--members", "-n", min=1, max=200, help="Number of member clusters.")
+        int, typer.Option("--members", "-m", min=1, max=200, help="Number of member clusters.")
     ] = 3,
     full_members: Annotated[
         int | None,
