@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import signal
 from pathlib import Path
@@ -31,6 +32,18 @@ def test_status_and_kubeconfig_describe_the_running_fleet(local_fleet: fleet.Fle
     unknown = runner.invoke(app, ["local", "kubeconfig", "nope", *state_dir])
     assert unknown.exit_code == 1
     assert "member-1" in unknown.output
+
+
+def test_local_status_prints_names_and_data_as_kubectl_does(local_fleet: fleet.FleetState) -> None:
+    runner = CliRunner()
+    state_dir = ["--state-dir", local_fleet.state_dir]
+    names = runner.invoke(app, ["local", "status", "-o", "name", *state_dir])
+    assert names.stdout.split() == [f"cluster/{c.name}" for c in local_fleet.clusters]
+    data = json.loads(runner.invoke(app, ["local", "status", "-o", "json", *state_dir]).stdout)
+    assert [(row["cluster"], row["ready"]) for row in data] == [(c.name, True) for c in local_fleet.clusters]
+    management = local_fleet.cluster(fleet.MANAGEMENT)
+    assert data[0]["kubeconfig"] == management.kubeconfig
+    assert management.token not in json.dumps(data)  # paths, never credentials
 
 
 def test_up_recovers_from_a_crashed_fleet_and_down_leaves_no_process(

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import datetime as dt
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
+from fleetwave.cli.output import ListOutput, ListOutputOption, emit
 from fleetwave.local import binaries, fleet
 from fleetwave.local import prometheus as local_prometheus
 
@@ -110,14 +111,40 @@ def down(state_dir: StateDir = None) -> None:
 
 
 @app.command()
-def status(state_dir: StateDir = None) -> None:
+def status(state_dir: StateDir = None, output: ListOutputOption = ListOutput.TABLE) -> None:
     """Show each cluster's health."""
     state = fleet.load(_state_dir(state_dir))
     if state is None:
         console.print("no local fleet is running (start one with: fleetwave local up)")
         raise typer.Exit(1)
-    if not _print_status(state):
+    if output in (ListOutput.TABLE, ListOutput.WIDE):
+        healthy = _print_status(state)
+    else:
+        rows = _status_rows(state)
+        if output == ListOutput.NAME:
+            typer.echo("\n".join(f"cluster/{row['cluster']}" for row in rows))
+        else:
+            emit(rows, output)
+        healthy = all(row["ready"] for row in rows)
+    if not healthy:
         raise typer.Exit(1)
+
+
+def _status_rows(state: fleet.FleetState) -> list[dict[str, Any]]:
+    """`-o json|yaml`: each cluster as data (kubeconfig paths, never tokens)."""
+    return [
+        {
+            "cluster": h.name,
+            "role": c.role,
+            "profile": c.profile,
+            "server": c.server,
+            "labels": dict(h.labels),
+            "processes": {"alive": h.processes_alive, "total": h.processes_total},
+            "ready": h.ready and h.processes_alive == h.processes_total,
+            "kubeconfig": c.kubeconfig,
+        }
+        for h, c in zip(fleet.health(state), state.clusters, strict=True)
+    ]
 
 
 @app.command()
