@@ -101,6 +101,14 @@ async def reconcile(ctx: Context, key: str) -> Result:
         # Deployed and healthy at this revision and generation: nothing to write, nothing to ask the
         # member (our own status write wakes us, and work must not grow with the fleet's size).
         return Result()
+    return await _deliver_and_report(ctx, key, obj, raw, wanted)
+
+
+async def _deliver_and_report(
+    ctx: Context, key: str, obj: Any, raw: Mapping[str, Any], wanted: str
+) -> Result:
+    """Deliver the content, then report how it went in status (and a Warning Event when it failed)."""
+    meta = raw["metadata"]
     outcome = await _deliver(ctx, raw)
     limit = ((raw.get("spec") or {}).get("clusterProfileSpec") or {}).get("maxConsecutiveFailures")
     status = ss.status_body(
@@ -506,48 +514,24 @@ async def _deliver_to(
     meta = raw["metadata"]
     inv = inventory(meta["namespace"], meta["name"])
     owner = owner_of(raw)
+    previous = raw.get("status") or {}
     objects = _objects(body, profile.tier)
-    drift: list[str] = []
-    if profile.sync_mode == "ContinuousWithDriftDetection" and objects:
-        found = await manifests.detect_drift(target, objects, inventory=inv, owner=owner)
-        drift = [f"{d.ref}: {d.reason}" for d in found]
+    drift = await _drift(target, profile, objects, inv, owner)
     resources, applied = await _resources(
-        target,
-        objects,
-        inv,
-        raw.get("status") or {},
-        dry_run,
-        _apply_policy(profile),
-        owner,
-        ctx.pruned,
-        ctx.known_versions,
+        target, objects, inv, previous, dry_run, _apply_policy(profile), owner, ctx.pruned, ctx.known_versions
     )
     # Releases installed before owners were profiles carry the summary's own key: still ours.
     ownership = Ownership(dc.inventory_key(owner), profile.tier, formerly=(dc.inventory_key(inv),))
-    releases = await _charts(
-        ctx,
-        target,
-        body.get("helmCharts") or [],
-        raw.get("status") or {},
-        dry_run,
-        profile.continue_on_error,
-        ownership,
-    )
-    features = [resources] if objects or resources.deployed else []
-    if any(p.get("feature") == ss.FEATURE_KUSTOMIZE for p in body.get("policies") or []):
-        # Kustomize output is applied with the other resources (one inventory, pruned together), so
-        # its feature reports that same apply.
-        features.append(ss.Feature(ss.FEATURE_KUSTOMIZE, resources.status, resources.hash, resources.message))
-    if body.get("helmCharts") or releases:
-        features.append(_helm_feature(releases, body))
-    outcome = ss.Outcome(wanted_hash, tuple(features), tuple(releases), dry_run=dry_run, drift=tuple(drift))
+    charts = body.get("helmCharts") or []
+    releases = await _charts(ctx, target, charts, previous, dry_run, profile.continue_on_error, ownership)
+    features = _features(body, objects, resources, releases)
+    outcome = ss.Outcome(wanted_hash, features, tuple(releases), dry_run=dry_run, drift=drift)
     if outcome.failed or dry_run:
         return outcome
-    key = f"{meta['namespace']}/{meta['name']}"
     # Judged on the objects as their applies returned them, unless charts were installed since
     # (that can take long enough for what the applies returned to be old news).
-    seen = applied if not body.get("helmCharts") else None
-    wake = ctx.wake("ClusterSummary", key)
+    seen = applied if not charts else None
+    wake = ctx.wake("ClusterSummary", f"{meta['namespace']}/{meta['name']}")
     health = await ctx.health.check(
         target,
         profile.validate_healths or [],
@@ -557,14 +541,34 @@ async def _deliver_to(
         delivered=True,
         owner=owner,
     )
-    return ss.Outcome(
-        wanted_hash,
-        tuple(features),
-        tuple(releases),
-        healthy=health.ok,
-        health_message=health.message,
-        drift=tuple(drift),
-    )
+    return dataclasses.replace(outcome, healthy=health.ok, health_message=health.message)
+
+
+async def _drift(
+    target: MemberTarget, profile: ClusterProfileSpec, objects: list[dict[str, Any]], inv: str, owner: str
+) -> tuple[str, ...]:
+    """How the cluster's objects differ from the content, when the profile asks to detect drift."""
+    if profile.sync_mode != "ContinuousWithDriftDetection" or not objects:
+        return ()
+    found = await manifests.detect_drift(target, objects, inventory=inv, owner=owner)
+    return tuple(f"{d.ref}: {d.reason}" for d in found)
+
+
+def _features(
+    body: Mapping[str, Any],
+    objects: list[dict[str, Any]],
+    resources: ss.Feature,
+    releases: list[ss.HelmRelease],
+) -> tuple[ss.Feature, ...]:
+    """What a delivery reports per feature: Resources, Kustomize and Helm, each where it has content."""
+    features = [resources] if objects or resources.deployed else []
+    if any(p.get("feature") == ss.FEATURE_KUSTOMIZE for p in body.get("policies") or []):
+        # Kustomize output is applied with the other resources (one inventory, pruned together), so
+        # its feature reports that same apply.
+        features.append(ss.Feature(ss.FEATURE_KUSTOMIZE, resources.status, resources.hash, resources.message))
+    if body.get("helmCharts") or releases:
+        features.append(_helm_feature(releases, body))
+    return tuple(features)
 
 
 async def _resources(

@@ -90,59 +90,19 @@ async def instantiate(
     data = {"Cluster": cluster_view}
     resources = dict(body.get("mgmtResources") or {})
     resources.update(await _per_cluster_resources(body, cluster_view, lookup, boundary, tools.renderer))
-    batch = _Batch()
     policies = [dict(p) for p in body.get("policies") or []]
     charts = [dict(c) for c in body.get("helmCharts") or []]
-    texts: dict[tuple[str, int, int], int] = {}
-    for i, policy in enumerate(policies):
-        for j, item in enumerate(policy.get("templates") or []):
-            texts[("policy", i, j)] = batch.add(item["name"], item["text"], policy_secret(policy))
-        for j, (key, value) in enumerate(sorted((policy.get("values") or {}).items())):
-            texts[("kvalue", i, j)] = batch.add(f"{policy['source']} values[{key}]", value)
-    for i, chart in enumerate(charts):
-        for j, layer in enumerate(chart.get("valueLayers") or []):
-            if "template" in layer:
-                texts[("chart", i, j)] = batch.add(
-                    layer["name"], layer["template"], bool(layer.get("secret"))
-                )
     patches = list(body.get("patches") or [])
-    for i, patch in enumerate(patches):
-        if "name" in patch:
-            text = patch["template"] if "template" in patch else patch["patch"]
-            texts[("patch", i, 0)] = batch.add(patch["name"], text, bool(patch.get("secret")))
+    batch, places = _templates_of(policies, charts, patches)
     outputs = await _render(tools.renderer, batch, data, resources)
+    rendered = {place: outputs[k] for place, k in places.items()}
     finish = body.get("finish") or {}
     for i, policy in enumerate(policies):
-        if "templates" in policy:
-            objects = []
-            for j, item in enumerate(policy["templates"]):
-                rendered = outputs[texts[("policy", i, j)]]
-                objects += await _parse(rendered, item["name"], redact=policy_secret(policy))
-            policy["objects"] = _finished(objects, finish)
-            del policy["templates"]
-        elif "kustomize" in policy:
-            values = {
-                key: outputs[texts[("kvalue", i, j)]]
-                for j, key in enumerate(sorted(policy.get("values") or {}))
-            }
-            policy["objects"] = _finished(await _kustomize(policy, values, tools), finish)
-            del policy["kustomize"]
-            policy["feature"] = "Kustomize"
-            policy.pop("values", None)
+        await _make_objects(policy, i, rendered, finish, tools)
     for i, chart in enumerate(charts):
-        if "valueLayers" in chart:
-            merged: dict[str, Any] = {}
-            for j, layer in enumerate(chart["valueLayers"]):
-                if "template" in layer:
-                    text = outputs[texts[("chart", i, j)]]
-                    layer_values = await _values(text, layer["name"], redact=bool(layer.get("secret")))
-                else:
-                    layer_values = layer["values"]
-                merged = content.deep_merge(merged, layer_values)
-            chart["values"] = merged
-            del chart["valueLayers"]
+        await _merge_values(chart, i, rendered)
     if patches:
-        ready = [_patch_of(p, outputs.get(texts.get(("patch", i, 0), -1))) for i, p in enumerate(patches)]
+        ready = [_patch_of(p, rendered.get(("patch", i, 0))) for i, p in enumerate(patches)]
         policies = await _patched(policies, ready, tools.kustomizer)
     out: dict[str, Any] = {
         k: v
@@ -151,6 +111,77 @@ async def instantiate(
     }
     out["policies"], out["helmCharts"] = policies, charts
     return out
+
+
+# Where a template sits in the body: (what it is, the index of its policy, chart or patch, its index
+# there), e.g. ("chart", 2, 0) for the first value layer of the third chart.
+_Place = tuple[str, int, int]
+
+
+def _templates_of(
+    policies: Sequence[Mapping[str, Any]],
+    charts: Sequence[Mapping[str, Any]],
+    patches: Sequence[Mapping[str, Any]],
+) -> tuple[_Batch, dict[_Place, int]]:
+    """Every template of the body in one batch (rendered in one call), and where each one sits."""
+    batch = _Batch()
+    places: dict[_Place, int] = {}
+    for i, policy in enumerate(policies):
+        for j, item in enumerate(policy.get("templates") or []):
+            places[("policy", i, j)] = batch.add(item["name"], item["text"], policy_secret(policy))
+        for j, (key, value) in enumerate(sorted((policy.get("values") or {}).items())):
+            places[("kvalue", i, j)] = batch.add(f"{policy['source']} values[{key}]", value)
+    for i, chart in enumerate(charts):
+        for j, layer in enumerate(chart.get("valueLayers") or []):
+            if "template" in layer:
+                places[("chart", i, j)] = batch.add(
+                    layer["name"], layer["template"], bool(layer.get("secret"))
+                )
+    for i, patch in enumerate(patches):
+        if "name" in patch:
+            text = patch["template"] if "template" in patch else patch["patch"]
+            places[("patch", i, 0)] = batch.add(patch["name"], text, bool(patch.get("secret")))
+    return batch, places
+
+
+async def _make_objects(
+    policy: dict[str, Any],
+    i: int,
+    rendered: Mapping[_Place, str],
+    finish: Mapping[str, Any],
+    tools: Tools,
+) -> None:
+    """The objects of the `i`th policy, in place of its templates or its kustomization."""
+    if "templates" in policy:
+        objects = []
+        for j, item in enumerate(policy["templates"]):
+            text = rendered[("policy", i, j)]
+            objects += await _parse(text, item["name"], redact=policy_secret(policy))
+        policy["objects"] = _finished(objects, finish)
+        del policy["templates"]
+    elif "kustomize" in policy:
+        values = {key: rendered[("kvalue", i, j)] for j, key in enumerate(sorted(policy.get("values") or {}))}
+        policy["objects"] = _finished(await _kustomize(policy, values, tools), finish)
+        del policy["kustomize"]
+        policy["feature"] = "Kustomize"
+        policy.pop("values", None)
+
+
+async def _merge_values(chart: dict[str, Any], i: int, rendered: Mapping[_Place, str]) -> None:
+    """The values of the `i`th chart, in place of its value layers: merged in order, each templated
+    one as rendered."""
+    if "valueLayers" not in chart:
+        return
+    merged: dict[str, Any] = {}
+    for j, layer in enumerate(chart["valueLayers"]):
+        if "template" in layer:
+            text = rendered[("chart", i, j)]
+            layer_values = await _values(text, layer["name"], redact=bool(layer.get("secret")))
+        else:
+            layer_values = layer["values"]
+        merged = content.deep_merge(merged, layer_values)
+    chart["values"] = merged
+    del chart["valueLayers"]
 
 
 def policy_secret(policy: Mapping[str, Any]) -> bool:

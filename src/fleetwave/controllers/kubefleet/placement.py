@@ -28,6 +28,7 @@ from fleetwave.controllers.kubefleet import (
 )
 from fleetwave.controllers.kubefleet import naming as nm
 from fleetwave.controllers.kubefleet.run_status import cond
+from fleetwave.core import model as m
 from fleetwave.core import status as st
 from fleetwave.kube import ops
 from fleetwave.kube.status import StatusWrite, Versioned, write_versioned
@@ -48,22 +49,7 @@ async def reconcile(ctx: Context, scope: nm.Scope, key: str) -> Result:
     current = Versioned.of(obj)
     try:
         placement = run_initialize.parse(as_dict(obj), scope.placement)
-        selected = selection.select(
-            placement.spec,
-            ctx.cache.list,
-            namespace=namespace,
-            credentials=ctx.cache.memo(
-                "member kubeconfig secrets",
-                "MemberCluster",
-                lambda: members.kubeconfig_secrets(ctx.cache.members_everywhere()),
-                everywhere=True,
-            ),
-            watched=ctx.watched,
-            extra=(
-                *selection.envelope_kinds(ctx.api_version("ResourceEnvelope")),
-                *selection.configured(ctx.placement_kinds),
-            ),
-        )
+        selected = _select(ctx, placement, namespace)
     except (codec.ManifestError, selection.SelectionError) as e:
         return await _invalid(ctx, scope, obj, current, str(e))
     refused = unhonoured.refusal(placement.spec)
@@ -75,39 +61,77 @@ async def reconcile(ctx: Context, scope: nm.Scope, key: str) -> Result:
     fleet, names = run_initialize.fleet_of(ctx, placement)
     kept = {k: current.status[k] for k in ("deliveries", "deletions") if k in current.status}
     base = {**kept, "selectedResources": [_identity(o) for o in selected]}
-    external = placement.spec.strategy.type == "External"
-    frame = placement_status.Frame(
-        scope.placement,
-        external,
-        fleet,
-        names,
-        obj.metadata.generation,
-        report_diff=apply_rules.of(placement.spec).report_diff,
-        wanted=_wanted(placement.spec.policy),
-    )
+    frame = _frame(scope, placement, fleet, names, obj.metadata.generation)
     runs = _run_ledgers(ctx, scope, namespace, name)
 
     def render(state: Mapping[str, Any], now: datetime) -> dict[str, Any]:
         status = {**base, **state}
         return {**status, **placement_status.summary(frame, [status, *runs], current.status, now)}
 
-    if external:
+    if frame.external:
         written, _ = await write_versioned(
             ctx.client, ctx.resource(scope.placement), current, render({}, ctx.clock())
         )
         return Result(requeue=True) if written is StatusWrite.CONFLICT else Result()
-    inventory = scope.inventory(namespace, name)
+    where = _rolling_setting(ctx, scope, placement, latest, fleet, namespace, name)
+    return await placement_rolling.roll(ctx, where, current, render)
+
+
+def _select(ctx: Context, placement: Any, namespace: str | None) -> list[dict[str, Any]]:
+    """The objects the placement's resource selectors pick (never a member cluster's kubeconfig)."""
+    return selection.select(
+        placement.spec,
+        ctx.cache.list,
+        namespace=namespace,
+        credentials=ctx.cache.memo(
+            "member kubeconfig secrets",
+            "MemberCluster",
+            lambda: members.kubeconfig_secrets(ctx.cache.members_everywhere()),
+            everywhere=True,
+        ),
+        watched=ctx.watched,
+        extra=(
+            *selection.envelope_kinds(ctx.api_version("ResourceEnvelope")),
+            *selection.configured(ctx.placement_kinds),
+        ),
+    )
+
+
+def _frame(
+    scope: nm.Scope, placement: Any, fleet: m.Fleet, names: Mapping[str, str], generation: int | None
+) -> placement_status.Frame:
+    """What the placement's status is summarised against: who rolls out, over which clusters."""
+    return placement_status.Frame(
+        scope.placement,
+        placement.spec.strategy.type == "External",
+        fleet,
+        names,
+        generation,
+        report_diff=apply_rules.of(placement.spec).report_diff,
+        wanted=_wanted(placement.spec.policy),
+    )
+
+
+def _rolling_setting(
+    ctx: Context,
+    scope: nm.Scope,
+    placement: Any,
+    latest: Obj,
+    fleet: m.Fleet,
+    namespace: str | None,
+    name: str,
+) -> placement_rolling.Setting:
+    """RollingUpdate's rollout of the newest snapshot, with this placement's per-cluster overrides."""
     per = overrides.for_placement(ctx.cache, snapshots.resources(latest), name, namespace, fleet)
-    where = placement_rolling.setting(
+    return placement_rolling.setting(
         scope.placement,
         placement,
         latest,
         fleet,
-        inventory,
+        scope.inventory(namespace, name),
         poll=timedelta(seconds=ctx.judge_poll),
         overrides=per,
     )
-    return await placement_rolling.roll(ctx, where, current, render)
 
 
 async def _invalid(
