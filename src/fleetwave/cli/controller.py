@@ -123,100 +123,123 @@ def _helm(explicit: str | None) -> str:
         fail(f"no helm binary: pass --helm or put helm {pinned} on PATH ({e})")
 
 
+# The options of `controller run`, one alias each (typer takes the flag's name from the parameter).
+NamespaceOption = Annotated[str, typer.Option(help="The controller's own namespace.")]
+HelmOption = Annotated[str | None, typer.Option(help="Path of the helm binary.")]
+LeaderElectOption = Annotated[bool, typer.Option(help="Take a Lease before acting.")]
+MetricsPortOption = Annotated[int, typer.Option(help="Port of /metrics.")]
+HealthPortOption = Annotated[int, typer.Option(help="Port of /healthz and /readyz.")]
+BindAddressOption = Annotated[
+    str, typer.Option(help="Address /metrics, /healthz and /readyz listen on (0.0.0.0 in a pod).")
+]
+IdentityOption = Annotated[
+    str | None,
+    typer.Option(envvar="FLEETWAVE_IDENTITY", help="Leader-election identity (default: host and pid)."),
+]
+LeaseDurationOption = Annotated[float, typer.Option(help="Seconds a crashed leader blocks a successor.")]
+LogLevelOption = Annotated[str, typer.Option(help="DEBUG, INFO, WARNING.")]
+LogFormatOption = Annotated[
+    LogFormat, typer.Option(help="text, or json: one JSON object a line (time, level, logger, message).")
+]
+EventLoopOption = Annotated[
+    EventLoop, typer.Option(help="uvloop: less CPU per request (ADR 0093); asyncio: the standard one.")
+]
+HealthWorkersOption = Annotated[
+    int, typer.Option(min=2, help="Worker processes Lua/CEL health checks run in (killed on overrun).")
+]
+HealthWallSecondsOption = Annotated[
+    float, typer.Option(min=1.0, help="Wall-time budget of one cluster's health checks.")
+]
+HealthMemoryMibOption = Annotated[
+    int, typer.Option(min=256, help="Address-space limit of a health-check worker (MiB).")
+]
+MemberWatchesOption = Annotated[
+    int,
+    typer.Option(
+        min=0, help="Watches per member cluster that wake health checks waiting on it (0: poll only)."
+    ),
+]
+JudgePollSecondsOption = Annotated[
+    float, typer.Option(min=0.5, help="Seconds between re-checks of health no watch woke.")
+]
+ShardsOption = Annotated[
+    int,
+    typer.Option(
+        min=1,
+        max=256,
+        help="Leases the rollouts are split over between replicas (ADR 0067); every replica must "
+        "run with the same count. 1: one leader does everything.",
+    ),
+]
+UpstreamApisOption = Annotated[
+    bool | None,
+    typer.Option(
+        "--upstream-apis/--no-upstream-apis",
+        help="Reconcile objects of the Sveltos and KubeFleet API groups too. Default: whatever "
+        "`fleetwave install` set up in this cluster.",
+    ),
+]
+NotifySecretOption = Annotated[
+    str | None,
+    typer.Option(
+        help="Secret in the controller's namespace naming where rollout notifications go: keys url, "
+        "format (json, slack or cloudevents) and headers (a YAML map).",
+    ),
+]
+AllowLoopbackTargetsOption = Annotated[
+    bool,
+    typer.Option(
+        envvar=guards.ALLOW_LOOPBACK_ENV,
+        help="Let metric sources, webhooks, notifications and Helm chart repositories be on "
+        "loopback (127.0.0.0/8, ::1): for a local fleet whose servers listen there. Link-local, "
+        "cloud-metadata and unspecified addresses stay refused (ADR 0096).",
+    ),
+]
+LocalContentKindOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        help="A kind `deploymentType: Local` content may hold, as Kind (core group), group/Kind "
+        "or group/*; repeat it. Unset: any kind except what the controller runs on (its "
+        "namespace, Leases, Events, RBAC, admission, its own API), which is refused always.",
+    ),
+]
+GcFreezeOption = Annotated[
+    bool,
+    typer.Option(
+        "--gc-freeze/--no-gc-freeze",
+        help="Keep long-lived objects out of Python's garbage collector, with a full sweep every "
+        "30 min: short collection pauses on a large fleet (ADR 0095).",
+    ),
+]
+
+
 @app.command("run")
 def run(
     kubeconfig: KubeconfigOption = None,
-    namespace: Annotated[str, typer.Option(help="The controller's own namespace.")] = "fleetwave-system",
-    helm: Annotated[str | None, typer.Option(help="Path of the helm binary.")] = None,
-    leader_elect: Annotated[bool, typer.Option(help="Take a Lease before acting.")] = True,
-    metrics_port: Annotated[int, typer.Option(help="Port of /metrics.")] = 8080,
-    health_port: Annotated[int, typer.Option(help="Port of /healthz and /readyz.")] = 8081,
-    bind_address: Annotated[
-        str, typer.Option(help="Address /metrics, /healthz and /readyz listen on (0.0.0.0 in a pod).")
-    ] = "127.0.0.1",
-    identity: Annotated[
-        str | None,
-        typer.Option(envvar="FLEETWAVE_IDENTITY", help="Leader-election identity (default: host and pid)."),
-    ] = None,
-    lease_duration: Annotated[
-        float, typer.Option(help="Seconds a crashed leader blocks a successor.")
-    ] = 15.0,
-    log_level: Annotated[str, typer.Option(help="DEBUG, INFO, WARNING.")] = "INFO",
-    log_format: Annotated[
-        LogFormat, typer.Option(help="text, or json: one JSON object a line (time, level, logger, message).")
-    ] = LogFormat.TEXT,
-    event_loop: Annotated[
-        EventLoop, typer.Option(help="uvloop: less CPU per request (ADR 0093); asyncio: the standard one.")
-    ] = EventLoop.UVLOOP,
-    health_workers: Annotated[
-        int, typer.Option(min=2, help="Worker processes Lua/CEL health checks run in (killed on overrun).")
-    ] = 4,
-    health_wall_seconds: Annotated[
-        float, typer.Option(min=1.0, help="Wall-time budget of one cluster's health checks.")
-    ] = 20.0,
-    health_memory_mib: Annotated[
-        int, typer.Option(min=256, help="Address-space limit of a health-check worker (MiB).")
-    ] = 1024,
-    member_watches: Annotated[
-        int,
-        typer.Option(
-            min=0, help="Watches per member cluster that wake health checks waiting on it (0: poll only)."
-        ),
-    ] = 16,
-    judge_poll_seconds: Annotated[
-        float, typer.Option(min=0.5, help="Seconds between re-checks of health no watch woke.")
-    ] = 2.0,
-    shards: Annotated[
-        int,
-        typer.Option(
-            min=1,
-            max=256,
-            help="Leases the rollouts are split over between replicas (ADR 0067); every replica must "
-            "run with the same count. 1: one leader does everything.",
-        ),
-    ] = 1,
-    upstream_apis: Annotated[
-        bool | None,
-        typer.Option(
-            "--upstream-apis/--no-upstream-apis",
-            help="Reconcile objects of the Sveltos and KubeFleet API groups too. Default: whatever "
-            "`fleetwave install` set up in this cluster.",
-        ),
-    ] = None,
+    namespace: NamespaceOption = "fleetwave-system",
+    helm: HelmOption = None,
+    leader_elect: LeaderElectOption = True,
+    metrics_port: MetricsPortOption = 8080,
+    health_port: HealthPortOption = 8081,
+    bind_address: BindAddressOption = "127.0.0.1",
+    identity: IdentityOption = None,
+    lease_duration: LeaseDurationOption = 15.0,
+    log_level: LogLevelOption = "INFO",
+    log_format: LogFormatOption = LogFormat.TEXT,
+    event_loop: EventLoopOption = EventLoop.UVLOOP,
+    health_workers: HealthWorkersOption = 4,
+    health_wall_seconds: HealthWallSecondsOption = 20.0,
+    health_memory_mib: HealthMemoryMibOption = 1024,
+    member_watches: MemberWatchesOption = 16,
+    judge_poll_seconds: JudgePollSecondsOption = 2.0,
+    shards: ShardsOption = 1,
+    upstream_apis: UpstreamApisOption = None,
     watch_namespace: WatchNamespaceOption = None,
     placement_kind: PlacementKindOption = None,
-    notify_secret: Annotated[
-        str | None,
-        typer.Option(
-            help="Secret in the controller's namespace naming where rollout notifications go: keys url, "
-            "format (json, slack or cloudevents) and headers (a YAML map).",
-        ),
-    ] = None,
-    allow_loopback_targets: Annotated[
-        bool,
-        typer.Option(
-            envvar=guards.ALLOW_LOOPBACK_ENV,
-            help="Let metric sources, webhooks, notifications and Helm chart repositories be on "
-            "loopback (127.0.0.0/8, ::1): for a local fleet whose servers listen there. Link-local, "
-            "cloud-metadata and unspecified addresses stay refused (ADR 0096).",
-        ),
-    ] = False,
-    local_content_kind: Annotated[
-        list[str] | None,
-        typer.Option(
-            help="A kind `deploymentType: Local` content may hold, as Kind (core group), group/Kind "
-            "or group/*; repeat it. Unset: any kind except what the controller runs on (its "
-            "namespace, Leases, Events, RBAC, admission, its own API), which is refused always.",
-        ),
-    ] = None,
-    gc_freeze: Annotated[
-        bool,
-        typer.Option(
-            "--gc-freeze/--no-gc-freeze",
-            help="Keep long-lived objects out of Python's garbage collector, with a full sweep every "
-            "30 min: short collection pauses on a large fleet (ADR 0095).",
-        ),
-    ] = True,
+    notify_secret: NotifySecretOption = None,
+    allow_loopback_targets: AllowLoopbackTargetsOption = False,
+    local_content_kind: LocalContentKindOption = None,
+    gc_freeze: GcFreezeOption = True,
 ) -> None:
     """Reconcile ClusterPromotions, ClusterProfiles and ClusterSummaries until stopped."""
     configure_logging(log_level, log_format)
@@ -244,24 +267,25 @@ def run(
         upstream=families.upstream_families(namespace) if _upstream(config, upstream_apis) else (),
         placement_kinds=_placement_kinds(config, placement_kind or []),
     )
-
-    async def main() -> None:
-        # The informers' long-lived watches and the lease renewals each on a client of their own.
-        client = kubeclient.async_client(config, target="management")
-        watcher = kubeclient.async_client(config, target="management")
-        leases = kubeclient.async_client(config, target="management")
-        # A process-wide choice, so here and not in the manager (which tests run in their own process).
-        frozen = asyncio.create_task(freezing.keep_long_lived_frozen()) if gc_freeze else None
-        try:
-            await controllers.build(client, settings, watch_client=watcher, lease_client=leases).run()
-        finally:
-            if frozen is not None:
-                frozen.cancel()
-                await asyncio.gather(frozen, return_exceptions=True)
-            for each in (client, watcher, leases):
-                await each.close()
-
     try:
-        _runner(event_loop)(main())
+        _runner(event_loop)(_serve(config, settings, gc_freeze=gc_freeze))
     except LeadershipLost as e:
         fail(f"leadership lost: {e}; exiting so that a fresh process re-contends")
+
+
+async def _serve(config: kubeclient.KubeConfig, settings: controllers.Settings, *, gc_freeze: bool) -> None:
+    """The controller until it stops, and its clients closed after."""
+    # The informers' long-lived watches and the lease renewals each on a client of their own.
+    client = kubeclient.async_client(config, target="management")
+    watcher = kubeclient.async_client(config, target="management")
+    leases = kubeclient.async_client(config, target="management")
+    # A process-wide choice, so here and not in the manager (which tests run in their own process).
+    frozen = asyncio.create_task(freezing.keep_long_lived_frozen()) if gc_freeze else None
+    try:
+        await controllers.build(client, settings, watch_client=watcher, lease_client=leases).run()
+    finally:
+        if frozen is not None:
+            frozen.cancel()
+            await asyncio.gather(frozen, return_exceptions=True)
+        for each in (client, watcher, leases):
+            await each.close()

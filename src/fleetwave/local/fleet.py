@@ -357,63 +357,71 @@ def _start_apiserver(
 def _start_controllers(
     bins: binaries.Binaries, keys: pki.Pki, cdir: Path, cluster: ClusterInfo, marker: str
 ) -> list[ProcessRecord]:
-    kubeconfig = cluster.kubeconfig
-    started = [
-        processes.start(
-            f"{cluster.name}/controller-manager",
-            [
-                bins.path("kube-controller-manager"),
-                f"--kubeconfig={kubeconfig}",
-                "--leader-elect=false",
-                "--secure-port=0",
-                f"--service-account-private-key-file={keys.sa_key}",
-                f"--root-ca-file={keys.ca_cert}",
-                "--use-service-account-credentials=false",
-                "--kube-api-qps=100",
-                "--kube-api-burst=200",
-                "--concurrent-deployment-syncs=10",
-                f"--cluster-name={cluster.name}",
-                f"--cert-dir={cdir / 'kcm-certs'}",
-                "--v=0",
-            ],
-            log=cdir / "controller-manager.log",
-            marker=marker,
-        ),
-    ]
+    started = [_start_controller_manager(bins, keys, cdir, cluster, marker)]
     if cluster.role != "member":
-        return started
-    started.append(
-        processes.start(
-            f"{cluster.name}/scheduler",
-            [
-                bins.path("kube-scheduler"),
-                f"--kubeconfig={kubeconfig}",
-                "--leader-elect=false",
-                "--bind-address=127.0.0.1",
-                f"--secure-port={processes.free_port()}",
-                f"--authentication-kubeconfig={kubeconfig}",
-                f"--authorization-kubeconfig={kubeconfig}",
-                f"--cert-dir={cdir / 'scheduler-certs'}",
-                "--v=0",
-            ],
-            log=cdir / "scheduler.log",
-            marker=marker,
-        )
-    )
-    started.append(
-        processes.start(
-            f"{cluster.name}/kwok",
-            [
-                bins.path("kwok"),
-                f"--kubeconfig={kubeconfig}",
-                "--manage-all-nodes=true",
-                f"--server-address=127.0.0.1:{processes.free_port()}",
-                "--node-ip=127.0.0.1",
-                "--node-lease-duration-seconds=40",
-                f"--config={_kwok_config(cdir)}",
-            ],
-            log=cdir / "kwok.log",
-            marker=marker,
-        )
-    )
+        return started  # no Pods to place on the management cluster: its KCM is for GC and namespaces
+    started.append(_start_scheduler(bins, cdir, cluster, marker))
+    started.append(_start_kwok(bins, cdir, cluster, marker))
     return started
+
+
+def _start_controller_manager(
+    bins: binaries.Binaries, keys: pki.Pki, cdir: Path, cluster: ClusterInfo, marker: str
+) -> ProcessRecord:
+    return processes.start(
+        f"{cluster.name}/controller-manager",
+        [
+            bins.path("kube-controller-manager"),
+            f"--kubeconfig={cluster.kubeconfig}",
+            "--leader-elect=false",
+            "--secure-port=0",
+            f"--service-account-private-key-file={keys.sa_key}",
+            f"--root-ca-file={keys.ca_cert}",
+            "--use-service-account-credentials=false",
+            "--kube-api-qps=100",
+            "--kube-api-burst=200",
+            "--concurrent-deployment-syncs=10",
+            f"--cluster-name={cluster.name}",
+            f"--cert-dir={cdir / 'kcm-certs'}",
+            "--v=0",
+        ],
+        log=cdir / "controller-manager.log",
+        marker=marker,
+    )
+
+
+def _start_scheduler(bins: binaries.Binaries, cdir: Path, cluster: ClusterInfo, marker: str) -> ProcessRecord:
+    kubeconfig = cluster.kubeconfig
+    return processes.start(
+        f"{cluster.name}/scheduler",
+        [
+            bins.path("kube-scheduler"),
+            f"--kubeconfig={kubeconfig}",
+            "--leader-elect=false",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={processes.free_port()}",
+            f"--authentication-kubeconfig={kubeconfig}",
+            f"--authorization-kubeconfig={kubeconfig}",
+            f"--cert-dir={cdir / 'scheduler-certs'}",
+            "--v=0",
+        ],
+        log=cdir / "scheduler.log",
+        marker=marker,
+    )
+
+
+def _start_kwok(bins: binaries.Binaries, cdir: Path, cluster: ClusterInfo, marker: str) -> ProcessRecord:
+    return processes.start(
+        f"{cluster.name}/kwok",
+        [
+            bins.path("kwok"),
+            f"--kubeconfig={cluster.kubeconfig}",
+            "--manage-all-nodes=true",
+            f"--server-address=127.0.0.1:{processes.free_port()}",
+            "--node-ip=127.0.0.1",
+            "--node-lease-duration-seconds=40",
+            f"--config={_kwok_config(cdir)}",
+        ],
+        log=cdir / "kwok.log",
+        marker=marker,
+    )

@@ -44,53 +44,9 @@ def generate(directory: Path, *, now: dt.datetime) -> Pki:
     directory.mkdir(parents=True, exist_ok=True)
     ca_key = ec.generate_private_key(ec.SECP256R1())
     start, end = now - dt.timedelta(hours=1), now + _VALIDITY
-    ca = (
-        x509.CertificateBuilder()
-        .subject_name(_name("fleetwave-local-ca"))
-        .issuer_name(_name("fleetwave-local-ca"))
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(start)
-        .not_valid_after(end)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                key_cert_sign=True,
-                crl_sign=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-        .sign(ca_key, hashes.SHA256())
-    )
+    ca = _ca_certificate(ca_key, start, end)
     serving_key = ec.generate_private_key(ec.SECP256R1())
-    serving = (
-        x509.CertificateBuilder()
-        .subject_name(_name("kube-apiserver"))
-        .issuer_name(ca.subject)
-        .public_key(serving_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(start)
-        .not_valid_after(end)
-        .add_extension(
-            x509.SubjectAlternativeName(
-                [
-                    x509.DNSName("localhost"),
-                    x509.DNSName("kubernetes.default.svc"),
-                    x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
-                ]
-            ),
-            critical=False,
-        )
-        .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .sign(ca_key, hashes.SHA256())
-    )
+    serving = _serving_certificate(serving_key.public_key(), ca, ca_key, start, end)
     sa_key = ec.generate_private_key(ec.SECP256R1())
     pki = Pki(
         ca_cert=directory / "ca.crt",
@@ -111,6 +67,68 @@ def generate(directory: Path, *, now: dt.datetime) -> Pki:
     for private in (pki.serving_key, pki.sa_key):
         private.chmod(0o600)
     return pki
+
+
+def _ca_certificate(
+    key: ec.EllipticCurvePrivateKey, start: dt.datetime, end: dt.datetime
+) -> x509.Certificate:
+    """The self-signed CA (path length 0: what it signs cannot sign certificates in turn)."""
+    return (
+        x509.CertificateBuilder()
+        .subject_name(_name("fleetwave-local-ca"))
+        .issuer_name(_name("fleetwave-local-ca"))
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(start)
+        .not_valid_after(end)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                key_cert_sign=True,
+                crl_sign=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .sign(key, hashes.SHA256())
+    )
+
+
+def _serving_certificate(
+    public_key: ec.EllipticCurvePublicKey,
+    ca: x509.Certificate,
+    ca_key: ec.EllipticCurvePrivateKey,
+    start: dt.datetime,
+    end: dt.datetime,
+) -> x509.Certificate:
+    """The API servers' certificate, for the names clients reach them by on loopback."""
+    return (
+        x509.CertificateBuilder()
+        .subject_name(_name("kube-apiserver"))
+        .issuer_name(ca.subject)
+        .public_key(public_key)
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(start)
+        .not_valid_after(end)
+        .add_extension(
+            x509.SubjectAlternativeName(
+                [
+                    x509.DNSName("localhost"),
+                    x509.DNSName("kubernetes.default.svc"),
+                    x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+                ]
+            ),
+            critical=False,
+        )
+        .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
 
 
 def new_token() -> str:

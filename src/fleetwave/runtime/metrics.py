@@ -43,6 +43,21 @@ _ROLLOUT_BUCKETS = (
 class Metrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
+        # /metrics lists the families in the order they are declared here.
+        self._declare_reconciles()
+        self._declare_load()
+        self._declare_leadership()
+        self.rollouts = RolloutMetrics(self.registry)
+        self.build = Info(
+            "fleetwave_build", "The running fleetwave: its version and Python's.", registry=self.registry
+        )
+        self.build.info({"version": __version__, "python": platform.python_version()})
+        if registry is None:  # a registry of our own: the process's CPU, memory and collector pauses too
+            for collector in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR, request_metrics.REGISTRY):
+                self.registry.register(collector)
+
+    def _declare_reconciles(self) -> None:
+        """How many reconciles ran, how they ended, and how long they and the wait for them took."""
         self.reconciles = Counter(
             "fleetwave_reconcile",
             "Reconciles by controller and result (success, requeue, requeue_after, error).",
@@ -69,6 +84,9 @@ class Metrics:
             buckets=_LATENCY_BUCKETS,
             registry=self.registry,
         )
+
+    def _declare_load(self) -> None:
+        """How far behind the process is: event-loop lag, collector pauses, keys waiting for a worker."""
         self.loop_lag = Histogram(
             "fleetwave_event_loop_lag_seconds",
             "How much later than due the event loop woke a task that slept a fixed interval.",
@@ -88,6 +106,9 @@ class Metrics:
             ["controller"],
             registry=self.registry,
         )
+
+    def _declare_leadership(self) -> None:
+        """Which leases this replica holds."""
         self.shards_held = Gauge(
             "fleetwave_shards_held",
             "Shards whose Lease this replica holds (ADR 0067).",
@@ -96,14 +117,6 @@ class Metrics:
         self.leader = Gauge(
             "fleetwave_leader", "1 while this replica holds the leader lease.", registry=self.registry
         )
-        self.rollouts = RolloutMetrics(self.registry)
-        self.build = Info(
-            "fleetwave_build", "The running fleetwave: its version and Python's.", registry=self.registry
-        )
-        self.build.info({"version": __version__, "python": platform.python_version()})
-        if registry is None:  # a registry of our own: the process's CPU, memory and collector pauses too
-            for collector in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR, request_metrics.REGISTRY):
-                self.registry.register(collector)
 
 
 _Labels = tuple[str, str, str, str, str]
@@ -116,6 +129,21 @@ class RolloutMetrics:
     stage or cluster label."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
+        # /metrics lists the families in the order they are declared here.
+        self._declare_progress(registry)
+        self._declare_waits(registry)
+        self._declare_events(registry)
+        for kind in ("ClusterPromotion", "ClusterProfile", "ClusterStagedUpdateRun", "StagedUpdateRun"):
+            self.stage_duration.labels(kind)
+            for outcome in ("started", "finished"):
+                self.rollbacks.labels(kind, outcome)
+        for result in ("healthy", "unhealthy"):
+            self.health_checks.labels(result)
+        self._phases: dict[tuple[str, str], str] = {}  # (kind, key) -> phase
+        self._series: dict[tuple[str, str], tuple[list[_Labels], list[_Labels]]] = {}
+
+    def _declare_progress(self, registry: CollectorRegistry) -> None:
+        """Where each rollout is: its phase, its stages' phases, its clusters' states, its approvals."""
         self.by_phase = Gauge(
             "fleetwave_rollouts", "Rollouts by kind and phase.", ["kind", "phase"], registry=registry
         )
@@ -137,6 +165,9 @@ class RolloutMetrics:
             ["kind", "namespace", "rollout"],
             registry=registry,
         )
+
+    def _declare_waits(self, registry: CollectorRegistry) -> None:
+        """How long gates and stages took, by kind only."""
         self.gate_wait = Histogram(
             "fleetwave_gate_wait_seconds",
             "From a gate list starting to wait (stage entered or delivered) to the gate passing.",
@@ -151,6 +182,9 @@ class RolloutMetrics:
             buckets=_ROLLOUT_BUCKETS,
             registry=registry,
         )
+
+    def _declare_events(self, registry: CollectorRegistry) -> None:
+        """Deliveries, delivery failures, health judgements and rollbacks, counted."""
         self.deliveries = Counter(
             "fleetwave_member_deliveries",
             "Deliveries a rollout of this kind started to a member cluster.",
@@ -175,14 +209,6 @@ class RolloutMetrics:
             ["kind", "outcome"],
             registry=registry,
         )
-        for kind in ("ClusterPromotion", "ClusterProfile", "ClusterStagedUpdateRun", "StagedUpdateRun"):
-            self.stage_duration.labels(kind)
-            for outcome in ("started", "finished"):
-                self.rollbacks.labels(kind, outcome)
-        for result in ("healthy", "unhealthy"):
-            self.health_checks.labels(result)
-        self._phases: dict[tuple[str, str], str] = {}  # (kind, key) -> phase
-        self._series: dict[tuple[str, str], tuple[list[_Labels], list[_Labels]]] = {}
 
     def record(self, kind: str, key: str, seen: rm.Observation) -> None:
         namespace, _, name = key.rpartition("/")

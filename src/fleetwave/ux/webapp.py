@@ -99,72 +99,80 @@ def make_app(
     async def index(_request: web.Request) -> web.Response:
         return web.Response(text=page(token), content_type="text/html", charset="utf-8")
 
-    async def asset(request: web.Request) -> web.Response:
-        name = request.match_info["name"]
-        if name not in ASSETS:
-            raise web.HTTPNotFound()
-        return web.Response(text=_asset(name), content_type=ASSETS[name], charset="utf-8")
-
     async def board_json(_request: web.Request) -> web.Response:
         return web.json_response(source.board())
 
     async def events(request: web.Request) -> web.StreamResponse:
-        response = web.StreamResponse(
-            headers={"Content-Type": "text/event-stream", "X-Accel-Buffering": "no"}
-        )
-        response.headers["Cache-Control"] = "no-store"
-        await response.prepare(request)
-        seen = -1
-        try:
-            while True:
-                if source.version != seen:
-                    seen = source.version
-                    data = json.dumps(source.board(), separators=(",", ":"))
-                    await response.write(f"event: board\ndata: {data}\n\n".encode())
-                try:
-                    await asyncio.wait_for(source.wait_change(seen), KEEPALIVE)
-                    await asyncio.sleep(COALESCE)
-                except TimeoutError:
-                    await response.write(b": keep-alive\n\n")
-        except (ConnectionResetError, ConnectionError):
-            pass  # the page went away
-        return response
+        return await _board_events(request, source)
 
     async def approve(request: web.Request) -> web.Response:
-        given = request.headers.get(TOKEN_HEADER, "")
-        if not hmac.compare_digest(given.encode(), token.encode()):
-            return web.json_response({"error": "missing or wrong page token: reload the page"}, status=403)
-        origin = request.headers.get("Origin")
-        if origin is not None and origin.lower() not in origins:
-            return web.json_response(
-                {"error": f"cross-origin request from {origin[:100]} refused"}, status=403
-            )
-        if request.content_type != "application/json":
-            return web.json_response({"error": "send JSON (Content-Type: application/json)"}, status=415)
-        try:
-            body = json.loads(await request.text())
-        except ValueError:
-            return web.json_response({"error": "the body is not JSON"}, status=400)
-        if not isinstance(body, dict) or body.get("kind") not in KINDS:
-            return web.json_response({"error": f"kind must be one of {', '.join(KINDS)}"}, status=400)
-        kind = str(body["kind"])
-        name, stage = _field(body, "name"), _field(body, "stage")
-        namespace = _field(body, "namespace") if kind == "StagedUpdateRun" else None
-        try:
-            said = await asyncio.to_thread(approver, kind, namespace, name, stage)
-        except Refused as e:
-            status = 403 if e.forbidden else 404 if e.missing else 409
-            return web.json_response({"error": e.message}, status=status)
-        return web.json_response({"message": said})
+        return await _approve(request, approver, token=token, origins=origins)
 
     app = web.Application(middlewares=[_guard(hosts)], client_max_size=MAX_BODY)
     app.router.add_get("/", index)
-    app.router.add_get("/static/{name}", asset)
+    app.router.add_get("/static/{name}", _static)
     app.router.add_get("/favicon.ico", _no_content)  # the page draws its own icon
     app.router.add_get("/api/board", board_json)
     app.router.add_get("/events", events)
     app.router.add_post("/api/approve", approve)
     return app
+
+
+async def _static(request: web.Request) -> web.Response:
+    name = request.match_info["name"]
+    if name not in ASSETS:
+        raise web.HTTPNotFound()
+    return web.Response(text=_asset(name), content_type=ASSETS[name], charset="utf-8")
+
+
+async def _board_events(request: web.Request, source: BoardSource) -> web.StreamResponse:
+    """The board as server-sent events: again after each change, a comment while nothing changes."""
+    response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "X-Accel-Buffering": "no"})
+    response.headers["Cache-Control"] = "no-store"
+    await response.prepare(request)
+    seen = -1
+    try:
+        while True:
+            if source.version != seen:
+                seen = source.version
+                data = json.dumps(source.board(), separators=(",", ":"))
+                await response.write(f"event: board\ndata: {data}\n\n".encode())
+            try:
+                await asyncio.wait_for(source.wait_change(seen), KEEPALIVE)
+                await asyncio.sleep(COALESCE)
+            except TimeoutError:
+                await response.write(b": keep-alive\n\n")
+    except (ConnectionResetError, ConnectionError):
+        pass  # the page went away
+    return response
+
+
+async def _approve(
+    request: web.Request, approver: Approver, *, token: str, origins: frozenset[str]
+) -> web.Response:
+    given = request.headers.get(TOKEN_HEADER, "")
+    if not hmac.compare_digest(given.encode(), token.encode()):
+        return web.json_response({"error": "missing or wrong page token: reload the page"}, status=403)
+    origin = request.headers.get("Origin")
+    if origin is not None and origin.lower() not in origins:
+        return web.json_response({"error": f"cross-origin request from {origin[:100]} refused"}, status=403)
+    if request.content_type != "application/json":
+        return web.json_response({"error": "send JSON (Content-Type: application/json)"}, status=415)
+    try:
+        body = json.loads(await request.text())
+    except ValueError:
+        return web.json_response({"error": "the body is not JSON"}, status=400)
+    if not isinstance(body, dict) or body.get("kind") not in KINDS:
+        return web.json_response({"error": f"kind must be one of {', '.join(KINDS)}"}, status=400)
+    kind = str(body["kind"])
+    name, stage = _field(body, "name"), _field(body, "stage")
+    namespace = _field(body, "namespace") if kind == "StagedUpdateRun" else None
+    try:
+        said = await asyncio.to_thread(approver, kind, namespace, name, stage)
+    except Refused as e:
+        status = 403 if e.forbidden else 404 if e.missing else 409
+        return web.json_response({"error": e.message}, status=status)
+    return web.json_response({"message": said})
 
 
 async def _no_content(_request: web.Request) -> web.Response:
