@@ -200,6 +200,11 @@ class SyncKinds(_Table):
         found = self._cached(gvk)
         if found is not None:
             return found
+        return self.served(gvk)
+
+    def served(self, gvk: GVK) -> KindInfo | None:
+        """Asked of the server (discovery), never answered from what this process knows: a kind
+        lightkube has a class for (an upstream group's, registered for reading) may not be served."""
         with internals.http(self._config, timeout=30.0) as http:
             response = http.get(discovery_path(gvk.api_version))
         if response.status_code != 404:

@@ -82,7 +82,7 @@ def apply(
 def _prepare(resolver: kinds.SyncKinds, doc: dict[str, Any]) -> _Prepared:
     native = to_native(doc)  # validates fleetwave's kinds in either form; other kinds pass through
     if is_fleetwave(doc) and str(doc["apiVersion"]).partition("/")[0] != kinds.GROUP:
-        upstream = resolver.find(kinds.GVK(str(doc["apiVersion"]), str(doc["kind"])))
+        upstream = resolver.served(kinds.GVK(str(doc["apiVersion"]), str(doc["kind"])))
         if upstream is not None:  # served in its own group: written there, as the user wrote it
             return _Prepared(_with_metadata(doc), upstream, doc)
     gvk = kinds.GVK(str(native["apiVersion"]), str(native["kind"]))

@@ -197,11 +197,11 @@ def upstream_members(
     where KubeFleet-group members' kubeconfigs are (`<name>-kubeconfig` in the controller's namespace)."""
     out = []
     resolver = kinds.SyncKinds(client)
-    sveltos = resolver.find(kinds.GVK(families.SVELTOS_LIB, "SveltosCluster"))
+    sveltos = resolver.served(kinds.GVK(families.SVELTOS_LIB, "SveltosCluster"))
     if sveltos is not None:
         spec = {"kubeconfigName": secret_name(name), "kubeconfigKeyName": KUBECONFIG_KEY}
         out.append(UpstreamMember(sveltos, _member_body(sveltos, name, namespace, labels, spec)))
-    fleet = resolver.find(kinds.GVK(families.FLEET_CLUSTER, "MemberCluster"))
+    fleet = resolver.served(kinds.GVK(families.FLEET_CLUSTER, "MemberCluster"))
     if fleet is not None and namespace == families.CONTROLLER_NAMESPACE:
         out.append(UpstreamMember(fleet, _member_body(fleet, name, None, labels, {})))
     return out
