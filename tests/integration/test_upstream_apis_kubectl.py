@@ -119,6 +119,8 @@ def controller(
         thread.stop()
         kubectl("delete sveltoscluster --all -A --wait=false")
         install.install(management)  # serve fleetwave.io's KubeFleet kinds again for later modules
+        # and serve no upstream group: later modules' Sveltos-form manifests go to fleetwave.io.
+        upstream_support.remove_upstream_groups(management)
     assert thread.error is None, thread.error
 
 

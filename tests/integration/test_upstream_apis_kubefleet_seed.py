@@ -175,6 +175,8 @@ def controller(
                 KUBECONFIG=member.kubeconfig,
             )
         install.install(management)  # serve fleetwave.io's KubeFleet kinds again for later modules
+        # and serve no upstream group: later modules' Sveltos-form manifests go to fleetwave.io.
+        upstream_support.remove_upstream_groups(management)
     assert thread.error is None, thread.error
 
 

@@ -9,7 +9,7 @@ from lightkube import ApiError, Client
 from lightkube.types import PatchType
 from promotion_support import wait_for
 
-from fleetwave.api import crds
+from fleetwave.api import crds, families
 from fleetwave.kube import kinds
 
 
@@ -43,3 +43,45 @@ def clear_native_kubefleet_objects(management: Client) -> None:
                     namespace=namespace,
                     patch_type=PatchType.MERGE,
                 )
+
+
+def remove_upstream_groups(management: Client) -> None:
+    """Leave the hub as later modules expect it: no upstream group served. Every object of an
+    upstream kind is deleted first, its finalizers dropped (the controller that would honour them is
+    gone), then the CRDs, waited for until the API server no longer has them."""
+    crd_resource = kinds.builtin_resource("apiextensions.k8s.io/v1", "CustomResourceDefinition")
+    for crd in crds.upstream_crds(families.upstream_families()):
+        spec = crd["spec"]
+        for version in spec["versions"]:
+            gvk = kinds.GVK(f"{spec['group']}/{version['name']}", spec["names"]["kind"])
+            info = kinds.KindInfo(gvk, spec["names"]["plural"], spec["scope"] == "Namespaced")
+            _drop_all(management, kinds.resource_class(info), info.namespaced)
+        with contextlib.suppress(ApiError):
+            management.delete(crd_resource, crd["metadata"]["name"])
+
+    def gone() -> bool:
+        names = {c.metadata.name for c in management.list(crd_resource)}
+        return not names & {c["metadata"]["name"] for c in crds.upstream_crds(families.upstream_families())}
+
+    wait_for(gone, timeout=120, what="the upstream CRDs removed")
+
+
+def _drop_all(management: Client, resource: Any, namespaced: bool) -> None:
+    try:
+        objects = list(management.list(resource, namespace="*") if namespaced else management.list(resource))
+    except ApiError as e:
+        if e.status.code == 404:  # not installed, or this version not served
+            return
+        raise
+    for obj in objects:
+        name, namespace = obj.metadata.name, obj.metadata.namespace
+        with contextlib.suppress(ApiError):
+            management.patch(
+                resource,
+                name,
+                {"metadata": {"finalizers": None}},
+                namespace=namespace,
+                patch_type=PatchType.MERGE,
+            )
+        with contextlib.suppress(ApiError):
+            management.delete(resource, name, namespace=namespace)
