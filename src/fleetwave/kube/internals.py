@@ -84,6 +84,13 @@ def raw_http(client: AsyncClient) -> httpx2.AsyncClient:
     return session
 
 
+def raw_sync_http(client: Client) -> httpx2.Client:
+    """The HTTP session inside a sync client: its server, TLS, credentials and proxy settings (a
+    management client honours HTTPS_PROXY, a member's does not), no second pool."""
+    session: httpx2.Client = client._client._client
+    return session
+
+
 def config_of(client: Client) -> Any:
     """The single-context config a sync client was built from (what `http` accepts as well)."""
     return client.config

@@ -194,7 +194,7 @@ class SyncKinds(_Table):
 
     def __init__(self, client: Any, content: Iterable[Mapping[str, Any]] = ()) -> None:
         super().__init__(content)
-        self._config = internals.config_of(client)
+        self._http = internals.raw_sync_http(client)
 
     def find(self, gvk: GVK) -> KindInfo | None:
         found = self._cached(gvk)
@@ -205,8 +205,7 @@ class SyncKinds(_Table):
     def served(self, gvk: GVK) -> KindInfo | None:
         """Asked of the server (discovery), never answered from what this process knows: a kind
         lightkube has a class for (an upstream group's, registered for reading) may not be served."""
-        with internals.http(self._config, timeout=30.0) as http:
-            response = http.get(discovery_path(gvk.api_version))
+        response = self._http.get(discovery_path(gvk.api_version), timeout=30.0)
         if response.status_code != 404:
             response.raise_for_status()
         return self._learn(gvk, response.status_code, response.json)
@@ -221,8 +220,7 @@ class SyncKinds(_Table):
 def served_kinds(client: Any, api_version: str) -> frozenset[str]:
     """The kinds the server lists under one group/version right now (discovery, which every
     authenticated user may read; empty when the group/version is not served)."""
-    with internals.http(internals.config_of(client), timeout=30.0) as http:
-        response = http.get(discovery_path(api_version))
+    response = internals.raw_sync_http(client).get(discovery_path(api_version), timeout=30.0)
     if response.status_code == 404:
         return frozenset()
     response.raise_for_status()

@@ -117,6 +117,16 @@ async def test_raw_http_is_the_session_inside_an_async_client(config: KubeConfig
         await client.close()
 
 
+def test_raw_sync_http_is_the_session_inside_a_sync_client_with_its_proxy_setting(config: KubeConfig) -> None:
+    for trust_env in (True, False):
+        with kubeclient.client(config, trust_env=trust_env) as client:
+            session = internals.raw_sync_http(client)
+            assert isinstance(session, httpx2.Client)
+            assert str(session.base_url).rstrip("/") == SERVER
+            assert session.trust_env is trust_env  # HTTPS_PROXY for the management CLI, never members
+            assert internals.raw_sync_http(client) is session
+
+
 def test_config_of_returns_the_single_context_config_of_a_sync_client(sync_client: Client) -> None:
     single = internals.config_of(sync_client)
     assert single.cluster.server == SERVER
