@@ -31,18 +31,10 @@ def clear_native_kubefleet_objects(management: Client) -> None:
 
         (objects,) = wait_for(listed, timeout=30, what=f"{kind} listable")
         for obj in objects:
-            name, namespace = obj.metadata.name, obj.metadata.namespace
-            management.delete(resource, name, namespace=namespace)
+            management.delete(resource, obj.metadata.name, namespace=obj.metadata.namespace)
             # No controller runs here to honour a placement's cleanup finalizer: drop it, as a user
             # whose controller is gone would.
-            with contextlib.suppress(ApiError):
-                management.patch(
-                    resource,
-                    name,
-                    {"metadata": {"finalizers": None}},
-                    namespace=namespace,
-                    patch_type=PatchType.MERGE,
-                )
+            _drop_finalizers(management, resource, obj)
 
 
 def remove_upstream_groups(management: Client) -> None:
@@ -74,14 +66,17 @@ def _drop_all(management: Client, resource: Any, namespaced: bool) -> None:
             return
         raise
     for obj in objects:
-        name, namespace = obj.metadata.name, obj.metadata.namespace
+        _drop_finalizers(management, resource, obj)
         with contextlib.suppress(ApiError):
-            management.patch(
-                resource,
-                name,
-                {"metadata": {"finalizers": None}},
-                namespace=namespace,
-                patch_type=PatchType.MERGE,
-            )
-        with contextlib.suppress(ApiError):
-            management.delete(resource, name, namespace=namespace)
+            management.delete(resource, obj.metadata.name, namespace=obj.metadata.namespace)
+
+
+def _drop_finalizers(management: Client, resource: Any, obj: Any) -> None:
+    with contextlib.suppress(ApiError):
+        management.patch(
+            resource,
+            obj.metadata.name,
+            {"metadata": {"finalizers": None}},
+            namespace=obj.metadata.namespace,
+            patch_type=PatchType.MERGE,
+        )
