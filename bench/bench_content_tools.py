@@ -25,7 +25,8 @@ from typing import Any
 import yaml
 
 from fleetwave.api.sveltos import ClusterProfileSpec
-from fleetwave.controllers import content, templated_content
+from fleetwave.controllers.fleet.boundary import Boundary
+from fleetwave.controllers.sveltos import content, templated_content
 from fleetwave.delivery.gotemplate import Renderer
 from fleetwave.delivery.kustomize import Kustomizer
 from fleetwave.local import binaries
@@ -117,7 +118,7 @@ async def measure(trials: int) -> None:
     tools = templated_content.Tools(
         Renderer(found.path("fleetwave-render")), Kustomizer(found.path("kustomize"))
     )
-    boundary = content.Boundary(controller_namespace="fleetwave-system")
+    boundary = Boundary(controller_namespace="fleetwave-system")
     cases: dict[str, tuple[ClusterProfileSpec, Objects]] = {
         "static": (
             _spec(policyRefs=REF),

@@ -27,9 +27,9 @@ from lightkube.resources.core_v1 import ConfigMap, Event, Secret
 from promotion_support import ControllerThread, registered, running_controller, wait_for
 
 from fleetwave.api import crds
-from fleetwave.controllers import content
-from fleetwave.controllers import members as member_rules
-from fleetwave.controllers import summary_status as ss
+from fleetwave.controllers.fleet import members as member_rules
+from fleetwave.controllers.sveltos import content
+from fleetwave.controllers.sveltos import summary_status as ss
 from fleetwave.kube import kinds, sync_ops
 from fleetwave.local import binaries, fleet
 from fleetwave.mgmt import install, registration

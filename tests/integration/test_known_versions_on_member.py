@@ -14,7 +14,7 @@ from lightkube.resources.apps_v1 import Deployment
 from lightkube.resources.core_v1 import ConfigMap, Namespace
 from lightkube.types import PatchType
 
-from fleetwave.controllers.member_watches import Interest, MemberWatches
+from fleetwave.controllers.fleet.member_watches import Interest, MemberWatches
 from fleetwave.delivery import manifests
 from fleetwave.delivery.known_versions import KnownVersions
 from fleetwave.delivery.target import MemberTarget

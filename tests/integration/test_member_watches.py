@@ -20,7 +20,7 @@ from promotion_support import (
     wait_for,
 )
 
-from fleetwave.controllers.member_watches import Interest, MemberWatches
+from fleetwave.controllers.fleet.member_watches import Interest, MemberWatches
 from fleetwave.delivery.target import MemberTarget
 from fleetwave.kube import kinds
 from fleetwave.local import binaries, fleet

@@ -23,7 +23,7 @@ from lightkube.resources.core_v1 import ConfigMap
 from lightkube.types import PatchType
 from promotion_support import ControllerThread, registered_controller, wait_for
 
-from fleetwave.controllers import summary_status as ss
+from fleetwave.controllers.sveltos import summary_status as ss
 from fleetwave.kube import kinds
 from fleetwave.local import binaries, fleet
 

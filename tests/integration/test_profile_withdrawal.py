@@ -15,8 +15,8 @@ from lightkube import ApiError, Client, codecs
 from lightkube.resources.core_v1 import ConfigMap, Event
 from promotion_support import ControllerThread, registered_controller, wait_for
 
-from fleetwave.controllers import profile_withdrawal
-from fleetwave.controllers import summary_status as ss
+from fleetwave.controllers.sveltos import profile_withdrawal
+from fleetwave.controllers.sveltos import summary_status as ss
 from fleetwave.kube import kinds
 from fleetwave.local import binaries, fleet
 

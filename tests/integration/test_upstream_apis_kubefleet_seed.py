@@ -29,7 +29,7 @@ from lightkube.resources.core_v1 import ConfigMap, Namespace
 from promotion_support import ControllerThread, settings, wait_for
 
 from fleetwave.api import families
-from fleetwave.controllers import members as member_rules
+from fleetwave.controllers.fleet import members as member_rules
 from fleetwave.local import binaries, fleet
 from fleetwave.mgmt import install
 

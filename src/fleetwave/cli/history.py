@@ -17,8 +17,8 @@ from rich.console import Console
 from rich.table import Table
 
 from fleetwave.cli.common import STRUCTURED, KubeconfigOption, emit, fail, fail_api, management_client
-from fleetwave.controllers import promotion_history
 from fleetwave.controllers.kubefleet import run_history
+from fleetwave.controllers.sveltos import promotion_history
 from fleetwave.kube import located, ops, sync_ops
 from fleetwave.ux import board
 

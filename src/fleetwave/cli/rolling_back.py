@@ -18,6 +18,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
+from fleetwave.api import annotations as asks
 from fleetwave.cli.common import (
     FORBIDDEN,
     KubeconfigOption,
@@ -26,8 +27,8 @@ from fleetwave.cli.common import (
     fail_promotion_patch,
     management_client,
 )
-from fleetwave.controllers import promotion_history as history
 from fleetwave.controllers.kubefleet import run_rollback, snapshots
+from fleetwave.controllers.sveltos import promotion_history as history
 from fleetwave.kube import located, ops, sync_ops
 from fleetwave.kube.client import Client
 
@@ -50,9 +51,9 @@ def _request(name: str, to_revision: int | None, reason: str, verb: str, kubecon
             patch = {
                 "metadata": {
                     "annotations": {
-                        history.ROLLBACK_ANNOTATION: str(number),
-                        history.ROLLBACK_TO_ANNOTATION: str(to_revision) if to_revision else None,
-                        history.ROLLBACK_REASON_ANNOTATION: reason,
+                        asks.ROLLBACK: str(number),
+                        asks.ROLLBACK_TO: str(to_revision) if to_revision else None,
+                        asks.ROLLBACK_REASON: reason,
                     }
                 }
             }
@@ -134,9 +135,9 @@ def rollback_run(
             patch = {
                 "metadata": {
                     "annotations": {
-                        history.ROLLBACK_ANNOTATION: index,
-                        history.ROLLBACK_TO_ANNOTATION: str(to_revision) if to_revision is not None else None,
-                        history.ROLLBACK_REASON_ANNOTATION: "requested with fleetwave rollback",
+                        asks.ROLLBACK: index,
+                        asks.ROLLBACK_TO: str(to_revision) if to_revision is not None else None,
+                        asks.ROLLBACK_REASON: "requested with fleetwave rollback",
                     }
                 }
             }

@@ -21,24 +21,16 @@ from pathlib import Path
 from typing import Any
 
 from fleetwave.api import families
-from fleetwave.controllers import (
-    content,
-    content_gc,
-    fanout,
-    kubefleet,
-    membercluster,
-    members,
-    profile,
-    promotion,
-    summary,
-)
-from fleetwave.controllers import rollout_common as common
-from fleetwave.controllers import summary_status as ss
-from fleetwave.controllers.context import Cache, Context, as_dict
-from fleetwave.controllers.echoes import Echoes
-from fleetwave.controllers.member_watches import MemberWatches
-from fleetwave.controllers.own_writes import OwnWrites
-from fleetwave.controllers.ports import HealthAdapter, HelmAdapter
+from fleetwave.controllers import fanout, kubefleet
+from fleetwave.controllers.fleet import membercluster, members
+from fleetwave.controllers.fleet.member_watches import MemberWatches
+from fleetwave.controllers.fleet.ports import HealthAdapter, HelmAdapter
+from fleetwave.controllers.shared.context import Cache, Context, as_dict
+from fleetwave.controllers.shared.echoes import Echoes
+from fleetwave.controllers.shared.own_writes import OwnWrites
+from fleetwave.controllers.sveltos import content, content_gc, profile, promotion, summary
+from fleetwave.controllers.sveltos import rollout_common as common
+from fleetwave.controllers.sveltos import summary_status as ss
 from fleetwave.delivery import sessions
 from fleetwave.delivery.gotemplate import Renderer
 from fleetwave.delivery.known_versions import KnownVersions
@@ -105,7 +97,7 @@ class Settings:
     # the local fleet and tests, whose servers listen on 127.0.0.1; never link-local or metadata.
     allow_loopback_targets: bool = False
     # The only kinds `deploymentType: Local` content may hold ("Kind", "group/Kind", "group/*");
-    # empty: any kind the deny-list of controllers/local_boundary.py lets through.
+    # empty: any kind the deny-list of controllers/fleet/local_boundary.py lets through.
     local_content_kinds: tuple[str, ...] = ()
 
     @property

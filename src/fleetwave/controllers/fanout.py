@@ -25,10 +25,11 @@ from typing import Any, TypeVar
 from fleetwave.api import codec
 from fleetwave.api.families import Family
 from fleetwave.api.sveltos import ClusterProfile, ClusterPromotion, PolicyRef, ProfileSpec, ValueFrom
-from fleetwave.controllers import content, members
-from fleetwave.controllers import rollout_common as common
-from fleetwave.controllers import summary_status as ss
-from fleetwave.controllers.context import as_dict
+from fleetwave.controllers.fleet import members
+from fleetwave.controllers.shared.context import as_dict
+from fleetwave.controllers.sveltos import content
+from fleetwave.controllers.sveltos import rollout_common as common
+from fleetwave.controllers.sveltos import summary_status as ss
 from fleetwave.runtime.watching import EventType, object_key
 
 log = logging.getLogger(__name__)

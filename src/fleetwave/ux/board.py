@@ -16,8 +16,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from fleetwave.controllers import promotion_history
 from fleetwave.controllers.kubefleet import run_history
+from fleetwave.controllers.sveltos import promotion_history
 from fleetwave.core import timestamps
 from fleetwave.ux import overview
 from fleetwave.ux import view as v

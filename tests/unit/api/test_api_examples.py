@@ -21,7 +21,7 @@ from fleetwave.api.models import (
     StagedUpdateRun,
     StagedUpdateStrategy,
 )
-from fleetwave.controllers import members
+from fleetwave.controllers.fleet import members
 from fleetwave.controllers.kubefleet import picking
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "seeds"

@@ -31,8 +31,9 @@ from fleetwave.api.kubefleet import PlacementSpec
 from fleetwave.api.meta import API_VERSION
 from fleetwave.api.models import ALL_KINDS
 from fleetwave.api.sveltos import ClusterProfile, ValidateHealth
-from fleetwave.controllers import content, members
+from fleetwave.controllers.fleet import members
 from fleetwave.controllers.kubefleet import unhonoured
+from fleetwave.controllers.sveltos import content
 from fleetwave.health import checks
 from fleetwave.translate import TranslateError
 from fleetwave.translate import sveltos as translate_sveltos

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from fleetwave.api.analyses import AnalysisGate
-from fleetwave.controllers import analysis_gates as ag
-from fleetwave.controllers import webhook_gates as wg
+from fleetwave.controllers.gates import analysis_gates as ag
+from fleetwave.controllers.gates import webhook_gates as wg
 from fleetwave.health import analysis
 from fleetwave.health.model import Limits
 from fleetwave.promapi import client, guards

@@ -9,8 +9,8 @@ from typing import Any
 from lightkube.generic_resource import create_global_resource
 
 from fleetwave.api.sveltos import ClusterProfile
-from fleetwave.controllers import rollout_common, summary_writes
-from fleetwave.controllers.context import Cache
+from fleetwave.controllers.shared.context import Cache
+from fleetwave.controllers.sveltos import rollout_common, summary_writes
 
 Summary = create_global_resource("fleetwave.io", "v1alpha1", "ClusterSummaryT", "clustersummariest")
 

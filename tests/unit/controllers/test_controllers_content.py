@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from fleetwave.api.sveltos import ClusterProfileSpec, ProfileSpec
-from fleetwave.controllers import content
+from fleetwave.controllers.sveltos import content
 
 
 class Objects:

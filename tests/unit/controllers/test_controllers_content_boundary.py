@@ -11,7 +11,9 @@ import pytest
 import yaml
 
 from fleetwave.api.sveltos import PolicyRef, ProfileSpec
-from fleetwave.controllers import content
+from fleetwave.controllers.fleet import members as fleet_members
+from fleetwave.controllers.fleet.boundary import Boundary
+from fleetwave.controllers.sveltos import content
 
 CONTROLLER_NS = "fleetwave-system"
 SECRET_VALUE = "s3cr3t-t0ken-value"
@@ -56,10 +58,10 @@ def _spec(*refs: dict[str, Any]) -> ProfileSpec:
     return ProfileSpec.model_validate({"policyRefs": list(refs)})
 
 
-BOUNDARY = content.Boundary(controller_namespace=CONTROLLER_NS)
+BOUNDARY = Boundary(controller_namespace=CONTROLLER_NS)
 
 
-def _resolve(spec: ProfileSpec, objects: Objects, boundary: content.Boundary = BOUNDARY) -> content.Resolved:
+def _resolve(spec: ProfileSpec, objects: Objects, boundary: Boundary = BOUNDARY) -> content.Resolved:
     return content.resolve(spec, objects, default_namespace=CONTROLLER_NS, path="spec", boundary=boundary)
 
 
@@ -97,7 +99,7 @@ def test_an_empty_namespace_of_a_cluster_scoped_profile_must_be_set() -> None:
 
 
 def test_a_namespaced_profile_reads_only_its_own_namespace() -> None:
-    boundary = content.Boundary(controller_namespace=CONTROLLER_NS, own_namespace="team-a")
+    boundary = Boundary(controller_namespace=CONTROLLER_NS, own_namespace="team-a")
     objects = Objects(
         {("ConfigMap", "team-a", "c"): _configmap(), ("ConfigMap", "team-b", "c"): _configmap()}
     )
@@ -110,9 +112,7 @@ def test_a_namespaced_profile_reads_only_its_own_namespace() -> None:
 
 
 def test_a_namespace_the_controller_does_not_watch_is_refused_by_name_not_reported_missing() -> None:
-    boundary = content.Boundary(
-        controller_namespace=CONTROLLER_NS, watched=frozenset({"team-a", CONTROLLER_NS})
-    )
+    boundary = Boundary(controller_namespace=CONTROLLER_NS, watched=frozenset({"team-a", CONTROLLER_NS}))
     objects = Objects(
         {("ConfigMap", "team-a", "c"): _configmap(), ("Secret", "team-b", "s"): _secret(_manifest("x"))}
     )
@@ -160,9 +160,9 @@ def test_a_secret_a_membercluster_references_is_never_read_as_content() -> None:
         {"metadata": {"name": "m1", "namespace": "team"}, "spec": {"kubeconfigSecretRef": {"name": "s"}}},
         {"metadata": {"name": "m2", "namespace": "other"}, "spec": {}},
     ]
-    refs = content.kubeconfig_secrets(members)
+    refs = fleet_members.kubeconfig_secrets(members)
     assert refs == {("team", "s"), ("other", "m2-kubeconfig")}
-    boundary = content.Boundary(controller_namespace=CONTROLLER_NS, kubeconfig_secrets=refs)
+    boundary = Boundary(controller_namespace=CONTROLLER_NS, kubeconfig_secrets=refs)
     objects = Objects({("Secret", "team", "s"): _secret("x")})  # addon-typed, unlabelled
     spec = ProfileSpec.model_validate(
         {

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from fleetwave.controllers import content, content_gc
+from fleetwave.controllers.sveltos import content, content_gc
 
 NOW = dt.datetime(2030, 1, 1, tzinfo=dt.UTC)
 H1, H2, H3, H4 = ("a" * 64, "b" * 64, "c" * 64, "d" * 64)

@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from fleetwave.controllers.echoes import Echoes, tracked
+from fleetwave.controllers.shared.echoes import Echoes, tracked
 
 KEY = ("ClusterSummary", "ns/s")
 

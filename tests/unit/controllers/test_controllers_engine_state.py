@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime, timedelta
 
-from fleetwave.controllers import engine_state
+from fleetwave.controllers.shared import engine_state
 from fleetwave.core import engine
 from fleetwave.core import model as m
 

@@ -11,12 +11,13 @@ from typing import Any
 
 import pytest
 
-from fleetwave.controllers import app, fanout, members
-from fleetwave.controllers import rollout_common as common
-from fleetwave.controllers import summary_status as ss
-from fleetwave.controllers.context import Cache
-from fleetwave.controllers.echoes import Echoes
-from fleetwave.controllers.own_writes import OwnWrites
+from fleetwave.controllers import app, fanout
+from fleetwave.controllers.fleet import members
+from fleetwave.controllers.shared.context import Cache
+from fleetwave.controllers.shared.echoes import Echoes
+from fleetwave.controllers.shared.own_writes import OwnWrites
+from fleetwave.controllers.sveltos import rollout_common as common
+from fleetwave.controllers.sveltos import summary_status as ss
 from fleetwave.runtime.controller import Controller, Result
 from fleetwave.runtime.watching import EventType, object_key
 

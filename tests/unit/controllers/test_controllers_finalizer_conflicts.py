@@ -13,10 +13,10 @@ from lightkube import ApiError
 from lightkube.models import meta_v1
 
 from fleetwave.api import families
-from fleetwave.controllers import profile_withdrawal
-from fleetwave.controllers.context import Context
 from fleetwave.controllers.kubefleet import naming as nm
 from fleetwave.controllers.kubefleet import placement_delete
+from fleetwave.controllers.shared.context import Context
+from fleetwave.controllers.sveltos import profile_withdrawal
 from fleetwave.runtime.controller import Result
 
 

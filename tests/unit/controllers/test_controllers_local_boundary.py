@@ -8,7 +8,9 @@ import pytest
 import yaml
 
 from fleetwave.api.sveltos import ProfileSpec
-from fleetwave.controllers import content, local_boundary
+from fleetwave.controllers.fleet import local_boundary
+from fleetwave.controllers.fleet.boundary import Boundary
+from fleetwave.controllers.sveltos import content
 
 NS = "fleetwave-system"
 
@@ -116,7 +118,7 @@ def test_a_profile_whose_local_content_holds_the_leader_lease_is_refused_when_re
         }
     )
     lease = _obj("coordination.k8s.io/v1", "Lease", "fleetwave-leader", NS, spec={"leaseDurationSeconds": 1})
-    boundary = content.Boundary(controller_namespace=NS)
+    boundary = Boundary(controller_namespace=NS)
     with pytest.raises(
         content.ContentError, match=r"policyRefs\[0\]\.deploymentType: Local content may not hold Lease"
     ):

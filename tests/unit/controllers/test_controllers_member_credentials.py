@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from fleetwave.api import families
-from fleetwave.controllers import membercluster, members
-from fleetwave.controllers.context import Context
+from fleetwave.controllers.fleet import membercluster, members
+from fleetwave.controllers.shared.context import Context
 from fleetwave.delivery import sessions
 from fleetwave.delivery.target import MemberTarget
 from fleetwave.mgmt import registration

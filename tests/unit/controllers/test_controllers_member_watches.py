@@ -7,9 +7,9 @@ import asyncio
 from typing import Any
 
 from fleetwave.api.sveltos import ValidateHealth
-from fleetwave.controllers import ports
-from fleetwave.controllers.member_watches import Interest, MemberTarget, MemberWatches
-from fleetwave.controllers.ports import interests
+from fleetwave.controllers.fleet import ports
+from fleetwave.controllers.fleet.member_watches import Interest, MemberTarget, MemberWatches
+from fleetwave.controllers.fleet.ports import interests
 from fleetwave.delivery import content as ct
 
 Stream = tuple[str, Interest]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fleetwave.controllers.own_writes import OwnWrites
+from fleetwave.controllers.shared.own_writes import OwnWrites
 
 
 def test_the_cache_is_behind_until_it_shows_the_written_version_or_a_newer_one() -> None:

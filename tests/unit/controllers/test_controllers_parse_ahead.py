@@ -13,7 +13,8 @@ import pytest
 import yaml
 
 from fleetwave.api.sveltos import ProfileSpec
-from fleetwave.controllers import content, templated_content
+from fleetwave.controllers.fleet.boundary import Boundary
+from fleetwave.controllers.sveltos import content, templated_content
 from fleetwave.delivery import content as dc
 
 
@@ -62,7 +63,7 @@ def test_large_values_are_found_under_the_names_resolve_gives_them_and_small_one
         }
     )
     texts = content.large_texts(
-        spec, found, default_namespace="fw", path="spec", boundary=content.Boundary(controller_namespace="fw")
+        spec, found, default_namespace="fw", path="spec", boundary=Boundary(controller_namespace="fw")
     )
     assert texts == [(big, "spec.policyRefs[0][a.yaml]", False, "documents")]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fleetwave.controllers.profile_withdrawal import next_batch
+from fleetwave.controllers.sveltos.profile_withdrawal import next_batch
 
 
 def test_without_max_update_every_summary_goes_at_once() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from fleetwave.controllers import promotion_status as ps
+from fleetwave.controllers.sveltos import promotion_status as ps
 from fleetwave.core import status as st
 
 T0 = dt.datetime(2026, 2, 16, 6, 28, 24, tzinfo=dt.UTC)

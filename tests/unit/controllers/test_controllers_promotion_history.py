@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
-from fleetwave.controllers import promotion_history as history
+from fleetwave.controllers.sveltos import promotion_history as history
 from fleetwave.core import status as st
 
 T0 = datetime(2026, 11, 25, 9, 0, tzinfo=UTC)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fleetwave.controllers import promotion_withdrawal as pw
+from fleetwave.controllers.sveltos import promotion_withdrawal as pw
 
 STAGES = ["dev", "staging", "production"]
 

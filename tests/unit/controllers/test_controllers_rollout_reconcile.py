@@ -12,10 +12,10 @@ from lightkube import ApiError
 from lightkube.models import meta_v1
 
 from fleetwave.api import families
-from fleetwave.controllers import content, rollout_common, rollout_reconcile
-from fleetwave.controllers import summary_status as ss
-from fleetwave.controllers.context import PROGRESS_EVERY, Context
-from fleetwave.controllers.rollout_reconcile import Observation, Pass, Prepared
+from fleetwave.controllers.shared.context import PROGRESS_EVERY, Context
+from fleetwave.controllers.sveltos import content, rollout_common, rollout_reconcile
+from fleetwave.controllers.sveltos import summary_status as ss
+from fleetwave.controllers.sveltos.rollout_reconcile import Observation, Pass, Prepared
 from fleetwave.core import effects as fx
 from fleetwave.core import model as m
 

@@ -8,10 +8,10 @@ from contextlib import asynccontextmanager
 from types import SimpleNamespace
 from typing import Any
 
-from fleetwave.controllers.context import Wake
-from fleetwave.controllers.member_watches import Interest, MemberWatches
-from fleetwave.controllers.ports import HealthAdapter
-from fleetwave.controllers.sightings import Sightings
+from fleetwave.controllers.fleet.member_watches import Interest, MemberWatches
+from fleetwave.controllers.fleet.ports import HealthAdapter
+from fleetwave.controllers.fleet.sightings import Sightings
+from fleetwave.controllers.shared.context import Wake
 from fleetwave.delivery.target import MemberTarget, MemberUnreachable
 
 NS = ("v1", "Namespace", None, "web")

@@ -9,8 +9,8 @@ from types import SimpleNamespace
 from typing import Any
 
 from fleetwave.api import families
-from fleetwave.controllers import promotion
-from fleetwave.controllers.context import Context
+from fleetwave.controllers.shared.context import Context
+from fleetwave.controllers.sveltos import promotion
 
 
 class _Cache:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from fleetwave.controllers import summary_status as ss
+from fleetwave.controllers.sveltos import summary_status as ss
 from fleetwave.delivery import manifests
 
 NOW = dt.datetime(2026, 11, 24, 12, 0, tzinfo=dt.UTC)

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from fleetwave.api import families
-from fleetwave.controllers import content, rollout_common, summary
-from fleetwave.controllers import summary_status as ss
-from fleetwave.controllers.context import Context
+from fleetwave.controllers.shared.context import Context
+from fleetwave.controllers.sveltos import content, rollout_common, summary
+from fleetwave.controllers.sveltos import summary_status as ss
 
 T0 = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
 NS = "fleet"

@@ -6,9 +6,9 @@ import time
 from types import SimpleNamespace
 from typing import Any
 
-from fleetwave.controllers import summary
-from fleetwave.controllers import summary_status as ss
-from fleetwave.controllers.context import PROGRESS_EVERY, Context
+from fleetwave.controllers.shared.context import PROGRESS_EVERY, Context
+from fleetwave.controllers.sveltos import summary
+from fleetwave.controllers.sveltos import summary_status as ss
 
 
 def _status(status: str, reason: str, message: str, **extra: Any) -> dict[str, Any]:

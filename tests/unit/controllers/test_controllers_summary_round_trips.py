@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from fleetwave.controllers import summary
+from fleetwave.controllers.sveltos import summary
 from fleetwave.delivery import manifests, sessions
 from fleetwave.delivery.content import ObjectRef
 from fleetwave.delivery.known_versions import KnownVersions

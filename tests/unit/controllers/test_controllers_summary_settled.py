@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from fleetwave.controllers import templated_content
-from fleetwave.controllers.summary import _settled
+from fleetwave.controllers.sveltos import templated_content
+from fleetwave.controllers.sveltos.summary import _settled
 
 
 def summary(

@@ -14,9 +14,9 @@ import pytest
 
 from fleetwave.api import families
 from fleetwave.api.sveltos import ClusterProfile
-from fleetwave.controllers import content, promotion, rollout_common, summary_writes
-from fleetwave.controllers import summary_status as ss
-from fleetwave.controllers.context import Context
+from fleetwave.controllers.shared.context import Context
+from fleetwave.controllers.sveltos import content, promotion, rollout_common, summary_writes
+from fleetwave.controllers.sveltos import summary_status as ss
 
 RESOLVED = content.Resolved(hash="h" * 64, body={})
 

@@ -17,7 +17,8 @@ import pytest
 import yaml
 
 from fleetwave.api.sveltos import ClusterProfileSpec
-from fleetwave.controllers import content, templated_content
+from fleetwave.controllers.fleet.boundary import Boundary
+from fleetwave.controllers.sveltos import content, templated_content
 from fleetwave.delivery.gotemplate import Renderer
 from fleetwave.delivery.kustomize import Kustomizer
 from fleetwave.local import binaries
@@ -79,14 +80,14 @@ def spec(**fields: Any) -> ClusterProfileSpec:
 
 
 def resolve(s: ClusterProfileSpec, objects: Objects) -> content.Resolved:
-    boundary = content.Boundary(controller_namespace="fleetwave-system")
+    boundary = Boundary(controller_namespace="fleetwave-system")
     return content.resolve(s, objects, default_namespace="fw", path="spec", boundary=boundary)
 
 
 def for_cluster(
     body: Mapping[str, Any], c: Mapping[str, Any], objects: Objects, tools: templated_content.Tools
 ) -> dict[str, Any]:
-    boundary = content.Boundary(controller_namespace="fleetwave-system")
+    boundary = Boundary(controller_namespace="fleetwave-system")
     return asyncio.run(
         templated_content.instantiate(body, cluster=c, lookup=objects, boundary=boundary, tools=tools)
     )

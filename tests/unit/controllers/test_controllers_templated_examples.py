@@ -16,7 +16,8 @@ import yaml
 
 from fleetwave.api.codec import parse_object
 from fleetwave.api.sveltos import ClusterProfile
-from fleetwave.controllers import content, templated_content
+from fleetwave.controllers.fleet.boundary import Boundary
+from fleetwave.controllers.sveltos import content, templated_content
 from fleetwave.delivery.gotemplate import Renderer
 from fleetwave.delivery.kustomize import Kustomizer
 from fleetwave.local import binaries
@@ -52,7 +53,7 @@ def member(name: str, env: str) -> dict[str, Any]:
 def delivered(
     profile: ClusterProfile, objects: Objects, cluster: dict[str, Any], tools: templated_content.Tools
 ) -> list[dict[str, Any]]:
-    boundary = content.Boundary(controller_namespace="fleetwave-system")
+    boundary = Boundary(controller_namespace="fleetwave-system")
     resolved = content.resolve(
         profile.spec, objects, default_namespace="fleetwave-system", path="spec", boundary=boundary
     )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fleetwave.controllers.versioned_memo import VersionedMemo
+from fleetwave.controllers.shared.versioned_memo import VersionedMemo
 
 
 def _obj(version: str, phase: str, name: str = "s") -> dict[str, Any]:

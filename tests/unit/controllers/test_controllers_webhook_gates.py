@@ -15,7 +15,7 @@ import httpx2
 import pytest
 
 from fleetwave.api.webhooks import WebhookGate
-from fleetwave.controllers import webhook_gates as wg
+from fleetwave.controllers.gates import webhook_gates as wg
 from fleetwave.promapi import guards
 from fleetwave.runtime import webhook
 
@@ -100,12 +100,12 @@ def test_a_namespaced_run_sends_only_a_secret_typed_for_webhook_headers() -> Non
 
 def test_a_namespaced_run_never_sends_a_member_kubeconfig_secret(monkeypatch: pytest.MonkeyPatch) -> None:
     ctx = _ctx()
-    real = wg.common.content_boundary
+    real = wg.content_boundary
 
     def with_kubeconfig(c: Any) -> Any:
         return dataclasses.replace(real(c), kubeconfig_secrets=frozenset({("team-a", "headers")}))
 
-    monkeypatch.setattr(wg.common, "content_boundary", with_kubeconfig)
+    monkeypatch.setattr(wg, "content_boundary", with_kubeconfig)
     with pytest.raises(wg.SecretProblem, match="kubeconfig Secret is never sent anywhere"):
         wg.secret_headers(ctx, RUN_OWNER, _hook())
 

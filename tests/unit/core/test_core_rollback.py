@@ -10,7 +10,7 @@ import hypothesis.strategies as hs
 from core_helpers import DONE, T0, Driver, delivers, events, fleet, minutes, spec, stage
 from hypothesis import given, settings
 
-from fleetwave.controllers import engine_state
+from fleetwave.controllers.shared import engine_state
 from fleetwave.core import effects as fx
 from fleetwave.core import engine
 from fleetwave.core import model as m

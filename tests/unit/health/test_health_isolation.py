@@ -47,4 +47,4 @@ def test_only_the_sandbox_worker_imports_the_evaluators() -> None:
 
 def test_the_scan_sees_the_worker_and_the_controller_port() -> None:
     assert "fleetwave.health.cluster_check" in _imports(SRC / "sandbox" / "worker.py")
-    assert "fleetwave.sandbox.pool.CheckPool" in _imports(SRC / "controllers" / "ports.py")
+    assert "fleetwave.sandbox.pool.CheckPool" in _imports(SRC / "controllers" / "fleet" / "ports.py")

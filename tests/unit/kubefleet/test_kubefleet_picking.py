@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as hs
 
 from fleetwave.api.kubefleet import PlacementPolicy
-from fleetwave.controllers import members
+from fleetwave.controllers.fleet import members
 from fleetwave.controllers.kubefleet import picking
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from fleetwave.api import families
 from fleetwave.api.kubefleet import PlacementSpec
-from fleetwave.controllers import members
+from fleetwave.controllers.fleet import members
 from fleetwave.controllers.kubefleet import selection
 from fleetwave.kube import kinds
 

@@ -12,7 +12,7 @@ from fleetwave.runtime import logs
 
 def _record(message: str, **extra: object) -> logging.LogRecord:
     record = logging.LogRecord(
-        "fleetwave.controllers.promotion", logging.WARNING, __file__, 1, message, (), None
+        "fleetwave.controllers.sveltos.promotion", logging.WARNING, __file__, 1, message, (), None
     )
     for key, value in extra.items():
         setattr(record, key, value)
@@ -25,7 +25,7 @@ def test_a_json_line_has_time_level_logger_message_and_the_object() -> None:
     )
     parsed = json.loads(line)
     assert parsed["level"] == "WARNING"
-    assert parsed["logger"] == "fleetwave.controllers.promotion"
+    assert parsed["logger"] == "fleetwave.controllers.sveltos.promotion"
     assert parsed["message"] == "stage dev held"
     assert (parsed["kind"], parsed["name"]) == ("ClusterPromotion", "kyverno")
     assert "namespace" not in parsed  # a cluster-scoped object

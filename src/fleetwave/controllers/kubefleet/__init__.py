@@ -3,6 +3,9 @@
 `register(manager, ctx)` adds everything to a Manager built by `fleetwave.controllers.app`: informers
 for the KubeFleet kinds and for every kind a placement may select, a placement controller and a run
 controller per scope, and the watches that map changes to their keys.
+
+Its floor: beside controllers.sveltos and independent of it, above gates, fleet and shared
+(pyproject's controllers-floor contract).
 """
 
 from __future__ import annotations
@@ -11,7 +14,6 @@ import functools
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from fleetwave.controllers.context import Context
 from fleetwave.controllers.kubefleet import (
     envelopes,
     override_snapshots,
@@ -23,6 +25,7 @@ from fleetwave.controllers.kubefleet import (
 )
 from fleetwave.controllers.kubefleet import naming as nm
 from fleetwave.controllers.kubefleet import overrides as ov
+from fleetwave.controllers.shared.context import Context
 from fleetwave.kube import kinds
 from fleetwave.runtime.controller import Controller
 from fleetwave.runtime.manager import Manager

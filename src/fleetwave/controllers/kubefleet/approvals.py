@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from fleetwave.controllers.context import Context
 from fleetwave.controllers.kubefleet import naming as nm
+from fleetwave.controllers.shared.context import Context
 from fleetwave.core import status as st
 from fleetwave.kube import ops
 from fleetwave.kube.status import write_status

@@ -15,7 +15,7 @@ import copy
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from fleetwave.controllers.content import OWN_GROUPS
+from fleetwave.controllers.fleet.local_boundary import OWN_GROUPS
 
 Obj = Mapping[str, Any]
 CLUSTER = "ClusterResourceEnvelope"

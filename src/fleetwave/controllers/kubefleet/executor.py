@@ -13,9 +13,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fleetwave.controllers import members
-from fleetwave.controllers.context import Context, Wake
+from fleetwave.controllers.fleet import members
 from fleetwave.controllers.kubefleet import apply_rules, envelopes, selection
+from fleetwave.controllers.shared.context import Context, Wake
 from fleetwave.core import status as st
 from fleetwave.delivery import manifests
 from fleetwave.delivery.target import MemberTarget, MemberUnreachable

@@ -13,9 +13,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from fleetwave.controllers.context import Context, Wake
 from fleetwave.controllers.kubefleet import apply_rules, envelopes, executor
 from fleetwave.controllers.kubefleet import overrides as ov
+from fleetwave.controllers.shared.context import Context, Wake
 from fleetwave.core import model as m
 from fleetwave.core import overrides as co
 from fleetwave.core import status as st

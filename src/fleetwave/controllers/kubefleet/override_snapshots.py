@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from fleetwave.api import codec
-from fleetwave.controllers.context import Context
 from fleetwave.controllers.kubefleet import naming as nm
 from fleetwave.controllers.kubefleet import overrides as ov
+from fleetwave.controllers.shared.context import Context
 from fleetwave.delivery import content as dc
 from fleetwave.kube import kinds, ops
 from fleetwave.runtime.controller import Result

@@ -26,7 +26,7 @@ from fleetwave.api.kubefleet import (
     TopologySpreadConstraint,
     property_number,
 )
-from fleetwave.controllers.members import Member
+from fleetwave.controllers.fleet.members import Member
 
 # A ScheduleAnyway constraint a choice would break costs this much of its topology spread score
 # (upstream's penalty), so any choice within maxSkew wins over it.

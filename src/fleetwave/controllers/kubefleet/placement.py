@@ -13,8 +13,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from fleetwave.api import codec
-from fleetwave.controllers import members
-from fleetwave.controllers.context import Context, as_dict
+from fleetwave.controllers.fleet import members
 from fleetwave.controllers.kubefleet import (
     apply_rules,
     overrides,
@@ -28,6 +27,7 @@ from fleetwave.controllers.kubefleet import (
 )
 from fleetwave.controllers.kubefleet import naming as nm
 from fleetwave.controllers.kubefleet.run_status import cond
+from fleetwave.controllers.shared.context import Context, as_dict
 from fleetwave.core import model as m
 from fleetwave.core import status as st
 from fleetwave.kube import ops

@@ -14,10 +14,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from fleetwave.controllers import engine_state
-from fleetwave.controllers.context import Context, as_dict
 from fleetwave.controllers.kubefleet import executor, history, ledger
 from fleetwave.controllers.kubefleet import naming as nm
+from fleetwave.controllers.shared import engine_state
+from fleetwave.controllers.shared.context import Context, as_dict
 from fleetwave.kube import ops
 from fleetwave.runtime.controller import Result
 

@@ -15,12 +15,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from fleetwave.controllers import engine_state, requeue
-from fleetwave.controllers.context import Context
 from fleetwave.controllers.kubefleet import apply_rules, history, snapshots
 from fleetwave.controllers.kubefleet import ledger as lg
 from fleetwave.controllers.kubefleet import overrides as ov
 from fleetwave.controllers.kubefleet import removals as rm
+from fleetwave.controllers.shared import engine_state, requeue
+from fleetwave.controllers.shared.context import Context
 from fleetwave.core import batching, engine
 from fleetwave.core import effects as fx
 from fleetwave.core import model as m

@@ -11,8 +11,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from fleetwave.controllers.context import Context
 from fleetwave.controllers.kubefleet import executor
+from fleetwave.controllers.shared.context import Context
 from fleetwave.core import status as st
 
 

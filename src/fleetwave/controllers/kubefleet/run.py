@@ -12,7 +12,6 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from fleetwave.api import codec
-from fleetwave.controllers.context import Context, as_dict
 from fleetwave.controllers.kubefleet import (
     approvals,
     run_execute,
@@ -25,6 +24,7 @@ from fleetwave.controllers.kubefleet import (
 )
 from fleetwave.controllers.kubefleet import naming as nm
 from fleetwave.controllers.kubefleet.run_status import cond
+from fleetwave.controllers.shared.context import Context, as_dict
 from fleetwave.core import status as st
 from fleetwave.kube.status import StatusWrite, Versioned, write_versioned
 from fleetwave.runtime.controller import Result

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from fleetwave.controllers.context import Context
 from fleetwave.controllers.kubefleet import removals as rm
 from fleetwave.controllers.kubefleet.run_record import RunRecord
+from fleetwave.controllers.shared.context import Context
 from fleetwave.core import status as st
 
 

@@ -16,12 +16,13 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 
 from fleetwave.api.kubefleet import StageConfig
-from fleetwave.controllers import analysis_gates, requeue, webhook_gates
-from fleetwave.controllers.context import Context
+from fleetwave.controllers.gates import analysis_gates, webhook_gates
 from fleetwave.controllers.kubefleet import approvals, run_delete, run_status, run_writes
 from fleetwave.controllers.kubefleet import ledger as lg
 from fleetwave.controllers.kubefleet.run_pass import Setting, publish, stuck
 from fleetwave.controllers.kubefleet.run_record import RunRecord, Seen
+from fleetwave.controllers.shared import requeue
+from fleetwave.controllers.shared.context import Context
 from fleetwave.core import effects as fx
 from fleetwave.core import engine
 from fleetwave.core import model as m

@@ -23,11 +23,12 @@ from fleetwave.api.kubefleet import (
     StagedUpdateStrategySpec,
 )
 from fleetwave.api.meta import parse_duration
-from fleetwave.controllers import engine_state, members
-from fleetwave.controllers.context import Context
+from fleetwave.controllers.fleet import members
 from fleetwave.controllers.kubefleet import history, overrides, picking, run_writes, snapshots, unhonoured
 from fleetwave.controllers.kubefleet import naming as nm
 from fleetwave.controllers.kubefleet.run_status import cond
+from fleetwave.controllers.shared import engine_state
+from fleetwave.controllers.shared.context import Context
 from fleetwave.core import batching
 from fleetwave.core import model as m
 from fleetwave.core import status as st

@@ -12,7 +12,6 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from fleetwave.controllers.context import Context, as_dict
 from fleetwave.controllers.kubefleet import (
     apply_rules,
     overrides,
@@ -25,6 +24,7 @@ from fleetwave.controllers.kubefleet import (
 from fleetwave.controllers.kubefleet import ledger as lg
 from fleetwave.controllers.kubefleet import naming as nm
 from fleetwave.controllers.kubefleet.run_record import RunRecord
+from fleetwave.controllers.shared.context import Context, as_dict
 from fleetwave.core import effects as fx
 from fleetwave.core import model as m
 from fleetwave.core import status as st

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fleetwave.api.kubefleet import StagedUpdateStrategySpec
-from fleetwave.controllers import engine_state
 from fleetwave.controllers.kubefleet import ledger as lg
 from fleetwave.controllers.kubefleet import removals as rm
+from fleetwave.controllers.shared import engine_state
 from fleetwave.core import status as st
 
 # Status keys the record owns; everything else in status is either rendered or kept verbatim.

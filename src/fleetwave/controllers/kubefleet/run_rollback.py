@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fleetwave.controllers import promotion_history as asked
+from fleetwave.api import annotations as asks
 from fleetwave.controllers.kubefleet import snapshots
 from fleetwave.core import model as m
 
@@ -48,10 +48,10 @@ NO_REQUEST = Request()
 
 def request_of(meta: Obj) -> Request:
     found = meta.get("annotations") or {}
-    if not found.get(asked.ROLLBACK_ANNOTATION):
+    if not found.get(asks.ROLLBACK):
         return Request()
-    to = str(found.get(asked.ROLLBACK_TO_ANNOTATION) or "")
-    reason = str(found.get(asked.ROLLBACK_REASON_ANNOTATION) or "") or "rollback requested"
+    to = str(found.get(asks.ROLLBACK_TO) or "")
+    reason = str(found.get(asks.ROLLBACK_REASON) or "") or "rollback requested"
     return Request(reason[:256], int(to) if to.isdigit() else None)
 
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from fleetwave.controllers.context import Context
 from fleetwave.controllers.kubefleet import ledger as lg
 from fleetwave.controllers.kubefleet import run_status
 from fleetwave.controllers.kubefleet.run_pass import Setting, in_flight, publish
 from fleetwave.controllers.kubefleet.run_record import RunRecord
+from fleetwave.controllers.shared.context import Context
 from fleetwave.core import timestamps as ts
 from fleetwave.kube.status import StatusWrite, Versioned
 from fleetwave.runtime.controller import Result

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import time
 
-from fleetwave.controllers.context import Context
 from fleetwave.controllers.kubefleet import naming as nm
+from fleetwave.controllers.shared.context import Context
 from fleetwave.kube.status import Versioned
 
 

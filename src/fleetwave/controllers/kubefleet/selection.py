@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from fleetwave.api.kubefleet import PlacementSpec, ResourceSelector
-from fleetwave.controllers import members
+from fleetwave.controllers.fleet import members
 from fleetwave.controllers.kubefleet import envelopes
-from fleetwave.controllers.watch_scope import unwatched
+from fleetwave.controllers.shared.watch_scope import unwatched
 from fleetwave.kube import kinds
 
 Obj = Mapping[str, Any]

@@ -16,8 +16,8 @@ from typing import Any, Protocol, TypeVar
 from fleetwave.api import families
 from fleetwave.api.families import Family
 from fleetwave.api.sveltos import HelmChart, ValidateHealth
-from fleetwave.controllers.echoes import Echoes
-from fleetwave.controllers.own_writes import OwnWrites
+from fleetwave.controllers.shared.echoes import Echoes
+from fleetwave.controllers.shared.own_writes import OwnWrites
 from fleetwave.core import rollout_metrics
 from fleetwave.core import status as st
 from fleetwave.delivery.gotemplate import Renderer

@@ -15,11 +15,12 @@ from typing import Any
 
 from fleetwave import translate
 from fleetwave.api.models import ClusterProfile
-from fleetwave.controllers import content, engine_state, profile_withdrawal, rollout_reconcile, summary_writes
-from fleetwave.controllers import rollout_common as common
-from fleetwave.controllers import rollout_facts as rf
-from fleetwave.controllers.context import Context
-from fleetwave.controllers.rollout_reconcile import Observation, Pass, Prepared
+from fleetwave.controllers.shared import engine_state
+from fleetwave.controllers.shared.context import Context
+from fleetwave.controllers.sveltos import content, profile_withdrawal, rollout_reconcile, summary_writes
+from fleetwave.controllers.sveltos import rollout_common as common
+from fleetwave.controllers.sveltos import rollout_facts as rf
+from fleetwave.controllers.sveltos.rollout_reconcile import Observation, Pass, Prepared
 from fleetwave.core import dependencies, selectors, timestamps
 from fleetwave.core import effects as fx
 from fleetwave.core import model as m

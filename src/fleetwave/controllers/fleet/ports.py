@@ -15,9 +15,9 @@ from functools import partial
 from typing import Any
 
 from fleetwave.api.sveltos import HelmChart, ValidateHealth
-from fleetwave.controllers.context import HealthOutcome, HelmOutcome, Wake
-from fleetwave.controllers.member_watches import Interest, MemberWatches
-from fleetwave.controllers.sightings import Sightings
+from fleetwave.controllers.fleet.member_watches import Interest, MemberWatches
+from fleetwave.controllers.fleet.sightings import Sightings
+from fleetwave.controllers.shared.context import HealthOutcome, HelmOutcome, Wake
 from fleetwave.delivery import availability, helm
 from fleetwave.delivery.helmplan import Ownership
 from fleetwave.delivery.target import MemberTarget

@@ -19,11 +19,6 @@ from fleetwave.core import timestamps
 
 LIMIT = 10
 FIELD = "revisions"
-# A person's request to roll a revision back (`fleetwave rollback|abort promotion`): the number of the
-# revision to undo (so it never applies to a later one), optionally the revision to return to, and why.
-ROLLBACK_ANNOTATION = "fleetwave.io/rollback"
-ROLLBACK_TO_ANNOTATION = "fleetwave.io/rollback-to"
-ROLLBACK_REASON_ANNOTATION = "fleetwave.io/rollback-reason"
 _ENDED = {
     st.RolloutPhase.SUCCEEDED: "Succeeded",
     st.RolloutPhase.FAILED: "Failed",

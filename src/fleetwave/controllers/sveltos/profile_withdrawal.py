@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from fleetwave.controllers.context import Context, as_dict
-from fleetwave.controllers.summary_status import PROFILE_LABEL
+from fleetwave.controllers.shared.context import Context, as_dict
+from fleetwave.controllers.sveltos.summary_status import PROFILE_LABEL
 from fleetwave.core import batching
 from fleetwave.core import model as m
 from fleetwave.kube import ops

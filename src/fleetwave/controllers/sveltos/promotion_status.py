@@ -12,8 +12,8 @@ from datetime import datetime
 from typing import Any
 
 from fleetwave.api.models import ClusterPromotion
-from fleetwave.controllers import engine_state
-from fleetwave.controllers import rollout_facts as rf
+from fleetwave.controllers.shared import engine_state
+from fleetwave.controllers.sveltos import rollout_facts as rf
 from fleetwave.core import model as m
 from fleetwave.core import status as st
 from fleetwave.core import timestamps

@@ -16,9 +16,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from fleetwave.controllers import promotion_preserve as preserve
-from fleetwave.controllers.context import Context, as_dict
-from fleetwave.controllers.summary_status import PROFILE_LABEL
+from fleetwave.controllers.shared.context import Context, as_dict
+from fleetwave.controllers.sveltos import promotion_preserve as preserve
+from fleetwave.controllers.sveltos.summary_status import PROFILE_LABEL
 from fleetwave.kube import ops
 from fleetwave.runtime.controller import Result
 

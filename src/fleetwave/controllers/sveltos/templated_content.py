@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from fleetwave.api.sveltos import DriftExclusion
-from fleetwave.controllers import content, drift_exclusions, extra_metadata
+from fleetwave.controllers.fleet.boundary import Boundary
+from fleetwave.controllers.sveltos import content, drift_exclusions, extra_metadata
 from fleetwave.delivery import content as dc
 from fleetwave.delivery.gotemplate import Renderer, RenderError
 from fleetwave.delivery.kustomize import KustomizeError, Kustomizer
@@ -80,7 +81,7 @@ async def instantiate(
     *,
     cluster: Mapping[str, Any],
     lookup: content.Lookup,
-    boundary: content.Boundary,
+    boundary: Boundary,
     tools: Tools,
 ) -> dict[str, Any]:
     """`body` for the cluster whose MemberCluster object is `cluster` (unchanged if nothing is templated)."""
@@ -192,7 +193,7 @@ async def _per_cluster_resources(
     body: Mapping[str, Any],
     cluster: Mapping[str, Any],
     lookup: content.Lookup,
-    boundary: content.Boundary,
+    boundary: Boundary,
     renderer: Renderer,
 ) -> dict[str, Any]:
     """templateResourceRefs read for this cluster: an empty namespace is the cluster's, names may be

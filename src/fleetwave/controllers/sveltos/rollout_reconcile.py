@@ -17,9 +17,10 @@ from datetime import datetime
 from typing import Any, Generic, Protocol, TypeVar
 
 from fleetwave.api.families import Family
-from fleetwave.controllers import content, engine_state, local_content, requeue
-from fleetwave.controllers import rollout_common as common
-from fleetwave.controllers.context import Context, as_dict
+from fleetwave.controllers.shared import engine_state, requeue
+from fleetwave.controllers.shared.context import Context, as_dict
+from fleetwave.controllers.sveltos import content, local_content
+from fleetwave.controllers.sveltos import rollout_common as common
 from fleetwave.core import effects as fx
 from fleetwave.core import engine
 from fleetwave.core import model as m

@@ -22,10 +22,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from fleetwave.controllers import content, promotion_history
-from fleetwave.controllers.context import Context
-from fleetwave.controllers.rollout_common import PINNED_ANNOTATION
-from fleetwave.controllers.summary_status import CONTENT_ANNOTATION
+from fleetwave.controllers.shared.context import Context
+from fleetwave.controllers.sveltos import content, promotion_history
+from fleetwave.controllers.sveltos.rollout_common import PINNED_ANNOTATION
+from fleetwave.controllers.sveltos.summary_status import CONTENT_ANNOTATION
 from fleetwave.core import timestamps
 from fleetwave.kube import kinds, ops
 from fleetwave.runtime.controller import Result

@@ -16,10 +16,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from fleetwave.controllers import content
-from fleetwave.controllers import rollout_common as common
-from fleetwave.controllers import summary_status as ss
-from fleetwave.controllers.context import Context
+from fleetwave.controllers.fleet.boundary import Boundary, content_boundary
+from fleetwave.controllers.shared.context import Context
+from fleetwave.controllers.sveltos import content
+from fleetwave.controllers.sveltos import rollout_common as common
+from fleetwave.controllers.sveltos import summary_status as ss
 from fleetwave.delivery import manifests
 from fleetwave.delivery.target import ManagementTarget, MemberUnreachable
 from fleetwave.kube import kinds
@@ -61,7 +62,7 @@ async def deploy(
         "name": obj.metadata.name,
         "uid": obj.metadata.uid,
     }
-    refused = _refused(wanted, common.content_boundary(ctx))
+    refused = _refused(wanted, content_boundary(ctx))
     if refused:  # a snapshot pinned before a rule existed is held to it all the same
         await ctx.event(obj, True, "LocalDeploymentFailed", "Local content (management cluster): " + refused)
         return {STATUS_FIELD: {**previous, "errors": [refused]}}
@@ -95,7 +96,7 @@ async def deploy(
     return {STATUS_FIELD: status}
 
 
-def _refused(wanted: list[dict[str, Any]], boundary: content.Boundary) -> str | None:
+def _refused(wanted: list[dict[str, Any]], boundary: Boundary) -> str | None:
     for obj in wanted:
         why = boundary.local_problem(obj)
         if why is not None:

@@ -24,12 +24,14 @@ from typing import Any
 from fleetwave import translate
 from fleetwave.api.models import ClusterProfile
 from fleetwave.api.sveltos import ClusterProfileSpec, HelmChart, ValidateHealth
-from fleetwave.controllers import content, members, templated_content
-from fleetwave.controllers import rollout_common as common
-from fleetwave.controllers import summary_status as ss
-from fleetwave.controllers.context import Context, HelmOutcome, Wake, as_dict
-from fleetwave.controllers.echoes import tracked
-from fleetwave.controllers.versioned_memo import VersionedMemo
+from fleetwave.controllers.fleet import members
+from fleetwave.controllers.fleet.boundary import content_boundary
+from fleetwave.controllers.shared.context import Context, HelmOutcome, Wake, as_dict
+from fleetwave.controllers.shared.echoes import tracked
+from fleetwave.controllers.shared.versioned_memo import VersionedMemo
+from fleetwave.controllers.sveltos import content, templated_content
+from fleetwave.controllers.sveltos import rollout_common as common
+from fleetwave.controllers.sveltos import summary_status as ss
 from fleetwave.core import model as m
 from fleetwave.core import selectors, timestamps
 from fleetwave.delivery import content as dc
@@ -373,7 +375,7 @@ async def _for_cluster(
         body,
         cluster=cluster,
         lookup=ctx.cache,
-        boundary=common.content_boundary(ctx),
+        boundary=content_boundary(ctx),
         tools=templated_content.Tools(ctx.renderer, ctx.kustomizer),
     )
     return rendered, templated_content.inputs_fingerprint(cluster)

@@ -27,7 +27,7 @@ import contextlib
 import hashlib
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from fleetwave.api.sveltos import (
@@ -40,8 +40,9 @@ from fleetwave.api.sveltos import (
     TemplateResourceRef,
     ValueFrom,
 )
-from fleetwave.controllers import drift_exclusions, extra_metadata, local_boundary, members
-from fleetwave.controllers.watch_scope import unwatched
+from fleetwave.controllers.fleet import members
+from fleetwave.controllers.fleet.boundary import Boundary
+from fleetwave.controllers.sveltos import drift_exclusions, extra_metadata
 from fleetwave.delivery import content as dc
 from fleetwave.delivery import gotemplate, helmoptions
 
@@ -66,42 +67,6 @@ class Lookup(Protocol):
 
 class ContentError(ValueError):
     """A reference cannot be resolved; the message names the field."""
-
-
-@dataclass(frozen=True, slots=True)
-class Boundary:
-    """Where a profile may read content from.
-
-    `controller_namespace`: fleetwave's own namespace, never a source. `own_namespace`: set for a
-    namespaced profile, which reads only there. `kubeconfig_secrets`: (namespace, name) of every
-    Secret a MemberCluster references, never a source whatever its type or labels. `watched`: the
-    namespaces the controller reads (`--watch-namespace`), None for all.
-    """
-
-    controller_namespace: str | None = None
-    own_namespace: str | None = None
-    kubeconfig_secrets: frozenset[tuple[str, str]] = field(default_factory=frozenset)
-    watched: frozenset[str] | None = None
-    # The kinds the operator allows for Local content (`--local-content-kind`), None: any not denied.
-    local_kinds: frozenset[str] | None = None
-
-    def local_problem(self, obj: Mapping[str, Any]) -> str | None:
-        return local_boundary.problem(
-            obj,
-            controller_namespace=self.controller_namespace,
-            kubeconfig_secrets=self.kubeconfig_secrets,
-            allowed_kinds=self.local_kinds,
-        )
-
-    def namespace_problem(self, namespace: str) -> str:
-        if self.own_namespace is not None and namespace != self.own_namespace:
-            return f"a namespaced profile reads only its own namespace ({self.own_namespace})"
-        if namespace == self.controller_namespace:
-            return "fleetwave's own namespace is never a content source"
-        return unwatched(namespace, self.watched)
-
-
-kubeconfig_secrets = members.kubeconfig_secrets  # what Boundary.kubeconfig_secrets is built from
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,7 +121,6 @@ def _refuse_unhonoured(spec: ProfileSpec, path: str) -> None:
 
 LOCAL = "Local"
 # fleetwave's own API groups: never Local content, and never selected from envelopes.
-OWN_GROUPS = local_boundary.OWN_GROUPS
 
 
 def _refuse_local(objects: list[dict[str, Any]], path: str, boundary: Boundary) -> None:
@@ -201,7 +165,7 @@ def _refuse_unhonoured_chart(chart: HelmChart, path: str) -> None:
 
 
 def _extras(spec: ProfileSpec, path: str) -> tuple[dict[str, str], dict[str, str]]:
-    """extraLabels / extraAnnotations (ClusterProfile only), checked (controllers/extra_metadata.py)."""
+    """extraLabels / extraAnnotations (ClusterProfile only), checked (sveltos/extra_metadata.py)."""
     labels = dict(getattr(spec, "extra_labels", None) or {})
     annotations = dict(getattr(spec, "extra_annotations", None) or {})
     if (labels or annotations) and spec.helm_charts:
@@ -215,7 +179,7 @@ def _extras(spec: ProfileSpec, path: str) -> tuple[dict[str, str], dict[str, str
 
 
 def _exclusions(spec: ProfileSpec, path: str) -> list[DriftExclusion]:
-    """driftExclusions, checked (controllers/drift_exclusions.py)."""
+    """driftExclusions, checked (controllers/sveltos/drift_exclusions.py)."""
     excluded = list(spec.drift_exclusions or [])
     if excluded and spec.helm_charts:
         raise ContentError(f"{path}.driftExclusions: not supported together with helmCharts by fleetwave yet")

@@ -23,8 +23,8 @@ from datetime import datetime, timedelta
 
 from fleetwave.api.meta import parse_duration
 from fleetwave.api.webhooks import CLUSTER_PLACEHOLDER, WebhookGate
-from fleetwave.controllers import rollout_common as common
-from fleetwave.controllers.context import Context, as_dict
+from fleetwave.controllers.fleet.boundary import content_boundary
+from fleetwave.controllers.shared.context import Context, as_dict
 from fleetwave.core import model as m
 from fleetwave.core import status as st
 from fleetwave.runtime import webhook
@@ -144,7 +144,7 @@ def secret_headers(ctx: Context, owner: Owner, hook: WebhookGate) -> dict[str, s
             f"headersFrom {where}: a namespaced {owner.kind} reads Secrets only in its own "
             f"namespace ({owner.namespace})"
         )
-    boundary = common.content_boundary(ctx)
+    boundary = content_boundary(ctx)
     problem = boundary.namespace_problem(namespace) if owner.namespace is None else ""
     if not problem and (namespace, ref.name) in boundary.kubeconfig_secrets:
         problem = "a member's kubeconfig Secret is never sent anywhere"

@@ -18,8 +18,8 @@ from typing import Any
 from fleetwave.api.analyses import AnalysisGate
 from fleetwave.api.meta import parse_duration
 from fleetwave.api.webhooks import CLUSTER_PLACEHOLDER
-from fleetwave.controllers.context import Context
-from fleetwave.controllers.webhook_gates import Owner
+from fleetwave.controllers.gates.webhook_gates import Owner
+from fleetwave.controllers.shared.context import Context
 from fleetwave.core import model as m
 
 Facts = dict[tuple[str, str], dict[str, m.Measurements]]

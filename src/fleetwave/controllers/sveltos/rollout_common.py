@@ -16,10 +16,12 @@ from typing import Any, TypeVar
 from fleetwave import translate
 from fleetwave.api import codec
 from fleetwave.api.sveltos import ProfileSpec
-from fleetwave.controllers import content, members
-from fleetwave.controllers import summary_status as ss
-from fleetwave.controllers.context import Cache, Context
-from fleetwave.controllers.versioned_memo import VersionedMemo
+from fleetwave.controllers.fleet import members
+from fleetwave.controllers.fleet.boundary import content_boundary
+from fleetwave.controllers.shared.context import Cache, Context
+from fleetwave.controllers.shared.versioned_memo import VersionedMemo
+from fleetwave.controllers.sveltos import content
+from fleetwave.controllers.sveltos import summary_status as ss
 from fleetwave.core import effects as fx
 from fleetwave.core import model as m
 from fleetwave.core import timestamps
@@ -160,21 +162,6 @@ def annotations_hold(current: Mapping[str, Any], wanted: Mapping[str, str]) -> b
 
 async def emit(ctx: Context, obj: Any, event: fx.Event) -> None:
     await ctx.event(obj, event.warning, event.reason, event.message)
-
-
-def content_boundary(ctx: Context) -> content.Boundary:
-    """What a cluster-scoped profile may read: anything but fleetwave's namespace and kubeconfigs."""
-    return content.Boundary(
-        controller_namespace=ctx.namespace,
-        kubeconfig_secrets=ctx.cache.memo(
-            "kubeconfig secrets",
-            "MemberCluster",
-            lambda: content.kubeconfig_secrets(ctx.cache.members_everywhere()),
-            everywhere=True,
-        ),
-        watched=ctx.watched,
-        local_kinds=ctx.local_content_kinds,
-    )
 
 
 async def parse_ahead(ctx: Context, kind: str, raw: Mapping[str, Any]) -> None:

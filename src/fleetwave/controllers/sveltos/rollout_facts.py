@@ -11,8 +11,8 @@ from typing import Any
 
 from fleetwave.api import families
 from fleetwave.api.families import Family
-from fleetwave.controllers import summary_status as ss
-from fleetwave.controllers.versioned_memo import VersionedMemo
+from fleetwave.controllers.shared.versioned_memo import VersionedMemo
+from fleetwave.controllers.sveltos import summary_status as ss
 from fleetwave.core import model as m
 from fleetwave.core import status as st
 

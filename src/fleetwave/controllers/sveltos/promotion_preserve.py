@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from fleetwave.controllers.context import Context, as_dict
+from fleetwave.controllers.shared.context import Context, as_dict
 from fleetwave.kube import ops
 from fleetwave.runtime.controller import Result
 

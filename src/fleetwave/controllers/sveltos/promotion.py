@@ -18,25 +18,26 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from fleetwave import translate
+from fleetwave.api import annotations as asks
 from fleetwave.api import sveltos
 from fleetwave.api.models import ClusterPromotion
-from fleetwave.controllers import (
-    analysis_gates,
+from fleetwave.controllers.fleet import members
+from fleetwave.controllers.fleet.boundary import content_boundary
+from fleetwave.controllers.gates import analysis_gates, webhook_gates
+from fleetwave.controllers.shared.context import Context, Wake
+from fleetwave.controllers.shared.echoes import tracked
+from fleetwave.controllers.sveltos import (
     content,
-    members,
     promotion_history,
     promotion_preserve,
     promotion_status,
     promotion_withdrawal,
     rollout_reconcile,
     summary_writes,
-    webhook_gates,
 )
-from fleetwave.controllers import rollout_common as common
-from fleetwave.controllers import rollout_facts as rf
-from fleetwave.controllers.context import Context, Wake
-from fleetwave.controllers.echoes import tracked
-from fleetwave.controllers.rollout_reconcile import Observation, Pass, Prepared
+from fleetwave.controllers.sveltos import rollout_common as common
+from fleetwave.controllers.sveltos import rollout_facts as rf
+from fleetwave.controllers.sveltos.rollout_reconcile import Observation, Pass, Prepared
 from fleetwave.core import effects as fx
 from fleetwave.core import model as m
 from fleetwave.core import status as st
@@ -181,7 +182,7 @@ def _check_pre_health_refs(ctx: Context, promotion: ClusterPromotion) -> None:
                 trigger.pre_health_check_deployment,
                 default_namespace=ctx.namespace,
                 path=f"spec.stages[{i}].trigger.{kind}.preHealthCheckDeployment",
-                boundary=common.content_boundary(ctx),
+                boundary=content_boundary(ctx),
             )
 
 
@@ -212,16 +213,16 @@ def _rollback(run: Run, revisions: list[dict[str, Any]]) -> tuple[m.RollbackTarg
     if prev is None:
         return None, ""
     annotations = run.raw["metadata"].get("annotations") or {}
-    asked = str(annotations.get(promotion_history.ROLLBACK_ANNOTATION) or "")
+    asked = str(annotations.get(asks.ROLLBACK) or "")
     unchanged = prev.content_hash == run.spec.revision.content_hash and (
         prev.stages_hash == run.spec.revision.stages_hash
     )
     requested = unchanged and asked == str(promotion_history.current(revisions, prev))
-    to = str(annotations.get(promotion_history.ROLLBACK_TO_ANNOTATION) or "") if requested else ""
+    to = str(annotations.get(asks.ROLLBACK_TO) or "") if requested else ""
     found = promotion_history.rollback_target(revisions, prev.content_hash, int(to) if to.isdigit() else None)
     reason = ""
     if requested:
-        given = annotations.get(promotion_history.ROLLBACK_REASON_ANNOTATION)
+        given = annotations.get(asks.ROLLBACK_REASON)
         reason = str(given or "requested with fleetwave rollback")[:256]
     return (found.target if found else None), reason
 

@@ -14,11 +14,11 @@ from typing import Any
 
 from fleetwave import translate
 from fleetwave.api.models import ClusterProfile
-from fleetwave.controllers import content
-from fleetwave.controllers import rollout_common as common
-from fleetwave.controllers import summary_status as ss
-from fleetwave.controllers.context import Context, as_dict
-from fleetwave.controllers.echoes import tracked
+from fleetwave.controllers.shared.context import Context, as_dict
+from fleetwave.controllers.shared.echoes import tracked
+from fleetwave.controllers.sveltos import content
+from fleetwave.controllers.sveltos import rollout_common as common
+from fleetwave.controllers.sveltos import summary_status as ss
 from fleetwave.core import selectors
 from fleetwave.kube import ops
 

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from fleetwave.controllers import members
-from fleetwave.controllers.context import Context, as_dict
+from fleetwave.controllers.fleet import members
+from fleetwave.controllers.shared.context import Context, as_dict
 from fleetwave.core import model as m
 from fleetwave.core import timestamps, windows
 from fleetwave.delivery.target import MemberTarget
