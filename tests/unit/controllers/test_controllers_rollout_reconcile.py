@@ -12,7 +12,8 @@ from lightkube import ApiError
 from lightkube.models import meta_v1
 
 from fleetwave.api import families
-from fleetwave.controllers.shared.context import PROGRESS_EVERY, Context
+from fleetwave.controllers.shared.context import Context
+from fleetwave.controllers.shared.status_writer import PROGRESS_EVERY, StatusWriter, Whose
 from fleetwave.controllers.sveltos import content, rollout_common, rollout_reconcile
 from fleetwave.controllers.sveltos import summary_status as ss
 from fleetwave.controllers.sveltos.rollout_reconcile import Observation, Pass, Prepared
@@ -102,8 +103,14 @@ class _Ctx(Context):
         self.recorder.append((warning, reason, message))  # type: ignore[attr-defined]
 
 
-def _ctx(cache: _Cache, client: _Client, clock: Callable[[], datetime] = lambda: T0) -> _Ctx:
+def _ctx(
+    cache: _Cache,
+    client: _Client,
+    clock: Callable[[], datetime] = lambda: T0,
+    statuses: StatusWriter | None = None,
+) -> _Ctx:
     return _Ctx(
+        statuses=statuses or StatusWriter(),
         client=client,  # type: ignore[arg-type]
         cache=cache,  # type: ignore[arg-type]
         recorder=[],  # type: ignore[arg-type]
@@ -174,18 +181,22 @@ async def test_a_pass_observes_acts_writes_status_once_then_runs_after_write_eff
 async def test_a_progress_only_status_is_held_back_after_a_recent_write_and_written_once_due() -> None:
     client, rollout = _Client(), _Fake()
     rollout.progress = True
-    ctx = _ctx(_Cache({(KIND, "p"): _profile(), ("MemberCluster", "a"): _member("a")}), client)
+    elapsed = [0.0]
+    statuses = StatusWriter(clock=lambda: elapsed[0])
+    ctx = _ctx(
+        _Cache({(KIND, "p"): _profile(), ("MemberCluster", "a"): _member("a")}), client, statuses=statuses
+    )
 
     await rollout_reconcile.reconcile(ctx, "p", rollout)
     patches = lambda: [c for c in client.calls if c[0] == "patch"]  # noqa: E731
     assert len(patches()) == 1  # nothing written by this process yet
-    assert (KIND, "p") in ctx.status_written
+    assert statuses.progress_due_in(Whose(KIND, "p")) == PROGRESS_EVERY
     client.calls.clear()
     result = await rollout_reconcile.reconcile(ctx, "p", rollout)
     assert patches() == []  # written a moment ago: the progress waits
     assert result.requeue_after is not None
     assert 0 < result.requeue_after <= PROGRESS_EVERY
-    ctx.status_written[(KIND, "p")] -= PROGRESS_EVERY
+    elapsed[0] += PROGRESS_EVERY
     await rollout_reconcile.reconcile(ctx, "p", rollout)
     assert len(patches()) == 1  # due now
     rollout.progress = False

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-import time
+import asyncio
 from types import SimpleNamespace
 from typing import Any
 
-from fleetwave.controllers.shared.context import PROGRESS_EVERY, Context
+from fleetwave.controllers.shared.context import Context
+from fleetwave.controllers.shared.status_writer import PROGRESS_EVERY, StatusWriter, Whose
 from fleetwave.controllers.sveltos import summary
 from fleetwave.controllers.sveltos import summary_status as ss
+from fleetwave.kube.status import Versioned
 
 
 def _status(status: str, reason: str, message: str, **extra: Any) -> dict[str, Any]:
@@ -45,10 +47,26 @@ def test_nulls_the_api_server_drops_do_not_hide_progress() -> None:
     assert ss.progress_only(stored, LATER)
 
 
+class _Resource:
+    Status = "status-subresource"
+
+
+class _Client:
+    async def patch(self, resource: Any, name: str, body: dict[str, Any], **_: Any) -> Any:
+        meta = SimpleNamespace(name=name, namespace="ns", resourceVersion="2")
+        return SimpleNamespace(metadata=meta, status=body["status"])
+
+
 def _ctx(written_ago: float | None) -> Any:
-    written = {} if written_ago is None else {"ns/s": time.monotonic() - written_ago}
-    ctx = SimpleNamespace(status_written=written)
-    ctx.progress_due_in = lambda key: Context.progress_due_in(ctx, key)  # type: ignore[arg-type]
+    """A context whose status writer last wrote ns/s `written_ago` seconds ago (None: never)."""
+    elapsed = [0.0]
+    statuses = StatusWriter(clock=lambda: elapsed[0])
+    if written_ago is not None:
+        current = Versioned("s", "ns", "1", {})
+        asyncio.run(statuses.write(_Client(), _Resource, Whose("ClusterSummary", "ns/s"), current, {"a": 1}))  # type: ignore[arg-type]
+        elapsed[0] = written_ago
+    ctx = SimpleNamespace(statuses=statuses)
+    ctx.progress_due_in = lambda kind, key: Context.progress_due_in(ctx, kind, key)  # type: ignore[arg-type]
     return ctx
 
 

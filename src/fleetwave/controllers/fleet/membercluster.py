@@ -25,7 +25,7 @@ from fleetwave.controllers.shared.context import Context, as_dict
 from fleetwave.core import model as m
 from fleetwave.core import timestamps, windows
 from fleetwave.delivery.target import MemberTarget
-from fleetwave.kube.status import StatusWrite, write_status
+from fleetwave.kube.status import StatusWrite, Versioned
 from fleetwave.mgmt import registration
 from fleetwave.runtime.controller import Result
 
@@ -70,7 +70,7 @@ async def reconcile(ctx: Context, key: str) -> Result:
         "properties": _properties(previous.get("properties"), verdict, ctx.clock()),
         "conditions": [_condition(ctx, verdict, old, raw_obj)],
     }
-    written = await write_status(ctx.client, ctx.resource("MemberCluster"), obj, status)
+    written, _ = await ctx.write_status("MemberCluster", Versioned.of(obj), status)
     if written is StatusWrite.CONFLICT:
         return Result(requeue=True)
     changed = bool(previous.get("ready")) != verdict.ready or old.get("reason") != verdict.reason

@@ -15,7 +15,7 @@ from fleetwave.controllers.kubefleet import naming as nm
 from fleetwave.controllers.shared.context import Context
 from fleetwave.core import status as st
 from fleetwave.kube import ops
-from fleetwave.kube.status import write_status
+from fleetwave.kube.status import Versioned
 
 Obj = Mapping[str, Any]
 
@@ -100,4 +100,4 @@ async def accept(ctx: Context, scope: nm.Scope, name: str, namespace: str | None
             "observedGeneration": obj.metadata.generation,
         }
     )
-    await write_status(ctx.client, ctx.resource(scope.approval), obj, {**status, "conditions": conditions})
+    await ctx.write_status(scope.approval, Versioned.of(obj), {**status, "conditions": conditions})

@@ -31,7 +31,7 @@ from fleetwave.controllers.shared.context import Context, as_dict
 from fleetwave.core import model as m
 from fleetwave.core import status as st
 from fleetwave.kube import ops
-from fleetwave.kube.status import StatusWrite, Versioned, write_versioned
+from fleetwave.kube.status import StatusWrite, Versioned
 from fleetwave.runtime.controller import Result
 
 Obj = Mapping[str, Any]
@@ -69,9 +69,7 @@ async def reconcile(ctx: Context, scope: nm.Scope, key: str) -> Result:
         return {**status, **placement_status.summary(frame, [status, *runs], current.status, now)}
 
     if frame.external:
-        written, _ = await write_versioned(
-            ctx.client, ctx.resource(scope.placement), current, render({}, ctx.clock())
-        )
+        written, _ = await ctx.write_status(scope.placement, current, render({}, ctx.clock()))
         return Result(requeue=True) if written is StatusWrite.CONFLICT else Result()
     where = _rolling_setting(ctx, scope, placement, latest, fleet, namespace, name)
     return await placement_rolling.roll(ctx, where, current, render)
@@ -154,7 +152,7 @@ async def _invalid(
         at,
     )
     body = {**current.status, "conditions": [scheduled]}
-    await write_versioned(ctx.client, ctx.resource(scope.placement), current, body)
+    await ctx.write_status(scope.placement, current, body)
     return Result()
 
 

@@ -26,7 +26,7 @@ from fleetwave.core import effects as fx
 from fleetwave.core import model as m
 from fleetwave.core import overrides as co
 from fleetwave.core import status as st
-from fleetwave.kube.status import StatusWrite, Versioned, write_versioned
+from fleetwave.kube.status import StatusWrite, Versioned
 from fleetwave.runtime.controller import Result
 
 PASSES = 6
@@ -124,7 +124,7 @@ async def roll(ctx: Context, where: Setting, current: Versioned, render: Render)
         decision = engine.step(where.spec, where.fleet, observed, now)
         decided = Rolling(decision.status, seen.ledger, state.removals)
         body = render(decided.dump(where.content), now)
-        written, current = await write_versioned(ctx.client, ctx.resource(where.kind), current, body)
+        written, current = await ctx.write_status(where.kind, current, body)
         if written is StatusWrite.CONFLICT:
             return Result(requeue=True)
         targets, gone = _targets(decision), departed(decided, where.fleet)

@@ -26,7 +26,7 @@ from fleetwave.controllers.kubefleet import naming as nm
 from fleetwave.controllers.kubefleet.run_status import cond
 from fleetwave.controllers.shared.context import Context, as_dict
 from fleetwave.core import status as st
-from fleetwave.kube.status import StatusWrite, Versioned, write_versioned
+from fleetwave.kube.status import StatusWrite, Versioned
 from fleetwave.runtime.controller import Result
 
 Obj = Mapping[str, Any]
@@ -110,9 +110,7 @@ async def _fail(ctx: Context, scope: nm.Scope, obj: Any, current: Versioned, why
         cond(prev, "Progressing", "False", "UpdateRunFailed", why, gen, at),
         cond(prev, "Succeeded", "False", "UpdateRunFailed", why, gen, at),
     ]
-    written, _ = await write_versioned(
-        ctx.client, ctx.resource(scope.run), current, {**current.status, "conditions": conditions}
-    )
+    written, _ = await ctx.write_status(scope.run, current, {**current.status, "conditions": conditions})
     if written is StatusWrite.CONFLICT:
         return Result(requeue=True)  # judged on a status that moved on: judge again
     await ctx.event(obj, True, "UpdateRunFailed", why)

@@ -17,7 +17,7 @@ from datetime import datetime
 
 from fleetwave.api.kubefleet import StageConfig
 from fleetwave.controllers.gates import analysis_gates, webhook_gates
-from fleetwave.controllers.kubefleet import approvals, run_delete, run_status, run_writes
+from fleetwave.controllers.kubefleet import approvals, run_delete, run_status
 from fleetwave.controllers.kubefleet import ledger as lg
 from fleetwave.controllers.kubefleet.run_pass import Setting, publish, stuck
 from fleetwave.controllers.kubefleet.run_record import RunRecord, Seen
@@ -202,7 +202,7 @@ def _held_back(
     if step.deliver or step.create or step.remove or step.accept or step.events:
         return None
     meta = where.run.metadata
-    left = ctx.progress_due_in(run_writes.key_of(where.scope, meta.namespace, meta.name))
+    left = ctx.progress_due_in(where.scope.run, where.scope.key(meta.namespace, meta.name))
     if left is None or not run_status.progress_only(current.status, body):
         return None
     return left

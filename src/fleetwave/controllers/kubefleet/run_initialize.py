@@ -24,7 +24,7 @@ from fleetwave.api.kubefleet import (
 )
 from fleetwave.api.meta import parse_duration
 from fleetwave.controllers.fleet import members
-from fleetwave.controllers.kubefleet import history, overrides, picking, run_writes, snapshots, unhonoured
+from fleetwave.controllers.kubefleet import history, overrides, picking, snapshots, unhonoured
 from fleetwave.controllers.kubefleet import naming as nm
 from fleetwave.controllers.kubefleet.run_status import cond
 from fleetwave.controllers.shared import engine_state
@@ -33,7 +33,7 @@ from fleetwave.core import batching
 from fleetwave.core import model as m
 from fleetwave.core import status as st
 from fleetwave.kube import kinds
-from fleetwave.kube.status import StatusWrite, Versioned, normalized, write_versioned
+from fleetwave.kube.status import StatusWrite, Versioned, normalized
 from fleetwave.runtime.controller import Result
 
 Obj = Mapping[str, Any]
@@ -226,11 +226,9 @@ async def start(
     body = {**current.status, **fields}
     if defer:
         return Started(replace(current, status=normalized(body), stored=current.status), announce)
-    written, current = await write_versioned(ctx.client, ctx.resource(scope.run), current, body)
+    written, current = await ctx.write_status(scope.run, current, body)
     if written is StatusWrite.CONFLICT:
         return Result(requeue=True)
-    if written is StatusWrite.WRITTEN:
-        run_writes.wrote(ctx, scope, run.metadata.namespace, run.metadata.name, current)
     await announce()
     return Started(current, announce)
 
@@ -243,17 +241,13 @@ async def _waiting(
     waiting = cond(
         previous, "Initialized", "Unknown", "UpdateRunInitializing", f"waiting: {why}", gen, st.fmt(now)
     )
-    await write_versioned(
-        ctx.client, ctx.resource(scope.run), current, {**current.status, "conditions": [waiting]}
-    )
+    await ctx.write_status(scope.run, current, {**current.status, "conditions": [waiting]})
     return Result(requeue_after=RETRY_SECONDS)
 
 
 async def failed(ctx: Context, scope: nm.Scope, obj: Any, current: Versioned, why: str) -> Result:
     gen, at = obj.metadata.generation, st.fmt(ctx.clock())
     failure = cond(None, "Initialized", "False", "UpdateRunInitializedFailed", why, gen, at)
-    await write_versioned(
-        ctx.client, ctx.resource(scope.run), current, {**current.status, "conditions": [failure]}
-    )
+    await ctx.write_status(scope.run, current, {**current.status, "conditions": [failure]})
     await ctx.event(obj, True, "InitializationFailed", why)
     return Result()

@@ -18,7 +18,6 @@ from fleetwave.controllers.kubefleet import (
     run_initialize,
     run_rollback,
     run_status,
-    run_writes,
     snapshots,
 )
 from fleetwave.controllers.kubefleet import ledger as lg
@@ -29,7 +28,7 @@ from fleetwave.core import effects as fx
 from fleetwave.core import model as m
 from fleetwave.core import status as st
 from fleetwave.core import timestamps as ts
-from fleetwave.kube.status import StatusWrite, Versioned, write_versioned
+from fleetwave.kube.status import StatusWrite, Versioned
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,11 +140,9 @@ async def publish(
 ) -> tuple[StatusWrite, Versioned]:
     """Write the pass's status; once it is written, announce what the pass decided (after what
     `before` announces: an initialization the write carried)."""
-    written, after = await write_versioned(ctx.client, ctx.resource(where.scope.run), current, body)
+    written, after = await ctx.write_status(where.scope.run, current, body)
     if written is StatusWrite.CONFLICT:
         return written, current
-    if written is StatusWrite.WRITTEN:
-        run_writes.wrote(ctx, where.scope, where.run.metadata.namespace, where.run.metadata.name, after)
     if before is not None:
         await before()
     for event in events:

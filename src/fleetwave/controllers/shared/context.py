@@ -7,7 +7,6 @@ the client. The clock is passed in so that tests and the decision core agree on 
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -18,6 +17,7 @@ from fleetwave.api.families import Family
 from fleetwave.api.sveltos import HelmChart, ValidateHealth
 from fleetwave.controllers.shared.echoes import Echoes
 from fleetwave.controllers.shared.own_writes import OwnWrites
+from fleetwave.controllers.shared.status_writer import StatusWriter, Whose
 from fleetwave.core import rollout_metrics
 from fleetwave.core import status as st
 from fleetwave.delivery.gotemplate import Renderer
@@ -27,16 +27,13 @@ from fleetwave.delivery.kustomize import Kustomizer
 from fleetwave.delivery.target import MemberTarget
 from fleetwave.kube import kinds
 from fleetwave.kube.client import AsyncClient
+from fleetwave.kube.status import StatusWrite, Versioned
 from fleetwave.runtime import analysis, events, notify, webhook
 from fleetwave.runtime.metrics import RolloutMetrics
 from fleetwave.runtime.watching import Informer, object_key
 
 Objects = list[dict[str, Any]]
 T = TypeVar("T")
-
-# Seconds between writes of a waiting judgement's changing message (ADR 0068): each status write
-# wakes the rollout and whoever follows it again.
-PROGRESS_EVERY = 5.0
 
 
 class Cache:
@@ -245,7 +242,8 @@ class Context:
     webhooks: webhook.WebhookCalls = field(default_factory=webhook.WebhookCalls)
     # Analysis gates' measurement series, in memory: a restart starts them again (ADR 0081).
     analyses: analysis.Series = field(default_factory=analysis.Series)
-    own_writes: OwnWrites = field(default_factory=OwnWrites)
+    # The one writer of rollout statuses, with this process's writes remembered (ADR 0101).
+    statuses: StatusWriter = field(default_factory=StatusWriter)
     echoes: Echoes = field(default_factory=Echoes)
     # (cluster, inventory) -> when and what a staged run's apply there returned, judged once by the
     # availability check that follows it (kubefleet.executor.available).
@@ -258,10 +256,6 @@ class Context:
     # The versions this process's applies to members returned: applied over without a read (one
     # instance shared by every family's context, app.build).
     known_versions: KnownVersions = field(default_factory=KnownVersions)
-    # ClusterSummary key, or (run kind, key) -> when (monotonic) this process last wrote its
-    # status: a waiting judgement's changing message is written at most every PROGRESS_EVERY
-    # seconds (`progress_due_in`).
-    status_written: dict[Hashable, float] = field(default_factory=dict)
     # Stage profile name -> the version a promotion wrote without writing its summaries ahead:
     # that version's event wakes the profile's pass at once, not `app.STAGE_PROFILE_AHEAD` later
     # (a wake before the event would pass over the profile as the cache still holds it).
@@ -289,15 +283,25 @@ class Context:
         if self.metrics is not None:
             self.metrics.record(kind, key, rollout_metrics.observe(previous, new, self.clock()))
 
-    def progress_due_in(self, key: Hashable) -> float | None:
-        """Seconds until a progress-only status change of `key` is due; None: due now (this
-        process has not written its status within PROGRESS_EVERY seconds, e.g. after a restart)."""
-        last = self.status_written.get(key)
-        left = PROGRESS_EVERY - (time.monotonic() - last) if last is not None else 0.0
-        return left if left > 0 else None
+    @property
+    def own_writes(self) -> OwnWrites:
+        """This process's status writes the cache may not show yet (kept by `statuses`)."""
+        return self.statuses.own
+
+    async def write_status(
+        self, kind: str, current: Versioned, body: Mapping[str, Any]
+    ) -> tuple[StatusWrite, Versioned]:
+        """Write the status of the `kind` object `current` is a version of, through the one status
+        writer (ADR 0101)."""
+        whose = Whose.of(kind, current.namespace, current.name)
+        return await self.statuses.write(self.client, self.resource(kind), whose, current, body)
+
+    def progress_due_in(self, kind: str, key: str) -> float | None:
+        """Seconds until a progress-only status change of `kind` `key` is due; None: due now."""
+        return self.statuses.progress_due_in(Whose(kind, key))
 
     def forget_rollout(self, kind: str, key: str) -> None:
-        self.status_written.pop((kind, key), None)
+        self.statuses.forget(Whose(kind, key))
         if self.metrics is not None:
             self.metrics.forget(kind, key)
 

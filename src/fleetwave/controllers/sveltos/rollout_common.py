@@ -27,7 +27,7 @@ from fleetwave.core import model as m
 from fleetwave.core import timestamps
 from fleetwave.delivery import content as dc
 from fleetwave.kube import kinds, ops
-from fleetwave.kube.status import StatusWrite, write_status
+from fleetwave.kube.status import StatusWrite, Versioned
 from fleetwave.runtime.controller import Result
 
 NATIVE_API_VERSION = f"{kinds.GROUP}/{kinds.VERSION}"
@@ -230,7 +230,7 @@ async def report_invalid(ctx: Context, obj: Any, raw: Mapping[str, Any], kind: s
         "observedGeneration": raw["metadata"].get("generation"),
     }
     status = {**(raw.get("status") or {}), "conditions": [condition]}
-    written = await write_status(ctx.client, ctx.resource(kind), obj, status)
+    written, _ = await ctx.write_status(kind, Versioned.of(obj), status)
     if written is StatusWrite.WRITTEN:
         await ctx.event(obj, True, "InvalidSpec", message)
     return Result()  # nothing to retry: a spec or content edit wakes us

@@ -10,7 +10,6 @@ A kind plugs in through `Rollout`: how it parses, what it observes, how it acts,
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -19,13 +18,14 @@ from typing import Any, Generic, Protocol, TypeVar
 from fleetwave.api.families import Family
 from fleetwave.controllers.shared import engine_state, requeue
 from fleetwave.controllers.shared.context import Context, as_dict
+from fleetwave.controllers.shared.status_writer import Whose
 from fleetwave.controllers.sveltos import content, local_content
 from fleetwave.controllers.sveltos import rollout_common as common
 from fleetwave.core import effects as fx
 from fleetwave.core import engine
 from fleetwave.core import model as m
 from fleetwave.core import status as st
-from fleetwave.kube.status import StatusWrite, Versioned, write_versioned
+from fleetwave.kube.status import StatusWrite, Versioned
 from fleetwave.runtime.controller import Result
 
 LOCAL_RETRY = 30.0  # seconds between attempts at Local content that failed
@@ -103,7 +103,7 @@ async def reconcile(ctx: Context, key: str, rollout: Rollout[P, F]) -> Result:
         ctx.forget_rollout(rollout.kind, key)
         return Result()  # what a rollout generates is owned by it: garbage collection takes it
     raw = as_dict(obj)
-    if ctx.own_writes.behind((rollout.kind, key), raw["metadata"].get("resourceVersion")):
+    if ctx.statuses.behind(Whose(rollout.kind, key), raw["metadata"].get("resourceVersion")):
         # The cache predates our last status write: deciding from it would act on an old record (a
         # stage profile cut back to an earlier batch, a finished stage's verification redeployed).
         # The write's own informer event wakes us; the timer is a safety net for a watch that is down.
@@ -122,19 +122,14 @@ async def reconcile(ctx: Context, key: str, rollout: Rollout[P, F]) -> Result:
     await rollout.act(ctx, run, observation.facts, decision)
     status = {**rollout.status(run, observation.facts, decision), **local}
     if rollout.progress_only(raw.get("status") or {}, status):
-        left = ctx.progress_due_in((rollout.kind, key))
+        left = ctx.progress_due_in(rollout.kind, key)
         if left is not None:
             return _sooner(requeue.after(decision, ctx.clock()), left)
     # The event of this write wakes us again, on purpose: what the next pass observes depends on the
     # status just written (a stage's post-delay checks are judged once it says they are due).
-    written, fresh = await write_versioned(
-        ctx.client, ctx.resource(rollout.kind), Versioned.of_cached(obj), status
-    )
+    written, _ = await ctx.write_status(rollout.kind, Versioned.of_cached(obj), status)
     if written is StatusWrite.CONFLICT:
         return Result(requeue=True)  # someone wrote newer state: decide again from it
-    if written is StatusWrite.WRITTEN:
-        ctx.own_writes.record((rollout.kind, key), fresh.resource_version)
-        ctx.status_written[(rollout.kind, key)] = time.monotonic()
     ctx.record_rollout(rollout.kind, key, run.previous, decision.status)
     await rollout.after_status(ctx, run, decision)
     # From the clock now, not the pass's start: under load a pass lasts a second, and a deadline

@@ -17,7 +17,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import logging
-import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -28,6 +27,7 @@ from fleetwave.controllers.fleet import members
 from fleetwave.controllers.fleet.boundary import content_boundary
 from fleetwave.controllers.shared.context import Context, HelmOutcome, Wake, as_dict
 from fleetwave.controllers.shared.echoes import tracked
+from fleetwave.controllers.shared.status_writer import Whose
 from fleetwave.controllers.shared.versioned_memo import VersionedMemo
 from fleetwave.controllers.sveltos import content, templated_content
 from fleetwave.controllers.sveltos import rollout_common as common
@@ -40,7 +40,7 @@ from fleetwave.delivery.helmplan import Ownership
 from fleetwave.delivery.known_versions import KnownVersions
 from fleetwave.delivery.target import MemberTarget, MemberUnreachable
 from fleetwave.kube import internals, kinds, ops
-from fleetwave.kube.status import StatusWrite, Versioned, version_written, write_status, write_versioned
+from fleetwave.kube.status import StatusWrite, Versioned, version_written
 from fleetwave.runtime.controller import Result
 
 log = logging.getLogger(__name__)
@@ -73,7 +73,7 @@ async def reconcile(ctx: Context, key: str) -> Result:
         return Result()
     raw = as_dict(obj)
     meta = raw["metadata"]
-    if ctx.own_writes.behind(("ClusterSummary", key), meta.get("resourceVersion")):
+    if ctx.statuses.behind(Whose("ClusterSummary", key), meta.get("resourceVersion")):
         # The cache does not show our last status write yet: its event wakes us (the timer is a
         # safety net for a watch that is down).
         return Result(requeue_after=1.0)
@@ -124,13 +124,10 @@ async def _deliver_and_report(
     if held is not None:
         return Result(requeue_after=min(held, ctx.judge_poll))
     kind = "ClusterSummary"
-    write = write_versioned(ctx.client, ctx.resource(kind), Versioned.of_cached(obj), status)
-    written, fresh = await tracked(ctx.echoes, (kind, key), kind, write, version_written)
+    write = ctx.write_status(kind, Versioned.of_cached(obj), status)
+    written, _ = await tracked(ctx.echoes, (kind, key), kind, write, version_written)
     if written is StatusWrite.CONFLICT:
         return Result(requeue=True)
-    if written is StatusWrite.WRITTEN:
-        ctx.own_writes.record(("ClusterSummary", key), fresh.resource_version)
-        ctx.status_written[key] = time.monotonic()
     if written is StatusWrite.WRITTEN and outcome.failed:
         await ctx.event(obj, True, "DeliveryFailed", status.get("failureMessage") or outcome.failed)
     if ss.gave_up(status, content_hash=wanted, generation=meta.get("generation")):
@@ -144,7 +141,7 @@ def _progress_held_back(
     """Seconds until a progress-only status change is due (None: write it now). A summary whose
     status this process wrote within PROGRESS_EVERY seconds keeps its last message until then,
     unless the judgement's verdict changes (ADR 0068)."""
-    return ctx.progress_due_in(key) if ss.progress_only(previous, status) else None
+    return ctx.progress_due_in("ClusterSummary", key) if ss.progress_only(previous, status) else None
 
 
 NOT_OURS = "NotCreatedByFleetwave"
@@ -219,7 +216,7 @@ async def _ignore(ctx: Context, obj: Any, raw: Mapping[str, Any], problem: str) 
     # Only the condition changes: a summary that was delivered before keeps the record of what it
     # deployed (withdrawing on deletion is decided separately, see `_ours_to_withdraw`).
     status = {**previous, "conditions": [condition], "failureMessage": message}
-    written = await write_status(ctx.client, ctx.resource("ClusterSummary"), obj, status)
+    written, _ = await ctx.write_status("ClusterSummary", Versioned.of(obj), status)
     if written is StatusWrite.CONFLICT:
         return Result(requeue=True)
     if written is StatusWrite.WRITTEN:
@@ -714,7 +711,7 @@ async def _finalize(ctx: Context, obj: Any, raw: Mapping[str, Any]) -> Result:
     finalizers = [f for f in meta.get("finalizers") or [] if f != ss.FINALIZER]
     await _patch_meta(ctx, meta["namespace"], meta["name"], {"finalizers": finalizers})
     ctx.delivered_to.pop(f"{meta['namespace']}/{meta['name']}", None)
-    ctx.status_written.pop(f"{meta['namespace']}/{meta['name']}", None)
+    ctx.forget_rollout("ClusterSummary", f"{meta['namespace']}/{meta['name']}")
     ctx.pruned.pop(inventory(meta["namespace"], meta["name"]), None)
     return Result()
 
