@@ -167,8 +167,8 @@ async def test_a_pass_observes_acts_writes_status_once_then_runs_after_write_eff
 
     assert rollout.log == [
         f"observe now={T0.isoformat()} generation=3",
+        "status",  # rendered from the observation and the decision (pure), written after acting
         "act facts=42",
-        "status",
         "after_status",
     ]
     kinds_of_calls = [c[0] for c in client.calls]

@@ -19,8 +19,9 @@ from fleetwave.controllers.kubefleet import apply_rules, history, snapshots
 from fleetwave.controllers.kubefleet import ledger as lg
 from fleetwave.controllers.kubefleet import overrides as ov
 from fleetwave.controllers.kubefleet import removals as rm
-from fleetwave.controllers.shared import engine_state, requeue
+from fleetwave.controllers.shared import engine_state, passes, requeue
 from fleetwave.controllers.shared.context import Context
+from fleetwave.controllers.shared.status_writer import Whose
 from fleetwave.core import batching, engine
 from fleetwave.core import effects as fx
 from fleetwave.core import model as m
@@ -114,26 +115,54 @@ def departed(state: Rolling, fleet: m.Fleet) -> tuple[str, ...]:
 
 
 async def roll(ctx: Context, where: Setting, current: Versioned, render: Render) -> Result:
-    state = load(current.status)
-    for last in [False] * (PASSES - 1) + [True]:
-        now = ctx.clock()
-        seen = await lg.observe(
-            ctx, state.rollout, where.fleet, state.ledger, where.content, lg.wake_of(ctx, where.kind, current)
-        )
+    rolling = _RollingPasses(ctx, where, load(current.status), render, current)
+    return await passes.drive(ctx, rolling, current)
+
+
+@dataclass(frozen=True, slots=True)
+class _Step:
+    state: Rolling  # as decided, before its effects
+    targets: tuple[str, ...]  # clusters to deliver to
+    gone: tuple[str, ...]  # clusters no longer picked, to clear
+
+
+class _RollingPasses:
+    """A RollingUpdate placement under the pass driver: write the step, then act on it."""
+
+    policy = passes.Policy.WRITE_THEN_ACT
+    max_passes = PASSES
+    metered = False  # a placement's rollout is not one of the rollout metrics (ADR 0082)
+
+    def __init__(
+        self, ctx: Context, where: Setting, state: Rolling, render: Render, current: Versioned
+    ) -> None:
+        self.ctx, self.where, self.state, self.render = ctx, where, state, render
+        self.kind, self.key = Whose.of(where.kind, current.namespace, current.name)
+
+    async def decide(self, current: Versioned, now: datetime) -> passes.Decided[_Step]:
+        ctx, where, state = self.ctx, self.where, self.state
+        wake = lg.wake_of(ctx, where.kind, current)
+        seen = await lg.observe(ctx, state.rollout, where.fleet, state.ledger, where.content, wake)
         observed = m.Observed(delivery=dict(seen.deliveries), previous=state.rollout)
         decision = engine.step(where.spec, where.fleet, observed, now)
         decided = Rolling(decision.status, seen.ledger, state.removals)
-        body = render(decided.dump(where.content), now)
-        written, current = await ctx.write_status(where.kind, current, body)
-        if written is StatusWrite.CONFLICT:
-            return Result(requeue=True)
-        targets, gone = _targets(decision), departed(decided, where.fleet)
-        if last and (targets or gone):
-            return Result(requeue_after=requeue.FLOOR_SECONDS)  # decided again by the next reconcile
-        state = await _act(ctx, where, decided, targets, gone)
-        if state == decided:
-            break
-    return requeue.after(decision, ctx.clock())  # counted from now: the pass itself took time
+        step = _Step(decided, _targets(decision), departed(decided, where.fleet))
+        body = self.render(decided.dump(where.content), now)
+        return passes.Decided(step, decision, body, state.rollout, pending=bool(step.targets or step.gone))
+
+    async def before_write(self, decided: passes.Decided[_Step]) -> None:
+        return None
+
+    async def after_write(self, decided: passes.Decided[_Step], written: StatusWrite) -> None:
+        return None
+
+    async def act(self, decided: passes.Decided[_Step]) -> bool:
+        step = decided.step
+        self.state = await _act(self.ctx, self.where, step.state, step.targets, step.gone)
+        return self.state != step.state
+
+    def requeue(self, decided: passes.Decided[_Step], now: datetime) -> Result:
+        return requeue.after(decided.decision, now)  # counted from now: the pass itself took time
 
 
 def _targets(decision: fx.Decision) -> tuple[str, ...]:

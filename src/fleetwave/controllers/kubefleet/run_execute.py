@@ -19,9 +19,9 @@ from fleetwave.api.kubefleet import StageConfig
 from fleetwave.controllers.gates import analysis_gates, webhook_gates
 from fleetwave.controllers.kubefleet import approvals, run_delete, run_status
 from fleetwave.controllers.kubefleet import ledger as lg
-from fleetwave.controllers.kubefleet.run_pass import Setting, publish, stuck
+from fleetwave.controllers.kubefleet.run_pass import Setting, announced, stuck
 from fleetwave.controllers.kubefleet.run_record import RunRecord, Seen
-from fleetwave.controllers.shared import requeue
+from fleetwave.controllers.shared import passes, requeue
 from fleetwave.controllers.shared.context import Context
 from fleetwave.core import effects as fx
 from fleetwave.core import engine
@@ -153,59 +153,63 @@ async def execute(
     announce: Callable[[], Awaitable[None]] | None = None,
 ) -> Result:
     """`announce`: what to say once the first write is made (a plan initialized with it)."""
-    for last in [False] * (PASSES - 1) + [True]:
-        now = ctx.clock()
-        seen = await lg.observe(
-            ctx,
-            record.rollout,
-            where.fleet,
-            record.ledger,
-            where.delivering(record.rollout),
-            lg.wake_of(ctx, where.scope.run, current),
-        )
+    return await passes.drive(ctx, _RunPasses(ctx, where, record, dict(requests), announce), current)
+
+
+class _RunPasses:
+    """A run in state Run under the pass driver: write the step, then act on it (ADR 0061)."""
+
+    policy = passes.Policy.WRITE_THEN_ACT
+    max_passes = PASSES
+    metered = True
+
+    def __init__(
+        self,
+        ctx: Context,
+        where: Setting,
+        record: RunRecord,
+        requests: dict[str, Request],
+        announce: Callable[[], Awaitable[None]] | None,
+    ) -> None:
+        self.ctx, self.where, self.record, self.requests = ctx, where, record, requests
+        self.announce = announce
+        self.stored: Mapping[str, object] = {}  # the status the pass being written started from
+        meta = where.run.metadata
+        self.kind, self.key = where.scope.run, where.scope.key(meta.namespace, meta.name)
+
+    async def decide(self, current: Versioned, now: datetime) -> passes.Decided[Step]:
+        ctx, where, record = self.ctx, self.where, self.record
+        self.stored = current.status
+        content = where.delivering(record.rollout)
+        wake = lg.wake_of(ctx, where.scope.run, current)
+        seen = await lg.observe(ctx, record.rollout, where.fleet, record.ledger, content, wake)
         hooks = await _webhooks(ctx, where, record, now)
         analyses = await _analyses(ctx, where, record, now)
-        step = decide(
-            where, replace(record, ledger=seen.ledger), seen.deliveries, requests, now, hooks, analyses
-        )
+        observed = replace(record, ledger=seen.ledger)
+        step = decide(where, observed, seen.deliveries, self.requests, now, hooks, analyses)
         why = stuck(where, step.record.rollout, step.record.ledger, now)
         body = run_status.render(
             where.frame, step.record, mode="Run", previous=current.status, now=now, stuck=why
         )
-        held = _held_back(ctx, where, current, body, step)
-        if held is not None:
-            return Result(requeue_after=min(held, ctx.judge_poll))
-        await acknowledge(ctx, where, step)
-        written, current = await publish(ctx, where, current, body, step.events, before=announce)
-        if written is StatusWrite.CONFLICT:
-            return Result(requeue=True)
-        announce = None
-        meta = where.run.metadata
-        ctx.record_rollout(
-            where.scope.run, where.scope.key(meta.namespace, meta.name), record.rollout, step.record.rollout
-        )
-        if last and (step.deliver or step.create or step.remove):
-            # Effects decided but not carried out: the next reconcile decides them again.
-            return Result(requeue_after=requeue.FLOOR_SECONDS)
-        record, requests = await act(ctx, where, step), _known(requests, step)
-        if record == step.record:
-            return _requeue(step, ctx.clock())
-    return _requeue(step, ctx.clock())  # the deadline counted from now: the pass itself took time
+        # Only progress (ADR 0068): nothing to accept or announce, and a body that moves no decision.
+        quiet = not (step.accept or step.events) and run_status.progress_only(current.status, body)
+        pending = bool(step.deliver or step.create or step.remove)
+        return passes.Decided(step, step.decision, body, record.rollout, pending, quiet)
 
+    async def before_write(self, decided: passes.Decided[Step]) -> None:
+        await acknowledge(self.ctx, self.where, decided.step)
 
-def _held_back(
-    ctx: Context, where: Setting, current: Versioned, body: Mapping[str, object], step: Step
-) -> float | None:
-    """Seconds until a progress-only status change is due (None: write it now). A run whose status
-    this process wrote within PROGRESS_EVERY seconds keeps its last messages until then when the
-    pass decided nothing to act on (ADR 0068): each write wakes the run and its placement again."""
-    if step.deliver or step.create or step.remove or step.accept or step.events:
-        return None
-    meta = where.run.metadata
-    left = ctx.progress_due_in(where.scope.run, where.scope.key(meta.namespace, meta.name))
-    if left is None or not run_status.progress_only(current.status, body):
-        return None
-    return left
+    async def after_write(self, decided: passes.Decided[Step], written: StatusWrite) -> None:
+        await announced(self.ctx, self.where, decided.step.events, self.stored, decided.body, self.announce)
+        self.announce = None
+
+    async def act(self, decided: passes.Decided[Step]) -> bool:
+        step = decided.step
+        self.record, self.requests = await act(self.ctx, self.where, step), _known(self.requests, step)
+        return self.record != step.record
+
+    def requeue(self, decided: passes.Decided[Step], now: datetime) -> Result:
+        return _requeue(decided.step, now)
 
 
 async def _webhooks(

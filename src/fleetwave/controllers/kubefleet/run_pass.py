@@ -130,27 +130,32 @@ def _content_of(where: Setting, snapshot: Mapping[str, Any]) -> lg.Content:
 
 
 async def publish(
+    ctx: Context, where: Setting, current: Versioned, body: Mapping[str, Any], events: Iterable[fx.Event]
+) -> tuple[StatusWrite, Versioned]:
+    """Write a one-pass status (a stopped or held run); once written, announce what it decided."""
+    written, after = await ctx.write_status(where.scope.run, current, body)
+    if written is not StatusWrite.CONFLICT:
+        await announced(ctx, where, events, current.status, body)
+    return written, after
+
+
+async def announced(
     ctx: Context,
     where: Setting,
-    current: Versioned,
-    body: Mapping[str, Any],
     events: Iterable[fx.Event],
-    *,
+    old: Mapping[str, Any],
+    new: Mapping[str, Any],
     before: Callable[[], Awaitable[None]] | None = None,
-) -> tuple[StatusWrite, Versioned]:
-    """Write the pass's status; once it is written, announce what the pass decided (after what
-    `before` announces: an initialization the write carried)."""
-    written, after = await ctx.write_status(where.scope.run, current, body)
-    if written is StatusWrite.CONFLICT:
-        return written, current
+) -> None:
+    """Once a pass's status `new` (over `old`) is written: what `before` announces (an
+    initialization the write carried), the pass's events, and a run newly stuck."""
     if before is not None:
         await before()
     for event in events:
         await ctx.event(where.obj, event.warning, event.reason, event.message)
-    old, new = _progressing(current.status), _progressing(body)
-    if new.get("reason") == "UpdateRunStuck" and old.get("reason") != "UpdateRunStuck":
-        await ctx.event(where.obj, True, "UpdateRunStuck", str(new.get("message", "")))
-    return written, after
+    was, now = _progressing(old), _progressing(new)
+    if now.get("reason") == "UpdateRunStuck" and was.get("reason") != "UpdateRunStuck":
+        await ctx.event(where.obj, True, "UpdateRunStuck", str(now.get("message", "")))
 
 
 def _progressing(status: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Any, Generic, Protocol, TypeVar
 
 from fleetwave.api.families import Family
-from fleetwave.controllers.shared import engine_state, requeue
+from fleetwave.controllers.shared import engine_state, passes, requeue
 from fleetwave.controllers.shared.context import Context, as_dict
 from fleetwave.controllers.shared.status_writer import Whose
 from fleetwave.controllers.sveltos import content, local_content
@@ -117,37 +117,44 @@ async def reconcile(ctx: Context, key: str, rollout: Rollout[P, F]) -> Result:
     spec = getattr(prepared.parsed, "spec", None)
     local = await local_content.deploy(ctx, rollout.kind, obj, raw, prepared.resolved, _profile_spec(spec))
     run = _start(ctx, key, obj, raw, prepared)
-    observation = await rollout.observe(ctx, run)
-    decision = engine.step(run.spec, run.fleet, observation.engine, run.now)
-    await rollout.act(ctx, run, observation.facts, decision)
-    status = {**rollout.status(run, observation.facts, decision), **local}
-    if rollout.progress_only(raw.get("status") or {}, status):
-        left = ctx.progress_due_in(rollout.kind, key)
-        if left is not None:
-            return _sooner(requeue.after(decision, ctx.clock()), left)
-    # The event of this write wakes us again, on purpose: what the next pass observes depends on the
-    # status just written (a stage's post-delay checks are judged once it says they are due).
-    written, _ = await ctx.write_status(rollout.kind, Versioned.of_cached(obj), status)
-    if written is StatusWrite.CONFLICT:
-        return Result(requeue=True)  # someone wrote newer state: decide again from it
-    ctx.record_rollout(rollout.kind, key, run.previous, decision.status)
-    await rollout.after_status(ctx, run, decision)
-    # From the clock now, not the pass's start: under load a pass lasts a second, and a deadline
-    # counted from its start would fire that much late.
-    result = requeue.after(decision, ctx.clock())
-    if (local.get(local_content.STATUS_FIELD) or {}).get("errors") and not result.requeue:
-        # Local content is retried (an admin may grant the rights it lacks) without delaying the
-        # rollout's own timers.
-        wait = min(result.requeue_after or LOCAL_RETRY, LOCAL_RETRY)
-        return Result(requeue_after=wait)
-    return result
+    return await passes.drive(ctx, _SveltosPasses(ctx, run, rollout, local), Versioned.of_cached(obj))
 
 
-def _sooner(result: Result, seconds: float) -> Result:
-    """`result`, run again within `seconds` at the latest."""
-    if result.requeue or (result.requeue_after is not None and result.requeue_after <= seconds):
+class _SveltosPasses(Generic[P, F]):
+    """A promotion's or profile's pass under the pass driver: act, then write what was done."""
+
+    policy = passes.Policy.ACT_THEN_WRITE
+    max_passes = 1  # the write's own event wakes the next pass: what it observes depends on it
+    metered = True
+
+    def __init__(self, ctx: Context, run: Pass[P], rollout: Rollout[P, F], local: Mapping[str, Any]) -> None:
+        self.ctx, self.run, self.rollout, self.local = ctx, run, rollout, local
+        self.kind, self.key = rollout.kind, run.key
+
+    async def decide(self, current: Versioned, now: datetime) -> passes.Decided[F]:
+        run, rollout = self.run, self.rollout
+        observation = await rollout.observe(self.ctx, run)
+        decision = engine.step(run.spec, run.fleet, observation.engine, run.now)
+        body = {**rollout.status(run, observation.facts, decision), **self.local}
+        quiet = rollout.progress_only(run.raw.get("status") or {}, body)
+        return passes.Decided(observation.facts, decision, body, run.previous, progress_only=quiet)
+
+    async def before_write(self, decided: passes.Decided[F]) -> None:
+        await self.rollout.act(self.ctx, self.run, decided.step, decided.decision)
+
+    async def after_write(self, decided: passes.Decided[F], written: StatusWrite) -> None:
+        await self.rollout.after_status(self.ctx, self.run, decided.decision)
+
+    async def act(self, decided: passes.Decided[F]) -> bool:
+        return False  # acted before the write
+
+    def requeue(self, decided: passes.Decided[F], now: datetime) -> Result:
+        result = requeue.after(decided.decision, now)
+        if (self.local.get(local_content.STATUS_FIELD) or {}).get("errors") and not result.requeue:
+            # Local content is retried (an admin may grant the rights it lacks) without delaying
+            # the rollout's own timers.
+            return Result(requeue_after=min(result.requeue_after or LOCAL_RETRY, LOCAL_RETRY))
         return result
-    return Result(requeue_after=seconds)
 
 
 def _profile_spec(spec: Any) -> Any:
