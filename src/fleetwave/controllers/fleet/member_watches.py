@@ -137,20 +137,9 @@ class MemberWatches:
         missed = False
         for interest in _covering(interests):
             skey = _StreamKey(target.name, credentials, interest)
-            stream = self._streams.get(skey)
+            stream = self._streams.get(skey) or self._open(target, skey, interest)
             if stream is None:
-                if not self._room_for(target.name):
-                    self.refused += 1
-                    continue
-                stream = self._streams[skey] = _Stream()
-                self._by_server.setdefault(
-                    (target.pool_key(), interest.api_version, interest.kind), set()
-                ).add(skey)
-                stream.server = target.pool_key()
-                stream.task = asyncio.get_running_loop().create_task(
-                    self._stream(target, interest, _waker(stream, self._clock)),
-                    name=f"member watch {target.name} {interest.kind}",
-                )
+                continue
             stream.subscribers[key] = (wake, now, only, note)
             stream.idle_since = None
             missed = missed or (since is not None and stream.last_event >= since)
@@ -163,6 +152,20 @@ class MemberWatches:
             if note is not None:
                 note(None)
             wake()
+
+    def _open(self, target: MemberTarget, skey: _StreamKey, interest: Interest) -> _Stream | None:
+        """A new stream of `interest` on `target`, or None past the bound of streams per member."""
+        if not self._room_for(target.name):
+            self.refused += 1
+            return None
+        stream = self._streams[skey] = _Stream()
+        self._by_server.setdefault((target.pool_key(), interest.api_version, interest.kind), set()).add(skey)
+        stream.server = target.pool_key()
+        stream.task = asyncio.get_running_loop().create_task(
+            self._stream(target, interest, _waker(stream, self._clock)),
+            name=f"member watch {target.name} {interest.kind}",
+        )
+        return stream
 
     def release(self, key: Hashable) -> None:
         """`key` needs no more wake-ups (its judgement passed, or its object is gone)."""

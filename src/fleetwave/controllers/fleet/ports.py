@@ -124,23 +124,38 @@ class HealthAdapter:
         if message.startswith("cluster unreachable"):  # the worker does not know the member's name
             message = f"cluster {target.name} unreachable" + message.removeprefix("cluster unreachable")
         if wake is not None and self.watches is not None:
-            if ok:
-                self.watches.release(wake.key)
-                self.sightings.forget(wake.key)
-            else:
-                # Built-in readiness alone: only an object turning ready can change the verdict, so
-                # the rollout's steps on the way (a new ReplicaSet, one replica of two) wake nothing;
-                # the poll keeps the message from going stale. A user's check may read anything.
-                only, note = None, None
-                if sighted:
-                    self.sightings.remember(wake.key, ids, fresh)
-                    only, note = _ready, partial(self.sightings.note, wake.key)
-                self.watches.subscribe(
-                    target, interests(listed, ids), wake.key, wake.call, since=began, only=only, note=note
-                )
+            self._follow(self.watches, target, wake, ok, (listed, ids), (began, sighted, fresh))
         if self.metrics is not None:
             self.metrics.health_checks.labels("healthy" if ok else "unhealthy").inc()
         return HealthOutcome(ok, message)
+
+    def _follow(
+        self,
+        watches: MemberWatches,
+        target: MemberTarget,
+        wake: Wake,
+        ok: bool,
+        read: tuple[list[ValidateHealth], list[ObjectId]],
+        judged: tuple[float | None, bool, dict[ObjectId, Any]],
+    ) -> None:
+        """After a judgement: a passed one needs no more wake-ups; a failed one is woken by what it
+        read changing. `read`: the user's checks and the objects judged; `judged`: when it began
+        reading, whether sightings stood in, and what the delivery's applies returned."""
+        (listed, ids), (began, sighted, fresh) = read, judged
+        if ok:
+            watches.release(wake.key)
+            self.sightings.forget(wake.key)
+            return
+        # Built-in readiness alone: only an object turning ready can change the verdict, so the
+        # rollout's steps on the way (a new ReplicaSet, one replica of two) wake nothing; the poll
+        # keeps the message from going stale. A user's check may read anything.
+        only, note = None, None
+        if sighted:
+            self.sightings.remember(wake.key, ids, fresh)
+            only, note = _ready, partial(self.sightings.note, wake.key)
+        watches.subscribe(
+            target, interests(listed, ids), wake.key, wake.call, since=began, only=only, note=note
+        )
 
 
 def _ready(obj: Mapping[str, Any]) -> bool:

@@ -206,6 +206,41 @@ def resolve(
     labels, annotations = _extras(spec, path)
     excluded = _exclusions(spec, path)
     reader = _Reader(lookup, boundary or Boundary(), default_namespace)
+    policies = _policies(spec, reader, path, (labels, annotations), excluded)
+    for i, kref in enumerate(spec.kustomization_refs or []):
+        kustomization = reader.kustomization(kref, f"{path}.kustomizationRefs[{i}]")
+        if kustomization is not None:
+            policies.append(kustomization)
+    charts = [
+        _chart(reader, chart, f"{path}.helmCharts[{i}]") for i, chart in enumerate(spec.helm_charts or [])
+    ]
+    body: dict[str, Any] = {"policies": policies, "helmCharts": charts}
+    templating = reader.template_context(spec.template_resource_refs or [], f"{path}.templateResourceRefs")
+    patches = reader.patches(spec, path)
+    if patches:
+        body["patches"] = patches
+    if patches or any("objects" not in p for p in policies) or any("valueLayers" in c for c in charts):
+        # Rendered per cluster (ADR 0089): what finishes an object travels with the templates.
+        body.update(templating)
+        body["finish"] = {
+            "extraLabels": labels,
+            "extraAnnotations": annotations,
+            "driftExclusions": [
+                e.model_dump(mode="json", by_alias=True, exclude_none=True) for e in excluded
+            ],
+        }
+    digest = hashlib.sha256(dc.canonical_json(body).encode()).hexdigest()
+    return Resolved(hash=digest, body=body, from_secret=reader.secret_read)
+
+
+def _policies(
+    spec: ProfileSpec,
+    reader: _Reader,
+    path: str,
+    extras: tuple[dict[str, str], dict[str, str]],
+    excluded: list[DriftExclusion],
+) -> list[dict[str, Any]]:
+    """The policyRefs' content: objects stamped and excluded now, templates kept for each cluster."""
     policies = []
     for i, ref in enumerate(spec.policy_refs or []):
         where = f"{path}.policyRefs[{i}]"
@@ -217,41 +252,24 @@ def resolve(
             continue
         objects = reader.policy(ref, where)
         if objects is not None:
-            objects = drift_exclusions.apply(extra_metadata.stamp(objects, labels, annotations), excluded)
+            objects = drift_exclusions.apply(extra_metadata.stamp(objects, *extras), excluded)
             policy: dict[str, Any] = {"source": reader.source(ref), "tier": ref.tier, "objects": objects}
             if ref.deployment_type == LOCAL:
                 _refuse_local(objects, where, reader.boundary)
                 policy["deploymentType"] = LOCAL  # for the management cluster (ADR 0064)
             policies.append(policy)
-    for i, kref in enumerate(spec.kustomization_refs or []):
-        kustomization = reader.kustomization(kref, f"{path}.kustomizationRefs[{i}]")
-        if kustomization is not None:
-            policies.append(kustomization)
-    charts = []
-    for i, chart in enumerate(spec.helm_charts or []):
-        entry: dict[str, Any] = {"chart": chart.model_dump(mode="json", by_alias=True, exclude_none=True)}
-        layers = reader.value_layers(chart, f"{path}.helmCharts[{i}]")
-        if any("template" in layer for layer in layers):
-            entry["valueLayers"] = layers  # merged per cluster once rendered (ADR 0089)
-        else:
-            entry["values"] = _merged(layer["values"] for layer in layers)
-        charts.append(entry)
-    body: dict[str, Any] = {"policies": policies, "helmCharts": charts}
-    templating = reader.template_context(spec.template_resource_refs or [], f"{path}.templateResourceRefs")
-    patches = reader.patches(spec, path)
-    if patches:
-        body["patches"] = patches
-    if patches or any("objects" not in p for p in policies) or any("valueLayers" in c for c in charts):
-        body.update(templating)
-        body["finish"] = {
-            "extraLabels": labels,
-            "extraAnnotations": annotations,
-            "driftExclusions": [
-                e.model_dump(mode="json", by_alias=True, exclude_none=True) for e in excluded
-            ],
-        }
-    digest = hashlib.sha256(dc.canonical_json(body).encode()).hexdigest()
-    return Resolved(hash=digest, body=body, from_secret=reader.secret_read)
+    return policies
+
+
+def _chart(reader: _Reader, chart: HelmChart, where: str) -> dict[str, Any]:
+    """A helm chart with its values: merged now, or as layers merged per cluster once rendered."""
+    entry: dict[str, Any] = {"chart": chart.model_dump(mode="json", by_alias=True, exclude_none=True)}
+    layers = reader.value_layers(chart, where)
+    if any("template" in layer for layer in layers):
+        entry["valueLayers"] = layers  # merged per cluster once rendered (ADR 0089)
+    else:
+        entry["values"] = _merged(layer["values"] for layer in layers)
+    return entry
 
 
 def read_source(

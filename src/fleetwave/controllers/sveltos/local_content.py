@@ -67,6 +67,21 @@ async def deploy(
         await ctx.event(obj, True, "LocalDeploymentFailed", "Local content (management cluster): " + refused)
         return {STATUS_FIELD: {**previous, "errors": [refused]}}
     owned = [_owned_by(o, owner) for o in wanted]
+    try:
+        status = {"hash": resolved.hash, **await _apply(ctx, kind, obj, owned, previous, spec)}
+    except MemberUnreachable as e:
+        return {STATUS_FIELD: {**previous, "errors": [str(e)]}}
+    if status["errors"]:
+        message = "Local content (management cluster): " + "; ".join(status["errors"][:3])
+        await ctx.event(obj, True, "LocalDeploymentFailed", message)
+    return {STATUS_FIELD: status}
+
+
+async def _apply(
+    ctx: Context, kind: str, obj: Any, owned: list[dict[str, Any]], previous: Mapping[str, Any], spec: Any
+) -> dict[str, Any]:
+    """Apply `owned` to the management cluster and prune what the last revision left; the status
+    fragment without the hash."""
     inv = inventory(kind, str(obj.metadata.name))
     policy = manifests.ApplyPolicy(
         stop_on_error=not getattr(spec, "continue_on_error", False),
@@ -74,26 +89,18 @@ async def deploy(
     )
     target = ManagementTarget(ctx.client)
     before = {kinds.GVK(a, k) for a, k in ss.deployed_kinds(previous.get("deployedKinds") or [])}
-    try:
-        report = await manifests.apply(target, owned, inventory=inv, policy=policy)
-        if report.ok:
-            await manifests.prune(target, inventory=inv, kinds=before | report.kinds, keep=report.refs)
-    except MemberUnreachable as e:
-        return {STATUS_FIELD: {**previous, "errors": [str(e)]}}
+    report = await manifests.apply(target, owned, inventory=inv, policy=policy)
+    if report.ok:
+        await manifests.prune(target, inventory=inv, kinds=before | report.kinds, keep=report.refs)
     deployed = sorted(
         {ss.gvk_string(g.api_version, g.kind) for g in report.kinds}
         | set(previous.get("deployedKinds") or [])
     )
-    status: dict[str, Any] = {
-        "hash": resolved.hash,
+    return {
         "objects": len(report.objects),
         "deployedKinds": deployed,
         "errors": report.errors[:20] or None,
     }
-    if report.errors:
-        message = "Local content (management cluster): " + "; ".join(report.errors[:3])
-        await ctx.event(obj, True, "LocalDeploymentFailed", message)
-    return {STATUS_FIELD: status}
 
 
 def _refused(wanted: list[dict[str, Any]], boundary: Boundary) -> str | None:
