@@ -94,23 +94,7 @@ async def _one(
     memo = ctx.webhooks.recall(key, now)
     if memo is not None:
         return memo.ok, memo.message
-    payload = {
-        "rollout": {"kind": owner.kind, "name": owner.name, "namespace": owner.namespace},
-        "stage": stage,
-        "webhook": hook.name,
-        "revision": owner.revision,
-        "clusters": list(clusters),
-        **({"cluster": cluster} if cluster is not None else {}),
-    }
-    url = hook.url.replace(CLUSTER_PLACEHOLDER, cluster) if cluster is not None else hook.url
-    request = webhook.Request(
-        url=url,
-        method=hook.method,
-        headers=headers,
-        payload=payload,
-        timeout=parse_duration(hook.timeout).total_seconds(),
-        retries=hook.retries,
-    )
+    request = _request(owner, stage, clusters, hook, headers, cluster)
     answer = await ctx.webhooks.call(request)
     ok, why = webhook.judge_status(answer)
     if ok and hook.success_condition:
@@ -124,6 +108,34 @@ async def _one(
     interval: timedelta = parse_duration(hook.interval)
     ctx.webhooks.remember(key, webhook.Memo(ok, why, now + interval))
     return ok, why
+
+
+def _request(
+    owner: Owner,
+    stage: str,
+    clusters: Sequence[str],
+    hook: WebhookGate,
+    headers: Mapping[str, str],
+    cluster: str | None,
+) -> webhook.Request:
+    """The call of `hook` for `stage` (for one `cluster` when the hook is per cluster)."""
+    payload = {
+        "rollout": {"kind": owner.kind, "name": owner.name, "namespace": owner.namespace},
+        "stage": stage,
+        "webhook": hook.name,
+        "revision": owner.revision,
+        "clusters": list(clusters),
+        **({"cluster": cluster} if cluster is not None else {}),
+    }
+    url = hook.url.replace(CLUSTER_PLACEHOLDER, cluster) if cluster is not None else hook.url
+    return webhook.Request(
+        url=url,
+        method=hook.method,
+        headers=headers,
+        payload=payload,
+        timeout=parse_duration(hook.timeout).total_seconds(),
+        retries=hook.retries,
+    )
 
 
 # The type a Secret must have to be sent as webhook headers: its creator's word that it is meant for that.
@@ -161,20 +173,20 @@ def secret_headers(ctx: Context, owner: Owner, hook: WebhookGate) -> dict[str, s
     data = as_dict(obj).get("data") or {}
     if len(data) > MAX_HEADERS:
         raise SecretProblem(f"headersFrom {where}: more than {MAX_HEADERS} keys")
-    out: dict[str, str] = {}
-    for name, raw in sorted(data.items()):
-        if not _HEADER_NAME.match(name) or name.lower() in _RESERVED:
-            raise SecretProblem(f"headersFrom {where}: key {name[:64]} is not a header fleetwave may send")
-        try:
-            value = base64.b64decode(raw, validate=True).decode("utf-8")
-        except (ValueError, UnicodeDecodeError):
-            raise SecretProblem(f"headersFrom {where}: key {name} is not UTF-8 text") from None
-        if "\r" in value or "\n" in value or len(value) > 8192:
-            raise SecretProblem(
-                f"headersFrom {where}: the value of key {name} has a line break or is too long"
-            )
-        out[name] = value
-    return out
+    return {name: _header(where, name, raw) for name, raw in sorted(data.items())}
+
+
+def _header(where: str, name: str, raw: str) -> str:
+    """One header's value from a Secret's data, refused when it is not a header fleetwave may send."""
+    if not _HEADER_NAME.match(name) or name.lower() in _RESERVED:
+        raise SecretProblem(f"headersFrom {where}: key {name[:64]} is not a header fleetwave may send")
+    try:
+        value = base64.b64decode(raw, validate=True).decode("utf-8")
+    except (ValueError, UnicodeDecodeError):
+        raise SecretProblem(f"headersFrom {where}: key {name} is not UTF-8 text") from None
+    if "\r" in value or "\n" in value or len(value) > 8192:
+        raise SecretProblem(f"headersFrom {where}: the value of key {name} has a line break or is too long")
+    return value
 
 
 def judged_stage(rollout: st.RolloutStatus | None) -> tuple[str, list[str]] | None:
