@@ -18,12 +18,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from fleetwave.api.kubefleet import PlacementSpec, ResourceSelector
+from fleetwave.api.objects import Obj
 from fleetwave.controllers.fleet import members
 from fleetwave.controllers.kubefleet import envelopes
 from fleetwave.controllers.shared.watch_scope import unwatched
 from fleetwave.kube import kinds
-
-Obj = Mapping[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
