@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Literal, TypeVar
 
+from fleetwave.api import conditions
 from fleetwave.delivery import content as ct
 from fleetwave.delivery.known_versions import KnownVersions
 from fleetwave.delivery.target import MemberTarget, Target
@@ -387,8 +388,7 @@ async def _await_established(client: AsyncClient, resolver: kd.AsyncKinds, crd: 
 
 
 def _established(crd: Mapping[str, Any]) -> bool:
-    conditions = (crd.get("status") or {}).get("conditions") or []
-    return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)
+    return conditions.is_true(crd.get("status"), "Established")
 
 
 async def apply(

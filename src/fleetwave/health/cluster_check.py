@@ -20,10 +20,11 @@ from dataclasses import dataclass
 from types import FrameType
 from typing import TypeVar
 
+from fleetwave.api.objects import ObjDict
 from fleetwave.api.sveltos import ValidateHealth
 from fleetwave.health import checks, readiness
 from fleetwave.health.model import DEFAULT_LIMITS, Limits
-from fleetwave.health.reader import KindNotServed, KubeResourceReader, Obj
+from fleetwave.health.reader import KindNotServed, KubeResourceReader
 from fleetwave.kube import client as kubeclient
 
 ObjectId = tuple[str, str, str | None, str]
@@ -68,12 +69,12 @@ class BoundedReader:
 
     def list(
         self, api_version: str, kind: str, *, namespace: str | None, label_selector: str | None
-    ) -> list[Obj]:
+    ) -> list[ObjDict]:
         return self._bounded(
             lambda: self._inner.list(api_version, kind, namespace=namespace, label_selector=label_selector)
         )
 
-    def get(self, api_version: str, kind: str, *, namespace: str | None, name: str) -> Obj | None:
+    def get(self, api_version: str, kind: str, *, namespace: str | None, name: str) -> ObjDict | None:
         return self._bounded(lambda: self._inner.get(api_version, kind, namespace=namespace, name=name))
 
     def _bounded(self, read: Callable[[], T]) -> T:

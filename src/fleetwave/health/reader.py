@@ -11,12 +11,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, Protocol
 
+from fleetwave.api.objects import ObjDict
 from fleetwave.health import selectors
 from fleetwave.kube import client as kubeclient
 from fleetwave.kube import kinds, ops
 from fleetwave.kube import selectors as kube_selectors
-
-Obj = dict[str, Any]
 
 
 class KindNotServed(LookupError):
@@ -26,12 +25,12 @@ class KindNotServed(LookupError):
 class ResourceReader(Protocol):
     def list(
         self, api_version: str, kind: str, *, namespace: str | None, label_selector: str | None
-    ) -> list[Obj]: ...
+    ) -> list[ObjDict]: ...
 
-    def get(self, api_version: str, kind: str, *, namespace: str | None, name: str) -> Obj | None: ...
+    def get(self, api_version: str, kind: str, *, namespace: str | None, name: str) -> ObjDict | None: ...
 
 
-def _meta(obj: Obj) -> dict[str, Any]:
+def _meta(obj: ObjDict) -> dict[str, Any]:
     meta = obj.get("metadata")
     return meta if isinstance(meta, dict) else {}
 
@@ -39,12 +38,12 @@ def _meta(obj: Obj) -> dict[str, Any]:
 class DictResourceReader:
     """An in-memory cluster. Objects without `metadata.namespace` count as cluster-scoped."""
 
-    def __init__(self, objects: Iterable[Obj]) -> None:
+    def __init__(self, objects: Iterable[ObjDict]) -> None:
         self._objects = list(objects)
 
     def list(
         self, api_version: str, kind: str, *, namespace: str | None, label_selector: str | None
-    ) -> list[Obj]:
+    ) -> list[ObjDict]:
         reqs = selectors.parse(label_selector)
         return [
             o
@@ -55,7 +54,7 @@ class DictResourceReader:
             and selectors.matches(reqs, _meta(o).get("labels"))
         ]
 
-    def get(self, api_version: str, kind: str, *, namespace: str | None, name: str) -> Obj | None:
+    def get(self, api_version: str, kind: str, *, namespace: str | None, name: str) -> ObjDict | None:
         for o in self.list(api_version, kind, namespace=namespace, label_selector=None):
             if _meta(o).get("name") == name:
                 return o
@@ -72,7 +71,7 @@ class KubeResourceReader:
 
     def list(
         self, api_version: str, kind: str, *, namespace: str | None, label_selector: str | None
-    ) -> list[Obj]:
+    ) -> list[ObjDict]:
         info, resource = self._kind(api_version, kind)
         # A list of pairs (lightkube accepts it) keeps repeated keys such as `a!=x,a!=y`.
         labels: Any = kube_selectors.label_pairs(selectors.parse(label_selector)) or None
@@ -82,7 +81,7 @@ class KubeResourceReader:
             items = self._api.list(resource, labels=labels)
         return [_complete(dict(o), api_version, kind) for o in items]
 
-    def get(self, api_version: str, kind: str, *, namespace: str | None, name: str) -> Obj | None:
+    def get(self, api_version: str, kind: str, *, namespace: str | None, name: str) -> ObjDict | None:
         info, resource = self._kind(api_version, kind)
         if info.namespaced and not namespace:
             raise ValueError(f"{kind} is namespaced: a namespace is needed to get {name!r}")
@@ -102,7 +101,7 @@ class KubeResourceReader:
         return info, kinds.resource_class(info)
 
 
-def _complete(obj: Obj, api_version: str, kind: str) -> Obj:
+def _complete(obj: ObjDict, api_version: str, kind: str) -> ObjDict:
     # Items of a LIST response carry no apiVersion/kind; scripts and messages expect them.
     obj.setdefault("apiVersion", api_version)
     obj.setdefault("kind", kind)

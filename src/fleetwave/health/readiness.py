@@ -13,10 +13,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-Obj = dict[str, Any]
+from fleetwave.api import conditions
+from fleetwave.api.objects import ObjDict
 
 
-def is_ready(obj: Obj) -> tuple[bool, str]:
+def is_ready(obj: ObjDict) -> tuple[bool, str]:
     """(ready, reason) for one object; the reason says what is missing when not ready."""
     group = str(obj.get("apiVersion") or "").rpartition("/")[0]
     judge = _JUDGES.get((group, str(obj.get("kind") or "")))
@@ -33,9 +34,9 @@ def judged(api_version: str, kind: str) -> bool:
     return (group, kind) in _JUDGES or group not in _NO_CONDITIONS
 
 
-def _by_conditions(obj: Obj) -> tuple[bool, str]:
+def _by_conditions(obj: ObjDict) -> tuple[bool, str]:
     for kind in ("Ready", "Available"):
-        c = _condition(obj, kind)
+        c = conditions.find(_status(obj), kind)
         if c is None:
             continue
         generation = (obj.get("metadata") or {}).get("generation")
@@ -49,29 +50,17 @@ def _by_conditions(obj: Obj) -> tuple[bool, str]:
     return True, "exists"
 
 
-def _status(obj: Obj) -> dict[str, Any]:
+def _status(obj: ObjDict) -> dict[str, Any]:
     status = obj.get("status")
     return status if isinstance(status, dict) else {}
 
 
-def _spec(obj: Obj) -> dict[str, Any]:
+def _spec(obj: ObjDict) -> dict[str, Any]:
     spec = obj.get("spec")
     return spec if isinstance(spec, dict) else {}
 
 
-def _condition(obj: Obj, kind: str) -> dict[str, Any] | None:
-    for c in _status(obj).get("conditions") or ():
-        if isinstance(c, dict) and c.get("type") == kind:
-            return c
-    return None
-
-
-def _is_true(obj: Obj, kind: str) -> bool:
-    c = _condition(obj, kind)
-    return c is not None and c.get("status") == "True"
-
-
-def _generation_seen(obj: Obj) -> str:
+def _generation_seen(obj: ObjDict) -> str:
     """Empty when the controller has observed the object's current generation."""
     generation = (obj.get("metadata") or {}).get("generation")
     observed = _status(obj).get("observedGeneration")
@@ -80,10 +69,10 @@ def _generation_seen(obj: Obj) -> str:
     return ""
 
 
-def _deployment(obj: Obj) -> tuple[bool, str]:
+def _deployment(obj: ObjDict) -> tuple[bool, str]:
     if reason := _generation_seen(obj):
         return False, reason
-    progressing = _condition(obj, "Progressing")
+    progressing = conditions.find(_status(obj), "Progressing")
     if progressing and progressing.get("reason") == "ProgressDeadlineExceeded":
         return False, f"progress deadline exceeded: {progressing.get('message', '')}".rstrip(": ")
     st, want = _status(obj), _spec(obj).get("replicas", 1)
@@ -94,12 +83,12 @@ def _deployment(obj: Obj) -> tuple[bool, str]:
         return False, f"{total - updated} old replicas pending termination"
     if available < updated:
         return False, f"{available} of {updated} updated replicas available"
-    if not _is_true(obj, "Available"):
+    if not conditions.is_true(_status(obj), "Available"):
         return False, "condition Available is not True"
     return True, f"{available} of {want} replicas available"
 
 
-def _statefulset(obj: Obj) -> tuple[bool, str]:
+def _statefulset(obj: ObjDict) -> tuple[bool, str]:
     if reason := _generation_seen(obj):
         return False, reason
     st, spec = _status(obj), _spec(obj)
@@ -118,7 +107,7 @@ def _statefulset(obj: Obj) -> tuple[bool, str]:
     return True, f"{ready} of {want} replicas ready"
 
 
-def _daemonset(obj: Obj) -> tuple[bool, str]:
+def _daemonset(obj: ObjDict) -> tuple[bool, str]:
     if reason := _generation_seen(obj):
         return False, reason
     st = _status(obj)
@@ -133,41 +122,41 @@ def _daemonset(obj: Obj) -> tuple[bool, str]:
     return True, f"{available} of {want} pods available"
 
 
-def _job(obj: Obj) -> tuple[bool, str]:
-    failed = _condition(obj, "Failed")
+def _job(obj: ObjDict) -> tuple[bool, str]:
+    failed = conditions.find(_status(obj), "Failed")
     if failed and failed.get("status") == "True":
         return False, f"failed: {failed.get('reason', '')} {failed.get('message', '')}".strip()
-    if _is_true(obj, "Complete"):
+    if conditions.is_true(_status(obj), "Complete"):
         return True, "complete"
     return False, f"running ({_status(obj).get('succeeded', 0)} succeeded)"
 
 
-def _pod(obj: Obj) -> tuple[bool, str]:
+def _pod(obj: ObjDict) -> tuple[bool, str]:
     phase = _status(obj).get("phase", "Pending")
     if phase == "Succeeded":
         return True, "succeeded"
     if phase == "Failed":
         return False, f"failed: {_status(obj).get('reason', '')} {_status(obj).get('message', '')}".strip()
-    if _is_true(obj, "Ready"):
+    if conditions.is_true(_status(obj), "Ready"):
         return True, "ready"
     return False, f"phase {phase}, not ready"
 
 
-def _crd(obj: Obj) -> tuple[bool, str]:
-    if _is_true(obj, "Established"):
+def _crd(obj: ObjDict) -> tuple[bool, str]:
+    if conditions.is_true(_status(obj), "Established"):
         return True, "established"
-    names = _condition(obj, "NamesAccepted")
+    names = conditions.find(_status(obj), "NamesAccepted")
     if names and names.get("status") == "False":
         return False, f"names not accepted: {names.get('message', '')}".rstrip(": ")
     return False, "not yet established"
 
 
-def _namespace(obj: Obj) -> tuple[bool, str]:
+def _namespace(obj: ObjDict) -> tuple[bool, str]:
     phase = _status(obj).get("phase", "Active")
     return (phase == "Active"), f"phase {phase}"
 
 
-_JUDGES: dict[tuple[str, str], Callable[[Obj], tuple[bool, str]]] = {
+_JUDGES: dict[tuple[str, str], Callable[[ObjDict], tuple[bool, str]]] = {
     ("apps", "Deployment"): _deployment,
     ("apps", "StatefulSet"): _statefulset,
     ("apps", "DaemonSet"): _daemonset,

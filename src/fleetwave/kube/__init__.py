@@ -5,6 +5,8 @@
   cache policy, sync and async;
 - `ops`: typed helpers (apply, get, create-if-absent, delete-if-exists, JSON/merge patch, watch) and
   the errors callers may see; `sync_ops`: their sync twins for the CLI and `mgmt`;
+- `placeable`: the built-in kinds a KubeFleet placement may select (selection, informers and RBAC
+  all derive from it);
 - `selectors`: label selectors in the form list and watch calls take;
 - `kubeconfig_policy`: what a member kubeconfig may contain (a pure check);
 - `status`: the status writer (one merge patch guarded by resourceVersion, only when changed);

@@ -9,7 +9,7 @@ Where each rule comes from:
 
 - informers (`controllers/app.py`, `controllers/kubefleet/__init__.py`) list and watch every
   fleetwave kind, ConfigMaps and Secrets, and every kind a placement may select
-  (`kubefleet.SELECTABLE`), in all namespaces: `get`/`list`/`watch`, nothing else. Secrets are read
+  (`kube.placeable`), in all namespaces: `get`/`list`/`watch`, nothing else. Secrets are read
   cluster-wide once, by this one rule: the same informer serves member kubeconfig Secrets (in each
   MemberCluster's namespace), profile content (`policyRefs`/`valuesFrom`) and placements that
   select Secrets;
@@ -45,6 +45,7 @@ from typing import Any
 from fleetwave.api import families, models
 from fleetwave.api.families import Family
 from fleetwave.api.meta import API_VERSION
+from fleetwave.kube import placeable
 from fleetwave.kube.kinds import KindInfo
 
 NAME = "fleetwave-controller"  # the ServiceAccount, roles, bindings and the leader-election Lease
@@ -80,12 +81,15 @@ def _plurals(*kinds: str) -> tuple[str, ...]:
     return tuple(_plural(k) for k in kinds)
 
 
-# Every kind a placement may select (kubefleet.SELECTABLE), by API group; ConfigMaps and Secrets are
-# read by the same rule as the composition root's informers.
-SELECTABLE_CORE = ("namespaces", "configmaps", "secrets", "serviceaccounts", "services")
-SELECTABLE_APPS = ("deployments", "statefulsets", "daemonsets")
-SELECTABLE_BATCH = ("jobs", "cronjobs")
-SELECTABLE_RBAC = ("roles", "rolebindings", "clusterroles", "clusterrolebindings")
+def placeable_rules() -> list[Rule]:
+    """Read rights on every built-in kind a placement may select (`kube.placeable`), one rule per
+    API group; ConfigMaps and Secrets are read by the same rule as the composition root's informers.
+    Groups and resources stay in the table's order, which is the order the chart ships."""
+    by_group: dict[str, list[str]] = {}
+    for info in placeable.BUILTIN:
+        by_group.setdefault(info.gvk.group, []).append(info.plural)
+    return [Rule(group, tuple(plurals), READ) for group, plurals in by_group.items()]
+
 
 # Snapshots the controllers cut: of placements' resources and of overrides.
 SNAPSHOTS = (
@@ -130,24 +134,16 @@ def cluster_rules() -> list[Rule]:
         Rule(GROUP, tuple(f"{_plural(k)}/status" for k in STATUS_WRITTEN), ("patch",)),
         Rule(GROUP, tuple(f"{_plural(k)}/finalizers" for k in OWNERS), ("update",)),
         # Informers over everything a placement may select, profile content and kubeconfig Secrets.
-        Rule("", SELECTABLE_CORE, READ),
-        Rule("apps", SELECTABLE_APPS, READ),
-        Rule("batch", SELECTABLE_BATCH, READ),
-        Rule("rbac.authorization.k8s.io", SELECTABLE_RBAC, READ),
+        *placeable_rules(),
         # Events about our objects, in their namespaces; repeats bump the count.
         Rule("", ("events",), ("create", "patch")),
     ]
 
 
-# Built-in resources the rules name that are not namespaced; fleetwave's kinds (native and upstream)
-# say their own scope.
-_CLUSTER_SCOPED_BUILTIN = frozenset(
-    {
-        ("", "namespaces"),
-        ("rbac.authorization.k8s.io", "clusterroles"),
-        ("rbac.authorization.k8s.io", "clusterrolebindings"),
-    }
-)
+# Built-in resources the rules name that are not namespaced: of the placeable kinds (the other
+# built-in ones named here, configmaps, secrets, events, leases, are namespaced); fleetwave's kinds
+# (native and upstream) say their own scope.
+_CLUSTER_SCOPED_BUILTIN = frozenset((i.gvk.group, i.plural) for i in placeable.BUILTIN if not i.namespaced)
 # Kept cluster-wide even when namespaces are watched: write-only, and the Events of cluster-scoped
 # objects are recorded in `default`.
 _ALWAYS_CLUSTER_WIDE = frozenset({("", "events")})

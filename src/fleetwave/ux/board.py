@@ -16,6 +16,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from fleetwave.api import conditions
+from fleetwave.api.objects import Obj
 from fleetwave.controllers.kubefleet import run_history
 from fleetwave.controllers.sveltos import promotion_history
 from fleetwave.core import timestamps
@@ -23,7 +25,6 @@ from fleetwave.ux import overview
 from fleetwave.ux import view as v
 from fleetwave.ux.approving import pending_request
 
-Obj = Mapping[str, Any]
 STATES = ("pending", "waiting", "inflight", "healthy", "failed")
 HISTORY_SHOWN = 10
 MAX_MESSAGE = 500  # a cluster's or condition's message on the page (the object has all of it)
@@ -178,13 +179,12 @@ def promotion(obj: Obj, summaries: Iterable[Obj], now: datetime) -> dict[str, An
 
 
 def _run_tile(entry: Obj, gated: bool) -> dict[str, Any]:
-    conds = {c.get("type"): c for c in entry.get("conditions") or []}
-    done = conds.get("Succeeded") or {}
+    done = conditions.get(entry, "Succeeded")
     if done.get("status") == "True":
         state = "healthy"
     elif done.get("status") == "False":
         state = "failed"
-    elif (conds.get("Started") or {}).get("status") == "True":
+    elif conditions.is_true(entry, "Started"):
         state = "inflight"
     else:
         state = "pending"
@@ -193,7 +193,7 @@ def _run_tile(entry: Obj, gated: bool) -> dict[str, Any]:
 
 
 def _run_stage_description(entry: Obj, record: Obj) -> str:
-    progressing: Obj = next((c for c in entry.get("conditions") or [] if c.get("type") == "Progressing"), {})
+    progressing = conditions.get(entry, "Progressing")
     return str(record.get("message") or progressing.get("message") or "")
 
 

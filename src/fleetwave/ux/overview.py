@@ -11,13 +11,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-Obj = Mapping[str, Any]
+from fleetwave.api import conditions
+from fleetwave.api.objects import Obj
+
 MAX_MESSAGE = 200  # one line each: long condition messages are cut (the rollout's own status has all)
 ATTENTION = ("Failed", "Invalid", "RollingBack", "Stuck", "Waiting", "Paused", "Stopped")
-
-
-def _cond(status: Obj, type_: str) -> Obj:
-    return next((c for c in status.get("conditions") or () if c.get("type") == type_), {})
 
 
 def _cut(text: str) -> str:
@@ -38,7 +36,7 @@ def _current_stage(record: Obj) -> str:
 def promotion_row(obj: Obj) -> dict[str, Any]:
     status = obj.get("status") or {}
     record = status.get("rollout") or {}
-    progressing, ready = _cond(status, "Progressing"), _cond(status, "Ready")
+    progressing, ready = conditions.get(status, "Progressing"), conditions.get(status, "Ready")
     phase = str(record.get("phase") or ("Pending" if not record else "Unknown"))
     if ready.get("status") == "False" and ready.get("reason") == "InvalidSpec":  # it cannot start
         phase, progressing = "Invalid", ready
@@ -66,7 +64,7 @@ _RUN_PHASES = {
 def run_row(obj: Obj) -> dict[str, Any]:
     status = obj.get("status") or {}
     meta = obj.get("metadata") or {}
-    init, progressing, done = (_cond(status, t) for t in ("Initialized", "Progressing", "Succeeded"))
+    init, progressing, done = (conditions.get(status, t) for t in ("Initialized", "Progressing", "Succeeded"))
     record = status.get("rollout") or {}
     if init.get("status") == "False" or done.get("status") == "False":
         phase = "RolledBack" if done.get("reason") == "UpdateRunRolledBack" else "Failed"

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from fleetwave.api import conditions
 from fleetwave.core import timestamps
 
 # Kept in sync with fleetwave.controllers.{promotion,summary_status}; duplicated rather than
@@ -52,9 +53,7 @@ def cluster_state(
     if cluster not in (record.get("started") or []):
         return "pending", ""
     status = (summary or {}).get("status") or {}
-    ready: Mapping[str, Any] = next(
-        (c for c in status.get("conditions") or [] if c.get("type") == "Ready"), {}
-    )
+    ready = conditions.get(status, "Ready")
     message = str(ready.get("message") or "")
     if summary is None or status.get("observedContentHash") != content_hash:
         return "delivering", message or "delivering the current revision"

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from fleetwave.api import conditions
+from fleetwave.api.objects import Obj
 from fleetwave.controllers.fleet import members
 from fleetwave.controllers.shared.context import Context, as_dict
 from fleetwave.core import model as m
@@ -60,7 +62,7 @@ async def reconcile(ctx: Context, key: str) -> Result:
     window = active_window(raw_obj, ctx.clock())
     verdict = await _verdict(ctx, raw_obj, member, window)
     previous = raw_obj.get("status") or {}
-    old: dict[str, Any] = next((c for c in previous.get("conditions") or [] if c.get("type") == "Ready"), {})
+    old = conditions.get(previous, "Ready")
     status = {
         **previous,
         "ready": verdict.ready,
@@ -68,7 +70,7 @@ async def reconcile(ctx: Context, key: str) -> Result:
         "failureMessage": None if verdict.ready else verdict.message,
         "version": verdict.version or previous.get("version"),
         "properties": _properties(previous.get("properties"), verdict, ctx.clock()),
-        "conditions": [_condition(ctx, verdict, old, raw_obj)],
+        "conditions": [_condition(ctx, verdict, previous, raw_obj)],
     }
     written, _ = await ctx.write_status("MemberCluster", Versioned.of(obj), status)
     if written is StatusWrite.CONFLICT:
@@ -161,16 +163,13 @@ def active_window(raw_obj: dict[str, Any], now: datetime) -> Window | None:
     return Window(state.open, f"outside spec.activeWindow until {when}", left)
 
 
-def _condition(
-    ctx: Context, verdict: Verdict, old: dict[str, Any], raw_obj: dict[str, Any]
-) -> dict[str, Any]:
-    status = "True" if verdict.ready else "False"
-    since = old.get("lastTransitionTime") if old.get("status") == status else None
-    return {
-        "type": "Ready",
-        "status": status,
-        "reason": verdict.reason,
-        "message": verdict.message[:32768],
-        "lastTransitionTime": since or timestamps.fmt(ctx.clock()),
-        "observedGeneration": (raw_obj.get("metadata") or {}).get("generation"),
-    }
+def _condition(ctx: Context, verdict: Verdict, previous: Obj, raw_obj: dict[str, Any]) -> dict[str, Any]:
+    return conditions.cond(
+        previous,
+        "Ready",
+        "True" if verdict.ready else "False",
+        verdict.reason,
+        verdict.message[:32768],
+        (raw_obj.get("metadata") or {}).get("generation"),
+        timestamps.fmt(ctx.clock()),
+    )

@@ -20,13 +20,13 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from fleetwave.api.kubefleet import property_number
+from fleetwave.api.objects import Obj
 from fleetwave.core import model as m
 from fleetwave.delivery.target import MemberTarget
 from fleetwave.kube import kubeconfig_policy
 from fleetwave.mgmt.registration import ALLOW_INSECURE_ANNOTATION, MEMBER_SECRET_LABEL
 from fleetwave.translate import KEY_LABEL, NAME_LABEL
 
-Obj = Mapping[str, Any]
 SECRET_LABEL = MEMBER_SECRET_LABEL  # on a kubeconfig Secret: the member it serves
 
 

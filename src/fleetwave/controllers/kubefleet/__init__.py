@@ -26,35 +26,23 @@ from fleetwave.controllers.kubefleet import (
 from fleetwave.controllers.kubefleet import naming as nm
 from fleetwave.controllers.kubefleet import overrides as ov
 from fleetwave.controllers.shared.context import Context
-from fleetwave.kube import kinds
+from fleetwave.kube import kinds, placeable
 from fleetwave.runtime.controller import Controller
 from fleetwave.runtime.manager import Manager
 from fleetwave.runtime.watching import Informer, object_key
 
-# Generic (dict) resources outside the core group: typed models reject watch bookmarks, which carry
-# only metadata, for kinds with required spec fields (Deployment.spec.selector, ...).
-_APPS, _BATCH, _RBAC = "apps/v1", "batch/v1", "rbac.authorization.k8s.io/v1"
-_GENERIC = {
-    "Deployment": (_APPS, "deployments", True),
-    "StatefulSet": (_APPS, "statefulsets", True),
-    "DaemonSet": (_APPS, "daemonsets", True),
-    "Job": (_BATCH, "jobs", True),
-    "CronJob": (_BATCH, "cronjobs", True),
-    "Role": (_RBAC, "roles", True),
-    "RoleBinding": (_RBAC, "rolebindings", True),
-    "ClusterRole": (_RBAC, "clusterroles", False),
-    "ClusterRoleBinding": (_RBAC, "clusterrolebindings", False),
-}
-SELECTABLE: dict[str, Any] = {
-    **{
-        k: kinds.builtin_resource("v1", k)
-        for k in ("Namespace", "ConfigMap", "Secret", "ServiceAccount", "Service")
-    },
-    **{
-        kind: kinds.resource_class(kinds.KindInfo(kinds.GVK(api_version, kind), plural, namespaced))
-        for kind, (api_version, plural, namespaced) in _GENERIC.items()
-    },
-}
+
+def _selectable(info: kinds.KindInfo) -> Any:
+    """Core-group kinds through lightkube's typed classes; the others as generic (dict) resources:
+    typed models reject watch bookmarks, which carry only metadata, for kinds with required spec
+    fields (Deployment.spec.selector, ...)."""
+    if info.gvk.group:
+        return kinds.resource_class(info)
+    return kinds.builtin_resource(info.gvk.api_version, info.gvk.kind)
+
+
+# The informer's resource of every built-in kind a placement may select, by kind.
+SELECTABLE: dict[str, Any] = {info.gvk.kind: _selectable(info) for info in placeable.BUILTIN}
 
 
 def _informer(manager: Manager, ctx: Context, kind: str, resource: Any) -> Informer:

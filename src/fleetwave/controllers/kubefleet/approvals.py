@@ -7,27 +7,20 @@ cannot be revoked. Requests are owned by their run, so deleting the run deletes 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+from fleetwave.api.conditions import find, is_true
+from fleetwave.api.objects import Obj
 from fleetwave.controllers.kubefleet import naming as nm
 from fleetwave.controllers.shared.context import Context
 from fleetwave.core import status as st
 from fleetwave.kube import ops
 from fleetwave.kube.status import Versioned
 
-Obj = Mapping[str, Any]
-
-
-def _condition(req: Obj, type_: str) -> Obj | None:
-    return next(
-        (c for c in (req.get("status") or {}).get("conditions") or [] if c.get("type") == type_), None
-    )
-
 
 def approved(req: Obj) -> bool:
-    cond = _condition(req, "Approved")
+    cond = find(req.get("status"), "Approved")
     if cond is None or cond.get("status") != "True":
         return False
     seen, generation = cond.get("observedGeneration"), (req.get("metadata") or {}).get("generation")
@@ -35,8 +28,7 @@ def approved(req: Obj) -> bool:
 
 
 def accepted(req: Obj) -> bool:
-    cond = _condition(req, "ApprovalAccepted")
-    return cond is not None and cond.get("status") == "True"
+    return is_true(req.get("status"), "ApprovalAccepted")
 
 
 def of_run(ctx: Context, scope: nm.Scope, namespace: str | None, run: str) -> dict[str, Obj]:

@@ -15,9 +15,9 @@ import copy
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from fleetwave.api.objects import Obj
 from fleetwave.controllers.fleet.local_boundary import OWN_GROUPS
 
-Obj = Mapping[str, Any]
 CLUSTER = "ClusterResourceEnvelope"
 NAMESPACED = "ResourceEnvelope"
 KINDS = (CLUSTER, NAMESPACED)

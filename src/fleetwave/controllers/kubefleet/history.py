@@ -10,9 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
-Obj = Mapping[str, Any]
+from fleetwave.api.objects import Obj
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fleetwave.api import codec
+from fleetwave.api.objects import Obj
 from fleetwave.controllers.kubefleet import naming as nm
 from fleetwave.controllers.kubefleet import overrides as ov
 from fleetwave.controllers.shared.context import Context
@@ -23,7 +24,6 @@ from fleetwave.delivery import content as dc
 from fleetwave.kube import kinds, ops
 from fleetwave.runtime.controller import Result
 
-Obj = Mapping[str, Any]
 HISTORY = 10  # upstream's default override revision history
 
 

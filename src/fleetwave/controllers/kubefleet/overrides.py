@@ -16,6 +16,7 @@ from typing import Any
 
 from fleetwave.api import codec
 from fleetwave.api.meta import LabelSelector
+from fleetwave.api.objects import Obj
 from fleetwave.api.overrides import (
     ClusterResourceOverrideSnapshot,
     OverrideRule,
@@ -28,7 +29,6 @@ from fleetwave.kube import kinds
 from fleetwave.translate import KEY_LABEL, NAME_LABEL
 from fleetwave.translate.common import selector
 
-Obj = Mapping[str, Any]
 CLUSTER_KIND, RESOURCE_KIND = "ClusterResourceOverride", "ResourceOverride"
 SNAPSHOT_KIND = {
     CLUSTER_KIND: "ClusterResourceOverrideSnapshot",

@@ -13,6 +13,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from fleetwave.api import codec
+from fleetwave.api.conditions import cond
+from fleetwave.api.objects import Obj
 from fleetwave.controllers.fleet import members
 from fleetwave.controllers.kubefleet import (
     apply_rules,
@@ -26,7 +28,6 @@ from fleetwave.controllers.kubefleet import (
     unhonoured,
 )
 from fleetwave.controllers.kubefleet import naming as nm
-from fleetwave.controllers.kubefleet.run_status import cond
 from fleetwave.controllers.shared.context import Context, as_dict
 from fleetwave.core import model as m
 from fleetwave.core import status as st
@@ -34,7 +35,6 @@ from fleetwave.kube import ops
 from fleetwave.kube.status import StatusWrite, Versioned
 from fleetwave.runtime.controller import Result
 
-Obj = Mapping[str, Any]
 SNAPSHOT_RETRY_SECONDS = 1.0
 
 

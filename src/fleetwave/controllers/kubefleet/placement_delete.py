@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from fleetwave.api.objects import Obj
 from fleetwave.controllers.kubefleet import executor, history, ledger
 from fleetwave.controllers.kubefleet import naming as nm
 from fleetwave.controllers.shared import engine_state
@@ -22,8 +23,6 @@ from fleetwave.kube import ops
 from fleetwave.runtime.controller import Result
 
 FINALIZER = "fleetwave.io/placement-cleanup"
-
-Obj = Mapping[str, Any]
 
 
 def abandons(raw: Obj) -> bool:

@@ -11,12 +11,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from fleetwave.api.conditions import cond
+from fleetwave.api.objects import Obj
 from fleetwave.controllers.kubefleet import history
-from fleetwave.controllers.kubefleet.run_status import cond
 from fleetwave.core import model as m
 from fleetwave.core import status as st
-
-Obj = Mapping[str, Any]
 
 
 @dataclass(frozen=True, slots=True)

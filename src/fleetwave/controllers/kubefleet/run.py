@@ -8,10 +8,12 @@ cleans up after its last stage (`run_delete`). Every phase starts from the recor
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from fleetwave.api import codec
+from fleetwave.api.conditions import cond, find
+from fleetwave.api.objects import Obj
 from fleetwave.controllers.kubefleet import (
     approvals,
     run_execute,
@@ -23,23 +25,16 @@ from fleetwave.controllers.kubefleet import (
     run_writes,
 )
 from fleetwave.controllers.kubefleet import naming as nm
-from fleetwave.controllers.kubefleet.run_status import cond
 from fleetwave.controllers.shared.context import Context, as_dict
 from fleetwave.core import status as st
 from fleetwave.kube.status import StatusWrite, Versioned
 from fleetwave.runtime.controller import Result
 
-Obj = Mapping[str, Any]
-
-
-def _cond(status: Obj, type_: str) -> Obj | None:
-    return next((c for c in status.get("conditions") or [] if c.get("type") == type_), None)
-
 
 def terminal(status: Obj, meta: Obj | None = None) -> bool:
     """Over for good: initialization failed, or the run ended — unless a person asks to roll back a
     run that ended and has not been rolled back (ADR 0078)."""
-    init, done = _cond(status, "Initialized"), _cond(status, "Succeeded")
+    init, done = find(status, "Initialized"), find(status, "Succeeded")
     if init is not None and init.get("status") == "False":
         return True
     if done is None or done.get("status") not in ("True", "False"):

@@ -7,15 +7,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-Obj = Mapping[str, Any]
-
-
-def _cond(status: Obj, type_: str) -> Obj:
-    return next((c for c in status.get("conditions") or () if c.get("type") == type_), {})
+from fleetwave.api import conditions
+from fleetwave.api.objects import Obj
 
 
 def outcome(status: Obj) -> str:
-    init, progressing, done = (_cond(status, t) for t in ("Initialized", "Progressing", "Succeeded"))
+    init, progressing, done = (conditions.get(status, t) for t in ("Initialized", "Progressing", "Succeeded"))
     if init.get("status") == "False":
         return "Failed"
     if done.get("status") == "True":
@@ -35,8 +32,8 @@ def outcome(status: Obj) -> str:
 def entry(run: Obj) -> dict[str, Any]:
     status, spec = run.get("status") or {}, run.get("spec") or {}
     record = status.get("rollout") or {}
-    done = _cond(status, "Succeeded")
-    failed = _cond(status, "Initialized") if _cond(status, "Initialized").get("status") == "False" else done
+    init, done = conditions.get(status, "Initialized"), conditions.get(status, "Succeeded")
+    failed = init if init.get("status") == "False" else done
     approvals = {
         str(name): str(seen.get("approvedAt"))
         for name, seen in (status.get("approvals") or {}).items()
@@ -47,7 +44,7 @@ def entry(run: Obj) -> dict[str, Any]:
     return {
         "run": str((run.get("metadata") or {}).get("name") or ""),
         "snapshotIndex": status.get("resourceSnapshotIndexUsed", spec.get("resourceSnapshotIndex")),
-        "startedAt": record.get("startedAt") or _cond(status, "Initialized").get("lastTransitionTime"),
+        "startedAt": record.get("startedAt") or init.get("lastTransitionTime"),
         "endedAt": done.get("lastTransitionTime") if done.get("status") in ("True", "False") else None,
         "outcome": result,
         "approvals": approvals,

@@ -8,13 +8,14 @@ frozen plan is written as soon as it is made, before anything is delivered.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
 from fleetwave import translate
 from fleetwave.api import codec
+from fleetwave.api.conditions import cond
 from fleetwave.api.kubefleet import (
     ClusterResourcePlacement,
     ClusterStagedUpdateStrategy,
@@ -23,10 +24,10 @@ from fleetwave.api.kubefleet import (
     StagedUpdateStrategySpec,
 )
 from fleetwave.api.meta import parse_duration
+from fleetwave.api.objects import Obj
 from fleetwave.controllers.fleet import members
 from fleetwave.controllers.kubefleet import history, overrides, picking, snapshots, unhonoured
 from fleetwave.controllers.kubefleet import naming as nm
-from fleetwave.controllers.kubefleet.run_status import cond
 from fleetwave.controllers.shared import engine_state
 from fleetwave.controllers.shared.context import Context
 from fleetwave.core import batching
@@ -36,7 +37,6 @@ from fleetwave.kube import kinds
 from fleetwave.kube.status import StatusWrite, Versioned, normalized
 from fleetwave.runtime.controller import Result
 
-Obj = Mapping[str, Any]
 POLL = timedelta(seconds=2)  # only the frozen plan is read from the spec made with it
 STUCK = timedelta(minutes=5)
 DEADLINE = timedelta(minutes=30)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
+from fleetwave.api import conditions
 from fleetwave.controllers.kubefleet import (
     apply_rules,
     overrides,
@@ -159,7 +160,7 @@ async def announced(
 
 
 def _progressing(status: Mapping[str, Any]) -> Mapping[str, Any]:
-    return next((c for c in status.get("conditions") or [] if c.get("type") == "Progressing"), {})
+    return conditions.get(status, "Progressing")
 
 
 def in_flight(rollout: st.RolloutStatus, ledger: lg.Ledger, fleet: m.Fleet) -> bool:

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from fleetwave.api import conditions
 from fleetwave.api.kubefleet import StagedUpdateStrategySpec
 from fleetwave.controllers.kubefleet import ledger as lg
 from fleetwave.controllers.kubefleet import removals as rm
@@ -68,8 +69,7 @@ class Unreadable(Exception):
 
 
 def initialized(status: Mapping[str, Any]) -> bool:
-    cond = next((c for c in status.get("conditions") or [] if c.get("type") == "Initialized"), None)
-    return cond is not None and cond.get("status") == "True"
+    return conditions.is_true(status, "Initialized")
 
 
 def load(status: Mapping[str, Any]) -> RunRecord:

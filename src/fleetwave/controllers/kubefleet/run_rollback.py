@@ -10,15 +10,14 @@ promotion's (`fleetwave.io/rollback`, `-to`, `-reason`), here on the run.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from fleetwave.api import annotations as asks
+from fleetwave.api import conditions
+from fleetwave.api.objects import Obj
 from fleetwave.controllers.kubefleet import snapshots
 from fleetwave.core import model as m
-
-Obj = Mapping[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,10 +54,6 @@ def request_of(meta: Obj) -> Request:
     return Request(reason[:256], int(to) if to.isdigit() else None)
 
 
-def _condition(status: Obj, type_: str) -> Obj:
-    return next((c for c in status.get("conditions") or () if c.get("type") == type_), {})
-
-
 def _target(snapshot: Obj) -> Target:
     name = str((snapshot.get("metadata") or {}).get("name"))
     return Target(name, snapshots.index_of(snapshot) or 0, snapshots.hash_of(snapshot))
@@ -75,7 +70,7 @@ def last_good(
         status = run.get("status") or {}
         if (run.get("spec") or {}).get("placementName") != placement:
             continue
-        done = _condition(status, "Succeeded")
+        done = conditions.get(status, "Succeeded")
         if done.get("status") != "True":
             continue
         snapshot = by_name.get(str((status.get("snapshot") or {}).get("name") or ""))

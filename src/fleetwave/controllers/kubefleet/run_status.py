@@ -13,7 +13,9 @@ from datetime import datetime
 from typing import Any
 
 from fleetwave import translate
+from fleetwave.api.conditions import cond, find
 from fleetwave.api.kubefleet import StageConfig, StagedUpdateStrategySpec
+from fleetwave.api.objects import Obj
 from fleetwave.controllers.kubefleet import ledger as lg
 from fleetwave.controllers.kubefleet import naming as nm
 from fleetwave.controllers.kubefleet import removals as rm
@@ -22,7 +24,6 @@ from fleetwave.core import status as st
 from fleetwave.kube.status import normalized
 
 SP = st.StagePhase
-Obj = Mapping[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,31 +54,6 @@ class View:
     now: datetime
     previous: Obj
     pins: Mapping[str, Obj] = field(default_factory=dict)  # cluster -> its pinned override snapshots
-
-
-def cond(
-    previous: Sequence[Obj] | None,
-    type_: str,
-    status: str,
-    reason: str,
-    message: str,
-    generation: int | None,
-    at: str,
-) -> dict[str, Any]:
-    old = next((c for c in previous or [] if c.get("type") == type_), None)
-    since = (
-        old["lastTransitionTime"]
-        if old and old.get("status") == status and old.get("lastTransitionTime")
-        else at
-    )
-    return {
-        "type": type_,
-        "status": status,
-        "reason": reason,
-        "message": message,
-        "lastTransitionTime": since,
-        "observedGeneration": generation,
-    }
 
 
 def _t(value: datetime | None) -> str | None:
@@ -142,7 +118,7 @@ def finished(record: st.RolloutStatus) -> bool:
 def _run_conditions(view: View) -> list[dict[str, Any]]:
     prev = view.previous.get("conditions") or []
     now, gen = st.fmt(view.now), view.generation
-    init = next((c for c in prev if c.get("type") == "Initialized"), None)
+    init = find(prev, "Initialized")
     out = [dict(init)] if init else []
     for c in out:
         c["observedGeneration"] = gen

@@ -5,9 +5,10 @@ only the namespace, or the namespace plus what its other selectors match) and cl
 by kind and name or labels; a ResourcePlacement selects namespaced objects in its own namespace.
 Server-populated fields are stripped so a snapshot changes only when the user's content does.
 
-The supported kinds are the built-in ones below plus those the controller is configured to place
-(`--placement-kind`, ADR 0091): CRDs, custom resources, Ingresses, ... each read through its own
-informer, which is why they must be named (the controller needs the right to list and watch them).
+The supported kinds are the built-in ones of `fleetwave.kube.placeable` plus those the controller is
+configured to place (`--placement-kind`, ADR 0091): CRDs, custom resources, Ingresses, ... each read
+through its own informer, which is why they must be named (the controller needs the right to list
+and watch them).
 """
 
 from __future__ import annotations
@@ -18,12 +19,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from fleetwave.api.kubefleet import PlacementSpec, ResourceSelector
+from fleetwave.api.objects import Obj
 from fleetwave.controllers.fleet import members
 from fleetwave.controllers.kubefleet import envelopes
 from fleetwave.controllers.shared.watch_scope import unwatched
-from fleetwave.kube import kinds
-
-Obj = Mapping[str, Any]
+from fleetwave.kube import kinds, placeable
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +46,12 @@ class Kind:
         cache = f"{gvk.kind}.{gvk.version}.{gvk.group or 'core'}"
         return cls(gvk.kind, gvk.api_version, info.namespaced, gvk.group, gvk.version, cache=cache)
 
+    @classmethod
+    def builtin(cls, info: kinds.KindInfo) -> Kind:
+        """A kind every placement may select (`kube.placeable`), cached under its kind name."""
+        gvk = info.gvk
+        return cls(gvk.kind, gvk.api_version, info.namespaced, gvk.group, gvk.version)
+
 
 def envelope_kinds(api_version: str) -> tuple[Kind, ...]:
     """KubeFleet's envelopes, in the group the controller serves them in (ADR 0092)."""
@@ -66,24 +72,9 @@ def configured(infos: Iterable[kinds.KindInfo]) -> tuple[Kind, ...]:
     return tuple(out)
 
 
-NAMESPACED_KINDS = (
-    Kind("ConfigMap", "v1", True, "", "v1"),
-    Kind("Secret", "v1", True, "", "v1"),
-    Kind("ServiceAccount", "v1", True, "", "v1"),
-    Kind("Service", "v1", True, "", "v1"),
-    Kind("Deployment", "apps/v1", True, "apps", "v1"),
-    Kind("StatefulSet", "apps/v1", True, "apps", "v1"),
-    Kind("DaemonSet", "apps/v1", True, "apps", "v1"),
-    Kind("Job", "batch/v1", True, "batch", "v1"),
-    Kind("CronJob", "batch/v1", True, "batch", "v1"),
-    Kind("Role", "rbac.authorization.k8s.io/v1", True, "rbac.authorization.k8s.io", "v1"),
-    Kind("RoleBinding", "rbac.authorization.k8s.io/v1", True, "rbac.authorization.k8s.io", "v1"),
-)
-CLUSTER_KINDS = (
-    Kind("Namespace", "v1", False, "", "v1"),
-    Kind("ClusterRole", "rbac.authorization.k8s.io/v1", False, "rbac.authorization.k8s.io", "v1"),
-    Kind("ClusterRoleBinding", "rbac.authorization.k8s.io/v1", False, "rbac.authorization.k8s.io", "v1"),
-)
+NAMESPACED_KINDS = tuple(Kind.builtin(i) for i in placeable.BUILTIN if i.namespaced)
+CLUSTER_KINDS = tuple(Kind.builtin(i) for i in placeable.BUILTIN if not i.namespaced)
+# Within each scope, the registry's order is the order of a snapshot's objects (see `_ordered`).
 KINDS = {k.name: k for k in (*CLUSTER_KINDS, *NAMESPACED_KINDS)}
 _STRIP_ANNOTATIONS = ("kubectl.kubernetes.io/last-applied-configuration", "deployment.kubernetes.io/revision")
 _JOB_LABELS = (

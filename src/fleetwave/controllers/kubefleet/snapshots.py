@@ -9,15 +9,14 @@ by label, so a cache that has not yet seen a label flip never yields two "latest
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from fleetwave.api.objects import Obj
 from fleetwave.controllers.kubefleet import naming as nm
 from fleetwave.delivery import content as dc
 from fleetwave.kube import kinds
-
-Obj = Mapping[str, Any]
 
 
 def content_hash(selected: list[dict[str, Any]]) -> str:

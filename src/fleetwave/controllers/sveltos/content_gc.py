@@ -17,11 +17,12 @@ collected that is wanted again, the profile that wants it makes it again (its de
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from fleetwave.api.objects import Obj
 from fleetwave.controllers.shared.context import Context
 from fleetwave.controllers.sveltos import content, promotion_history
 from fleetwave.controllers.sveltos.rollout_common import PINNED_ANNOTATION
@@ -34,7 +35,6 @@ log = logging.getLogger(__name__)
 
 GRACE_SECONDS = 600.0  # an unnamed snapshot younger than this is kept
 SWEEP_SECONDS = 600.0  # a named one is looked at again after this (names move without waking us)
-Obj = Mapping[str, Any]
 
 
 def _annotation(obj: Obj, key: str) -> str | None:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fleetwave import translate
+from fleetwave.api.conditions import is_true
 from fleetwave.api.models import ClusterProfile
 from fleetwave.controllers.shared import engine_state
 from fleetwave.controllers.shared.context import Context
@@ -132,8 +133,7 @@ def _held(ctx: Context, profile: ClusterProfile) -> dict[str, tuple[str, ...]]:
 
     def provisioned(dependency: str, cluster: str) -> bool:
         summary = delivered[dependency].get(cluster) or {}
-        ready = [c for c in (summary.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"]
-        return bool(ready) and ready[0].get("status") == "True"
+        return is_true(summary.get("status"), "Ready")
 
     return dependencies.unmet(common.fleet_of(ctx.cache).names, needs, provisioned)
 

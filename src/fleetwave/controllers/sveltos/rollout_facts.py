@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from fleetwave.api import families
+from fleetwave.api.conditions import find
 from fleetwave.api.families import Family
 from fleetwave.controllers.shared.versioned_memo import VersionedMemo
 from fleetwave.controllers.sveltos import summary_status as ss
@@ -29,7 +30,7 @@ def delivery_of(summary: Mapping[str, Any] | None, content_hash: str) -> m.Deliv
 def _read(summary: Mapping[str, Any], content_hash: str) -> m.Delivery:
     annotations = (summary.get("metadata") or {}).get("annotations") or {}
     status = summary.get("status") or {}
-    ready = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), None)
+    ready = find(status, "Ready")
     if ready is not None and ready.get("reason") == "ClusterUnreachable":  # whatever revision it last had
         return m.Delivery(m.DeliveryPhase.APPLYING, message=str(ready.get("message", "")))
     if ready is not None and ready.get("reason") == ss.WAITING:  # preDeployChecks hold the delivery

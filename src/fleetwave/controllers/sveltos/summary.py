@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from fleetwave import translate
+from fleetwave.api import conditions
 from fleetwave.api.models import ClusterProfile
 from fleetwave.api.sveltos import ClusterProfileSpec, HelmChart, ValidateHealth
 from fleetwave.controllers.fleet import members
@@ -203,7 +204,7 @@ async def _ignore(ctx: Context, obj: Any, raw: Mapping[str, Any], problem: str) 
     """Say (once, in status and a Warning Event) that the summary is not delivered, and why."""
     message = f"ignored, nothing is delivered: not created by fleetwave ({problem})"
     previous = raw.get("status") or {}
-    old: dict[str, Any] = next((c for c in previous.get("conditions") or [] if c.get("type") == "Ready"), {})
+    old = conditions.get(previous, "Ready")
     since = old.get("lastTransitionTime") if old.get("reason") == NOT_OURS else None
     condition = {
         "type": "Ready",
@@ -250,9 +251,7 @@ def _settled(
     same_revision = previous.get("observedContentHash") == wanted_hash
     if mode == "Continuous" and not same_revision:
         return "deliver"
-    ready: Mapping[str, Any] = next(
-        (c for c in previous.get("conditions") or [] if c.get("type") == "Ready"), {}
-    )
+    ready = conditions.get(previous, "Ready")
     if ready.get("observedGeneration") != raw["metadata"].get("generation"):
         return "judge" if mode == "OneTime" else "deliver"  # a spec edit (e.g. its checks)
     if ready.get("status") == "True" and same_revision:

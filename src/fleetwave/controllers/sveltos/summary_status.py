@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from fleetwave.api.conditions import cond, find
 from fleetwave.api.meta import API_VERSION
 from fleetwave.core import timestamps
 from fleetwave.kube import status as kstatus
@@ -138,6 +139,8 @@ def gvk_string(api_version: str, kind: str) -> str:
 def ready_condition(
     outcome: Outcome, *, generation: int | None, now: datetime, previous: Mapping[str, Any] | None
 ) -> dict[str, Any]:
+    """The summary's Ready condition for `outcome`; `previous` is the status it replaces, whose Ready
+    condition keeps its transition time while the status stays."""
     if outcome.unreachable:
         status, reason, message = "False", "ClusterUnreachable", outcome.unreachable
     elif outcome.failed:
@@ -150,17 +153,7 @@ def ready_condition(
         status, reason, message = "False", "Unhealthy", outcome.health_message or "waiting for health checks"
     else:
         status, reason, message = "True", "Provisioned", outcome.health_message or "deployed and healthy"
-    since = timestamps.fmt(now)
-    if previous and previous.get("status") == status:
-        since = str(previous.get("lastTransitionTime") or since)
-    return {
-        "type": "Ready",
-        "status": status,
-        "reason": reason,
-        "message": message[:32768],
-        "lastTransitionTime": since,
-        "observedGeneration": generation,
-    }
+    return cond(previous, "Ready", status, reason, message[:32768], generation, timestamps.fmt(now))
 
 
 def progress_only(previous: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
@@ -168,7 +161,7 @@ def progress_only(previous: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
     False as Unhealthy: a health judgement's progress ("0 of 1 updated replicas available", then
     "1 updated, 0 available"), not a transition. Such writes are held back a few seconds (ADR 0068):
     each one wakes the profile and the promotion, which write their status in turn."""
-    old, fresh = _ready_of(previous), _ready_of(new)
+    old, fresh = find(previous, "Ready") or {}, find(new, "Ready") or {}
     if old.get("reason") != "Unhealthy" or fresh.get("reason") != "Unhealthy":
         return False
     if (
@@ -179,10 +172,6 @@ def progress_only(previous: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
         return False
     before, after = (kstatus.normalized(_without_ready_message(s)) for s in (previous, new))
     return bool(before == after)
-
-
-def _ready_of(status: Mapping[str, Any]) -> Mapping[str, Any]:
-    return next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), {})
 
 
 def _without_ready_message(status: Mapping[str, Any]) -> dict[str, Any]:
@@ -198,9 +187,7 @@ NON_RETRIABLE = "FailedNonRetriable"
 def gave_up(status: Mapping[str, Any], *, content_hash: str, generation: int | None) -> bool:
     """Whether delivery stopped retrying this content at this generation (maxConsecutiveFailures):
     only a new revision or an edit of the summary (its profile's spec) tries again."""
-    ready: Mapping[str, Any] = next(
-        (c for c in status.get("conditions") or [] if c.get("type") == "Ready"), {}
-    )
+    ready = find(status, "Ready") or {}
     return (
         status.get("observedContentHash") == content_hash
         and ready.get("observedGeneration") == generation
@@ -238,7 +225,6 @@ def status_body(
 ) -> dict[str, Any]:
     features = _features(outcome, now, previous)
     outcome = _give_up(outcome, features, max_failures)
-    old_ready = next((c for c in previous.get("conditions") or [] if c.get("type") == "Ready"), None)
     deployed = [
         {"featureID": f.feature_id, "deployedGroupVersionKind": list(f.deployed)}
         for f in outcome.features
@@ -258,7 +244,7 @@ def status_body(
         "featureSummaries": features or previous.get("featureSummaries"),
         "deployedGVKs": deployed or previous.get("deployedGVKs"),
         "helmReleaseSummaries": releases,
-        "conditions": [ready_condition(outcome, generation=generation, now=now, previous=old_ready)],
+        "conditions": [ready_condition(outcome, generation=generation, now=now, previous=previous)],
         "failureMessage": outcome.unreachable or outcome.failed or None,
         "drift": list(outcome.drift) or None,
         # Templated content is rendered for the cluster as it was (ADR 0089): a change of its labels,
