@@ -19,6 +19,7 @@ from fleetwave.controllers.kubefleet import apply_rules, history, snapshots
 from fleetwave.controllers.kubefleet import ledger as lg
 from fleetwave.controllers.kubefleet import overrides as ov
 from fleetwave.controllers.kubefleet import removals as rm
+from fleetwave.controllers.kubefleet.executor import DeliveryMemory
 from fleetwave.controllers.shared import engine_state, requeue
 from fleetwave.controllers.shared.context import Context
 from fleetwave.core import batching, engine
@@ -113,13 +114,14 @@ def departed(state: Rolling, fleet: m.Fleet) -> tuple[str, ...]:
     return tuple(sorted(c for c in history.holding(ledgers) if c not in fleet.names))
 
 
-async def roll(ctx: Context, where: Setting, current: Versioned, render: Render) -> Result:
+async def roll(
+    ctx: Context, memory: DeliveryMemory, where: Setting, current: Versioned, render: Render
+) -> Result:
     state = load(current.status)
     for last in [False] * (PASSES - 1) + [True]:
         now = ctx.clock()
-        seen = await lg.observe(
-            ctx, state.rollout, where.fleet, state.ledger, where.content, lg.wake_of(ctx, where.kind, current)
-        )
+        wake = lg.wake_of(ctx, where.kind, current)
+        seen = await lg.observe(ctx, memory, state.rollout, where.fleet, state.ledger, where.content, wake)
         observed = m.Observed(delivery=dict(seen.deliveries), previous=state.rollout)
         decision = engine.step(where.spec, where.fleet, observed, now)
         decided = Rolling(decision.status, seen.ledger, state.removals)
@@ -130,7 +132,7 @@ async def roll(ctx: Context, where: Setting, current: Versioned, render: Render)
         targets, gone = _targets(decision), departed(decided, where.fleet)
         if last and (targets or gone):
             return Result(requeue_after=requeue.FLOOR_SECONDS)  # decided again by the next reconcile
-        state = await _act(ctx, where, decided, targets, gone)
+        state = await _act(ctx, memory, where, decided, targets, gone)
         if state == decided:
             break
     return requeue.after(decision, ctx.clock())  # counted from now: the pass itself took time
@@ -141,8 +143,13 @@ def _targets(decision: fx.Decision) -> tuple[str, ...]:
 
 
 async def _act(
-    ctx: Context, where: Setting, state: Rolling, targets: tuple[str, ...], gone: tuple[str, ...]
+    ctx: Context,
+    memory: DeliveryMemory,
+    where: Setting,
+    state: Rolling,
+    targets: tuple[str, ...],
+    gone: tuple[str, ...],
 ) -> Rolling:
-    delivered = await lg.deliver(ctx, targets, where.content)
-    removed = await rm.remove(ctx, gone, state.removals, where.content.inventory)
+    delivered = await lg.deliver(ctx, memory, targets, where.content)
+    removed = await rm.remove(ctx, memory, gone, state.removals, where.content.inventory)
     return Rolling(state.rollout, lg.merged(state.ledger, delivered), {**state.removals, **removed})

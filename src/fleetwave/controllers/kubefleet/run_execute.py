@@ -19,6 +19,7 @@ from fleetwave.api.kubefleet import StageConfig
 from fleetwave.controllers.gates import analysis_gates, webhook_gates
 from fleetwave.controllers.kubefleet import approvals, run_delete, run_status, run_writes
 from fleetwave.controllers.kubefleet import ledger as lg
+from fleetwave.controllers.kubefleet.executor import DeliveryMemory
 from fleetwave.controllers.kubefleet.run_pass import Setting, publish, stuck
 from fleetwave.controllers.kubefleet.run_record import RunRecord, Seen
 from fleetwave.controllers.shared import requeue
@@ -126,13 +127,13 @@ async def acknowledge(ctx: Context, where: Setting, step: Step) -> None:
         await approvals.accept(ctx, where.scope, name, where.run.metadata.namespace, ctx.clock())
 
 
-async def act(ctx: Context, where: Setting, step: Step) -> RunRecord:
+async def act(ctx: Context, memory: DeliveryMemory, where: Setting, step: Step) -> RunRecord:
     """Carry out a written step; the record with what the effects learnt."""
     for stage, name in step.create:
         await approvals.ensure(ctx, where.scope, where.obj, stage, name)
-    delivered = await lg.deliver(ctx, step.deliver, where.delivering(step.record.rollout))
+    delivered = await lg.deliver(ctx, memory, step.deliver, where.delivering(step.record.rollout))
     record = replace(step.record, ledger=lg.merged(step.record.ledger, delivered))
-    return await run_delete.run(ctx, record, step.remove, where.content.inventory)
+    return await run_delete.run(ctx, memory, record, step.remove, where.content.inventory)
 
 
 def _known(requests: Mapping[str, Request], step: Step) -> dict[str, Request]:
@@ -145,6 +146,7 @@ def _known(requests: Mapping[str, Request], step: Step) -> dict[str, Request]:
 
 async def execute(
     ctx: Context,
+    memory: DeliveryMemory,
     where: Setting,
     record: RunRecord,
     current: Versioned,
@@ -157,6 +159,7 @@ async def execute(
         now = ctx.clock()
         seen = await lg.observe(
             ctx,
+            memory,
             record.rollout,
             where.fleet,
             record.ledger,
@@ -187,7 +190,7 @@ async def execute(
         if last and (step.deliver or step.create or step.remove):
             # Effects decided but not carried out: the next reconcile decides them again.
             return Result(requeue_after=requeue.FLOOR_SECONDS)
-        record, requests = await act(ctx, where, step), _known(requests, step)
+        record, requests = await act(ctx, memory, where, step), _known(requests, step)
         if record == step.record:
             return _requeue(step, ctx.clock())
     return _requeue(step, ctx.clock())  # the deadline counted from now: the pass itself took time

@@ -3,6 +3,10 @@ ports to member clusters (helm, health), the controller's namespace and the cloc
 
 Reads come from informer caches (never from the API server inside a reconcile), writes go through
 the client. The clock is passed in so that tests and the decision core agree on `now`.
+
+What one controller alone remembers between its passes is built with that controller and handed to
+its reconcile, not kept here; one controller tells another through the typed ports of `wakeups`
+(ADR 0102).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from fleetwave.api.families import Family
 from fleetwave.api.sveltos import HelmChart, ValidateHealth
 from fleetwave.controllers.shared.echoes import Echoes
 from fleetwave.controllers.shared.own_writes import OwnWrites
+from fleetwave.controllers.shared.wakeups import Queues, Wakeups
 from fleetwave.core import rollout_metrics
 from fleetwave.core import status as st
 from fleetwave.delivery.gotemplate import Renderer
@@ -247,14 +252,6 @@ class Context:
     analyses: analysis.Series = field(default_factory=analysis.Series)
     own_writes: OwnWrites = field(default_factory=OwnWrites)
     echoes: Echoes = field(default_factory=Echoes)
-    # (cluster, inventory) -> when and what a staged run's apply there returned, judged once by the
-    # availability check that follows it (kubefleet.executor.available).
-    just_applied: dict[tuple[str, str], tuple[float, dict[Any, Any]]] = field(default_factory=dict)
-    # ClusterSummary key -> fingerprint of the credentials this process last delivered it with.
-    delivered_to: dict[str, str] = field(default_factory=dict)
-    # Inventory -> what this process last pruned it down to (credentials fingerprint, kinds and
-    # objects kept): the same delivery again has nothing left behind to look for.
-    pruned: dict[str, tuple[str, frozenset[object]]] = field(default_factory=dict)
     # The versions this process's applies to members returned: applied over without a read (one
     # instance shared by every family's context, app.build).
     known_versions: KnownVersions = field(default_factory=KnownVersions)
@@ -262,22 +259,15 @@ class Context:
     # status: a waiting judgement's changing message is written at most every PROGRESS_EVERY
     # seconds (`progress_due_in`).
     status_written: dict[Hashable, float] = field(default_factory=dict)
-    # Stage profile name -> the version a promotion wrote without writing its summaries ahead:
-    # that version's event wakes the profile's pass at once, not `app.STAGE_PROFILE_AHEAD` later
-    # (a wake before the event would pass over the profile as the cache still holds it).
-    due_on_arrival: dict[str, str] = field(default_factory=dict)
-    # Profile name -> summaries that found it not yet as they need it (a promotion writes a stage
-    # profile and its summaries at once): the profile's next event wakes them.
-    awaiting_profile: dict[str, set[str]] = field(default_factory=dict)
-    # kind -> enqueue(key) of its controller, filled in once the controllers exist (app.py).
-    wakers: dict[str, Callable[[str], None]] = field(default_factory=dict)
+    # The work queues of this family's controllers, by kind, wired by the composition root once
+    # the controllers exist (`wake`).
+    queues: Queues = field(default_factory=Queues)
+    # Wake-ups the Sveltos-style controllers leave for a ClusterProfile's next event (ADR 0102).
+    wakeups: Wakeups = field(default_factory=Wakeups)
     # The rollout metrics of the manager's registry (ADR 0082); None: not recorded (unit tests).
     metrics: RolloutMetrics | None = None
     # Kinds placements may select besides the built-in ones (`--placement-kind`, ADR 0091).
     placement_kinds: tuple[kinds.KindInfo, ...] = ()
-    # Summaries this process asked to delete, by profile uid, until its cache shows them leaving
-    # (profile_withdrawal: a wake-up in between must not start the next batch early).
-    withdrawing: dict[str, set[str]] = field(default_factory=dict)
     # The pinned content tools: Go templates and kustomize (ADR 0089).
     renderer: Renderer = field(default_factory=Renderer)
     kustomizer: Kustomizer = field(default_factory=Kustomizer)
@@ -318,7 +308,7 @@ class Context:
 
     def wake(self, kind: str, key: str) -> Wake | None:
         """A wake-up that re-runs the reconcile of `kind` `key` (None before controllers exist)."""
-        enqueue = self.wakers.get(kind)
+        enqueue = self.queues.of(kind)
         return (
             None if enqueue is None else Wake((self.family.controller_name(kind), key), lambda: enqueue(key))
         )
