@@ -119,6 +119,7 @@ class DeliveryMemory:
         self.prunes.pop(at, None)
 
     def forget_prunes(self) -> None:
+        """A shard was taken over: what was pruned no longer says nothing was left behind."""
         self.prunes.clear()
 
 
