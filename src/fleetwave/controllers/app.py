@@ -28,9 +28,12 @@ from fleetwave.controllers.fleet.ports import HealthAdapter, HelmAdapter
 from fleetwave.controllers.shared.context import Cache, Context, as_dict
 from fleetwave.controllers.shared.echoes import Echoes
 from fleetwave.controllers.shared.own_writes import OwnWrites
+from fleetwave.controllers.shared.wakeups import Wakeups
 from fleetwave.controllers.sveltos import content, content_gc, profile, promotion, summary
 from fleetwave.controllers.sveltos import rollout_common as common
 from fleetwave.controllers.sveltos import summary_status as ss
+from fleetwave.controllers.sveltos.profile_withdrawal import Withdrawals
+from fleetwave.controllers.sveltos.summary_memory import SummaryMemory
 from fleetwave.delivery import sessions
 from fleetwave.delivery.gotemplate import Renderer
 from fleetwave.delivery.known_versions import KnownVersions
@@ -158,14 +161,6 @@ def build(
     ]
     for ctx in contexts:
         ctx.cache.peers = [c.cache for c in contexts if c is not ctx]
-    if manager.shards is not None:
-        # A shard taken over may have been delivered by another replica meanwhile: what this process
-        # remembers having pruned no longer says nothing was left behind.
-        def forget_prunes(_shard: int) -> None:
-            for c in contexts:
-                c.pruned.clear()
-
-        manager.shards.on_gain(forget_prunes)
     _collect_snapshots(manager, contexts, shared["ConfigMap"], settings)
     # The KubeFleet kinds are served in one group at a time (ADR 0062): upstream when installed so.
     placements = [c for c in contexts if "ClusterResourcePlacement" in c.family.kinds]
@@ -377,9 +372,10 @@ def _add_controllers(
         rollout=keys.rollout_of_promotion,
         keys=lambda: keys.all_of("ClusterPromotion"),
     )
+    withdrawals, memory = Withdrawals(), _summary_memory(manager)
     profiles: Controller[str] = manager.add_controller(
         name("ClusterProfile"),
-        lambda k: profile.reconcile(ctx, k),
+        lambda k: profile.reconcile(ctx, withdrawals, k),
         workers=settings.rollout_workers,
         rollout=keys.rollout_of_profile,
         keys=lambda: keys.all_of("ClusterProfile"),
@@ -387,21 +383,26 @@ def _add_controllers(
     )
     summaries: Controller[str] = manager.add_controller(
         name("ClusterSummary"),
-        lambda k: summary.reconcile(ctx, k),
+        lambda k: summary.reconcile(ctx, memory, k),
         workers=settings.summary_workers,
         rollout=keys.rollout_of_summary,
         keys=lambda: keys.all_of("ClusterSummary"),
         bulk=True,
     )
-    ctx.wakers.update(
-        {
-            "ClusterPromotion": promotions.enqueue,
-            "ClusterProfile": profiles.enqueue,
-            "ClusterSummary": summaries.enqueue,
-        }
-    )
-    writes = _Writes(ctx.own_writes, ctx.echoes, ctx.due_on_arrival, ctx.awaiting_profile)
-    wire(keys, informers, promotions, profiles, summaries, writes)
+    ctx.queues.add("ClusterPromotion", promotions.enqueue)
+    ctx.queues.add("ClusterProfile", profiles.enqueue)
+    ctx.queues.add("ClusterSummary", summaries.enqueue)
+    wire(keys, informers, promotions, profiles, summaries, _Writes(ctx.statuses.own, ctx.echoes, ctx.wakeups))
+
+
+def _summary_memory(manager: Manager) -> SummaryMemory:
+    """The summary controller's memory of its deliveries. A shard taken over may have been delivered
+    by another replica meanwhile: what this process remembers having pruned no longer says nothing
+    was left behind."""
+    memory = SummaryMemory()
+    if manager.shards is not None:
+        manager.shards.on_gain(lambda _shard: memory.forget_prunes())
+    return memory
 
 
 def _labels(obj: Any) -> dict[str, str]:
@@ -537,10 +538,8 @@ class _Keys:
 class _Writes:
     own: OwnWrites
     echoes: Echoes
-    # Stage profile -> the version whose event wakes its pass at once (Context.due_on_arrival).
-    due_on_arrival: dict[str, str] = field(default_factory=dict)
-    # Profile -> the summaries its next event wakes (Context.awaiting_profile).
-    awaiting_profile: dict[str, set[str]] = field(default_factory=dict)
+    # What the controllers leave for a profile's next event (Context.wakeups).
+    wakeups: Wakeups = field(default_factory=Wakeups)
 
 
 def wire(
@@ -674,9 +673,7 @@ def _wire_profiles(
         if not list(keys.promotion_of_profile(obj)):
             profiles.enqueue(key)
             return
-        version = obj.metadata.resourceVersion
-        if version is not None and writes.due_on_arrival.get(key) == version:
-            del writes.due_on_arrival[key]
+        if writes.wakeups.arrived(key, obj.metadata.resourceVersion):
             profiles.enqueue(key)
         else:
             profiles.enqueue(key, STAGE_PROFILE_AHEAD)
@@ -704,7 +701,7 @@ def _wire_summaries(
 ) -> None:
     summaries.watch(informers["ClusterSummary"], _summary_itself(summaries, writes))
     summaries.watch(
-        informers["ClusterProfile"], lambda p: sorted(writes.awaiting_profile.pop(object_key(p), ()))
+        informers["ClusterProfile"], lambda p: [s.key for s in writes.wakeups.take_waiting(object_key(p))]
     )
     summaries.watch(informers["MemberCluster"], keys.summaries_of_member)
     summaries.watch(informers["Secret"], keys.summaries_of_member_secret)

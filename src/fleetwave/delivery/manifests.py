@@ -571,15 +571,16 @@ async def prune(
     return deleted
 
 
-# Inventory (or another key) -> what this process last pruned it down to: the credentials'
-# fingerprint, and the kinds searched and objects kept.
-PruneMemo = dict[str, tuple[str, frozenset[object]]]
+_Key = TypeVar("_Key", bound=Hashable)
+# A key of the caller's (a summary, a placement's inventory on one cluster) -> what this process last
+# pruned it down to: the credentials' fingerprint, and the kinds searched and objects kept.
+PruneMemo = dict[_Key, tuple[str, frozenset[object]]]
 
 
 async def prune_unless_done(
     target: MemberTarget,
-    memo: PruneMemo,
-    key: str,
+    memo: PruneMemo[_Key],
+    key: _Key,
     *,
     inventory: str,
     kinds: Iterable[kd.GVK],

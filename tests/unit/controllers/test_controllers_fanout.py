@@ -15,7 +15,9 @@ from fleetwave.controllers import app, fanout
 from fleetwave.controllers.fleet import members
 from fleetwave.controllers.shared.context import Cache
 from fleetwave.controllers.shared.echoes import Echoes
+from fleetwave.controllers.shared.keys import SummaryKey
 from fleetwave.controllers.shared.own_writes import OwnWrites
+from fleetwave.controllers.shared.wakeups import Wakeups
 from fleetwave.controllers.sveltos import rollout_common as common
 from fleetwave.controllers.sveltos import summary_status as ss
 from fleetwave.runtime.controller import Controller, Result
@@ -104,12 +106,11 @@ class World:
     summaries: _Recorder = field(default_factory=lambda: _Recorder("summaries"))
     own: OwnWrites = field(default_factory=OwnWrites)
     echoes: Echoes = field(default_factory=Echoes)
-    due_on_arrival: dict[str, str] = field(default_factory=dict)
-    awaiting_profile: dict[str, set[str]] = field(default_factory=dict)
+    wakeups: Wakeups = field(default_factory=Wakeups)
 
     def __post_init__(self) -> None:
         self.keys = app._Keys(Cache(self.informers))  # type: ignore[arg-type]
-        writes = app._Writes(self.own, self.echoes, self.due_on_arrival, self.awaiting_profile)
+        writes = app._Writes(self.own, self.echoes, self.wakeups)
         app.wire(self.keys, self.informers, self.promotions, self.profiles, self.summaries, writes)  # type: ignore[arg-type]
 
     def emit(self, event: EventType, kind: str, body: dict[str, Any]) -> _Obj:
@@ -478,7 +479,7 @@ def test_a_stage_profile_version_due_on_arrival_is_passed_at_once_and_only_that_
     w = World()
     stage = _profile("web-dev", {"policyRefs": [_ref("web")]})
     stage["metadata"] |= {"labels": {"fleetwave.io/promotion": "web"}, "resourceVersion": "7"}
-    w.due_on_arrival["web-dev"] = "8"
+    w.wakeups.expect_version("web-dev", "8")
     w.emit("MODIFIED", "ClusterProfile", stage)  # an older version: the usual moment later
     assert w.woken()[1] == {"web-dev"}
     assert w.profiles.delays == {"web-dev": app.STAGE_PROFILE_AHEAD}
@@ -486,8 +487,7 @@ def test_a_stage_profile_version_due_on_arrival_is_passed_at_once_and_only_that_
     w.emit("MODIFIED", "ClusterProfile", stage)
     assert w.woken()[1] == {"web-dev"}
     assert w.profiles.delays == {"web-dev": 0.0}
-    assert w.due_on_arrival == {}  # once: a later change of it is the usual moment later again
-    w.emit("MODIFIED", "ClusterProfile", stage)
+    w.emit("MODIFIED", "ClusterProfile", stage)  # once: a later change of it is the usual moment later
     assert w.profiles.delays == {"web-dev": app.STAGE_PROFILE_AHEAD}
 
 
@@ -495,11 +495,11 @@ def test_a_stage_profile_version_due_on_arrival_is_passed_at_once_and_only_that_
 
 
 def test_a_profiles_event_wakes_the_summaries_waiting_for_it_once(world: World) -> None:
-    world.awaiting_profile["p-web"] = {"fleet/p-web-a", "fleet/p-web-b"}
+    for name in ("p-web-a", "p-web-b"):
+        world.wakeups.await_profile("p-web", SummaryKey("fleet", name))
     world.emit("MODIFIED", "ClusterProfile", _profile("p-db", {"policyRefs": [_ref("db")]}))
     assert "fleet/p-web-a" not in world.woken()[2]  # another profile's event wakes none of them
     world.emit("MODIFIED", "ClusterProfile", _profile("p-web", {"policyRefs": [_ref("web")]}))
     assert world.woken()[2] >= {"fleet/p-web-a", "fleet/p-web-b"}
-    assert world.awaiting_profile == {}
     world.emit("MODIFIED", "ClusterProfile", _profile("p-web", {"policyRefs": [_ref("web2")]}))
     assert not world.woken()[2] & {"fleet/p-web-a", "fleet/p-web-b"}  # woken once, not at every event

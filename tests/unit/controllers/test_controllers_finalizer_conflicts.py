@@ -15,8 +15,10 @@ from lightkube.models import meta_v1
 from fleetwave.api import families
 from fleetwave.controllers.kubefleet import naming as nm
 from fleetwave.controllers.kubefleet import placement_delete
+from fleetwave.controllers.kubefleet.executor import DeliveryMemory
 from fleetwave.controllers.shared.context import Context
 from fleetwave.controllers.sveltos import profile_withdrawal
+from fleetwave.controllers.sveltos.profile_withdrawal import Withdrawals
 from fleetwave.runtime.controller import Result
 
 
@@ -65,7 +67,7 @@ async def test_a_conflicting_placement_finalizer_write_is_retried_not_raised(del
     client = _Client(409)
     finalizers = [placement_delete.FINALIZER] if deleting else []
     obj = _Placement(deleting=deleting, finalizers=finalizers)
-    result = await placement_delete.guard(_ctx(client), nm.CLUSTER, obj, [])
+    result = await placement_delete.guard(_ctx(client), DeliveryMemory(), nm.CLUSTER, obj, [])
     assert result == Result(requeue=True)
     assert client.patches[0]["metadata"]["resourceVersion"] == "5"  # the write was guarded
 
@@ -73,10 +75,10 @@ async def test_a_conflicting_placement_finalizer_write_is_retried_not_raised(del
 async def test_a_released_placement_finalizer_ends_the_reconcile_and_other_errors_still_raise() -> None:
     deleting = _Placement(deleting=True, finalizers=["other", placement_delete.FINALIZER])
     ok = _Client(None)
-    assert await placement_delete.guard(_ctx(ok), nm.CLUSTER, deleting, []) == Result()
+    assert await placement_delete.guard(_ctx(ok), DeliveryMemory(), nm.CLUSTER, deleting, []) == Result()
     assert ok.patches[0]["metadata"]["finalizers"] == ["other"]
     with pytest.raises(ApiError):
-        await placement_delete.guard(_ctx(_Client(403)), nm.CLUSTER, deleting, [])
+        await placement_delete.guard(_ctx(_Client(403)), DeliveryMemory(), nm.CLUSTER, deleting, [])
 
 
 def _profile() -> dict[str, Any]:
@@ -85,11 +87,11 @@ def _profile() -> dict[str, Any]:
 
 async def test_a_conflicting_profile_finalizer_write_is_retried_not_raised() -> None:
     client = _Client(409)
-    assert await profile_withdrawal.guard(_ctx(client), _profile()) == Result(requeue=True)
+    assert await profile_withdrawal.guard(_ctx(client), Withdrawals(), _profile()) == Result(requeue=True)
     assert client.patches[0]["metadata"]["resourceVersion"] == "5"
 
 
 async def test_a_written_profile_finalizer_ends_the_pass_and_other_errors_still_raise() -> None:
-    assert await profile_withdrawal.guard(_ctx(_Client(None)), _profile()) == Result()
+    assert await profile_withdrawal.guard(_ctx(_Client(None)), Withdrawals(), _profile()) == Result()
     with pytest.raises(ApiError):
-        await profile_withdrawal.guard(_ctx(_Client(403)), _profile())
+        await profile_withdrawal.guard(_ctx(_Client(403)), Withdrawals(), _profile())

@@ -35,7 +35,7 @@ def _ctx(cached: str | None, woken: list[str]) -> Context:
         namespace="fleetwave-system",
         clock=lambda: dt.datetime(2026, 11, 26, tzinfo=dt.UTC),
     )
-    ctx.wakers["ClusterProfile"] = woken.append
+    ctx.queues.add("ClusterProfile", woken.append)
     return ctx
 
 
@@ -48,7 +48,7 @@ def test_a_profile_the_cache_holds_as_written_is_passed_at_once() -> None:
     ctx = _ctx("8", woken)
     promotion._pass_now(ctx, "web-dev", _written("8"))
     assert woken == ["web-dev"]
-    assert ctx.due_on_arrival == {}
+    assert not ctx.wakeups.arrived("web-dev", "8")  # nothing left for its event
 
 
 def test_a_profile_the_cache_does_not_hold_yet_is_passed_when_its_event_comes() -> None:
@@ -57,4 +57,5 @@ def test_a_profile_the_cache_does_not_hold_yet_is_passed_when_its_event_comes() 
         ctx = _ctx(cached, woken)
         promotion._pass_now(ctx, "web-dev", _written("8"))
         assert woken == []  # a pass now would see version 7 (or nothing) and do nothing
-        assert ctx.due_on_arrival == {"web-dev": "8"}
+        assert not ctx.wakeups.arrived("web-dev", "7")  # only the version it wrote is expected
+        assert ctx.wakeups.arrived("web-dev", "8")

@@ -14,8 +14,10 @@ import pytest
 
 from fleetwave.api import families
 from fleetwave.controllers.shared.context import Context
+from fleetwave.controllers.shared.keys import SummaryKey
 from fleetwave.controllers.sveltos import content, rollout_common, summary
 from fleetwave.controllers.sveltos import summary_status as ss
+from fleetwave.controllers.sveltos.summary_memory import SummaryMemory
 
 T0 = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
 NS = "fleet"
@@ -202,7 +204,7 @@ async def test_a_summary_fleetwave_did_not_make_is_ignored_with_an_event(
     client = _Client()
     ctx = _ctx(_Cache(_world(doc)), client)
 
-    result = await summary.reconcile(ctx, f"{NS}/{doc['metadata']['name']}")
+    result = await summary.reconcile(ctx, SummaryMemory(), f"{NS}/{doc['metadata']['name']}")
 
     ((_, patch),) = client.patches  # the status only: no finalizer, nothing delivered
     assert set(patch) == {"metadata", "status"}
@@ -220,10 +222,10 @@ async def test_the_event_is_not_repeated_while_nothing_changes() -> None:
     doc = _hand_made()
     client = _Client()
     ctx = _ctx(_Cache(_world(doc)), client)
-    await summary.reconcile(ctx, f"{NS}/push")
+    await summary.reconcile(ctx, SummaryMemory(), f"{NS}/push")
     doc["status"] = copy.deepcopy(client.patches[0][1]["status"])
 
-    await summary.reconcile(ctx, f"{NS}/push")
+    await summary.reconcile(ctx, SummaryMemory(), f"{NS}/push")
 
     assert len(client.patches) == 1
     assert len(ctx.recorder) == 1  # type: ignore[attr-defined]
@@ -233,7 +235,7 @@ async def test_a_summary_fleetwave_made_goes_on_to_delivery() -> None:
     client = _Client()
     ctx = _ctx(_Cache(_world(_summary())), client)
 
-    result = await summary.reconcile(ctx, f"{NS}/{ss.summary_name('web', 'm1')}")
+    result = await summary.reconcile(ctx, SummaryMemory(), f"{NS}/{ss.summary_name('web', 'm1')}")
 
     ((_, patch),) = client.patches
     assert patch == {"metadata": {"finalizers": [ss.FINALIZER]}}  # accepted: the finalizer comes first
@@ -264,13 +266,13 @@ async def test_a_summary_its_profile_does_not_want_as_it_is_waits_without_delive
     ctx = _ctx(_Cache([*world, _summary()]), client)
     key = f"{NS}/{ss.summary_name('web', 'm1')}"
 
-    result = await summary.reconcile(ctx, key)
+    result = await summary.reconcile(ctx, SummaryMemory(), key)
 
     assert client.patches == []
     assert ctx.recorder == []  # type: ignore[attr-defined]
     assert result.requeue
     # The profile's next event wakes it; a profile that is gone has none to wait for.
-    assert ctx.awaiting_profile == ({"web": {key}} if woken_by_profile else {})
+    assert ctx.wakeups.take_waiting("web") == ([SummaryKey.parse(key)] if woken_by_profile else [])
 
 
 async def test_deleting_a_summary_fleetwave_did_not_make_withdraws_nothing() -> None:
@@ -281,7 +283,9 @@ async def test_deleting_a_summary_fleetwave_did_not_make_withdraws_nothing() -> 
     client = _Client()
     ctx = _ctx(_Cache(_world(doc)), client)
 
-    await summary.reconcile(ctx, f"{NS}/{doc['metadata']['name']}")  # _Forbidden: no helm, no withdraw
+    await summary.reconcile(
+        ctx, SummaryMemory(), f"{NS}/{doc['metadata']['name']}"
+    )  # _Forbidden: no helm, no withdraw
 
     ((_, patch),) = client.patches
     assert patch == {"metadata": {"finalizers": []}}

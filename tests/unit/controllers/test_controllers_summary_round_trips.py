@@ -8,7 +8,9 @@ from typing import Any
 
 import pytest
 
+from fleetwave.controllers.shared.keys import SummaryKey
 from fleetwave.controllers.sveltos import summary
+from fleetwave.controllers.sveltos.summary_memory import SummaryMemory
 from fleetwave.delivery import manifests, sessions
 from fleetwave.delivery.content import ObjectRef
 from fleetwave.delivery.known_versions import KnownVersions
@@ -26,6 +28,7 @@ KUBECONFIG = json.dumps(
     }
 ).encode()
 CM = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "n"}}
+KEY = SummaryKey("fleet", "web-m1")
 
 
 async def test_a_member_that_just_answered_is_not_probed_and_a_silent_one_is() -> None:
@@ -62,13 +65,13 @@ async def test_prune_lists_run_again_only_when_the_delivered_objects_or_credenti
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     member = _Member(monkeypatch)
-    memo: dict[str, tuple[str, frozenset[object]]] = {}
+    memory = SummaryMemory()
     target = MemberTarget("m", KUBECONFIG)
     other = {**CM, "metadata": {"name": "b", "namespace": "n"}}
 
     async def deliver(objects: list[dict[str, Any]], to: MemberTarget = target) -> None:
         feature, _ = await summary._resources(
-            to, objects, "inv", {}, False, manifests.ApplyPolicy(), "owner", memo, KnownVersions()
+            to, objects, KEY, {}, False, manifests.ApplyPolicy(), "owner", memory, KnownVersions()
         )
         assert feature.status == "Provisioned"
 

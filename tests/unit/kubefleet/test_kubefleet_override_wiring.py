@@ -171,7 +171,9 @@ async def test_a_cluster_whose_override_fails_gets_nothing_applied_and_its_entry
     cache = Lookup({"ResourceOverride": [_override()], "ResourceOverrideSnapshot": [_snap(bad, 0)]})
     applied: list[str] = []
 
-    async def apply(ctx: Any, cluster: str, objects: Sequence[Any], **_: Any) -> executor.Outcome:
+    async def apply(
+        ctx: Any, memory: Any, cluster: str, objects: Sequence[Any], **_: Any
+    ) -> executor.Outcome:
         applied.append(cluster)
         return executor.Outcome(True, "applied")
 
@@ -179,7 +181,7 @@ async def test_a_cluster_whose_override_fails_gets_nothing_applied_and_its_entry
     per = ov.for_placement(cache, [CM], "crp", None, FLEET)
     content = lg.Content("0", "h", [CM], "kf/crp/crp", overrides=per)
     ctx = SimpleNamespace(clock=lambda: NOW)
-    got = await lg.deliver(ctx, ["fleet/prod-1", "fleet/dev-1"], content)  # type: ignore[arg-type]
+    got = await lg.deliver(ctx, executor.DeliveryMemory(), ["fleet/prod-1", "fleet/dev-1"], content)  # type: ignore[arg-type]
     assert applied == ["fleet/dev-1"]
     failed = got["fleet/prod-1"]
     assert failed.error == failed.override_error

@@ -8,7 +8,9 @@ from typing import Any
 
 import pytest
 
+from fleetwave.controllers import kubefleet
 from fleetwave.controllers.kubefleet import executor
+from fleetwave.controllers.kubefleet.executor import DeliveryMemory, Placed
 from fleetwave.delivery import content as ct
 from fleetwave.delivery import manifests
 from fleetwave.delivery.known_versions import KnownVersions
@@ -48,31 +50,53 @@ async def test_the_same_delivery_again_does_not_list_the_member_again(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     member = _Member(monkeypatch)
-    ctx: Any = SimpleNamespace(pruned={}, just_applied={}, known_versions=KnownVersions())
+    ctx: Any = SimpleNamespace(known_versions=KnownVersions())
+    memory = DeliveryMemory()
     for _ in range(3):
-        assert (await executor.apply(ctx, "m", [CM], inventory="crp/m")).ok
+        assert (await executor.apply(ctx, memory, "m", [CM], inventory="crp/m")).ok
     assert member.prunes == 1
     other = {**CM, "metadata": {"name": "b", "namespace": "ns"}}
-    await executor.apply(ctx, "m", [other], inventory="crp/m")  # an object left the snapshot
+    await executor.apply(ctx, memory, "m", [other], inventory="crp/m")  # an object left the snapshot
     assert member.prunes == 2
     member.kubeconfig = b"kubeconfig-2"  # rotated credentials (or a rebuilt cluster)
-    await executor.apply(ctx, "m", [other], inventory="crp/m")
+    await executor.apply(ctx, memory, "m", [other], inventory="crp/m")
     assert member.prunes == 3
-    await executor.apply(ctx, "m", [other], inventory="another/m")  # another placement's inventory
+    await executor.apply(ctx, memory, "m", [other], inventory="another/m")  # another placement's inventory
     assert member.prunes == 4
     # One placement's inventory is the same on every cluster: each cluster is remembered on its own.
-    await executor.apply(ctx, "n", [other], inventory="crp/m")
-    await executor.apply(ctx, "m", [other], inventory="crp/m")
-    await executor.apply(ctx, "n", [other], inventory="crp/m")
+    await executor.apply(ctx, memory, "n", [other], inventory="crp/m")
+    await executor.apply(ctx, memory, "m", [other], inventory="crp/m")
+    await executor.apply(ctx, memory, "n", [other], inventory="crp/m")
     assert member.prunes == 5
 
 
 async def test_removing_the_content_forgets_what_was_pruned(monkeypatch: pytest.MonkeyPatch) -> None:
     member = _Member(monkeypatch)
-    ctx: Any = SimpleNamespace(pruned={}, just_applied={}, known_versions=KnownVersions())
-    await executor.apply(ctx, "m", [CM], inventory="crp/m")
-    await executor.remove(ctx, "m", inventory="crp/m")
+    ctx: Any = SimpleNamespace(known_versions=KnownVersions())
+    memory = DeliveryMemory()
+    await executor.apply(ctx, memory, "m", [CM], inventory="crp/m")
+    await executor.remove(ctx, memory, "m", inventory="crp/m")
     assert member.withdrawals == 1
-    assert not ctx.pruned
-    await executor.apply(ctx, "m", [CM], inventory="crp/m")
+    assert not memory.prunes
+    await executor.apply(ctx, memory, "m", [CM], inventory="crp/m")
     assert member.prunes == 2
+
+
+async def test_a_shard_taken_over_lists_the_member_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    member = _Member(monkeypatch)
+    ctx: Any = SimpleNamespace(known_versions=KnownVersions())
+    memory = DeliveryMemory()
+    await executor.apply(ctx, memory, "m", [CM], inventory="crp/m")
+    memory.forget_prunes()  # another replica may have delivered meanwhile
+    await executor.apply(ctx, memory, "m", [CM], inventory="crp/m")
+    assert member.prunes == 2
+
+
+def test_the_kubefleet_controllers_forget_their_prunes_when_a_shard_is_taken_over() -> None:
+    handlers: list[Any] = []
+    manager: Any = SimpleNamespace(shards=SimpleNamespace(on_gain=handlers.append))
+    memory = kubefleet._delivery_memory(manager)
+    memory.prunes[Placed("m", "crp/m")] = ("fingerprint", frozenset())
+    (gained,) = handlers
+    gained(0)
+    assert memory.prunes == {}

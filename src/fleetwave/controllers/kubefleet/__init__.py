@@ -16,6 +16,7 @@ from typing import Any
 
 from fleetwave.controllers.kubefleet import (
     envelopes,
+    executor,
     override_snapshots,
     placement,
     run,
@@ -71,27 +72,38 @@ def register(manager: Manager, ctx: Context) -> None:
         _informer(manager, ctx, kind, ctx.resource(kind))
         _informer(manager, ctx, snapshot_kind, ctx.resource(snapshot_kind))
     _register_overrides(manager, ctx)
+    memory = _delivery_memory(manager)
     for scope in nm.SCOPES:
         tag = "rp" if scope.namespaced else "crp"
         if not ctx.family.native:
             tag = f"{tag}.{ctx.family.served(scope.placement).group}"
         placements: Controller[str] = manager.add_controller(
             f"{tag}-placement",
-            _bind(placement.reconcile, ctx, scope),
+            _bind(placement.reconcile, ctx, memory, scope),
             workers=4,
             rollout=functools.partial(_rollout_of_placement, scope),
             keys=functools.partial(_placements, ctx, scope),
         )
         runs: Controller[str] = manager.add_controller(
             f"{tag}-stagedupdaterun",
-            _bind(run.reconcile, ctx, scope),
+            _bind(run.reconcile, ctx, memory, scope),
             workers=4,
             rollout=functools.partial(_rollout_of_run, ctx, scope),
             keys=functools.partial(_runs, ctx, scope),
         )
         _wire(ctx, scope, placements, runs)
-        ctx.wakers[scope.placement] = placements.enqueue
-        ctx.wakers[scope.run] = runs.enqueue
+        ctx.queues.add(scope.placement, placements.enqueue)
+        ctx.queues.add(scope.run, runs.enqueue)
+
+
+def _delivery_memory(manager: Manager) -> executor.DeliveryMemory:
+    """What the placement and run controllers remember of their applies (`executor.DeliveryMemory`).
+    A shard taken over may have been delivered by another replica meanwhile: what this process
+    remembers having pruned no longer says nothing was left behind."""
+    memory = executor.DeliveryMemory()
+    if manager.shards is not None:
+        manager.shards.on_gain(lambda _shard: memory.forget_prunes())
+    return memory
 
 
 def _register_overrides(manager: Manager, ctx: Context) -> None:
@@ -145,8 +157,8 @@ def _runs(ctx: Context, scope: nm.Scope) -> list[str]:
     ]
 
 
-def _bind(fn: Any, ctx: Context, scope: nm.Scope) -> Callable[[str], Any]:
-    return lambda key: fn(ctx, scope, key)
+def _bind(fn: Any, ctx: Context, memory: executor.DeliveryMemory, scope: nm.Scope) -> Callable[[str], Any]:
+    return lambda key: fn(ctx, memory, scope, key)
 
 
 PLACEMENT_FOLLOWS_RUNS = 0.5

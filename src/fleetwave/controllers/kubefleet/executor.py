@@ -3,6 +3,9 @@ the snapshot, check availability of what was applied, and remove it all in the d
 
 Every call is idempotent, so a controller killed half-way simply does it again. An unreachable
 member is reported as a message, never raised: the run waits and reports it.
+
+What the applies leave to remember between passes (`DeliveryMemory`) belongs to the KubeFleet
+controllers of one API family (`kubefleet.register` builds it and hands it to their reconciles).
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ import json
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from fleetwave.controllers.fleet import members
 from fleetwave.controllers.kubefleet import apply_rules, envelopes, selection
@@ -62,17 +65,67 @@ def target(ctx: Context, cluster: str) -> MemberTarget | None:
     return members.target_for(ctx.cache, cluster)
 
 
-def _memo_key(cluster: str, inventory: str) -> str:
-    """A placement's inventory is the same on every cluster: what was pruned is remembered per cluster."""
-    return f"{inventory}\n{cluster}"
-
-
 def _missing(cluster: str) -> Outcome:
     return Outcome(False, f"cluster {cluster} is not registered or its kubeconfig Secret is missing")
 
 
+class Placed(NamedTuple):
+    """A placement's content on one cluster: its inventory is the same on every cluster, so what is
+    remembered of an apply or a prune is remembered per cluster."""
+
+    cluster: str
+    inventory: str
+
+
+# How long the objects an apply returned stand in for a read of them: the pass that applied them
+# judges their availability next, a moment later (ADR 0068).
+JUST_APPLIED_SECONDS = 1.0
+
+
+class DeliveryMemory:
+    """What the KubeFleet controllers of one API family remember of their own applies between passes,
+    in memory only (a restart, or another replica, reads and lists again). One instance serves the
+    placement and run controllers of both scopes: a placement's deletion removes what its runs
+    applied, and must forget what they pruned.
+
+    - When and what an apply returned, judged once by the availability check that follows it within
+      JUST_APPLIED_SECONDS (`available`).
+    - What each placement's content on each cluster was last pruned down to
+      (`manifests.prune_unless_done`): the same delivery again has nothing left behind to look for.
+      Forgotten when the content is removed, or when a shard is taken over (another replica may have
+      delivered in the meantime).
+    """
+
+    def __init__(self) -> None:
+        self._applied: dict[Placed, tuple[float, dict[manifests.ObjectId, Mapping[str, Any]]]] = {}
+        self.prunes: manifests.PruneMemo[Placed] = {}
+
+    def applied(self, at: Placed, live: Mapping[manifests.ObjectId, Mapping[str, Any]]) -> None:
+        """An apply at `at` returned `live`; entries older than a moment are dropped on the way."""
+        now = time.monotonic()
+        for key in [k for k, (then, _) in self._applied.items() if now - then > JUST_APPLIED_SECONDS]:
+            del self._applied[key]
+        self._applied[at] = (now, dict(live))
+
+    def just_applied(self, at: Placed) -> dict[manifests.ObjectId, Mapping[str, Any]] | None:
+        """What the last apply at `at` returned, once, if that was a moment ago."""
+        entry = self._applied.pop(at, None)
+        if entry is None or time.monotonic() - entry[0] > JUST_APPLIED_SECONDS:
+            return None
+        return entry[1]
+
+    def removed(self, at: Placed) -> None:
+        """The content at `at` was removed: a later delivery there prunes again."""
+        self.prunes.pop(at, None)
+
+    def forget_prunes(self) -> None:
+        """A shard was taken over: what was pruned no longer says nothing was left behind."""
+        self.prunes.clear()
+
+
 async def apply(
     ctx: Context,
+    memory: DeliveryMemory,
     cluster: str,
     objects: Sequence[Mapping[str, Any]],
     *,
@@ -90,11 +143,12 @@ async def apply(
         )
         if not report.ok:
             return Outcome(False, "apply failed: " + "; ".join(report.errors))
-        _remember_applied(ctx, cluster, inventory, report.live)
+        at = Placed(cluster, inventory)
+        memory.applied(at, report.live)
         await manifests.prune_unless_done(
             tgt,
-            ctx.pruned,
-            _memo_key(cluster, inventory),
+            memory.prunes,
+            at,
             inventory=inventory,
             kinds=kinds_of(ctx),
             keep=report.refs,
@@ -158,31 +212,9 @@ def _text(value: Any) -> str | None:
     return text[:256]
 
 
-# How long the objects an apply returned stand in for a read of them: the pass that applied them
-# judges their availability next, a moment later (ADR 0068).
-JUST_APPLIED_SECONDS = 1.0
-
-
-def _remember_applied(
-    ctx: Context, cluster: str, inventory: str, live: Mapping[manifests.ObjectId, Mapping[str, Any]]
-) -> None:
-    now = time.monotonic()
-    held = ctx.just_applied
-    for key in [k for k, (at, _) in held.items() if now - at > JUST_APPLIED_SECONDS]:
-        del held[key]
-    held[(cluster, inventory)] = (now, dict(live))
-
-
-def _just_applied(ctx: Context, cluster: str, inventory: str | None) -> dict[manifests.ObjectId, Any] | None:
-    """The objects this process's last apply to `cluster` returned, once, if that was a moment ago."""
-    entry = ctx.just_applied.pop((cluster, inventory), None) if inventory else None
-    if entry is None or time.monotonic() - entry[0] > JUST_APPLIED_SECONDS:
-        return None
-    return entry[1]
-
-
 async def available(
     ctx: Context,
+    memory: DeliveryMemory,
     cluster: str,
     objects: Sequence[Mapping[str, Any]],
     *,
@@ -203,17 +235,17 @@ async def available(
         )
         for o in objects
     ]
-    seen = _just_applied(ctx, cluster, inventory)
+    seen = memory.just_applied(Placed(cluster, inventory)) if inventory else None
     result = await ctx.health.check(tgt, [], objects=refs, wake=wake, seen=seen, delivered=seen is not None)
     return Outcome(result.ok, result.message)
 
 
-async def remove(ctx: Context, cluster: str, *, inventory: str) -> Outcome:
+async def remove(ctx: Context, memory: DeliveryMemory, cluster: str, *, inventory: str) -> Outcome:
     tgt = target(ctx, cluster)
     if tgt is None:
         # Upstream leaves content on a cluster that left the fleet; there is no way to reach it.
         return Outcome(True, f"cluster {cluster} left the fleet; its content could not be removed")
-    ctx.pruned.pop(_memo_key(cluster, inventory), None)
+    memory.removed(Placed(cluster, inventory))
     try:
         removed = await manifests.withdraw(tgt, inventory=inventory, kinds=kinds_of(ctx))
     except MemberUnreachable as e:

@@ -116,6 +116,7 @@ class Observation:
 
 async def observe(
     ctx: Context,
+    memory: executor.DeliveryMemory,
     rollout: st.RolloutStatus | None,
     fleet: m.Fleet,
     ledger: Ledger,
@@ -136,7 +137,9 @@ async def observe(
             deliveries[cluster] = m.Delivery(m.DeliveryPhase.APPLIED, ready=True)
         else:
             check.append(cluster)
-    settled = await asyncio.gather(*(_settle(ctx, c, ledger[c], content, _per(wake, c)) for c in check))
+    settled = await asyncio.gather(
+        *(_settle(ctx, memory, c, ledger[c], content, _per(wake, c)) for c in check)
+    )
     deliveries.update((c, d) for c, (d, _) in zip(check, settled, strict=True))
     learnt = {c: e for c, (_, e) in zip(check, settled, strict=True)}
     return Observation(deliveries, merged(ledger, learnt))
@@ -152,7 +155,12 @@ def _per(wake: Wake | None, cluster: str) -> Wake | None:
 
 
 async def _settle(
-    ctx: Context, cluster: str, entry: Delivered, content: Content, wake: Wake | None
+    ctx: Context,
+    memory: executor.DeliveryMemory,
+    cluster: str,
+    entry: Delivered,
+    content: Content,
+    wake: Wake | None,
 ) -> tuple[m.Delivery, Delivered]:
     try:
         objects = content.render(cluster).objects
@@ -161,7 +169,7 @@ async def _settle(
         return m.Delivery(m.DeliveryPhase.FAILED, message=str(e)), failed
     if entry.error:  # a failed apply is retried, level-triggered, until it succeeds
         applied = await executor.apply(
-            ctx, cluster, objects, inventory=content.inventory, rules=content.rules
+            ctx, memory, cluster, objects, inventory=content.inventory, rules=content.rules
         )
         if not applied.ok:
             failed = replace(entry, error=applied.message)
@@ -170,21 +178,25 @@ async def _settle(
     if content.rules.report_diff:  # nothing was applied: the report is the whole delivery
         entry = replace(entry, done_at=st.fmt(ctx.clock()))
         return m.Delivery(m.DeliveryPhase.APPLIED, ready=True, message=entry.message), entry
-    result = await executor.available(ctx, cluster, objects, wake=wake, inventory=content.inventory)
+    result = await executor.available(ctx, memory, cluster, objects, wake=wake, inventory=content.inventory)
     done = st.fmt(ctx.clock()) if result.ok else None
     entry = replace(entry, message=result.message, done_at=done)
     return m.Delivery(m.DeliveryPhase.APPLIED, ready=result.ok, message=result.message), entry
 
 
-async def deliver(ctx: Context, clusters: Iterable[str], content: Content) -> Ledger:
+async def deliver(
+    ctx: Context, memory: executor.DeliveryMemory, clusters: Iterable[str], content: Content
+) -> Ledger:
     """Apply `content` to `clusters`; the new ledger entries, failures included (retried later). A
     cluster whose overrides fail gets nothing applied: its entry says why."""
     todo = sorted(set(clusters))
-    results = await asyncio.gather(*(_deliver_one(ctx, c, content) for c in todo))
+    results = await asyncio.gather(*(_deliver_one(ctx, memory, c, content) for c in todo))
     return dict(zip(todo, results, strict=True))
 
 
-async def _deliver_one(ctx: Context, cluster: str, content: Content) -> Delivered:
+async def _deliver_one(
+    ctx: Context, memory: executor.DeliveryMemory, cluster: str, content: Content
+) -> Delivered:
     digest = content.hash_for(cluster)
     try:
         rendered = content.render(cluster)
@@ -192,7 +204,7 @@ async def _deliver_one(ctx: Context, cluster: str, content: Content) -> Delivere
         at = st.fmt(ctx.clock())
         return Delivered(content.index, digest, at, str(e), error=str(e), override_error=str(e))
     result = await executor.apply(
-        ctx, cluster, rendered.objects, inventory=content.inventory, rules=content.rules
+        ctx, memory, cluster, rendered.objects, inventory=content.inventory, rules=content.rules
     )
     at = st.fmt(ctx.clock())
     return Delivered(

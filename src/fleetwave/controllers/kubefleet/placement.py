@@ -28,6 +28,7 @@ from fleetwave.controllers.kubefleet import (
     unhonoured,
 )
 from fleetwave.controllers.kubefleet import naming as nm
+from fleetwave.controllers.kubefleet.executor import DeliveryMemory
 from fleetwave.controllers.shared.context import Context, as_dict
 from fleetwave.core import model as m
 from fleetwave.core import status as st
@@ -38,12 +39,12 @@ from fleetwave.runtime.controller import Result
 SNAPSHOT_RETRY_SECONDS = 1.0
 
 
-async def reconcile(ctx: Context, scope: nm.Scope, key: str) -> Result:
+async def reconcile(ctx: Context, memory: DeliveryMemory, scope: nm.Scope, key: str) -> Result:
     namespace, name = nm.split_key(key)
     obj = ctx.cache.obj(scope.placement, namespace, name)
     if obj is None:
         return Result()
-    ended = await placement_delete.guard(ctx, scope, obj, _run_ledgers(ctx, scope, namespace, name))
+    ended = await placement_delete.guard(ctx, memory, scope, obj, _run_ledgers(ctx, scope, namespace, name))
     if ended is not None:
         return ended
     current = Versioned.of(obj)
@@ -72,7 +73,7 @@ async def reconcile(ctx: Context, scope: nm.Scope, key: str) -> Result:
         written, _ = await ctx.write_status(scope.placement, current, render({}, ctx.clock()))
         return Result(requeue=True) if written is StatusWrite.CONFLICT else Result()
     where = _rolling_setting(ctx, scope, placement, latest, fleet, namespace, name)
-    return await placement_rolling.roll(ctx, where, current, render)
+    return await placement_rolling.roll(ctx, memory, where, current, render)
 
 
 def _select(ctx: Context, placement: Any, namespace: str | None) -> list[dict[str, Any]]:

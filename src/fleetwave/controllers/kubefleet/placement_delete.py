@@ -30,7 +30,9 @@ def abandons(raw: Obj) -> bool:
     return strategy.get("propagationPolicy") == "Abandon"
 
 
-async def guard(ctx: Context, scope: nm.Scope, obj: Any, runs: Iterable[Obj]) -> Result | None:
+async def guard(
+    ctx: Context, memory: executor.DeliveryMemory, scope: nm.Scope, obj: Any, runs: Iterable[Obj]
+) -> Result | None:
     """Keep the finalizer on a live placement; on deletion, withdraw (or abandon) and let it go.
     A Result ends the reconcile."""
     raw = as_dict(obj)
@@ -44,17 +46,19 @@ async def guard(ctx: Context, scope: nm.Scope, obj: Any, runs: Iterable[Obj]) ->
     if FINALIZER not in finalizers:
         return Result()
     if not abandons(raw):
-        await _withdraw(ctx, scope, obj, raw, runs)
+        await _withdraw(ctx, memory, scope, obj, raw, runs)
     released = await _set_finalizers(ctx, scope, meta, [f for f in finalizers if f != FINALIZER])
     return Result() if released else Result(requeue=True)
 
 
-async def _withdraw(ctx: Context, scope: nm.Scope, obj: Any, raw: Obj, runs: Iterable[Obj]) -> None:
+async def _withdraw(
+    ctx: Context, memory: executor.DeliveryMemory, scope: nm.Scope, obj: Any, raw: Obj, runs: Iterable[Obj]
+) -> None:
     meta = raw["metadata"]
     inventory = scope.inventory(meta.get("namespace"), str(meta["name"]))
     left = []
     for cluster in sorted(reached([raw.get("status") or {}, *runs])):
-        outcome = await executor.remove(ctx, cluster, inventory=inventory)
+        outcome = await executor.remove(ctx, memory, cluster, inventory=inventory)
         if not outcome.ok:
             left.append(f"{cluster}: {outcome.message}")
     if left:

@@ -19,6 +19,7 @@ from fleetwave.controllers.kubefleet import apply_rules, history, snapshots
 from fleetwave.controllers.kubefleet import ledger as lg
 from fleetwave.controllers.kubefleet import overrides as ov
 from fleetwave.controllers.kubefleet import removals as rm
+from fleetwave.controllers.kubefleet.executor import DeliveryMemory
 from fleetwave.controllers.shared import engine_state, passes, requeue
 from fleetwave.controllers.shared.context import Context
 from fleetwave.controllers.shared.status_writer import Whose
@@ -114,8 +115,10 @@ def departed(state: Rolling, fleet: m.Fleet) -> tuple[str, ...]:
     return tuple(sorted(c for c in history.holding(ledgers) if c not in fleet.names))
 
 
-async def roll(ctx: Context, where: Setting, current: Versioned, render: Render) -> Result:
-    rolling = _RollingPasses(ctx, where, load(current.status), render, current)
+async def roll(
+    ctx: Context, memory: DeliveryMemory, where: Setting, current: Versioned, render: Render
+) -> Result:
+    rolling = _RollingPasses(ctx, memory, where, load(current.status), render, current)
     return await passes.drive(ctx, rolling, current)
 
 
@@ -134,15 +137,23 @@ class _RollingPasses:
     metered = False  # a placement's rollout is not one of the rollout metrics (ADR 0082)
 
     def __init__(
-        self, ctx: Context, where: Setting, state: Rolling, render: Render, current: Versioned
+        self,
+        ctx: Context,
+        memory: DeliveryMemory,
+        where: Setting,
+        state: Rolling,
+        render: Render,
+        current: Versioned,
     ) -> None:
-        self.ctx, self.where, self.state, self.render = ctx, where, state, render
+        self.ctx, self.memory, self.where, self.state, self.render = ctx, memory, where, state, render
         self.kind, self.key = Whose.of(where.kind, current.namespace, current.name)
 
     async def decide(self, current: Versioned, now: datetime) -> passes.Decided[_Step]:
         ctx, where, state = self.ctx, self.where, self.state
         wake = lg.wake_of(ctx, where.kind, current)
-        seen = await lg.observe(ctx, state.rollout, where.fleet, state.ledger, where.content, wake)
+        seen = await lg.observe(
+            ctx, self.memory, state.rollout, where.fleet, state.ledger, where.content, wake
+        )
         observed = m.Observed(delivery=dict(seen.deliveries), previous=state.rollout)
         decision = engine.step(where.spec, where.fleet, observed, now)
         decided = Rolling(decision.status, seen.ledger, state.removals)
@@ -158,7 +169,7 @@ class _RollingPasses:
 
     async def act(self, decided: passes.Decided[_Step]) -> bool:
         step = decided.step
-        self.state = await _act(self.ctx, self.where, step.state, step.targets, step.gone)
+        self.state = await _act(self.ctx, self.memory, self.where, step.state, step.targets, step.gone)
         return self.state != step.state
 
     def requeue(self, decided: passes.Decided[_Step], now: datetime) -> Result:
@@ -170,8 +181,13 @@ def _targets(decision: fx.Decision) -> tuple[str, ...]:
 
 
 async def _act(
-    ctx: Context, where: Setting, state: Rolling, targets: tuple[str, ...], gone: tuple[str, ...]
+    ctx: Context,
+    memory: DeliveryMemory,
+    where: Setting,
+    state: Rolling,
+    targets: tuple[str, ...],
+    gone: tuple[str, ...],
 ) -> Rolling:
-    delivered = await lg.deliver(ctx, targets, where.content)
-    removed = await rm.remove(ctx, gone, state.removals, where.content.inventory)
+    delivered = await lg.deliver(ctx, memory, targets, where.content)
+    removed = await rm.remove(ctx, memory, gone, state.removals, where.content.inventory)
     return Rolling(state.rollout, lg.merged(state.ledger, delivered), {**state.removals, **removed})

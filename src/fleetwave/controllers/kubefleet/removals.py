@@ -51,10 +51,16 @@ def pending(clusters: Iterable[str], removals: Removals) -> tuple[str, ...]:
     return tuple(c for c in clusters if not (c in removals and removals[c].done_at))
 
 
-async def remove(ctx: Context, clusters: Iterable[str], removals: Removals, inventory: str) -> Removals:
+async def remove(
+    ctx: Context,
+    memory: executor.DeliveryMemory,
+    clusters: Iterable[str],
+    removals: Removals,
+    inventory: str,
+) -> Removals:
     """Remove `inventory` from `clusters`; the new entries (a failure keeps its start time, retried)."""
     todo = list(clusters)
-    results = await asyncio.gather(*(executor.remove(ctx, c, inventory=inventory) for c in todo))
+    results = await asyncio.gather(*(executor.remove(ctx, memory, c, inventory=inventory) for c in todo))
     out: dict[str, Removal] = {}
     for cluster, result in zip(todo, results, strict=True):
         at = st.fmt(ctx.clock())

@@ -25,6 +25,7 @@ from fleetwave.controllers.kubefleet import (
     run_writes,
 )
 from fleetwave.controllers.kubefleet import naming as nm
+from fleetwave.controllers.kubefleet.executor import DeliveryMemory
 from fleetwave.controllers.shared.context import Context, as_dict
 from fleetwave.core import status as st
 from fleetwave.kube.status import StatusWrite, Versioned
@@ -43,7 +44,7 @@ def terminal(status: Obj, meta: Obj | None = None) -> bool:
     return not wanted or done.get("reason") == "UpdateRunRolledBack"
 
 
-async def reconcile(ctx: Context, scope: nm.Scope, key: str) -> Result:
+async def reconcile(ctx: Context, memory: DeliveryMemory, scope: nm.Scope, key: str) -> Result:
     namespace, name = nm.split_key(key)
     obj = ctx.cache.obj(scope.run, namespace, name)
     if obj is None or obj.metadata.deletionTimestamp:
@@ -68,11 +69,12 @@ async def reconcile(ctx: Context, scope: nm.Scope, key: str) -> Result:
         if isinstance(started, Result):
             return started
         current, announce = started.current, (started.announce if started.deferred else None)
-    return await _drive(ctx, scope, obj, run, current, announce)
+    return await _drive(ctx, memory, scope, obj, run, current, announce)
 
 
 async def _drive(
     ctx: Context,
+    memory: DeliveryMemory,
     scope: nm.Scope,
     obj: Any,
     run: Any,
@@ -85,13 +87,13 @@ async def _drive(
     except (run_record.Unreadable, run_pass.SnapshotGone) as e:
         return await _fail(ctx, scope, obj, current, str(e))
     if run.spec.state == "Stop":
-        return await run_stop.stop(ctx, where, record, current)
+        return await run_stop.stop(ctx, memory, where, record, current)
     if run.spec.state != "Run":
         return await run_stop.hold(ctx, where, record, current)
     raw = approvals.of_run(ctx, scope, run.metadata.namespace, run.metadata.name)
     try:
         return await run_execute.execute(
-            ctx, where, record, current, run_execute.requests_of(raw), announce=announce
+            ctx, memory, where, record, current, run_execute.requests_of(raw), announce=announce
         )
     except run_pass.SnapshotGone as e:  # the snapshot a rollback returns to was pruned meanwhile
         return await _fail(ctx, scope, obj, current, str(e))

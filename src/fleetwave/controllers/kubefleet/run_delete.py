@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from fleetwave.controllers.kubefleet import removals as rm
+from fleetwave.controllers.kubefleet.executor import DeliveryMemory
 from fleetwave.controllers.kubefleet.run_record import RunRecord
 from fleetwave.controllers.shared.context import Context
 from fleetwave.core import status as st
@@ -19,8 +20,10 @@ def todo(record: RunRecord) -> tuple[str, ...]:
     return rm.pending(record.deletion_clusters, record.deletions)
 
 
-async def run(ctx: Context, record: RunRecord, clusters: tuple[str, ...], inventory: str) -> RunRecord:
+async def run(
+    ctx: Context, memory: DeliveryMemory, record: RunRecord, clusters: tuple[str, ...], inventory: str
+) -> RunRecord:
     if not clusters:
         return record
-    done = await rm.remove(ctx, clusters, record.deletions, inventory)
+    done = await rm.remove(ctx, memory, clusters, record.deletions, inventory)
     return replace(record, deletions={**record.deletions, **done})

@@ -19,6 +19,7 @@ from fleetwave.api.kubefleet import StageConfig
 from fleetwave.controllers.gates import analysis_gates, webhook_gates
 from fleetwave.controllers.kubefleet import approvals, run_delete, run_status
 from fleetwave.controllers.kubefleet import ledger as lg
+from fleetwave.controllers.kubefleet.executor import DeliveryMemory
 from fleetwave.controllers.kubefleet.run_pass import Setting, announced, stuck
 from fleetwave.controllers.kubefleet.run_record import RunRecord, Seen
 from fleetwave.controllers.shared import passes, requeue
@@ -126,13 +127,13 @@ async def acknowledge(ctx: Context, where: Setting, step: Step) -> None:
         await approvals.accept(ctx, where.scope, name, where.run.metadata.namespace, ctx.clock())
 
 
-async def act(ctx: Context, where: Setting, step: Step) -> RunRecord:
+async def act(ctx: Context, memory: DeliveryMemory, where: Setting, step: Step) -> RunRecord:
     """Carry out a written step; the record with what the effects learnt."""
     for stage, name in step.create:
         await approvals.ensure(ctx, where.scope, where.obj, stage, name)
-    delivered = await lg.deliver(ctx, step.deliver, where.delivering(step.record.rollout))
+    delivered = await lg.deliver(ctx, memory, step.deliver, where.delivering(step.record.rollout))
     record = replace(step.record, ledger=lg.merged(step.record.ledger, delivered))
-    return await run_delete.run(ctx, record, step.remove, where.content.inventory)
+    return await run_delete.run(ctx, memory, record, step.remove, where.content.inventory)
 
 
 def _known(requests: Mapping[str, Request], step: Step) -> dict[str, Request]:
@@ -145,6 +146,7 @@ def _known(requests: Mapping[str, Request], step: Step) -> dict[str, Request]:
 
 async def execute(
     ctx: Context,
+    memory: DeliveryMemory,
     where: Setting,
     record: RunRecord,
     current: Versioned,
@@ -153,7 +155,8 @@ async def execute(
     announce: Callable[[], Awaitable[None]] | None = None,
 ) -> Result:
     """`announce`: what to say once the first write is made (a plan initialized with it)."""
-    return await passes.drive(ctx, _RunPasses(ctx, where, record, dict(requests), announce), current)
+    run = _RunPasses(ctx, memory, where, record, dict(requests), announce)
+    return await passes.drive(ctx, run, current)
 
 
 class _RunPasses:
@@ -166,12 +169,13 @@ class _RunPasses:
     def __init__(
         self,
         ctx: Context,
+        memory: DeliveryMemory,
         where: Setting,
         record: RunRecord,
         requests: dict[str, Request],
         announce: Callable[[], Awaitable[None]] | None,
     ) -> None:
-        self.ctx, self.where, self.record, self.requests = ctx, where, record, requests
+        self.ctx, self.memory, self.where, self.record, self.requests = ctx, memory, where, record, requests
         self.announce = announce
         self.stored: Mapping[str, object] = {}  # the status the pass being written started from
         meta = where.run.metadata
@@ -182,7 +186,7 @@ class _RunPasses:
         self.stored = current.status
         content = where.delivering(record.rollout)
         wake = lg.wake_of(ctx, where.scope.run, current)
-        seen = await lg.observe(ctx, record.rollout, where.fleet, record.ledger, content, wake)
+        seen = await lg.observe(ctx, self.memory, record.rollout, where.fleet, record.ledger, content, wake)
         hooks = await _webhooks(ctx, where, record, now)
         analyses = await _analyses(ctx, where, record, now)
         observed = replace(record, ledger=seen.ledger)
@@ -205,7 +209,8 @@ class _RunPasses:
 
     async def act(self, decided: passes.Decided[Step]) -> bool:
         step = decided.step
-        self.record, self.requests = await act(self.ctx, self.where, step), _known(self.requests, step)
+        self.record = await act(self.ctx, self.memory, self.where, step)
+        self.requests = _known(self.requests, step)
         return self.record != step.record
 
     def requeue(self, decided: passes.Decided[Step], now: datetime) -> Result:

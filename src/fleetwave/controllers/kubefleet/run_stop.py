@@ -12,6 +12,7 @@ from dataclasses import replace
 
 from fleetwave.controllers.kubefleet import ledger as lg
 from fleetwave.controllers.kubefleet import run_status
+from fleetwave.controllers.kubefleet.executor import DeliveryMemory
 from fleetwave.controllers.kubefleet.run_pass import Setting, in_flight, publish
 from fleetwave.controllers.kubefleet.run_record import RunRecord
 from fleetwave.controllers.shared.context import Context
@@ -29,16 +30,19 @@ def unapplied(record: RunRecord, where: Setting) -> tuple[str, ...]:
     return tuple(sorted(c for c in started if c not in ledger or ledger[c].hash != where.content.hash_for(c)))
 
 
-async def stop(ctx: Context, where: Setting, record: RunRecord, current: Versioned) -> Result:
+async def stop(
+    ctx: Context, memory: DeliveryMemory, where: Setting, record: RunRecord, current: Versioned
+) -> Result:
     # Started clusters are in flight: they finish, even one whose apply was never recorded.
     # A rollback being stopped starts nothing: its clusters keep what they have until it resumes.
     content = where.delivering(record.rollout)
     todo = () if record.rollout.rollback is not None else unapplied(record, where)
-    delivered = await lg.deliver(ctx, todo, content)
+    delivered = await lg.deliver(ctx, memory, todo, content)
     record = replace(record, ledger=lg.merged(record.ledger, delivered))
     now = ctx.clock()
     seen = await lg.observe(
         ctx,
+        memory,
         record.rollout,
         where.fleet,
         record.ledger,

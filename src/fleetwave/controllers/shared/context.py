@@ -3,6 +3,10 @@ ports to member clusters (helm, health), the controller's namespace and the cloc
 
 Reads come from informer caches (never from the API server inside a reconcile), writes go through
 the client. The clock is passed in so that tests and the decision core agree on `now`.
+
+What one controller alone remembers between its passes is built with that controller and handed to
+its reconcile, not kept here; one controller tells another through the typed ports of `wakeups`
+(ADR 0102).
 """
 
 from __future__ import annotations
@@ -16,8 +20,8 @@ from fleetwave.api import families
 from fleetwave.api.families import Family
 from fleetwave.api.sveltos import HelmChart, ValidateHealth
 from fleetwave.controllers.shared.echoes import Echoes
-from fleetwave.controllers.shared.own_writes import OwnWrites
 from fleetwave.controllers.shared.status_writer import StatusWriter, Whose
+from fleetwave.controllers.shared.wakeups import Queues, Wakeups
 from fleetwave.core import rollout_metrics
 from fleetwave.core import status as st
 from fleetwave.delivery.gotemplate import Renderer
@@ -245,33 +249,18 @@ class Context:
     # The one writer of rollout statuses, with this process's writes remembered (ADR 0101).
     statuses: StatusWriter = field(default_factory=StatusWriter)
     echoes: Echoes = field(default_factory=Echoes)
-    # (cluster, inventory) -> when and what a staged run's apply there returned, judged once by the
-    # availability check that follows it (kubefleet.executor.available).
-    just_applied: dict[tuple[str, str], tuple[float, dict[Any, Any]]] = field(default_factory=dict)
-    # ClusterSummary key -> fingerprint of the credentials this process last delivered it with.
-    delivered_to: dict[str, str] = field(default_factory=dict)
-    # Inventory -> what this process last pruned it down to (credentials fingerprint, kinds and
-    # objects kept): the same delivery again has nothing left behind to look for.
-    pruned: dict[str, tuple[str, frozenset[object]]] = field(default_factory=dict)
     # The versions this process's applies to members returned: applied over without a read (one
     # instance shared by every family's context, app.build).
     known_versions: KnownVersions = field(default_factory=KnownVersions)
-    # Stage profile name -> the version a promotion wrote without writing its summaries ahead:
-    # that version's event wakes the profile's pass at once, not `app.STAGE_PROFILE_AHEAD` later
-    # (a wake before the event would pass over the profile as the cache still holds it).
-    due_on_arrival: dict[str, str] = field(default_factory=dict)
-    # Profile name -> summaries that found it not yet as they need it (a promotion writes a stage
-    # profile and its summaries at once): the profile's next event wakes them.
-    awaiting_profile: dict[str, set[str]] = field(default_factory=dict)
-    # kind -> enqueue(key) of its controller, filled in once the controllers exist (app.py).
-    wakers: dict[str, Callable[[str], None]] = field(default_factory=dict)
+    # The work queues of this family's controllers, by kind, wired by the composition root once
+    # the controllers exist (`wake`).
+    queues: Queues = field(default_factory=Queues)
+    # Wake-ups the Sveltos-style controllers leave for a ClusterProfile's next event (ADR 0102).
+    wakeups: Wakeups = field(default_factory=Wakeups)
     # The rollout metrics of the manager's registry (ADR 0082); None: not recorded (unit tests).
     metrics: RolloutMetrics | None = None
     # Kinds placements may select besides the built-in ones (`--placement-kind`, ADR 0091).
     placement_kinds: tuple[kinds.KindInfo, ...] = ()
-    # Summaries this process asked to delete, by profile uid, until its cache shows them leaving
-    # (profile_withdrawal: a wake-up in between must not start the next batch early).
-    withdrawing: dict[str, set[str]] = field(default_factory=dict)
     # The pinned content tools: Go templates and kustomize (ADR 0089).
     renderer: Renderer = field(default_factory=Renderer)
     kustomizer: Kustomizer = field(default_factory=Kustomizer)
@@ -282,11 +271,6 @@ class Context:
         """After a status write: the rollout's gauges now, and what the step did (ADR 0082)."""
         if self.metrics is not None:
             self.metrics.record(kind, key, rollout_metrics.observe(previous, new, self.clock()))
-
-    @property
-    def own_writes(self) -> OwnWrites:
-        """This process's status writes the cache may not show yet (kept by `statuses`)."""
-        return self.statuses.own
 
     async def write_status(
         self, kind: str, current: Versioned, body: Mapping[str, Any]
@@ -322,7 +306,7 @@ class Context:
 
     def wake(self, kind: str, key: str) -> Wake | None:
         """A wake-up that re-runs the reconcile of `kind` `key` (None before controllers exist)."""
-        enqueue = self.wakers.get(kind)
+        enqueue = self.queues.of(kind)
         return (
             None if enqueue is None else Wake((self.family.controller_name(kind), key), lambda: enqueue(key))
         )

@@ -157,10 +157,10 @@ def _dependencies_condition(run: Pass[ClusterProfile], facts: _Facts) -> dict[st
     }
 
 
-async def reconcile(ctx: Context, key: str) -> Result:
+async def reconcile(ctx: Context, withdrawals: profile_withdrawal.Withdrawals, key: str) -> Result:
     obj = ctx.cache.obj(KIND, None, key)
     if obj is not None:
-        ended = await profile_withdrawal.guard(ctx, obj)
+        ended = await profile_withdrawal.guard(ctx, withdrawals, obj)
         if ended is not None:
             return ended
     return await rollout_reconcile.reconcile(ctx, key, _PROFILES)

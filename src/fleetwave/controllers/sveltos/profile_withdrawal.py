@@ -13,10 +13,11 @@ first, ADR 0086).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from fleetwave.controllers.shared.context import Context, as_dict
+from fleetwave.controllers.shared.keys import SummaryKey
 from fleetwave.controllers.sveltos.summary_status import PROFILE_LABEL
 from fleetwave.core import batching
 from fleetwave.core import model as m
@@ -26,6 +27,29 @@ from fleetwave.runtime.controller import Result
 FINALIZER = "fleetwave.io/withdraw-in-batches"
 KIND = "ClusterProfile"
 RECHECK = 2.0  # seconds; summary deletions wake the profile too, this is the safety net
+
+
+class Withdrawals:
+    """The summaries this process asked to delete, per profile being withdrawn (by uid), until its
+    cache shows them leaving: a wake-up in between must not start the next batch early. The profile
+    controller's own (app builds one per family); in memory only, as a restart reads the summaries'
+    deletion timestamps again."""
+
+    def __init__(self) -> None:
+        self._asked: dict[str, set[SummaryKey]] = {}
+
+    def in_flight(self, profile_uid: str, cached: Iterable[SummaryKey]) -> frozenset[SummaryKey]:
+        """The summaries asked to be deleted that the cache still holds (those gone are forgotten)."""
+        asked = self._asked.setdefault(profile_uid, set())
+        asked &= set(cached)
+        return frozenset(asked)
+
+    def asked(self, profile_uid: str, summaries: Iterable[SummaryKey]) -> None:
+        self._asked.setdefault(profile_uid, set()).update(summaries)
+
+    def done(self, profile_uid: str) -> None:
+        """The profile's withdrawal is over: nothing about it is kept."""
+        self._asked.pop(profile_uid, None)
 
 
 def next_batch(summaries: Sequence[tuple[str, bool]], max_update: str | int | None) -> list[str]:
@@ -41,7 +65,7 @@ def next_batch(summaries: Sequence[tuple[str, bool]], max_update: str | int | No
     return waiting[: max(0, limit - leaving)]
 
 
-async def guard(ctx: Context, obj: Any) -> Result | None:
+async def guard(ctx: Context, withdrawals: Withdrawals, obj: Any) -> Result | None:
     """Keep the finalizer on a live profile; on deletion, withdraw in batches. A Result ends the
     reconcile."""
     raw = as_dict(obj)
@@ -55,31 +79,32 @@ async def guard(ctx: Context, obj: Any) -> Result | None:
         return None
     if FINALIZER not in finalizers:
         return None
-    if await _withdraw_next(ctx, obj, raw):
+    if await _withdraw_next(ctx, withdrawals, obj, raw):
         return Result(requeue_after=RECHECK)
     if not await _set_finalizers(ctx, meta, [f for f in finalizers if f != FINALIZER]):
         return Result(requeue=True)
-    ctx.withdrawing.pop(str(meta.get("uid")), None)
+    withdrawals.done(str(meta.get("uid")))
     return Result()
 
 
-async def _withdraw_next(ctx: Context, obj: Any, raw: Mapping[str, Any]) -> bool:
+async def _withdraw_next(ctx: Context, withdrawals: Withdrawals, obj: Any, raw: Mapping[str, Any]) -> bool:
     """Delete the next batch of summaries; True while any is left."""
     summaries = ctx.cache.labelled("ClusterSummary", PROFILE_LABEL, str(raw["metadata"]["name"]))
     if not summaries:
         return False
-    asked = ctx.withdrawing.setdefault(str(raw["metadata"].get("uid")), set())
-    keys = [f"{s['metadata']['namespace']}/{s['metadata']['name']}" for s in summaries]
-    asked &= set(keys)  # gone from the cache: no longer in flight
+    uid = str(raw["metadata"].get("uid"))
+    keys = [SummaryKey.of(s) for s in summaries]
+    asked = withdrawals.in_flight(uid, keys)
     states = [
-        (key, bool(s["metadata"].get("deletionTimestamp")) or key in asked)
+        (key.key, bool(s["metadata"].get("deletionTimestamp")) or key in asked)
         for key, s in zip(keys, summaries, strict=True)
     ]
-    batch = next_batch(states, (raw.get("spec") or {}).get("maxUpdate"))
-    asked.update(batch)
+    batch = [SummaryKey.parse(key) for key in next_batch(states, (raw.get("spec") or {}).get("maxUpdate"))]
+    withdrawals.asked(uid, batch)
     for key in batch:
-        namespace, _, name = key.partition("/")
-        await ops.delete_if_exists(ctx.client, ctx.resource("ClusterSummary"), name, namespace=namespace)
+        await ops.delete_if_exists(
+            ctx.client, ctx.resource("ClusterSummary"), key.name, namespace=key.namespace
+        )
     if batch:
         left = len(summaries) - sum(1 for _, deleting in states if deleting)
         await ctx.event(

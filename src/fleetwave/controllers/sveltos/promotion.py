@@ -401,7 +401,7 @@ def _pass_now(ctx: Context, profile: str, written: Any) -> None:
     version = written.metadata.resourceVersion
     cached = ctx.cache.get("ClusterProfile", None, profile)
     if cached is None or (cached.get("metadata") or {}).get("resourceVersion") != version:
-        ctx.due_on_arrival[profile] = version
+        ctx.wakeups.expect_version(profile, version)
         return
     wake = ctx.wake("ClusterProfile", profile)
     if wake is not None:

@@ -28,11 +28,13 @@ from fleetwave.controllers.fleet import members
 from fleetwave.controllers.fleet.boundary import content_boundary
 from fleetwave.controllers.shared.context import Context, HelmOutcome, Wake, as_dict
 from fleetwave.controllers.shared.echoes import tracked
+from fleetwave.controllers.shared.keys import SummaryKey
 from fleetwave.controllers.shared.status_writer import Whose
 from fleetwave.controllers.shared.versioned_memo import VersionedMemo
 from fleetwave.controllers.sveltos import content, templated_content
 from fleetwave.controllers.sveltos import rollout_common as common
 from fleetwave.controllers.sveltos import summary_status as ss
+from fleetwave.controllers.sveltos.summary_memory import SummaryMemory
 from fleetwave.core import model as m
 from fleetwave.core import selectors, timestamps
 from fleetwave.delivery import content as dc
@@ -67,7 +69,7 @@ def owner_of(raw: Mapping[str, Any]) -> str:
     )
 
 
-async def reconcile(ctx: Context, key: str) -> Result:
+async def reconcile(ctx: Context, memory: SummaryMemory, key: str) -> Result:
     namespace, _, name = key.partition("/")
     obj = ctx.cache.obj("ClusterSummary", namespace, name)
     if obj is None:
@@ -79,7 +81,7 @@ async def reconcile(ctx: Context, key: str) -> Result:
         # safety net for a watch that is down).
         return Result(requeue_after=1.0)
     if meta.get("deletionTimestamp"):
-        return await _finalize(ctx, obj, raw)
+        return await _finalize(ctx, memory, obj, raw)
     foreign, stale = _standing(ctx, raw)
     if foreign:
         return await _ignore(ctx, obj, raw, foreign)
@@ -89,7 +91,7 @@ async def reconcile(ctx: Context, key: str) -> Result:
         log.debug("ClusterSummary %s waits for its profile: %s", key, stale)
         profile = str(meta["labels"][ss.PROFILE_LABEL])
         if ctx.cache.get("ClusterProfile", None, profile) is not None:  # one gone has no next event
-            ctx.awaiting_profile.setdefault(profile, set()).add(key)
+            ctx.wakeups.await_profile(profile, SummaryKey.parse(key))
         return Result(requeue=True)
     if ss.FINALIZER not in (meta.get("finalizers") or []):
         await _patch_meta(
@@ -100,19 +102,20 @@ async def reconcile(ctx: Context, key: str) -> Result:
     if ss.gave_up(raw.get("status") or {}, content_hash=wanted, generation=meta.get("generation")):
         return Result()  # maxConsecutiveFailures reached: a new revision or a spec edit wakes us
     inputs = _template_inputs(ctx, raw)
-    if _settled(raw, wanted, same_target=_same_target(ctx, key, raw), template_inputs=inputs) == "done":
+    same_target = _same_target(ctx, memory, key, raw)
+    if _settled(raw, wanted, same_target=same_target, template_inputs=inputs) == "done":
         # Deployed and healthy at this revision and generation: nothing to write, nothing to ask the
         # member (our own status write wakes us, and work must not grow with the fleet's size).
         return Result()
-    return await _deliver_and_report(ctx, key, obj, raw, wanted)
+    return await _deliver_and_report(ctx, memory, key, obj, raw, wanted)
 
 
 async def _deliver_and_report(
-    ctx: Context, key: str, obj: Any, raw: Mapping[str, Any], wanted: str
+    ctx: Context, memory: SummaryMemory, key: str, obj: Any, raw: Mapping[str, Any], wanted: str
 ) -> Result:
     """Deliver the content, then report how it went in status (and a Warning Event when it failed)."""
     meta = raw["metadata"]
-    outcome = await _deliver(ctx, raw)
+    outcome = await _deliver(ctx, memory, raw)
     limit = ((raw.get("spec") or {}).get("clusterProfileSpec") or {}).get("maxConsecutiveFailures")
     status = ss.status_body(
         outcome,
@@ -272,10 +275,10 @@ def _fingerprint(target: MemberTarget) -> str:
     return hashlib.sha256(target.kubeconfig).hexdigest()
 
 
-def _same_target(ctx: Context, key: str, raw: Mapping[str, Any]) -> bool:
+def _same_target(ctx: Context, memory: SummaryMemory, key: str, raw: Mapping[str, Any]) -> bool:
     """Whether this process last delivered the summary to the cluster's present credentials."""
     target, _ = _target(ctx, raw.get("spec") or {})
-    return target is not None and ctx.delivered_to.get(key) == _fingerprint(target)
+    return target is not None and memory.delivered_with(SummaryKey.parse(key), _fingerprint(target))
 
 
 def _requeue(ctx: Context, raw: Mapping[str, Any], outcome: ss.Outcome) -> Result:
@@ -305,7 +308,7 @@ def _target(ctx: Context, spec: Mapping[str, Any]) -> tuple[MemberTarget | None,
     return MemberTarget(member.key, found.kubeconfig, allow_insecure=member.allow_insecure), ""
 
 
-async def _deliver(ctx: Context, raw: Mapping[str, Any]) -> ss.Outcome:
+async def _deliver(ctx: Context, memory: SummaryMemory, raw: Mapping[str, Any]) -> ss.Outcome:
     spec = raw.get("spec") or {}
     annotations = raw["metadata"].get("annotations") or {}
     wanted_hash = str(annotations.get(ss.CONTENT_HASH_ANNOTATION, ""))
@@ -323,12 +326,13 @@ async def _deliver(ctx: Context, raw: Mapping[str, Any]) -> ss.Outcome:
         body, rendered_for = await _for_cluster(ctx, spec, body)
     except templated_content.InstantiationError as e:
         return ss.Outcome(wanted_hash, (ss.Feature(_feature_of(body), "Failed", "", str(e)),))
-    outcome = await _deliver_body(ctx, raw, target, profile, body, wanted_hash)
+    outcome = await _deliver_body(ctx, memory, raw, target, profile, body, wanted_hash)
     return dataclasses.replace(outcome, template_inputs=rendered_for) if rendered_for else outcome
 
 
 async def _deliver_body(
     ctx: Context,
+    memory: SummaryMemory,
     raw: Mapping[str, Any],
     target: MemberTarget,
     profile: ClusterProfileSpec,
@@ -341,7 +345,7 @@ async def _deliver_body(
     wake = ctx.wake("ClusterSummary", key)
     try:
         await _probe(target)
-        same_target = ctx.delivered_to.get(key) == _fingerprint(target)
+        same_target = memory.delivered_with(SummaryKey.of(raw), _fingerprint(target))
         inputs = _template_inputs(ctx, raw)
         if _settled(raw, wanted_hash, same_target=same_target, template_inputs=inputs) == "judge":
             return await _health_only(ctx, target, profile, body, wanted_hash, previous, wake, owner_of(raw))
@@ -349,9 +353,9 @@ async def _deliver_body(
         if waiting:
             # Nothing is deployed: the summary keeps what it last delivered, and says why it waits.
             return ss.Outcome(str(previous.get("observedContentHash") or ""), waiting=waiting)
-        outcome = await _deliver_to(ctx, target, raw, profile, body, wanted_hash, dry_run)
+        outcome = await _deliver_to(ctx, memory, target, raw, profile, body, wanted_hash, dry_run)
         if not outcome.failed and not dry_run:
-            ctx.delivered_to[key] = _fingerprint(target)
+            memory.delivered(SummaryKey.of(raw), _fingerprint(target))
         return outcome
     except MemberUnreachable as e:
         return ss.Outcome(wanted_hash, unreachable=str(e))
@@ -502,6 +506,7 @@ async def _health_only(
 
 async def _deliver_to(
     ctx: Context,
+    memory: SummaryMemory,
     target: MemberTarget,
     raw: Mapping[str, Any],
     profile: ClusterProfileSpec,
@@ -509,14 +514,14 @@ async def _deliver_to(
     wanted_hash: str,
     dry_run: bool,
 ) -> ss.Outcome:
-    meta = raw["metadata"]
-    inv = inventory(meta["namespace"], meta["name"])
+    key = SummaryKey.of(raw)
+    inv = inventory(key.namespace, key.name)
     owner = owner_of(raw)
     previous = raw.get("status") or {}
     objects = _objects(body, profile.tier)
     drift = await _drift(target, profile, objects, inv, owner)
     resources, applied = await _resources(
-        target, objects, inv, previous, dry_run, _apply_policy(profile), owner, ctx.pruned, ctx.known_versions
+        target, objects, key, previous, dry_run, _apply_policy(profile), owner, memory, ctx.known_versions
     )
     # Releases installed before owners were profiles carry the summary's own key: still ours.
     ownership = Ownership(dc.inventory_key(owner), profile.tier, formerly=(dc.inventory_key(inv),))
@@ -529,12 +534,11 @@ async def _deliver_to(
     # Judged on the objects as their applies returned them, unless charts were installed since
     # (that can take long enough for what the applies returned to be old news).
     seen = applied if not charts else None
-    wake = ctx.wake("ClusterSummary", f"{meta['namespace']}/{meta['name']}")
     health = await ctx.health.check(
         target,
         profile.validate_healths or [],
         objects=_ids(objects),
-        wake=wake,
+        wake=ctx.wake("ClusterSummary", key.key),
         seen=seen,
         delivered=True,
         owner=owner,
@@ -572,16 +576,16 @@ def _features(
 async def _resources(
     target: MemberTarget,
     objects: list[dict[str, Any]],
-    inv: str,
+    key: SummaryKey,
     previous: Mapping[str, Any],
     dry_run: bool,
     policy: manifests.ApplyPolicy,
     owner: str,
-    pruned: manifests.PruneMemo,
+    memory: SummaryMemory,
     known: KnownVersions,
 ) -> tuple[ss.Feature, dict[tuple[str, str, str | None, str], Mapping[str, Any]]]:
     """The resources feature, and the objects as their applies returned them."""
-    before = _previous_kinds(previous)
+    before, inv = _previous_kinds(previous), inventory(key.namespace, key.name)
     report = await manifests.apply(
         target, objects, inventory=inv, dry_run=dry_run, policy=policy, owner=owner, known=known
     )
@@ -590,7 +594,7 @@ async def _resources(
         return failed, {}
     if not dry_run:
         await manifests.prune_unless_done(
-            target, pruned, inv, inventory=inv, kinds=before | report.kinds, keep=report.refs
+            target, memory.prunes, key, inventory=inv, kinds=before | report.kinds, keep=report.refs
         )
     deployed = tuple(sorted({ss.gvk_string(g.api_version, g.kind) for g in report.kinds}))
     provisioned = ss.Feature(ss.FEATURE_RESOURCES, "Provisioned", report.content_hash, deployed=deployed)
@@ -669,7 +673,7 @@ def _helm_feature(releases: list[ss.HelmRelease], body: Mapping[str, Any]) -> ss
     return ss.Feature(ss.FEATURE_HELM, "Provisioned", digest)
 
 
-async def _finalize(ctx: Context, obj: Any, raw: Mapping[str, Any]) -> Result:
+async def _finalize(ctx: Context, memory: SummaryMemory, obj: Any, raw: Mapping[str, Any]) -> Result:
     meta = raw["metadata"]
     if ss.FINALIZER not in (meta.get("finalizers") or []):
         return Result()
@@ -709,9 +713,8 @@ async def _finalize(ctx: Context, obj: Any, raw: Mapping[str, Any]) -> Result:
             await ctx.event(obj, True, "WithdrawSkipped", f"{e}; its content was left in place")
     finalizers = [f for f in meta.get("finalizers") or [] if f != ss.FINALIZER]
     await _patch_meta(ctx, meta["namespace"], meta["name"], {"finalizers": finalizers})
-    ctx.delivered_to.pop(f"{meta['namespace']}/{meta['name']}", None)
+    memory.forget(SummaryKey.of(raw))
     ctx.forget_rollout("ClusterSummary", f"{meta['namespace']}/{meta['name']}")
-    ctx.pruned.pop(inventory(meta["namespace"], meta["name"]), None)
     return Result()
 
 
