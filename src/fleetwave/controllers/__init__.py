@@ -3,7 +3,8 @@
 The floor plan (ADR 0101), top to bottom; a package imports only those below it, and the two
 families never import each other:
 
-- `app`, `fanout`: the composition root — informers, controllers and the watches between them.
+- `app`, `watches`, `fanout`: the composition root — informers and controllers (`app`), the
+  watches between the Sveltos-style kinds (`watches`) and the indexes they read (`fanout`).
 - `sveltos/`, `kubefleet/`: one package per API family's rollout kinds, side by side.
 - `gates/`: facts the engine's gates read that need I/O (webhook calls, analysis measurements).
 - `fleet/`: the member clusters — the fleet as controllers see it, the MemberCluster controller,

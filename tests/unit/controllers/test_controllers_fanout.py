@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from fleetwave.controllers import app, fanout
+from fleetwave.controllers import fanout, watches
 from fleetwave.controllers.fleet import members
 from fleetwave.controllers.shared.context import Cache
 from fleetwave.controllers.shared.echoes import Echoes
@@ -109,9 +109,9 @@ class World:
     wakeups: Wakeups = field(default_factory=Wakeups)
 
     def __post_init__(self) -> None:
-        self.keys = app._Keys(Cache(self.informers))  # type: ignore[arg-type]
-        writes = app._Writes(self.own, self.echoes, self.wakeups)
-        app.wire(self.keys, self.informers, self.promotions, self.profiles, self.summaries, writes)  # type: ignore[arg-type]
+        self.keys = watches.Keys(Cache(self.informers))  # type: ignore[arg-type]
+        writes = watches.Writes(self.own, self.echoes, self.wakeups)
+        watches.wire(self.keys, self.informers, self.promotions, self.profiles, self.summaries, writes)  # type: ignore[arg-type]
 
     def emit(self, event: EventType, kind: str, body: dict[str, Any]) -> _Obj:
         obj = _Obj(body)
@@ -459,7 +459,7 @@ def test_a_stage_profile_follows_its_summaries_a_moment_later_a_profile_that_pac
         meta = {"name": f"{profile}-sveltos-c1", "namespace": NS, "labels": labels, "resourceVersion": "9"}
         w.emit("MODIFIED", "ClusterSummary", {"apiVersion": API, "kind": "ClusterSummary", "metadata": meta})
     assert w.woken()[1] == {"web-dev", "plain", "after"}
-    assert w.profiles.delays == {"web-dev": app.STAGE_PROFILE_FOLLOWS, "plain": 0.0, "after": 0.0}
+    assert w.profiles.delays == {"web-dev": watches.STAGE_PROFILE_FOLLOWS, "plain": 0.0, "after": 0.0}
 
 
 def test_a_stage_profile_its_promotion_changed_is_passed_a_moment_later_a_plain_one_at_once() -> None:
@@ -470,7 +470,7 @@ def test_a_stage_profile_its_promotion_changed_is_passed_a_moment_later_a_plain_
     w.emit("ADDED", "ClusterProfile", stage)
     w.emit("ADDED", "ClusterProfile", _profile("plain", {"policyRefs": [_ref("web")]}))
     assert w.woken()[1] == {"web-dev", "plain"}
-    assert w.profiles.delays == {"web-dev": app.STAGE_PROFILE_AHEAD, "plain": 0.0}
+    assert w.profiles.delays == {"web-dev": watches.STAGE_PROFILE_AHEAD, "plain": 0.0}
 
 
 def test_a_stage_profile_version_due_on_arrival_is_passed_at_once_and_only_that_version() -> None:
@@ -482,13 +482,13 @@ def test_a_stage_profile_version_due_on_arrival_is_passed_at_once_and_only_that_
     w.wakeups.expect_version("web-dev", "8")
     w.emit("MODIFIED", "ClusterProfile", stage)  # an older version: the usual moment later
     assert w.woken()[1] == {"web-dev"}
-    assert w.profiles.delays == {"web-dev": app.STAGE_PROFILE_AHEAD}
+    assert w.profiles.delays == {"web-dev": watches.STAGE_PROFILE_AHEAD}
     stage["metadata"]["resourceVersion"] = "8"
     w.emit("MODIFIED", "ClusterProfile", stage)
     assert w.woken()[1] == {"web-dev"}
     assert w.profiles.delays == {"web-dev": 0.0}
     w.emit("MODIFIED", "ClusterProfile", stage)  # once: a later change of it is the usual moment later
-    assert w.profiles.delays == {"web-dev": app.STAGE_PROFILE_AHEAD}
+    assert w.profiles.delays == {"web-dev": watches.STAGE_PROFILE_AHEAD}
 
 
 # ---- a summary waiting for its profile ----

@@ -8,7 +8,7 @@ the composition root once the controllers exist (`app`, `kubefleet.register`); a
 `Wakeups`: what the Sveltos-style controllers leave for a ClusterProfile's next watch event. A
 promotion that wrote a stage profile without writing its summaries ahead expects the version it wrote
 (`expect_version`): the event of exactly that version wakes the profile's pass at once instead of
-`app.STAGE_PROFILE_AHEAD` later (`arrived`, asked by the composition root's profile watch). A
+`watches.STAGE_PROFILE_AHEAD` later (`arrived`, asked by the composition root's profile watch). A
 summary that found its profile not yet as it needs it waits for that profile (`await_profile`): the
 profile's next event wakes it (`take_waiting`, asked by the summaries' profile watch).
 """

@@ -394,7 +394,7 @@ def _pre_verification_profile(run: Run, stage: str) -> _StageProfile:
 
 
 def _pass_now(ctx: Context, profile: str, written: Any) -> None:
-    """A stage profile's own change reaches its pass a moment later (`app.STAGE_PROFILE_AHEAD`), the
+    """A stage profile's own change reaches its pass a moment later (`watches.STAGE_PROFILE_AHEAD`), the
     promotion having written its summaries ahead; when it did not, the pass is due as soon as the
     cache holds what was `written` (a pass before that would find the profile as it was): at once
     when its event came while the write was in flight, else when it comes."""
