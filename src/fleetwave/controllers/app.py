@@ -131,30 +131,35 @@ def build(
     manager.recorder = recorder
     notifier = _notifier(settings, shared["Secret"]) if settings.notify_secret else None
     manager.notifier = notifier
-    # The members are the same for every family; what their watches saw spares reads of objects
-    # with status before an apply.
+    health = HealthAdapter(pool, watches, manager.metrics.rollouts)
     known = KnownVersions(watched=watches.latest)
-    contexts = [
-        _family(
-            manager,
-            client,
-            settings,
-            family,
-            shared,
-            recorder,
-            HealthAdapter(pool, watches, manager.metrics.rollouts),
-            notifier,
-            known,
-        )
-        for family in (families.NATIVE, *settings.upstream)
-    ]
-    for ctx in contexts:
-        ctx.cache.peers = [c.cache for c in contexts if c is not ctx]
+    contexts = _families(manager, client, settings, shared, (recorder, health, notifier), known)
     _collect_snapshots(manager, contexts, shared["ConfigMap"], settings)
     # The KubeFleet kinds are served in one group at a time (ADR 0062): upstream when installed so.
     placements = [c for c in contexts if "ClusterResourcePlacement" in c.family.kinds]
     kubefleet.register(manager, placements[-1])
     return manager
+
+
+def _families(
+    manager: Manager,
+    client: AsyncClient,
+    settings: Settings,
+    shared: dict[str, Informer],
+    ports: tuple[events.EventRecorder, HealthAdapter, notify.Notifier | None],
+    known: KnownVersions,
+) -> list[Context]:
+    """One context, with its informers and controllers, per API family served; each family's cache
+    knows the others' (a kubeconfig any family's member names is a credential to all). The members
+    are the same for every family: what their watches saw (`known`) spares reads before an apply."""
+    recorder, health, notifier = ports
+    contexts = [
+        _family(manager, client, settings, family, shared, recorder, health, notifier, known)
+        for family in (families.NATIVE, *settings.upstream)
+    ]
+    for ctx in contexts:
+        ctx.cache.peers = [c.cache for c in contexts if c is not ctx]
+    return contexts
 
 
 def _check_pool(settings: Settings) -> CheckPool:
