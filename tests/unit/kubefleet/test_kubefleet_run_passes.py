@@ -12,8 +12,8 @@ import pytest
 from fleetwave import translate
 from fleetwave.controllers.kubefleet import ledger as lg
 from fleetwave.controllers.kubefleet import naming as nm
-from fleetwave.controllers.kubefleet import removals as rm
 from fleetwave.controllers.kubefleet import (
+    parsed,
     run_delete,
     run_execute,
     run_initialize,
@@ -21,6 +21,7 @@ from fleetwave.controllers.kubefleet import (
     run_status,
     run_stop,
 )
+from fleetwave.controllers.kubefleet import removals as rm
 from fleetwave.controllers.kubefleet.run_execute import Request
 from fleetwave.controllers.kubefleet.run_pass import Setting, in_flight, stuck
 from fleetwave.controllers.kubefleet.run_record import RunRecord, Seen
@@ -49,9 +50,9 @@ def _setting() -> Setting:
         "metadata": {"name": "run-1", "generation": 1},
         "spec": {"placementName": "web", "stagedRolloutStrategyName": "s", "state": "Run"},
     }
-    run = run_initialize.parse(raw, nm.CLUSTER.run)
-    strategy = run_initialize.parse({"metadata": {"name": "s"}, "spec": STRATEGY}, nm.CLUSTER.strategy).spec
-    spec = run_initialize.rollout_spec(run, nm.CLUSTER, strategy, "h1", poll=run_initialize.POLL)
+    run = parsed.run(raw, nm.CLUSTER.run)
+    strategy = parsed.strategy({"metadata": {"name": "s"}, "spec": STRATEGY}, nm.CLUSTER.strategy).spec
+    spec = parsed.rollout_spec(run, nm.CLUSTER, strategy, "h1", poll=run_initialize.POLL)
     frame = run_status.Frame(nm.CLUSTER.run, 1, "run-1", lambda c: c.partition("/")[2])
     return Setting(nm.CLUSTER, None, run, frame, spec, FLEET, CONTENT, timedelta(minutes=5))
 

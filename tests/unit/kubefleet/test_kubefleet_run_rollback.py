@@ -10,7 +10,14 @@ from typing import Any
 
 from fleetwave.controllers.kubefleet import ledger as lg
 from fleetwave.controllers.kubefleet import naming as nm
-from fleetwave.controllers.kubefleet import run_execute, run_history, run_initialize, run_rollback, run_status
+from fleetwave.controllers.kubefleet import (
+    parsed,
+    run_execute,
+    run_history,
+    run_initialize,
+    run_rollback,
+    run_status,
+)
 from fleetwave.controllers.kubefleet import snapshots as sn
 from fleetwave.controllers.kubefleet.run_pass import Setting
 from fleetwave.controllers.kubefleet.run_record import RunRecord
@@ -92,9 +99,9 @@ def _setting(**changes: Any) -> Setting:
         "metadata": {"name": "run-1", "generation": 1},
         "spec": {"placementName": "web", "stagedRolloutStrategyName": "s", "state": "Run"},
     }
-    run = run_initialize.parse(raw, nm.CLUSTER.run)
-    strategy = run_initialize.parse({"metadata": {"name": "s"}, "spec": STRATEGY}, nm.CLUSTER.strategy).spec
-    spec = run_initialize.rollout_spec(run, nm.CLUSTER, strategy, "h1", poll=run_initialize.POLL)
+    run = parsed.run(raw, nm.CLUSTER.run)
+    strategy = parsed.strategy({"metadata": {"name": "s"}, "spec": STRATEGY}, nm.CLUSTER.strategy).spec
+    spec = parsed.rollout_spec(run, nm.CLUSTER, strategy, "h1", poll=run_initialize.POLL)
     frame = run_status.Frame(nm.CLUSTER.run, 1, "run-1", lambda c: c.partition("/")[2])
     where = Setting(nm.CLUSTER, None, run, frame, spec, FLEET, NEW, timedelta(minutes=5))
     return replace(where, **changes)

@@ -41,8 +41,9 @@ def of_run(ctx: Context, scope: nm.Scope, namespace: str | None, run: str) -> di
     return out
 
 
-async def ensure(ctx: Context, scope: nm.Scope, run: Any, stage: str, name: str) -> None:
-    meta = run.metadata
+async def ensure(ctx: Context, scope: nm.Scope, obj: Any, stage: str, name: str) -> None:
+    """The request `name` of a stage exists, owned by the run (`obj`: the run as last read)."""
+    meta = obj.metadata
     body: dict[str, Any] = {
         "apiVersion": ctx.api_version(scope.approval),
         "kind": scope.approval,
@@ -71,7 +72,7 @@ async def ensure(ctx: Context, scope: nm.Scope, run: Any, stage: str, name: str)
         body["metadata"]["namespace"] = meta.namespace
     if await ops.create_if_absent(ctx.client, body):  # already there: a retry, or cache lag
         await ctx.event(
-            run, False, "ApprovalRequired", f"stage {stage} waits for approval ({scope.approval} {name})"
+            obj, False, "ApprovalRequired", f"stage {stage} waits for approval ({scope.approval} {name})"
         )
 
 

@@ -14,15 +14,16 @@ from typing import Any
 
 from fleetwave.api import codec
 from fleetwave.api.conditions import cond
+from fleetwave.api.kubefleet import PlacementPolicy
 from fleetwave.api.objects import Obj
 from fleetwave.controllers.fleet import members
 from fleetwave.controllers.kubefleet import (
     apply_rules,
     overrides,
+    parsed,
     placement_delete,
     placement_rolling,
     placement_status,
-    run_initialize,
     selection,
     snapshots,
     unhonoured,
@@ -49,7 +50,7 @@ async def reconcile(ctx: Context, memory: DeliveryMemory, scope: nm.Scope, key: 
         return ended
     current = Versioned.of(obj)
     try:
-        placement = run_initialize.parse(as_dict(obj), scope.placement)
+        placement = parsed.placement(as_dict(obj), scope.placement)
         selected = _select(ctx, placement, namespace)
     except (codec.ManifestError, selection.SelectionError) as e:
         return await _invalid(ctx, scope, obj, current, str(e))
@@ -59,7 +60,7 @@ async def reconcile(ctx: Context, memory: DeliveryMemory, scope: nm.Scope, key: 
     latest = await _snapshot(ctx, scope, placement, selected)
     if latest is None:
         return Result(requeue_after=SNAPSHOT_RETRY_SECONDS)
-    fleet, names = run_initialize.fleet_of(ctx, placement)
+    fleet, names = parsed.fleet_of(ctx, placement)
     kept = {k: current.status[k] for k in ("deliveries", "deletions") if k in current.status}
     base = {**kept, "selectedResources": [_identity(o) for o in selected]}
     frame = _frame(scope, placement, fleet, names, obj.metadata.generation)
@@ -76,7 +77,7 @@ async def reconcile(ctx: Context, memory: DeliveryMemory, scope: nm.Scope, key: 
     return await placement_rolling.roll(ctx, memory, where, current, render)
 
 
-def _select(ctx: Context, placement: Any, namespace: str | None) -> list[dict[str, Any]]:
+def _select(ctx: Context, placement: parsed.Placement, namespace: str | None) -> list[dict[str, Any]]:
     """The objects the placement's resource selectors pick (never a member cluster's kubeconfig)."""
     return selection.select(
         placement.spec,
@@ -97,7 +98,11 @@ def _select(ctx: Context, placement: Any, namespace: str | None) -> list[dict[st
 
 
 def _frame(
-    scope: nm.Scope, placement: Any, fleet: m.Fleet, names: Mapping[str, str], generation: int | None
+    scope: nm.Scope,
+    placement: parsed.Placement,
+    fleet: m.Fleet,
+    names: Mapping[str, str],
+    generation: int | None,
 ) -> placement_status.Frame:
     """What the placement's status is summarised against: who rolls out, over which clusters."""
     return placement_status.Frame(
@@ -114,7 +119,7 @@ def _frame(
 def _rolling_setting(
     ctx: Context,
     scope: nm.Scope,
-    placement: Any,
+    placement: parsed.Placement,
     latest: Obj,
     fleet: m.Fleet,
     namespace: str | None,
@@ -168,7 +173,7 @@ def _identity(o: Obj) -> dict[str, Any]:
 
 
 async def _snapshot(
-    ctx: Context, scope: nm.Scope, placement: Any, selected: list[dict[str, Any]]
+    ctx: Context, scope: nm.Scope, placement: parsed.Placement, selected: list[dict[str, Any]]
 ) -> Obj | None:
     """The newest snapshot once it reflects `selected` (cut now if needed); None to retry."""
     ns, name = placement.metadata.namespace, placement.metadata.name
@@ -222,7 +227,7 @@ def _run_ledgers(ctx: Context, scope: nm.Scope, namespace: str | None, placement
     ]
 
 
-def _wanted(policy: Any) -> int | None:
+def _wanted(policy: PlacementPolicy | None) -> int | None:
     """How many clusters a PickN placement asks for (None for PickAll and PickFixed)."""
     if policy is None or policy.placement_type != "PickN":
         return None

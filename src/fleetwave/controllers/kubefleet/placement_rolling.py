@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from fleetwave.controllers.kubefleet import apply_rules, history, snapshots
+from fleetwave.controllers.kubefleet import apply_rules, history, parsed, snapshots
 from fleetwave.controllers.kubefleet import ledger as lg
 from fleetwave.controllers.kubefleet import overrides as ov
 from fleetwave.controllers.kubefleet import removals as rm
@@ -58,7 +58,7 @@ class Setting:
 
 def setting(
     kind: str,
-    placement: Any,
+    placement: parsed.Placement,
     latest: Mapping[str, Any],
     fleet: m.Fleet,
     inventory: str,

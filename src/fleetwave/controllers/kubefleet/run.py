@@ -16,6 +16,7 @@ from fleetwave.api.conditions import cond, find
 from fleetwave.api.objects import Obj
 from fleetwave.controllers.kubefleet import (
     approvals,
+    parsed,
     run_execute,
     run_initialize,
     run_pass,
@@ -59,7 +60,7 @@ async def reconcile(ctx: Context, memory: DeliveryMemory, scope: nm.Scope, key: 
     if terminal(current.status, as_dict(obj).get("metadata")):
         return Result()
     try:
-        run = run_initialize.parse(as_dict(obj), scope.run)
+        run = parsed.run(as_dict(obj), scope.run)
     except codec.ManifestError as e:
         return await run_initialize.failed(ctx, scope, obj, current, str(e))
     announce = None
@@ -77,7 +78,7 @@ async def _drive(
     memory: DeliveryMemory,
     scope: nm.Scope,
     obj: Any,
-    run: Any,
+    run: parsed.Run,
     current: Versioned,
     announce: Callable[[], Awaitable[None]] | None = None,
 ) -> Result:

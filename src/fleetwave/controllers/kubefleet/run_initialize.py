@@ -14,32 +14,19 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from fleetwave import translate
-from fleetwave.api import codec
 from fleetwave.api.conditions import cond
-from fleetwave.api.kubefleet import (
-    ClusterResourcePlacement,
-    ClusterStagedUpdateStrategy,
-    ResourcePlacement,
-    StagedUpdateStrategy,
-    StagedUpdateStrategySpec,
-)
-from fleetwave.api.meta import parse_duration
+from fleetwave.api.kubefleet import StagedUpdateStrategySpec
 from fleetwave.api.objects import Obj
-from fleetwave.controllers.fleet import members
-from fleetwave.controllers.kubefleet import history, overrides, picking, snapshots, unhonoured
+from fleetwave.controllers.kubefleet import history, overrides, parsed, snapshots, unhonoured
 from fleetwave.controllers.kubefleet import naming as nm
 from fleetwave.controllers.shared import engine_state
 from fleetwave.controllers.shared.context import Context
 from fleetwave.core import batching
-from fleetwave.core import model as m
 from fleetwave.core import status as st
-from fleetwave.kube import kinds
 from fleetwave.kube.status import StatusWrite, Versioned, normalized
 from fleetwave.runtime.controller import Result
 
 POLL = timedelta(seconds=2)  # only the frozen plan is read from the spec made with it
-STUCK = timedelta(minutes=5)
-DEADLINE = timedelta(minutes=30)
 RETRY_SECONDS = 2.0
 
 
@@ -51,59 +38,18 @@ class Abort(Exception):
     """Initialization failed for good."""
 
 
-def parse(raw: Obj, kind: str) -> Any:
-    return codec.parse_object({**raw, "apiVersion": f"{kinds.GROUP}/{kinds.VERSION}", "kind": kind})
-
-
-def placement_of(ctx: Context, scope: nm.Scope, run: Any) -> ClusterResourcePlacement | ResourcePlacement:
+def placement_of(ctx: Context, scope: nm.Scope, run: parsed.Run) -> parsed.Placement:
     raw = ctx.cache.get(scope.placement, run.metadata.namespace, run.spec.placement_name)
     if raw is None:
         raise Retry(f"{scope.placement} {run.spec.placement_name} not found")
-    placement = parse(raw, scope.placement)
-    assert isinstance(placement, ClusterResourcePlacement | ResourcePlacement)
+    placement = parsed.placement(raw, scope.placement)
     refused = unhonoured.refusal(placement.spec)
     if refused:  # an edit of the placement wakes the run
         raise Retry(f"{scope.placement} {run.spec.placement_name}: {refused}")
     return placement
 
 
-def fleet_of(
-    ctx: Context, placement: ClusterResourcePlacement | ResourcePlacement
-) -> tuple[m.Fleet, dict[str, str]]:
-    every = [members.from_object(o) for o in ctx.cache.list("MemberCluster")]
-    picked = picking.pick(placement.spec.policy, every)
-    return members.fleet(picked), picking.namer(every)
-
-
-def strategy_of(run: Any, scope: nm.Scope, spec: StagedUpdateStrategySpec) -> Any:
-    """A stand-in strategy object around the frozen spec (the live one may be edited or gone)."""
-    cls = StagedUpdateStrategy if scope.namespaced else ClusterStagedUpdateStrategy
-    meta = {"name": run.spec.staged_rollout_strategy_name, "namespace": run.metadata.namespace}
-    return cls.model_validate({"metadata": meta, "spec": spec.model_dump(mode="json", by_alias=True)})
-
-
-def _duration(run: Any, key: str, default: timedelta) -> timedelta:
-    raw = (run.metadata.annotations or {}).get(key)
-    try:
-        return parse_duration(raw) if raw else default
-    except ValueError:
-        return default
-
-
-def stuck_after(run: Any) -> timedelta:
-    return _duration(run, nm.STUCK_ANNOTATION, STUCK)
-
-
-def rollout_spec(
-    run: Any, scope: nm.Scope, frozen: StagedUpdateStrategySpec, snapshot_hash: str, *, poll: timedelta
-) -> m.RolloutSpec:
-    spec = translate.from_staged_run(run, strategy_of(run, scope, frozen), snapshot_hash=snapshot_hash)
-    return replace(
-        spec, poll_interval=poll, progress_deadline=_duration(run, nm.DEADLINE_ANNOTATION, DEADLINE)
-    )
-
-
-def _snapshot(ctx: Context, scope: nm.Scope, run: Any, placement: Any) -> Obj:
+def _snapshot(ctx: Context, scope: nm.Scope, run: parsed.Run, placement: parsed.Placement) -> Obj:
     ns = run.metadata.namespace
     mine = snapshots.of_placement(ctx.cache.list(scope.snapshot), placement.metadata.name, ns)
     wanted = run.spec.resource_snapshot_index
@@ -123,7 +69,7 @@ def _snapshot(ctx: Context, scope: nm.Scope, run: Any, placement: Any) -> Obj:
     raise Retry(f"resource snapshot index {wanted} of placement {placement.metadata.name} not found yet")
 
 
-def _held_elsewhere(ctx: Context, scope: nm.Scope, run: Any, placement: Any) -> set[str]:
+def _held_elsewhere(ctx: Context, scope: nm.Scope, run: parsed.Run, placement: parsed.Placement) -> set[str]:
     ns, name = run.metadata.namespace, placement.metadata.name
     ledgers = [
         r.get("status") or {}
@@ -137,26 +83,24 @@ def _held_elsewhere(ctx: Context, scope: nm.Scope, run: Any, placement: Any) -> 
     return history.holding(ledgers)
 
 
-def _frozen_strategy(ctx: Context, scope: nm.Scope, run: Any) -> StagedUpdateStrategySpec:
+def _frozen_strategy(ctx: Context, scope: nm.Scope, run: parsed.Run) -> StagedUpdateStrategySpec:
     name = run.spec.staged_rollout_strategy_name
     raw = ctx.cache.get(scope.strategy, run.metadata.namespace, name)
     if raw is None:
         raise Retry(f"{scope.strategy} {name} not found")
-    spec = parse(raw, scope.strategy).spec
-    assert isinstance(spec, StagedUpdateStrategySpec)
-    return spec
+    return parsed.strategy(raw, scope.strategy).spec
 
 
-def initialize(ctx: Context, scope: nm.Scope, run: Any, now: datetime) -> dict[str, Any]:
+def initialize(ctx: Context, scope: nm.Scope, run: parsed.Run, now: datetime) -> dict[str, Any]:
     """The status fields a freshly initialized run starts from; raises Retry or Abort."""
     placement = placement_of(ctx, scope, run)
     if placement.spec.strategy.type != "External":
         raise Abort(f"placement {placement.metadata.name} does not use strategy type External")
     frozen = _frozen_strategy(ctx, scope, run)
     snapshot = _snapshot(ctx, scope, run, placement)
-    fleet, _names = fleet_of(ctx, placement)
+    fleet, _names = parsed.fleet_of(ctx, placement)
     try:
-        spec = rollout_spec(run, scope, frozen, snapshots.hash_of(snapshot), poll=POLL)
+        spec = parsed.rollout_spec(run, scope, frozen, snapshots.hash_of(snapshot), poll=POLL)
     except translate.TranslateError as e:
         raise Abort(str(e)) from e
     plan = batching.freeze_plan(spec, fleet, now)
@@ -182,7 +126,7 @@ def initialize(ctx: Context, scope: nm.Scope, run: Any, now: datetime) -> dict[s
     }
 
 
-def _initialized(scope: nm.Scope, run: Any, unmatched: int, now: datetime) -> dict[str, Any]:
+def _initialized(scope: nm.Scope, run: parsed.Run, unmatched: int, now: datetime) -> dict[str, Any]:
     message = f"{scope.run} initialized successfully"
     if unmatched:
         message += f"; {unmatched} picked clusters match no stage and are not updated by this run"
@@ -206,7 +150,7 @@ class Started:
 
 
 async def start(
-    ctx: Context, scope: nm.Scope, obj: Any, run: Any, current: Versioned, *, defer: bool = False
+    ctx: Context, scope: nm.Scope, obj: Any, run: parsed.Run, current: Versioned, *, defer: bool = False
 ) -> Started | Result:
     """Initialize the frozen plan (written at once unless `defer`); a run not ready yet says what
     it waits for."""

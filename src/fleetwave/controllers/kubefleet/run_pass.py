@@ -16,7 +16,7 @@ from fleetwave.api import conditions
 from fleetwave.controllers.kubefleet import (
     apply_rules,
     overrides,
-    run_initialize,
+    parsed,
     run_rollback,
     run_status,
     snapshots,
@@ -36,7 +36,7 @@ from fleetwave.kube.status import StatusWrite, Versioned
 class Setting:
     scope: nm.Scope
     obj: Any  # the run as last read: for events and owner references only
-    run: Any  # parsed
+    run: parsed.Run
     frame: run_status.Frame
     spec: m.RolloutSpec
     fleet: m.Fleet
@@ -61,16 +61,16 @@ class SnapshotGone(Exception):
     """The run's resource snapshot was deleted: it cannot go on."""
 
 
-def setting(ctx: Context, scope: nm.Scope, obj: Any, run: Any, record: RunRecord) -> Setting:
+def setting(ctx: Context, scope: nm.Scope, obj: Any, run: parsed.Run, record: RunRecord) -> Setting:
     namespace = run.metadata.namespace
     snap = ctx.cache.get(scope.snapshot, namespace, record.snapshot_name)
     if snap is None:
         raise SnapshotGone(f"resource snapshot {record.snapshot_name} was deleted")
-    placement = ctx.cache.get(scope.placement, namespace, run.spec.placement_name)
-    parsed = run_initialize.parse(placement, scope.placement) if placement else None
+    raw = ctx.cache.get(scope.placement, namespace, run.spec.placement_name)
+    placement = parsed.placement(raw, scope.placement) if raw else None
     fleet, names = (
-        run_initialize.fleet_of(ctx, parsed)
-        if parsed
+        parsed.fleet_of(ctx, placement)
+        if placement
         else (m.Fleet.of(()), {})  # the placement is gone: nobody is awaited, the plan stays as frozen
     )
     content = lg.Content(
@@ -78,7 +78,7 @@ def setting(ctx: Context, scope: nm.Scope, obj: Any, run: Any, record: RunRecord
         hash=record.snapshot_hash,
         objects=snapshots.resources(snap),
         inventory=scope.inventory(namespace, run.spec.placement_name),
-        rules=apply_rules.of(parsed.spec if parsed else None),
+        rules=apply_rules.of(placement.spec if placement else None),
         overrides=overrides.pinned(ctx.cache, record.overrides, fleet),
     )
     frame = run_status.Frame(
@@ -87,10 +87,10 @@ def setting(ctx: Context, scope: nm.Scope, obj: Any, run: Any, record: RunRecord
         run=run.metadata.name,
         display=lambda c: names.get(c, c.partition("/")[2] or c),
     )
-    spec = run_initialize.rollout_spec(
+    spec = parsed.rollout_spec(
         run, scope, record.strategy, record.snapshot_hash, poll=timedelta(seconds=ctx.judge_poll)
     )
-    stuck = run_initialize.stuck_after(run)
+    stuck = parsed.stuck_after(run)
     where = Setting(scope, obj, run, frame, spec, fleet, content, stuck)
     return _rolling_back(ctx, where, record)
 
