@@ -9,7 +9,7 @@ from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 LIMIT = 60
-OVER_40 = 37
+OVER_40 = 28
 
 
 def _lengths() -> list[tuple[int, str]]:
