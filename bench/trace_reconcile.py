@@ -30,6 +30,7 @@ import base64
 import copy
 import dis
 import importlib
+import inspect
 import json
 import os
 import platform
@@ -57,6 +58,7 @@ PROMOTION = ("fleetwave.controllers.sveltos.promotion", "fleetwave.controllers.p
 SUMMARY_STATUS = ("fleetwave.controllers.sveltos.summary_status", "fleetwave.controllers.summary_status")
 CONTEXT = ("fleetwave.controllers.shared.context", "fleetwave.controllers.context")
 RUN = ("fleetwave.controllers.kubefleet.run",)
+EXECUTOR = ("fleetwave.controllers.kubefleet.executor",)
 NAMING = ("fleetwave.controllers.kubefleet.naming",)
 SNAPSHOTS = ("fleetwave.controllers.kubefleet.snapshots",)
 
@@ -359,6 +361,8 @@ class World:
     health: Health
     ctx: Any
     now: list[datetime]
+    # What a controller keeps between its own passes (its delivery memory), when the tree has it.
+    kept: dict[str, Any] = field(default_factory=dict)
 
     def tick(self, seconds: float) -> None:
         self.now[0] += timedelta(seconds=seconds)
@@ -492,7 +496,11 @@ def _run_world() -> World:
 
 
 async def _run_pass(w: World) -> Any:
-    return await module(RUN).reconcile(w.ctx, module(NAMING).CLUSTER, f"{STAGED}-1")
+    run, key = module(RUN), f"{STAGED}-1"
+    if "memory" not in inspect.signature(run.reconcile).parameters:  # before ADR 0102
+        return await run.reconcile(w.ctx, module(NAMING).CLUSTER, key)
+    memory = w.kept.setdefault("delivery", module(EXECUTOR).DeliveryMemory())
+    return await run.reconcile(w.ctx, memory, module(NAMING).CLUSTER, key)
 
 
 def _dev_cluster_ready(w: World) -> None:
