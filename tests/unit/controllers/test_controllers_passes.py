@@ -47,8 +47,10 @@ class _Kind:
         self.policy, self.max_passes, self.learns, self.quiet = policy, max_passes, learns, quiet
         self.log: list[str] = []
 
-    async def decide(self, current: Versioned, now: datetime) -> passes.Decided[int]:
-        number = sum(1 for line in self.log if line.startswith("decide")) + 1
+    async def observe(self, current: Versioned, now: datetime) -> int:
+        return sum(1 for line in self.log if line.startswith("decide")) + 1
+
+    def decide(self, number: int, current: Versioned, now: datetime) -> passes.Decided[int]:
         self.log.append(f"decide {number}")
         decision = fx.Decision(None, (), None, None, None, False)  # type: ignore[arg-type]
         pending = self.policy is passes.Policy.WRITE_THEN_ACT

@@ -148,12 +148,15 @@ class _RollingPasses:
         self.ctx, self.memory, self.where, self.state, self.render = ctx, memory, where, state, render
         self.kind, self.key = Whose.of(where.kind, current.namespace, current.name)
 
-    async def decide(self, current: Versioned, now: datetime) -> passes.Decided[_Step]:
+    async def observe(self, current: Versioned, now: datetime) -> lg.Observation:
         ctx, where, state = self.ctx, self.where, self.state
         wake = lg.wake_of(ctx, where.kind, current)
-        seen = await lg.observe(
+        return await lg.observe(
             ctx, self.memory, state.rollout, where.fleet, state.ledger, where.content, wake
         )
+
+    def decide(self, seen: lg.Observation, current: Versioned, now: datetime) -> passes.Decided[_Step]:
+        where, state = self.where, self.state
         observed = m.Observed(delivery=dict(seen.deliveries), previous=state.rollout)
         decision = engine.step(where.spec, where.fleet, observed, now)
         decided = Rolling(decision.status, seen.ledger, state.removals)

@@ -159,6 +159,15 @@ async def execute(
     return await passes.drive(ctx, run, current)
 
 
+@dataclass(frozen=True, slots=True)
+class _Observed:
+    """What a run's pass decides from: its clusters' deliveries and the current stage's gates."""
+
+    seen: lg.Observation
+    hooks: dict[tuple[str, str], m.HealthVerdict]
+    analyses: analysis_gates.Facts
+
+
 class _RunPasses:
     """A run in state Run under the pass driver: write the step, then act on it (ADR 0061)."""
 
@@ -181,16 +190,21 @@ class _RunPasses:
         meta = where.run.metadata
         self.kind, self.key = where.scope.run, where.scope.key(meta.namespace, meta.name)
 
-    async def decide(self, current: Versioned, now: datetime) -> passes.Decided[Step]:
+    async def observe(self, current: Versioned, now: datetime) -> _Observed:
         ctx, where, record = self.ctx, self.where, self.record
         self.stored = current.status
         content = where.delivering(record.rollout)
         wake = lg.wake_of(ctx, where.scope.run, current)
         seen = await lg.observe(ctx, self.memory, record.rollout, where.fleet, record.ledger, content, wake)
         hooks = await _webhooks(ctx, where, record, now)
-        analyses = await _analyses(ctx, where, record, now)
-        observed = replace(record, ledger=seen.ledger)
-        step = decide(where, observed, seen.deliveries, self.requests, now, hooks, analyses)
+        return _Observed(seen, hooks, await _analyses(ctx, where, record, now))
+
+    def decide(self, observed: _Observed, current: Versioned, now: datetime) -> passes.Decided[Step]:
+        where, record, seen = self.where, self.record, observed.seen
+        with_ledger = replace(record, ledger=seen.ledger)
+        step = decide(
+            where, with_ledger, seen.deliveries, self.requests, now, observed.hooks, observed.analyses
+        )
         why = stuck(where, step.record.rollout, step.record.ledger, now)
         body = run_status.render(
             where.frame, step.record, mode="Run", previous=current.status, now=now, stuck=why

@@ -1,8 +1,8 @@
 """The one pass driver of every rollout kind (ADR 0101): promotions, profiles, staged update runs
 and rolling placements.
 
-A kind supplies its `Passes`: how one pass observes and decides (the decision itself is the pure
-engine step), what it does before and after the status write, and how it acts. The driver alone
+A kind supplies its `Passes`: how one pass observes (I/O) and decides (pure: the engine step and the
+status it makes), what it does before and after the status write, and how it acts. The driver alone
 owns the order of a pass, the status write (through the one `StatusWriter`), holding back a status
 that only reports progress, the metrics of the write and the requeue. Two effect orders, one per
 kind, named in `Policy`:
@@ -31,6 +31,7 @@ from fleetwave.kube.status import StatusWrite, Versioned
 from fleetwave.runtime.controller import Result
 
 S = TypeVar("S")  # the kind's own step: what its effects and announcements need
+Seen = TypeVar("Seen")  # what the kind observes before it decides
 
 
 class Policy(enum.Enum):
@@ -50,7 +51,7 @@ class Decided(Generic[S]):
     progress_only: bool = False  # the body only reports progress over the stored status
 
 
-class Passes(Protocol[S]):
+class Passes(Protocol[Seen, S]):
     """One rollout object's reconcile, as the driver runs it."""
 
     kind: str  # the native kind whose status is written
@@ -59,7 +60,13 @@ class Passes(Protocol[S]):
     max_passes: int
     metered: bool  # its status writes feed the rollout metrics (ADR 0082)
 
-    async def decide(self, current: Versioned, now: datetime) -> Decided[S]: ...
+    async def observe(self, current: Versioned, now: datetime) -> Seen:
+        """What the pass decides from, read from the cache, members and gates (I/O)."""
+        ...
+
+    def decide(self, observed: Seen, current: Versioned, now: datetime) -> Decided[S]:
+        """Pure: the engine step over `observed`, and the status it makes of `current`'s."""
+        ...
 
     async def before_write(self, decided: Decided[S]) -> None:
         """ACT_THEN_WRITE: the effects. WRITE_THEN_ACT: what must precede the record (approvals
@@ -78,9 +85,10 @@ class Passes(Protocol[S]):
     def requeue(self, decided: Decided[S], now: datetime) -> Result: ...
 
 
-async def drive(ctx: Context, kind: Passes[S], current: Versioned) -> Result:
+async def drive(ctx: Context, kind: Passes[Seen, S], current: Versioned) -> Result:
     for number in range(1, max(kind.max_passes, 1) + 1):
-        decided = await kind.decide(current, ctx.clock())
+        now = ctx.clock()
+        decided = kind.decide(await kind.observe(current, now), current, now)
         await kind.before_write(decided)
         held = _held_back(ctx, kind, decided)
         if held is not None:
@@ -103,7 +111,7 @@ async def drive(ctx: Context, kind: Passes[S], current: Versioned) -> Result:
     return kind.requeue(decided, ctx.clock())
 
 
-def _held_back(ctx: Context, kind: Passes[S], decided: Decided[S]) -> float | None:
+def _held_back(ctx: Context, kind: Passes[Seen, S], decided: Decided[S]) -> float | None:
     """Seconds until a progress-only status is due (None: write it now): a status this process
     wrote within PROGRESS_EVERY seconds keeps its last messages until then (ADR 0068), since each
     write wakes the rollout and whoever follows it."""

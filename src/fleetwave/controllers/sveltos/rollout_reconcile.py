@@ -131,9 +131,11 @@ class _SveltosPasses(Generic[P, F]):
         self.ctx, self.run, self.rollout, self.local = ctx, run, rollout, local
         self.kind, self.key = rollout.kind, run.key
 
-    async def decide(self, current: Versioned, now: datetime) -> passes.Decided[F]:
+    async def observe(self, current: Versioned, now: datetime) -> Observation[F]:
+        return await self.rollout.observe(self.ctx, self.run)
+
+    def decide(self, observation: Observation[F], current: Versioned, now: datetime) -> passes.Decided[F]:
         run, rollout = self.run, self.rollout
-        observation = await rollout.observe(self.ctx, run)
         decision = engine.step(run.spec, run.fleet, observation.engine, run.now)
         body = {**rollout.status(run, observation.facts, decision), **self.local}
         quiet = rollout.progress_only(run.raw.get("status") or {}, body)
