@@ -31,7 +31,7 @@ from fleetwave.core import status as st
 from fleetwave.kube.status import StatusWrite, Versioned
 from fleetwave.runtime.controller import Result
 
-PASSES = 6
+PASSES = 2  # as a staged run's (run_execute.PASSES, ADR 0101)
 Render = Callable[[Mapping[str, Any], datetime], dict[str, Any]]  # (status so far, now) -> full status
 
 

@@ -1,12 +1,12 @@
-"""A run in state Run: pass after pass, observe -> decide (pure) -> write status -> act.
+"""A run in state Run under the pass driver (`shared.passes`, write-then-act): observe -> decide
+(pure) -> write status -> act.
 
 One engine step per pass. The status is written before the pass's effects are carried out, so an
 approval shows the next stage Started before that stage's clusters are applied; what the effects
-learn (ledger entries, removals) is written by the next pass. Passes continue within one reconcile
-while effects keep teaching something new (content that is available at once moves through stages
-without waiting for a requeue), up to PASSES; the last pass only writes, so everything an effect
-learnt is in status when the reconcile ends. Then the engine's wake time decides the requeue
-(`controllers.requeue`).
+learn (ledger entries, removals) is written by the next pass, the reconcile's second and last
+(PASSES, ADR 0101): everything an effect learnt is in status when the reconcile ends, and what the
+second pass decides to do is carried out by the next reconcile. Then the engine's wake time decides
+the requeue (`shared.requeue`).
 """
 
 from __future__ import annotations
@@ -32,7 +32,8 @@ from fleetwave.core import timestamps as ts
 from fleetwave.kube.status import StatusWrite, Versioned
 from fleetwave.runtime.controller import Result
 
-PASSES = 6
+# The step's write, then the write of what its effects learnt (ADR 0101 measures more passes).
+PASSES = 2
 RETRY_SECONDS = 2.0  # the deletion stage retrying an unreachable cluster
 
 

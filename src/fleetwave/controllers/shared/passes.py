@@ -11,8 +11,9 @@ kind, named in `Policy`:
   reconcile — the write's own event wakes the next.
 - WRITE_THEN_ACT (staged runs, rolling placements): the status says what is about to happen (a
   stage Started) before it happens; what the effects learnt is written by the next pass. Passes go
-  on within the reconcile while the effects keep teaching something new, up to the kind's `max_passes`
-  (ADR 0101 measures why more than one pays), and the last pass only writes.
+  on within the reconcile while the effects keep teaching something new, up to the kind's
+  `max_passes` (two: ADR 0101 measures why one is too few and more pay nothing), and the last pass
+  only writes.
 """
 
 from __future__ import annotations
