@@ -183,6 +183,7 @@ def _check_pre_health_refs(ctx: Context, promotion: ClusterPromotion) -> None:
                 default_namespace=ctx.namespace,
                 path=f"spec.stages[{i}].trigger.{kind}.preHealthCheckDeployment",
                 boundary=content_boundary(ctx),
+                flux=ctx.artifacts is not None,
             )
 
 
