@@ -13,12 +13,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import tar_archives as ta
 
 from fleetwave.delivery import artifact_store, artifacts
 from fleetwave.delivery.artifact_store import ArtifactStore
 from fleetwave.delivery.artifacts import Artifact, Broken, Transient
 from fleetwave.promapi import guards
-import tar_archives as ta
 
 
 def targz(files: dict[str, str], links: dict[str, str] | None = None) -> bytes:
@@ -40,7 +40,7 @@ class _Files(http.server.BaseHTTPRequestHandler):
     served: dict[str, tuple[int, bytes, dict[str, str]]] = {}
     hits: dict[str, int] = {}
 
-    def do_GET(self) -> None:  # noqa: N802 (the stdlib's name)
+    def do_GET(self) -> None:
         code, body, headers = self.served.get(self.path, (404, b"", {}))
         self.hits[self.path] = self.hits.get(self.path, 0) + 1
         self.send_response(code)
@@ -73,7 +73,9 @@ def serve(base: str, path: str, body: bytes, code: int = 200, **headers: str) ->
 
 
 def announced(url: str, body: bytes, revision: str = "main@sha1:" + "ab" * 20) -> Artifact:
-    return Artifact("GitRepository/flux/apps", url, revision, "sha256:" + hashlib.sha256(body).hexdigest(), None)
+    return Artifact(
+        "GitRepository/flux/apps", url, revision, "sha256:" + hashlib.sha256(body).hexdigest(), None
+    )
 
 
 def source(artifact: dict[str, Any] | None, ready: str = "") -> dict[str, Any]:
@@ -91,7 +93,13 @@ def source(artifact: dict[str, Any] | None, ready: str = "") -> dict[str, Any]:
 def test_a_v1_status_gives_the_artifact_and_the_revision_reads_short() -> None:
     found = artifacts.artifact_of(
         "GitRepository",
-        source({"url": "http://sc/a.tar.gz", "revision": "main@sha1:" + "0123456789" * 4, "digest": "sha256:AB12"}),
+        source(
+            {
+                "url": "http://sc/a.tar.gz",
+                "revision": "main@sha1:" + "0123456789" * 4,
+                "digest": "sha256:AB12",
+            }
+        ),
     )
     assert found.source == "GitRepository/flux/apps"
     assert found.digest == "sha256:ab12"
@@ -106,7 +114,9 @@ def test_a_v1beta2_checksum_is_a_sha256_digest() -> None:
 
 
 def test_no_artifact_says_why_from_the_ready_condition() -> None:
-    with pytest.raises(Broken, match=r"GitRepository/flux/apps has no artifact yet \(not ready: auth failed\)"):
+    with pytest.raises(
+        Broken, match=r"GitRepository/flux/apps has no artifact yet \(not ready: auth failed\)"
+    ):
         artifacts.artifact_of("GitRepository", source(None, ready="auth failed"))
 
 
@@ -136,7 +146,9 @@ async def test_the_download_is_verified_against_the_digest(server: str) -> None:
 async def test_a_tampered_artifact_is_broken_and_names_source_and_revision(server: str) -> None:
     body = targz({"a.yaml": "kind: ConfigMap\n"})
     url = serve(server, "/t.tar.gz", targz({"a.yaml": "kind: Secret\n"}))
-    with pytest.raises(Broken, match=r"GitRepository/flux/apps at main@sha1:ababab[a-f0-9]?: .*does not match"):
+    with pytest.raises(
+        Broken, match=r"GitRepository/flux/apps at main@sha1:ababab[a-f0-9]?: .*does not match"
+    ):
         await artifacts.download(announced(url, body))
 
 
