@@ -47,7 +47,7 @@ from fleetwave.controllers.fleet.boundary import Boundary
 from fleetwave.controllers.sveltos import drift_exclusions, extra_metadata
 from fleetwave.delivery import artifact_store, gotemplate, helmoptions
 from fleetwave.delivery import content as dc
-from fleetwave.delivery.artifacts import FLUX_KINDS, Artifact, Broken, artifact_of
+from fleetwave.delivery.artifacts import FLUX_KINDS, Artifact, Broken, artifact_of, short_revision
 
 SNAPSHOT_PREFIX = "fw-content-"
 SECRET_SNAPSHOT_PREFIX = "fw-content-s-"  # hex hashes never start with "s-": the kinds cannot collide
@@ -100,6 +100,23 @@ class Resolved:
     @property
     def snapshot_kind(self) -> str:
         return "Secret" if self.from_secret else "ConfigMap"
+
+    @property
+    def sources(self) -> list[str]:
+        """The Flux sources this content came from, each at its revision, as people read them:
+        `GitRepository/flux/apps@main@sha1:0123abc` (ADR 0103)."""
+        return source_revisions(self.body)
+
+
+def source_revisions(body: Mapping[str, Any]) -> list[str]:
+    """`Resolved.sources` of a content body."""
+    return sorted(
+        {
+            f"{p['source']}@{short_revision(str(p['revision']))}"
+            for p in body.get("policies") or []
+            if isinstance(p, Mapping) and p.get("revision")
+        }
+    )
 
 
 # Fields fleetwave parses (so manifests round-trip) but does not honour yet: refusing them with a

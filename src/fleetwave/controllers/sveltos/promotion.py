@@ -134,6 +134,7 @@ class _Promotions:
             run.resolved.hash,
             run.now,
             facts.approvals,
+            run.resolved.sources,
         )
         built = promotion_status.build(
             run.parsed,
@@ -144,6 +145,7 @@ class _Promotions:
             facts.deliveries,
             generation=run.generation,
             previous=run.raw.get("status") or {},
+            sources=promotion_history.running_sources(revisions, decision.status, run.resolved.sources),
         )
         return {**built, promotion_history.FIELD: revisions}
 
