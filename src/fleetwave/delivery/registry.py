@@ -128,12 +128,16 @@ def _value(secret: Mapping[str, Any], key: str, name: str) -> bytes:
     raw = data.get(key) if isinstance(data, Mapping) else None
     if not isinstance(raw, str) or not raw:
         raise RegistryError(f"Secret {name} has no key {key}")
-    if len(raw) > MAX_VALUE_BYTES * 4 // 3 + 4:
-        raise RegistryError(f"Secret {name}: {key} is larger than {MAX_VALUE_BYTES} bytes")
+    too_large = RegistryError(f"Secret {name}: {key} is larger than {MAX_VALUE_BYTES} bytes")
+    if len(raw) > MAX_VALUE_BYTES * 4 // 3 + 4:  # decoding it would cost what it claims
+        raise too_large
     try:
-        return base64.b64decode(raw, validate=True)
+        value = base64.b64decode(raw, validate=True)
     except (binascii.Error, ValueError):
         raise RegistryError(f"Secret {name}: {key} is not base64-encoded") from None
+    if len(value) > MAX_VALUE_BYTES:
+        raise too_large
+    return value
 
 
 def _text(secret: Mapping[str, Any], key: str, name: str) -> str:

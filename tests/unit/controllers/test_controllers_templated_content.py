@@ -441,7 +441,7 @@ def test_patches_reach_each_chart_rendered_for_the_cluster(tools: templated_cont
         "values": "replicas: 2\n",
     }
     objects = Objects(
-        {("ConfigMap", "fw", "more"): cm("more", {"p": "patch: '[{\"op\": \"remove\", \"path\": \"/x\"}]'\n"})}
+        {("ConfigMap", "fw", "more"): cm("more", {"p": 'patch: \'[{"op": "remove", "path": "/x"}]\'\n'})}
     )
     profile = spec(
         helmCharts=[chart, {**chart, "releaseName": "d"}],
