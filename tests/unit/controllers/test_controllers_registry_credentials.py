@@ -6,11 +6,14 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
-from fleetwave.api.sveltos import ClusterProfileSpec, HelmChart
+from fleetwave.api.codec import parse_object
+from fleetwave.api.sveltos import ClusterProfile, ClusterProfileSpec, HelmChart
 from fleetwave.controllers.fleet.boundary import Boundary
 from fleetwave.controllers.sveltos import content, registry_credentials
 from fleetwave.delivery import registry
@@ -144,3 +147,27 @@ def test_the_ca_comes_from_any_secret_type_inside_the_boundary() -> None:
     assert (found.ca_pem, found.has_credentials) == (pem.encode(), False)
     with pytest.raises(RegistryError, match="key: only meaningful with credentials"):
         registry_credentials.check(_chart({"key": "x"}), BOUNDARY, "spec")
+
+
+def test_the_example_resolves_and_its_basic_auth_secret_is_bound_to_its_host() -> None:
+    """examples/profile-private-charts.yaml: the profile resolves (references pinned, nothing read),
+    and its basic-auth Secret is usable for its repository only."""
+    path = Path(__file__).resolve().parents[3] / "examples" / "profile-private-charts.yaml"
+    secret, profile = (d for d in yaml.safe_load_all(path.read_text(encoding="utf-8")) if d)
+    parsed = parse_object(profile)
+    assert isinstance(parsed, ClusterProfile)
+    resolved = content.resolve(parsed.spec, Cache(), default_namespace="fw", path="spec", boundary=BOUNDARY)
+    assert [c["chart"]["releaseName"] for c in resolved.body["helmCharts"]] == ["web", "tools"]
+    stored = {
+        **secret,
+        "data": {k: base64.b64encode(v.encode()).decode() for k, v in secret["stringData"].items()},
+    }
+    tools = HelmChart.model_validate(resolved.body["helmCharts"][1]["chart"])
+    found = registry_credentials.access(tools, Cache(stored), BOUNDARY)
+    assert found is not None
+    assert (found.username, found.named_repository) == ("reader", True)
+    web = HelmChart.model_validate(
+        {**resolved.body["helmCharts"][1]["chart"], "repositoryURL": "https://elsewhere.example.com/stable"}
+    )
+    with pytest.raises(RegistryError, match=r"is not for elsewhere\.example\.com"):
+        registry_credentials.access(web, Cache(stored), BOUNDARY)
