@@ -323,3 +323,61 @@ def test_private_files_are_not_world_readable_even_with_a_loose_umask(tmp_path: 
     finally:
         os.umask(old)
     assert stat.S_IMODE((tmp_path / "f").stat().st_mode) == 0o600
+
+
+def _recording_helm(tmp_path: Path) -> str:
+    """A helm whose `status` finds nothing and whose `upgrade` records its argv and the files its
+    flags name, then answers with a deployed release."""
+    script = tmp_path / "helm"
+    release = json.dumps(
+        {
+            "name": "web",
+            "namespace": "apps",
+            "version": 1,
+            "info": {"status": "deployed"},
+            "chart": {"metadata": {"name": "web", "version": "1.0.0"}},
+        }
+    )
+    script.write_text(
+        "#!/bin/sh\n"
+        'if [ "$1" = status ]; then echo "Error: release: not found" >&2; exit 1; fi\n'
+        'out="$(dirname "$0")/calls"\n'
+        'for a in "$@"; do echo "$a" | sed "s#/run-[^/]*/#/RUN/#"; done >> "$out"\n'
+        'for a in "$@"; do case "$a" in */run-*/*) f="${a#*=}"\n'
+        '  [ -f "$f" ] && echo "FILE $(basename "$f")" >> "$out";; esac; done\n'
+        'echo "--- end" >> "$out"\n'
+        f"echo '{release}'\n"
+    )
+    script.chmod(0o755)
+    return str(script)
+
+
+async def test_a_dry_run_gives_helm_the_same_arguments_and_files_as_the_install(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DryRun (`helm upgrade --dry-run=server`) goes through the same code with the same flags,
+    registry files and post-renderer as the real install: what it reports is what install would do."""
+    monkeypatch.setenv("FLEETWAVE_ALLOW_LOOPBACK_TARGETS", "1")
+    kubeconfig = tmp_path / "home" / "kubeconfig"
+    kubeconfig.parent.mkdir()
+    kubeconfig.write_text("{}")
+    chart = HelmChart.model_validate(
+        {
+            "repositoryURL": "oci://127.0.0.1:5000/charts",
+            "chartName": "web",
+            "chartVersion": "1.0.0",
+            "releaseName": "web",
+            "releaseNamespace": "apps",
+        }
+    )
+    access = registry.Access("oci://127.0.0.1:5000/charts", "robot", PASSWORD, CERT)
+    private = helm.Private(access, [{"patch": "p", "target": {"kind": "Deployment"}}], "/bin/kustomize")
+    h = helm._Helm(_recording_helm(tmp_path), MemberTarget("m", b"{}"), kubeconfig, private)
+    for dry_run in (True, False):
+        report = await helm._install(h, chart, None, dry_run)
+        assert report.ok, report.error
+    planned, done = (c.strip().splitlines() for c in (tmp_path / "calls").read_text().split("--- end")[:2])
+    assert [a for a in planned if a != "--dry-run=server"] == done
+    assert "--dry-run=server" in planned
+    assert {"FILE registry.json", "FILE ca.crt", "FILE patches.json"} <= set(done)
+    assert f"{hp.POST_RENDER_LABEL}={hp.post_render_digest(private.patches)}" in ",".join(done)
