@@ -86,23 +86,9 @@ class Kustomizer:
 
     async def _unpack(self, archive: bytes, where: Path) -> None:
         """The archive's tree at `where`/tree, unpacked by a child: see `unpack`."""
-        try:
-            done = await bounded.run(
-                [sys.executable, "-I", "-m", "fleetwave.delivery.unpack", "tree"],
-                stdin=archive,
-                limits=self.unpack_limits,
-                cwd=str(where),
-                home=str(where),
-                name="the archive's unpacker",
-            )
-        except bounded.ToolError as e:
-            raise KustomizeError(f"{ARCHIVE_KEY} could not be unpacked: {e}") from None
-        if done.code == unpack.REFUSED and done.stderr.count("\n") == 1:
-            raise KustomizeError(f"{ARCHIVE_KEY} {done.stderr.strip()[:300]}")
-        if done.code != 0:  # a traceback, say: its text is not for the profile's status
-            raise KustomizeError(
-                f"{ARCHIVE_KEY} could not be unpacked (the unpacker failed, code {done.code})"
-            )
+        problem = await unpack_child(archive, where / "tree", self.unpack_limits)
+        if problem is not None:
+            raise KustomizeError(f"{ARCHIVE_KEY} {problem}")
 
     async def patch(self, objects: Sequence[Mapping[str, Any]], patches: Sequence[Mapping[str, Any]]) -> str:
         """The YAML of `objects` after `patches` ({"patch": text, "target": {...}}), in order."""
@@ -135,6 +121,27 @@ class Kustomizer:
         if done.code != 0:
             raise KustomizeError(f"kustomize build failed: {_clean(done.stderr, where)}")
         return done.stdout.decode(errors="replace")
+
+
+async def unpack_child(archive: bytes, tree: Path, limits: bounded.Limits = UNPACK_LIMITS) -> str | None:
+    """Unpack `archive` into the new directory `tree` in a bounded child (`unpack`, ADR 0098); None
+    when it worked, else what is wrong, as a predicate of the archive ("is damaged (...)")."""
+    try:
+        done = await bounded.run(
+            [sys.executable, "-I", "-m", "fleetwave.delivery.unpack", tree.name],
+            stdin=archive,
+            limits=limits,
+            cwd=str(tree.parent),
+            home=str(tree.parent),
+            name="the archive's unpacker",
+        )
+    except bounded.ToolError as e:
+        return f"could not be unpacked: {e}"
+    if done.code == unpack.REFUSED and done.stderr.count("\n") == 1:
+        return done.stderr.strip()[:300]
+    if done.code != 0:  # a traceback, say: its text is not for the profile's status
+        return f"could not be unpacked (the unpacker failed, code {done.code})"
+    return None
 
 
 def _clean(stderr: str, where: Path) -> str:

@@ -105,8 +105,9 @@ def stages_table(view: Mapping[str, Any]) -> Table:
     short = short_names(view)
     for stage in view["stages"]:
         marker = "▶ " if stage["name"] == view.get("currentStage") and view["phase"] != "Succeeded" else ""
+        runs = "".join(f"\n{x}" for x in stage.get("sources") or [])  # Flux revisions (ADR 0103)
         table.add_row(
-            marker + stage["name"],
+            marker + stage["name"] + runs,
             _phase(stage["phase"]),
             _clusters(stage, short),
             _gates(view["name"], stage),

@@ -117,6 +117,8 @@ def _stage(
         "clusters": clusters,
         "gates": [_gate(g, facts.now) for g in record.get("gates") or []],
         "approval": _approval(spec_stage, facts.approvals),
+        # The Flux source revisions the stage's clusters run (ADR 0103): `main@sha1:abc1234`.
+        "sources": [str(x) for x in reported.get("sources") or []],
     }
 
 

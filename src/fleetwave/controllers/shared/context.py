@@ -24,6 +24,7 @@ from fleetwave.controllers.shared.status_writer import StatusWriter, Whose
 from fleetwave.controllers.shared.wakeups import Queues, Wakeups
 from fleetwave.core import rollout_metrics
 from fleetwave.core import status as st
+from fleetwave.delivery.artifact_store import ArtifactStore
 from fleetwave.delivery.gotemplate import Renderer
 from fleetwave.delivery.helmplan import Ownership
 from fleetwave.delivery.known_versions import KnownVersions
@@ -267,6 +268,8 @@ class Context:
     # The pinned content tools: Go templates and kustomize (ADR 0089).
     renderer: Renderer = field(default_factory=Renderer)
     kustomizer: Kustomizer = field(default_factory=Kustomizer)
+    # Flux source artifacts fetched (`--flux-sources`, ADR 0103); None: Flux sources are refused.
+    artifacts: ArtifactStore | None = None
 
     def record_rollout(
         self, kind: str, key: str, previous: st.RolloutStatus | None, new: st.RolloutStatus

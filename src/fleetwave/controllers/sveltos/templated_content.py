@@ -157,6 +157,8 @@ async def _make_objects(
     tools: Tools,
 ) -> None:
     """The objects of the `i`th policy, in place of its templates or its kustomization."""
+    if "error" in policy:  # a Flux source's revision that cannot be delivered (ADR 0103)
+        raise InstantiationError(str(policy["error"]))
     if "templates" in policy:
         objects = []
         for j, item in enumerate(policy["templates"]):
