@@ -404,7 +404,16 @@ def test_a_chart_is_patched_by_post_rendering_on_the_member(
         assert deployment.spec.replicas == 3
         assert deployment.metadata.labels["patched-for"] == "member-1"
         assert deployment.metadata.labels["app.kubernetes.io/name"] == "patched"  # the chart's own stay
-        status = _summary(management, name).get("status") or {}
-        assert [f["status"] for f in status["featureSummaries"]] == ["Provisioned"]
+        # The status follows the install: wait for it rather than race it.
+        wait_for(
+            lambda: (
+                [
+                    f.get("status")
+                    for f in (_summary(management, name).get("status") or {}).get("featureSummaries") or []
+                ]
+                == ["Provisioned"]
+            ),
+            what="the Helm feature provisioned",
+        )
     finally:
         _delete(management, [name])
