@@ -241,13 +241,14 @@ def _family(
             informers[name] = manager.add_informer(
                 Informer(manager.watch_client, resource, namespaces=settings.watched or ())
             )
+    kustomize = _tool(settings.kustomize_binary, "kustomize", settings.helm_binary)
     ctx = Context(
         client=client,
         cache=Cache(informers, family),
         recorder=recorder,
-        helm=HelmAdapter(settings.helm_binary),
+        helm=HelmAdapter(settings.helm_binary, kustomize),
         renderer=Renderer(_tool(settings.render_binary, "fleetwave-render", settings.helm_binary)),
-        kustomizer=Kustomizer(_tool(settings.kustomize_binary, "kustomize", settings.helm_binary)),
+        kustomizer=Kustomizer(kustomize),
         health=health,
         # Not `known or ...`: an empty KnownVersions is falsy, and the families must share one.
         known_versions=known if known is not None else KnownVersions(),

@@ -8,7 +8,8 @@ Two uses, both the real kustomize rather than an imitation:
   read: ADR 0098), and it is built at `path`, with `components` and `targetNamespace` added by an
   outer kustomization, as Sveltos adds them. Nothing of the archive is parsed in the controller.
 - `patch`: a profile's `patches` (strategic merge or JSON 6902, each with an optional target) applied
-  to the objects it delivers, through a kustomization whose only resource is those objects.
+  to the objects it delivers, through a kustomization whose only resource is those objects; the
+  same for a Helm chart's rendered output (`patch_text`, run by helm's post-renderer `postrender`).
 
 kustomize runs under `bounded.run`: no sockets (a seccomp filter), no PATH (so no git, no exec
 plugins, no helm), rlimits, a deadline and an output cap. Remote bases therefore fail instead of
@@ -91,8 +92,13 @@ class Kustomizer:
 
     async def patch(self, objects: Sequence[Mapping[str, Any]], patches: Sequence[Mapping[str, Any]]) -> str:
         """The YAML of `objects` after `patches` ({"patch": text, "target": {...}}), in order."""
+        return await self.patch_text(yaml.safe_dump_all([dict(o) for o in objects], sort_keys=True), patches)
+
+    async def patch_text(self, manifests: str, patches: Sequence[Mapping[str, Any]]) -> str:
+        """`patch` for objects given as YAML text (a Helm chart's rendered output, which kustomize
+        parses, not the controller)."""
         with tempfile.TemporaryDirectory(prefix="fleetwave-patch-") as tmp:
-            _write(Path(tmp) / "objects.yaml", yaml.safe_dump_all([dict(o) for o in objects], sort_keys=True))
+            _write(Path(tmp) / "objects.yaml", manifests)
             outer = {
                 "apiVersion": "kustomize.config.k8s.io/v1beta1",
                 "kind": "Kustomization",

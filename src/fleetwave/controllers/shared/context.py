@@ -11,7 +11,7 @@ its reconcile, not kept here; one controller tells another through the typed por
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol, TypeVar
@@ -29,6 +29,7 @@ from fleetwave.delivery.gotemplate import Renderer
 from fleetwave.delivery.helmplan import Ownership
 from fleetwave.delivery.known_versions import KnownVersions
 from fleetwave.delivery.kustomize import Kustomizer
+from fleetwave.delivery.registry import Access
 from fleetwave.delivery.target import MemberTarget
 from fleetwave.kube import kinds
 from fleetwave.kube.client import AsyncClient
@@ -165,6 +166,8 @@ class HelmPort(Protocol):
         values: Mapping[str, Any],
         dry_run: bool,
         ownership: Ownership | None = None,
+        access: Access | None = None,
+        patches: Sequence[Mapping[str, Any]] = (),
     ) -> HelmOutcome: ...
 
     async def uninstall(

@@ -44,10 +44,11 @@ from fleetwave.api.sveltos import (
 )
 from fleetwave.controllers.fleet import members
 from fleetwave.controllers.fleet.boundary import Boundary
-from fleetwave.controllers.sveltos import drift_exclusions, extra_metadata
+from fleetwave.controllers.sveltos import drift_exclusions, extra_metadata, registry_credentials
 from fleetwave.delivery import artifact_store, gotemplate, helmoptions
 from fleetwave.delivery import content as dc
 from fleetwave.delivery.artifacts import FLUX_KINDS, Artifact, Broken, artifact_of, short_revision
+from fleetwave.delivery.registry import RegistryError
 
 SNAPSHOT_PREFIX = "fw-content-"
 SECRET_SNAPSHOT_PREFIX = "fw-content-s-"  # hex hashes never start with "s-": the kinds cannot collide
@@ -150,8 +151,6 @@ def _refuse_unhonoured(spec: ProfileSpec, path: str) -> None:
         if tref.watch_fields or tref.ignore_status_changes:
             field = "watchFields" if tref.watch_fields else "ignoreStatusChanges"
             raise ContentError(f"{path}.templateResourceRefs[{i}].{field}: not supported by fleetwave yet")
-    if (spec.patches or spec.patches_from) and spec.helm_charts:
-        raise ContentError(f"{path}.patches: not supported together with helmCharts by fleetwave yet")
 
 
 LOCAL = "Local"
@@ -188,7 +187,7 @@ def _refuse_ref_options(ref: PolicyRef, path: str) -> None:
 
 
 def _refuse_unhonoured_chart(chart: HelmChart, path: str) -> None:
-    for name in ("registry_credentials_config", "signature_verification", "provenance_verification"):
+    for name in ("signature_verification", "provenance_verification"):
         if getattr(chart, name):
             raise ContentError(
                 f"{path}.{HelmChart.model_fields[name].alias or name}: not supported by fleetwave yet"
@@ -326,7 +325,12 @@ def _finish_flux(
 
 
 def _chart(reader: _Reader, chart: HelmChart, where: str) -> dict[str, Any]:
-    """A helm chart with its values: merged now, or as layers merged per cluster once rendered."""
+    """A helm chart with its values: merged now, or as layers merged per cluster once rendered. Its
+    registry's Secrets are pinned by reference and read at each delivery (ADR 0105)."""
+    try:
+        registry_credentials.check(chart, reader.boundary, where)
+    except RegistryError as e:
+        raise ContentError(str(e)) from None
     entry: dict[str, Any] = {"chart": chart.model_dump(mode="json", by_alias=True, exclude_none=True)}
     layers = reader.value_layers(chart, where)
     if any("template" in layer for layer in layers):
