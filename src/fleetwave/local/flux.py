@@ -157,7 +157,8 @@ def start(
     source-controller in `directory` (created) and wait until both answer."""
     bins = flux_dir or binaries_dir()
     directory = directory.resolve()
-    (directory / "git").mkdir(parents=True, exist_ok=True)
+    for sub in ("git", "storage"):  # source-controller refuses a storage path that does not exist
+        (directory / sub).mkdir(parents=True, exist_ok=True)
     install_crds(kubectl_binary, kubeconfig, bins / "crds")
     mark = marker or str(directory)
     git_port, storage_port, health_port = (processes.free_port() for _ in range(3))

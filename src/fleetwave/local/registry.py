@@ -9,6 +9,7 @@ a caller can add TLS (`http.tls`) or htpasswd auth (`auth.htpasswd`) without a s
 from __future__ import annotations
 
 import copy
+import secrets
 import ssl
 import time
 import urllib.error
@@ -83,7 +84,8 @@ def start(
     directory = directory.resolve()
     directory.mkdir(parents=True, exist_ok=True)
     port = processes.free_port()
-    settings = config(directory, port, overrides)
+    # A secret of its own (it signs upload state), so the registry does not warn that it made one up.
+    settings = config(directory, port, merge({"http": {"secret": secrets.token_hex(16)}}, overrides or {}))
     path = directory / "config.yml"
     path.write_text(yaml.safe_dump(settings, sort_keys=False))
     path.chmod(0o600)  # may name an htpasswd file or TLS key
