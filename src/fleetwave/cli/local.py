@@ -122,12 +122,17 @@ def _print_flux_hint(state: fleet.FleetState) -> None:
     found = local_flux.attached(state)
     if found is None:
         return
-    url = found.repo_url(local_flux.EXAMPLE)
+    name, namespace = local_flux.EXAMPLE, local_flux.FLUX_NAMESPACE
+    # Unwrapped: the commands must stay copyable in a narrow terminal.
     console.print(
-        f"git: clone, edit, push — git clone {url} && cd {local_flux.EXAMPLE} && "
-        "$EDITOR manifests/configmap.yaml && git commit -am change && git push\n"
-        f"source-controller picks up a push within {local_flux.EXAMPLE_INTERVAL} "
-        f"(kubectl get gitrepository -n {local_flux.FLUX_NAMESPACE} {local_flux.EXAMPLE})"
+        f"try it: git clone {found.repo_url(name)} && cd {name}, edit manifests/configmap.yaml, "
+        "git commit -am change && git push",
+        soft_wrap=True,
+    )
+    console.print(
+        f"source-controller fetches it within {local_flux.EXAMPLE_INTERVAL}: "
+        f"kubectl get gitrepository -n {namespace} {name}",
+        soft_wrap=True,
     )
 
 
@@ -233,7 +238,8 @@ def _print_flux(state: fleet.FleetState) -> bool:
     running = local_flux.is_running(found)
     where = "" if running else " [red](not running)[/red]"
     console.print(
-        f"flux: git server {found.git_url} (example: {found.repo_url(local_flux.EXAMPLE)})  "
-        f"source-controller artifacts {found.storage_url}{where}"
+        f"flux: git {found.repo_url(local_flux.EXAMPLE)}  "
+        f"source-controller artifacts {found.storage_url}{where}",
+        soft_wrap=True,
     )
     return running

@@ -154,49 +154,48 @@ def start(
     marker: str | None = None,
 ) -> Flux:
     """Install Flux's CRDs on the cluster of `kubeconfig`, then start the Git server and
-    source-controller in `directory` (created) and wait until both answer."""
+    source-controller in `directory` (created) and wait until both answer. `marker`: the string
+    that identifies their processes as ours (default: the directory)."""
     bins = flux_dir or binaries_dir()
     directory = directory.resolve()
     for sub in ("git", "storage"):  # source-controller refuses a storage path that does not exist
         (directory / sub).mkdir(parents=True, exist_ok=True)
     install_crds(kubectl_binary, kubeconfig, bins / "crds")
-    mark = marker or str(directory)
-    git_port, storage_port, health_port = (processes.free_port() for _ in range(3))
-    records = [
-        processes.start(
-            GIT_SERVER,
-            git_server_argv(directory / "git", git_port),
-            log=directory / "git-server.log",
-            marker=mark,
-        ),
-        processes.start(
-            SOURCE_CONTROLLER,
-            controller_argv(
-                bins / SOURCE_CONTROLLER,
-                directory / "storage",
-                storage_port,
-                health_port,
-                processes.free_port(),
-            ),
-            log=directory / "source-controller.log",
-            marker=mark,
-            env={"KUBECONFIG": kubeconfig, "GOMAXPROCS": "1"},
-        ),
-    ]
-    started = Flux(
-        str(directory),
-        kubeconfig,
-        f"http://127.0.0.1:{git_port}",
-        f"http://127.0.0.1:{storage_port}",
-        f"http://127.0.0.1:{health_port}",
-        records,
-    )
+    started = _launch(directory, bins, kubeconfig, marker or str(directory))
     try:
         _wait_ready(started)
     except BaseException:
         stop(started)
         raise
     return started
+
+
+def _launch(directory: Path, bins: Path, kubeconfig: str, marker: str) -> Flux:
+    git_port, storage_port, health_port, metrics_port = (processes.free_port() for _ in range(4))
+    git = processes.start(
+        GIT_SERVER,
+        git_server_argv(directory / "git", git_port),
+        log=directory / "git-server.log",
+        marker=marker,
+    )
+    argv = controller_argv(
+        bins / SOURCE_CONTROLLER, directory / "storage", storage_port, health_port, metrics_port
+    )
+    controller = processes.start(
+        SOURCE_CONTROLLER,
+        argv,
+        log=directory / "source-controller.log",
+        marker=marker,
+        env={"KUBECONFIG": kubeconfig, "GOMAXPROCS": "1"},
+    )
+    return Flux(
+        directory=str(directory),
+        kubeconfig=kubeconfig,
+        git_url=f"http://127.0.0.1:{git_port}",
+        storage_url=f"http://127.0.0.1:{storage_port}",
+        health_url=f"http://127.0.0.1:{health_port}",
+        processes=[git, controller],
+    )
 
 
 def stop(flux: Flux) -> list[str]:
@@ -303,20 +302,31 @@ def example_source(repo_url: str) -> str:
 
 def seed(flux: Flux, kubectl_binary: str) -> str:
     """Push the example content (once: a repository that has it keeps its history) and apply the
-    GitRepository reading it; wait until source-controller has its artifact. Returns the revision."""
+    GitRepository reading it; wait until source-controller has stored that commit. Returns the
+    artifact's revision (`main@sha1:...`)."""
     url = flux.create_repo(EXAMPLE)
-    if not gitserver.has_branch(url, "main"):
-        with tempfile.TemporaryDirectory(prefix="fleetwave-seed-") as tmp:
-            for name, text in SEED.items():
-                (Path(tmp) / name).parent.mkdir(parents=True, exist_ok=True)
-                (Path(tmp) / name).write_text(text)
-            flux.push(EXAMPLE, Path(tmp), message="example content")
+    sha = gitserver.branch_head(url, "main") or _push_seed(flux)
     kubectl(kubectl_binary, flux.kubeconfig, "apply", "--server-side", "-f", "-", stdin=example_source(url))
-    where = ["-n", FLUX_NAMESPACE, f"gitrepository/{EXAMPLE}"]
-    kubectl(kubectl_binary, flux.kubeconfig, "wait", "--for=condition=Ready", "--timeout=60s", *where)
-    return kubectl(
-        kubectl_binary, flux.kubeconfig, "get", *where, "-o", "jsonpath={.status.artifact.revision}"
+    revision = f"main@sha1:{sha}"
+    # The revision, not the Ready condition: a GitRepository left from an earlier fleet is Ready
+    # with its old artifact until source-controller has read the new URL.
+    kubectl(
+        kubectl_binary,
+        flux.kubeconfig,
+        "wait",
+        f"--for=jsonpath={{.status.artifact.revision}}={revision}",
+        "--timeout=60s",
+        *["-n", FLUX_NAMESPACE, f"gitrepository/{EXAMPLE}"],
     )
+    return revision
+
+
+def _push_seed(flux: Flux) -> str:
+    with tempfile.TemporaryDirectory(prefix="fleetwave-seed-") as tmp:
+        for name, text in SEED.items():
+            (Path(tmp) / name).parent.mkdir(parents=True, exist_ok=True)
+            (Path(tmp) / name).write_text(text)
+        return flux.push(EXAMPLE, Path(tmp), message="example content")
 
 
 def _save(flux: Flux) -> None:

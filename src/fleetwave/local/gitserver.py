@@ -91,10 +91,11 @@ def create_repo(root: Path, name: str) -> Path:
     return path
 
 
-def has_branch(remote: str, branch: str) -> bool:
-    """Whether `remote` (a URL or a path) has `branch`."""
+def branch_head(remote: str, branch: str) -> str | None:
+    """The sha `branch` of `remote` (a URL or a path) points at, or None when it has no such branch."""
     with tempfile.TemporaryDirectory(prefix="fleetwave-git-") as home:
-        return bool(_git(["ls-remote", remote, f"refs/heads/{branch}"], env=isolated_env(Path(home))))
+        found = _git(["ls-remote", remote, f"refs/heads/{branch}"], env=isolated_env(Path(home)))
+    return found.split()[0] if found else None
 
 
 def push_tree(remote: str, tree: Path, *, branch: str = "main", message: str = "update") -> str:
@@ -107,7 +108,7 @@ def push_tree(remote: str, tree: Path, *, branch: str = "main", message: str = "
         _git(["init", "-q", str(repo)], env=env)
         git = ["--git-dir", str(repo / ".git"), "--work-tree", str(tree)]
         ref = f"refs/heads/{branch}"
-        if has_branch(remote, branch):
+        if branch_head(remote, branch):
             _git([*git, "fetch", "-q", remote, ref], env=env)
             _git([*git, "update-ref", ref, "FETCH_HEAD"], env=env)
         _git([*git, "symbolic-ref", "HEAD", ref], env=env)
@@ -141,14 +142,16 @@ class _Handler(BaseHTTPRequestHandler):
         _log.debug("%s %s", self.address_string(), format % args)
 
     def _backend(self) -> None:
-        with tempfile.TemporaryFile() as errors:
-            proc = subprocess.Popen(
+        with (
+            tempfile.TemporaryFile() as errors,
+            subprocess.Popen(
                 [self.server.git, "http-backend"],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=errors,
                 env=self._cgi_env(),
-            )
+            ) as proc,
+        ):
             assert proc.stdin is not None
             assert proc.stdout is not None
             feeder = threading.Thread(target=self._feed, args=(proc.stdin,), daemon=True)
@@ -157,10 +160,10 @@ class _Handler(BaseHTTPRequestHandler):
                 self._relay(proc.stdout)
             finally:
                 feeder.join(timeout=30)
-                code = proc.wait()
-            if code != 0:
+            if proc.wait() != 0:
                 errors.seek(0)
-                _log.warning("git http-backend exited with %s: %s", code, errors.read()[-500:].decode())
+                tail = errors.read()[-500:].decode(errors="replace")
+                _log.warning("git http-backend exited with %s: %s", proc.returncode, tail)
 
     def _cgi_env(self) -> dict[str, str]:
         path, _, query = self.path.partition("?")
