@@ -78,7 +78,7 @@ init_module() { # dir tool-package module version
   (cd "$d" && go mod init "fleetwave.local/flux/$1" >/dev/null 2>&1 &&
    go get -tool "$2@$4" && copy_replaces "$gomod" &&
    go mod edit -go="$(go mod edit -json "$gomod" | python3 -c 'import json,sys;print(json.load(sys.stdin)["Go"])')" &&
-   # -e: the tools' own tests import modules the proxy refuses (fluxcd/pkg/helmtestserver); the build does not.
+   # -e: a tool's own tests may import modules the proxy refuses (v1.9.0's: fluxcd/pkg/helmtestserver v0.40.0); the build never does.
    go mod tidy -e)
 }
 
