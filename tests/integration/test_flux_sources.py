@@ -181,6 +181,7 @@ def test_local_up_with_flux_seeds_a_git_source_and_down_stops_everything(
     finally:
         down = runner.invoke(app, ["local", "down", *where])
     assert down.exit_code == 0, down.output
+    assert "SIGKILL" not in down.output  # the Git server and source-controller stop on SIGTERM
     assert not any(processes.is_ours(p) for p in state.processes)
     assert not state_dir.exists()
 

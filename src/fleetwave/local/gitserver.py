@@ -38,6 +38,8 @@ _log = logging.getLogger(__name__)
 
 AUTHOR = ("fleetwave", "fleetwave@localhost")
 _CHUNK = 64 * 1024
+_PUSH_LOCKS: dict[tuple[str, str], threading.Lock] = {}
+_PUSH_LOCKS_GUARD = threading.Lock()
 
 
 class GitError(RuntimeError):
@@ -98,11 +100,18 @@ def branch_head(remote: str, branch: str) -> str | None:
     return found.split()[0] if found else None
 
 
+def _push_lock(remote: str, branch: str) -> threading.Lock:
+    with _PUSH_LOCKS_GUARD:
+        return _PUSH_LOCKS.setdefault((remote, branch), threading.Lock())
+
+
 def push_tree(remote: str, tree: Path, *, branch: str = "main", message: str = "update") -> str:
     """Commit exactly the files under `tree` (files absent from it are deleted) on top of `branch` of
     `remote` (a URL or a path) and push; returns the new commit's sha. The tree is used as the work
-    tree in place: nothing is copied and no `.git` is written into it."""
-    with tempfile.TemporaryDirectory(prefix="fleetwave-git-") as tmp:
+    tree in place: nothing is copied and no `.git` is written into it. Pushes to one branch from
+    this process are serialized: two at once would otherwise race and one be refused as not a
+    fast-forward."""
+    with _push_lock(remote, branch), tempfile.TemporaryDirectory(prefix="fleetwave-git-") as tmp:
         env = isolated_env(Path(tmp))
         repo = Path(tmp) / "repo"
         _git(["init", "-q", str(repo)], env=env)
@@ -158,6 +167,8 @@ class _Handler(BaseHTTPRequestHandler):
             feeder.start()
             try:
                 self._relay(proc.stdout)
+            except ConnectionError:
+                proc.kill()  # the client went away: nothing would read the rest of the answer
             finally:
                 feeder.join(timeout=30)
             if proc.wait() != 0:
@@ -276,6 +287,10 @@ class GitServer:
     def serve_forever(self) -> None:
         self._server.serve_forever()
 
+    def interrupt(self) -> None:
+        """End `serve_forever` from any thread, a signal handler on the serving one included."""
+        threading.Thread(target=self._server.shutdown, daemon=True).start()
+
     def stop(self) -> None:
         if self._thread is not None:
             self._server.shutdown()
@@ -296,8 +311,7 @@ def _serve(root: Path, port: int) -> None:
     server = GitServer(root, port=port)
 
     def on_term(signum: int, frame: FrameType | None) -> None:
-        # shutdown() waits for serve_forever to return: it must not run on the thread serving.
-        threading.Thread(target=server._server.shutdown, daemon=True).start()
+        server.interrupt()
 
     signal.signal(signal.SIGTERM, on_term)
     try:

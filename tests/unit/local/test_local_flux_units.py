@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import tarfile
+import threading
 import urllib.request
 from pathlib import Path
 
@@ -184,6 +185,25 @@ def test_a_pushed_tree_is_exactly_what_a_clone_gets(tmp_path: Path) -> None:
         )
     assert log.stdout.splitlines() == [f"{second} fleetwave two", f"{first} fleetwave one"]
     assert not (tree / ".git").exists()  # the tree was only read
+
+
+def test_pushes_to_one_branch_from_two_threads_both_land(tmp_path: Path) -> None:
+    trees = [tmp_path / "one", tmp_path / "two"]
+    for tree in trees:
+        tree.mkdir()
+        (tree / "name.txt").write_text(tree.name)
+    shas: list[str] = []
+    with gitserver.GitServer(tmp_path / "root") as server:
+        url = server.create_repo("repo")
+        threads = [
+            threading.Thread(target=lambda t=tree: shas.append(gitserver.push_tree(url, t))) for tree in trees
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=60)
+        assert len(shas) == 2
+        assert gitserver.branch_head(url, "main") == shas[-1]
 
 
 def test_a_push_over_a_mebibyte_arrives_chunked_and_intact(
