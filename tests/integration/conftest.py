@@ -23,7 +23,9 @@ from fleetwave.delivery.target import MemberTarget
 from fleetwave.kube import client as kubeclient
 from fleetwave.kube import kinds
 from fleetwave.local import binaries, fleet, processes
+from fleetwave.local import flux as local_flux
 from fleetwave.local import prometheus as local_prometheus
+from fleetwave.local import registry as local_registry
 from fleetwave.promapi import guards
 
 REPO = Path(__file__).resolve().parents[2]
@@ -74,6 +76,54 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[local_prome
         yield started
     finally:
         local_prometheus.stop(started)
+
+
+@pytest.fixture(scope="session")
+def flux_dir() -> Path:
+    """The directory holding Flux's source-controller, the OCI registry and Flux's CRDs (ADR 0104):
+    $FLEETWAVE_FLUX_DIR (scripts/test sets it; refused if broken), else built here by
+    tools/flux/build.sh. Skipped only when that variable is unset and the build is impossible."""
+    try:
+        return local_flux.binaries_dir()
+    except local_flux.FluxError as e:
+        if os.environ.get("FLEETWAVE_FLUX_DIR"):
+            raise
+        pytest.skip(f"FLEETWAVE_FLUX_DIR is unset and tools/flux/build.sh could not build Flux's parts: {e}")
+
+
+@pytest.fixture(scope="session")
+def flux(
+    tmp_path_factory: pytest.TempPathFactory,
+    local_fleet: fleet.FleetState,
+    bins: binaries.Binaries,
+    flux_dir: Path,
+) -> Iterator[local_flux.Flux]:
+    """Flux's CRDs on the session fleet's management cluster, the real source-controller
+    reconciling every namespace of it, and a Git server on loopback (`flux.create_repo(name)` ->
+    clone URL, `flux.push(name, tree)` -> commit sha; artifacts at `flux.storage_url`)."""
+    started = local_flux.start(
+        tmp_path_factory.mktemp("flux"),
+        kubeconfig=local_fleet.cluster(fleet.MANAGEMENT).kubeconfig,
+        kubectl_binary=bins.path("kubectl"),
+        flux_dir=flux_dir,
+    )
+    try:
+        yield started
+    finally:
+        local_flux.stop(started)
+
+
+@pytest.fixture(scope="session")
+def oci_registry(
+    tmp_path_factory: pytest.TempPathFactory, flux_dir: Path
+) -> Iterator[local_registry.Registry]:
+    """A real OCI registry (distribution v3) over plain HTTP on loopback, no authentication:
+    `oci://{registry.host}/<repo>` for an OCIRepository with `insecure: true`."""
+    started = local_registry.start(tmp_path_factory.mktemp("registry"), bin_dir=flux_dir)
+    try:
+        yield started
+    finally:
+        local_registry.stop(started)
 
 
 @pytest.fixture(scope="session")

@@ -12,6 +12,7 @@ from rich.table import Table
 
 from fleetwave.cli.output import ListOutput, ListOutputOption, emit
 from fleetwave.local import binaries, fleet
+from fleetwave.local import flux as local_flux
 from fleetwave.local import prometheus as local_prometheus
 
 app = typer.Typer(
@@ -80,6 +81,15 @@ def up(
             "metric health checks. `down` stops them with the fleet.",
         ),
     ] = False,
+    with_flux: Annotated[
+        bool,
+        typer.Option(
+            "--with-flux",
+            help="Also run Flux's source-controller on the management cluster and a Git server on "
+            "loopback holding an example repository (read by the GitRepository flux-system/example), "
+            "for content from Git. `down` stops them with the fleet.",
+        ),
+    ] = False,
     state_dir: StateDir = None,
 ) -> None:
     """Start (or recover) the management cluster and N member clusters."""
@@ -88,14 +98,42 @@ def up(
     try:
         with console.status(f"starting 1 management + {members} member clusters (first run builds binaries)"):
             state = fleet.up(directory, members=spec, now=dt.datetime.now(dt.UTC), full_members=full_members)
-        if with_prometheus:
-            with console.status("starting Prometheus and the Pushgateway"):
-                state, _ = local_prometheus.attach(state)
+        state = _attach_services(state, prometheus=with_prometheus, flux=with_flux)
     except (fleet.FleetError, binaries.BinariesError, RuntimeError) as e:
         console.print(f"[red]error:[/red] {e}")
         raise typer.Exit(1) from e
     _print_status(state)
     console.print(f"management kubeconfig: {state.cluster(fleet.MANAGEMENT).kubeconfig}")
+    if with_flux:
+        _print_flux_hint(state)
+
+
+def _attach_services(state: fleet.FleetState, *, prometheus: bool, flux: bool) -> fleet.FleetState:
+    if prometheus:
+        with console.status("starting Prometheus and the Pushgateway"):
+            state, _ = local_prometheus.attach(state)
+    if flux:
+        with console.status("starting source-controller and the Git server (first run builds them)"):
+            state, _ = local_flux.attach(state)
+    return state
+
+
+def _print_flux_hint(state: fleet.FleetState) -> None:
+    found = local_flux.attached(state)
+    if found is None:
+        return
+    name, namespace = local_flux.EXAMPLE, local_flux.FLUX_NAMESPACE
+    # Unwrapped: the commands must stay copyable in a narrow terminal.
+    console.print(
+        f"try it: git clone {found.repo_url(name)} && cd {name}, edit manifests/configmap.yaml, "
+        "git commit -am change && git push",
+        soft_wrap=True,
+    )
+    console.print(
+        f"source-controller fetches it within {local_flux.EXAMPLE_INTERVAL}: "
+        f"kubectl get gitrepository -n {namespace} {name}",
+        soft_wrap=True,
+    )
 
 
 @app.command()
@@ -189,4 +227,19 @@ def _print_status(state: fleet.FleetState) -> bool:
         healthy &= running
         where = "" if running else " [red](not running)[/red]"
         console.print(f"prometheus: {found.url}  pushgateway: {found.pushgateway_url}{where}")
-    return healthy
+    return _print_flux(state) and healthy
+
+
+def _print_flux(state: fleet.FleetState) -> bool:
+    """The Flux line of `status`: where the Git server and source-controller's artifacts are."""
+    found = local_flux.attached(state)
+    if found is None:
+        return True
+    running = local_flux.is_running(found)
+    where = "" if running else " [red](not running)[/red]"
+    console.print(
+        f"flux: git {found.repo_url(local_flux.EXAMPLE)}  "
+        f"source-controller artifacts {found.storage_url}{where}",
+        soft_wrap=True,
+    )
+    return running

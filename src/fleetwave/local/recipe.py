@@ -1,7 +1,8 @@
 """Where the pinned control-plane build recipe is (`tools/binaries`: build.sh, versions.env, the
 wrapper Go modules): the source checkout's, else the copy packaged in the wheel, so an installed
 fleetwave can build the same binaries and say which versions it pins. The same holds for the script
-that fetches Debian's Prometheus binaries (`tools/prometheus/fetch.sh`)."""
+that fetches Debian's Prometheus binaries (`tools/prometheus/fetch.sh`) and for the one that builds
+Flux's source-controller and the OCI registry (`tools/flux/build.sh`)."""
 
 from __future__ import annotations
 
@@ -23,6 +24,14 @@ def prometheus_fetcher() -> Path | None:
     for where in (_checkout(), _PACKAGED):
         if where is not None and (where.parent / "prometheus" / "fetch.sh").is_file():
             return where.parent / "prometheus" / "fetch.sh"
+    return None
+
+
+def flux_builder() -> Path | None:
+    """`tools/flux/build.sh` of the checkout, else the wheel's copy; None when neither exists."""
+    for where in (_checkout(), _PACKAGED):
+        if where is not None and (where.parent / "flux" / "build.sh").is_file():
+            return where.parent / "flux" / "build.sh"
     return None
 
 
