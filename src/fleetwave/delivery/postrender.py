@@ -69,7 +69,7 @@ def run(argv: Sequence[str]) -> int:
         patches = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
         out = asyncio.run(_patched(_read_input(), patches, argv[1]))
     except (bounded.ToolError, KustomizeError, ValueError, OSError) as e:
-        print(f"post-rendering with patches failed: {' '.join(str(e).split())[:500]}", file=sys.stderr)
+        sys.stderr.write(f"post-rendering with patches failed: {' '.join(str(e).split())[:500]}\n")
         return FAILED
     sys.stdout.write(out)
     return 0
@@ -77,7 +77,7 @@ def run(argv: Sequence[str]) -> int:
 
 def main() -> None:
     if len(sys.argv) != 3:
-        print("usage: postrender.py PATCHES_FILE KUSTOMIZE", file=sys.stderr)
+        sys.stderr.write("usage: postrender.py PATCHES_FILE KUSTOMIZE\n")
         sys.exit(FAILED)
     sys.path.insert(0, str(_PACKAGE_ROOT))
     sys.exit(run(sys.argv[1:]))
