@@ -10,6 +10,7 @@ fails the cluster and applies nothing."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 import shutil
 import urllib.parse
 from collections.abc import Iterator
@@ -115,15 +116,27 @@ def promotion_doc(name: str, spec: dict[str, Any]) -> dict[str, Any]:
             "profileSpec": {"syncMode": "Continuous", **spec},
             "stages": [
                 {"name": "dev", "clusterSelector": {"matchLabels": {"env": "dev"}}},
-                {"name": "staging", "clusterSelector": {"matchLabels": {"env": "staging"}}},
                 {
-                    "name": "production",
-                    "clusterSelector": {"matchLabels": {"env": "prod"}},
-                    "trigger": {"manual": {"approved": True, "automaticReset": True}},
+                    # Sveltos' trigger says how a stage promotes to the next: production waits on it.
+                    "name": "staging",
+                    "clusterSelector": {"matchLabels": {"env": "staging"}},
+                    "trigger": {"manual": {"approved": False, "automaticReset": True}},
                 },
+                {"name": "production", "clusterSelector": {"matchLabels": {"env": "prod"}}},
             ],
         },
     }
+
+
+def explained(management: Client, name: str) -> Any:
+    """What the promotion says of itself, for a wait that timed out."""
+
+    def explain() -> str:
+        seen = status(management, name)
+        shown = {k: seen.get(k) for k in ("conditions", "stages", "revisions", "message")}
+        return yaml.safe_dump(shown, sort_keys=False)
+
+    return explain
 
 
 def phase(management: Client, name: str) -> str:
@@ -135,7 +148,13 @@ def stage_sources(management: Client, name: str) -> dict[str, list[str]]:
 
 
 def approve_production(management: Client, name: str) -> None:
-    patch = [{"op": "replace", "path": "/spec/stages/2/trigger/manual/approved", "value": True}]
+    """Grant staging's manual trigger (it resets itself once used): production may start."""
+    wait_for(
+        lambda: stage_phases(management, name).get("staging") == "WaitingAfter",
+        what="staging waiting for its approval",
+        explain=explained(management, name),
+    )
+    patch = [{"op": "replace", "path": "/spec/stages/1/trigger/manual/approved", "value": True}]
     management.patch(PROMOTION, name, patch, patch_type=PatchType.JSON)
 
 
@@ -160,7 +179,8 @@ def test_a_push_walks_the_stages_and_a_rollback_redeploys_the_pinned_commit(
     }
     manifests.apply(management, manifests.documents(yaml.safe_dump(promotion_doc(name, path))))
     with deleted_after(management, name):
-        wait_for(lambda: phase(management, name) == "Succeeded", what="v1 through every stage")
+        approve_production(management, name)
+        wait_for(lambda: phase(management, name) == "Succeeded", what="v1 through every stage", explain=explained(management, name))
         assert set(values(members, namespace).values()) == {"v1"}
         first = status(management, name)["revisions"][0]
         assert first["sources"] == [f"GitRepository/{namespace}/apps@main@sha1:{v1[:7]}"]
@@ -189,8 +209,11 @@ def test_a_push_walks_the_stages_and_a_rollback_redeploys_the_pinned_commit(
         assert "rolling revision 2 back to revision 1" in _cli(local_fleet, "rollback", "promotion", name)
         wait_for(lambda: phase(management, name) == "RolledBack", what="rolled back to v1", timeout=180)
         assert set(values(members, namespace).values()) == {"v1"}
-        history = _cli(local_fleet, "history", "promotion", name)
-        assert f"main@sha1:{v1[:7]}" in history
+        told = json.loads(_cli(local_fleet, "history", "promotion", name, "-o", "json"))
+        assert [(r["outcome"], r["sources"]) for r in told["revisions"]] == [
+            ("Succeeded", [f"GitRepository/{namespace}/apps@main@sha1:{v1[:7]}"]),
+            ("RolledBack", [f"GitRepository/{namespace}/apps@main@sha1:{v2[:7]}"]),
+        ]
 
 
 def test_a_kustomization_from_git_builds_a_templated_overlay_per_cluster(
@@ -208,7 +231,8 @@ def test_a_kustomization_from_git_builds_a_templated_overlay_per_cluster(
         "base/greeting.yaml": configmap(namespace, "from-base"),
         "overlays/fleet/kustomization.yaml": (
             "resources:\n- ../../base\npatches:\n- patch: |-\n    apiVersion: v1\n    kind: ConfigMap\n"
-            '    metadata:\n      name: greeting\n    data:\n      value: "{{ .Region }}"\n'
+            f"    metadata:\n      name: greeting\n      namespace: {namespace}\n"
+            '    data:\n      value: "{{ .Region }}"\n'
         ),
     }
     sha = commit(flux, repo, files, tmp_path, "overlay")
@@ -227,7 +251,8 @@ def test_a_kustomization_from_git_builds_a_templated_overlay_per_cluster(
     }
     manifests.apply(management, manifests.documents(yaml.safe_dump(promotion_doc(name, spec))))
     with deleted_after(management, name):
-        wait_for(lambda: phase(management, name) == "Succeeded", what="the overlay everywhere")
+        approve_production(management, name)
+        wait_for(lambda: phase(management, name) == "Succeeded", what="the overlay everywhere", explain=explained(management, name))
         assert values(members, namespace) == {
             "member-1": "dev-region",
             "member-2": "staging-region",
@@ -265,7 +290,7 @@ def test_a_tampered_artifact_fails_the_cluster_and_applies_nothing(
             message = str(stage.get("failureMessage") or "")
             return message if "does not match its digest" in message else None
 
-        message = wait_for(dev_failed, what="dev failed on the digest mismatch")
+        message = wait_for(dev_failed, what="dev failed on the digest mismatch", explain=explained(management, name))
         assert f"GitRepository/{namespace}/tamper at main@sha1:{sha[:7]}" in message
         assert values(members, namespace, "first") == dict.fromkeys(sorted(members), None)
         assert values(members, namespace, "second") == dict.fromkeys(sorted(members), None)
