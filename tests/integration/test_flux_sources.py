@@ -180,7 +180,11 @@ def test_a_push_walks_the_stages_and_a_rollback_redeploys_the_pinned_commit(
     manifests.apply(management, manifests.documents(yaml.safe_dump(promotion_doc(name, path))))
     with deleted_after(management, name):
         approve_production(management, name)
-        wait_for(lambda: phase(management, name) == "Succeeded", what="v1 through every stage", explain=explained(management, name))
+        wait_for(
+            lambda: phase(management, name) == "Succeeded",
+            what="v1 through every stage",
+            explain=explained(management, name),
+        )
         assert set(values(members, namespace).values()) == {"v1"}
         first = status(management, name)["revisions"][0]
         assert first["sources"] == [f"GitRepository/{namespace}/apps@main@sha1:{v1[:7]}"]
@@ -252,7 +256,11 @@ def test_a_kustomization_from_git_builds_a_templated_overlay_per_cluster(
     manifests.apply(management, manifests.documents(yaml.safe_dump(promotion_doc(name, spec))))
     with deleted_after(management, name):
         approve_production(management, name)
-        wait_for(lambda: phase(management, name) == "Succeeded", what="the overlay everywhere", explain=explained(management, name))
+        wait_for(
+            lambda: phase(management, name) == "Succeeded",
+            what="the overlay everywhere",
+            explain=explained(management, name),
+        )
         assert values(members, namespace) == {
             "member-1": "dev-region",
             "member-2": "staging-region",
@@ -290,7 +298,9 @@ def test_a_tampered_artifact_fails_the_cluster_and_applies_nothing(
             message = str(stage.get("failureMessage") or "")
             return message if "does not match its digest" in message else None
 
-        message = wait_for(dev_failed, what="dev failed on the digest mismatch", explain=explained(management, name))
+        message = wait_for(
+            dev_failed, what="dev failed on the digest mismatch", explain=explained(management, name)
+        )
         assert f"GitRepository/{namespace}/tamper at main@sha1:{sha[:7]}" in message
         assert values(members, namespace, "first") == dict.fromkeys(sorted(members), None)
         assert values(members, namespace, "second") == dict.fromkeys(sorted(members), None)
