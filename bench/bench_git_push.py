@@ -70,8 +70,10 @@ def until(probe: Callable[[], T | None], what: str, timeout: float = 120.0) -> t
 
 
 def manifest(value: str) -> str:
+    """What each commit holds: the namespace (fleetwave never creates one) and a ConfigMap."""
+    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}
     body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "from-git", "namespace": NS}}
-    return yaml.safe_dump({**body, "data": {"value": value}})
+    return yaml.safe_dump_all([namespace, {**body, "data": {"value": value}}])
 
 
 def push(flux: local_flux.Flux, tmp: Path, value: str) -> str:
