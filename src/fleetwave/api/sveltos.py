@@ -134,6 +134,35 @@ class ValueFrom(Model):
     false."""
 
 
+class RegistryCredentialsConfig(Model):
+    """How helm reaches a private chart registry or repository: credentials, a CA, TLS and plain HTTP.
+
+    The Secrets are read at each delivery from the management cluster (rotating a password needs no
+    new revision) within the content boundary: never fleetwave's own namespace, never a member
+    cluster's kubeconfig. Their values reach helm only through files private to one helm process,
+    removed when it exits, and never appear in a log, an Event, a status or a message."""
+
+    credentials: SecretRef | None = None
+    """The Secret with the credentials; its namespace is required. Either of type
+    `kubernetes.io/dockerconfigjson`, whose docker config must have an entry for the host of
+    repositoryURL (only that entry is used: the credential reaches no other host), or of type
+    `kubernetes.io/basic-auth` with keys `username` and `password` and the annotation
+    `fleetwave.io/registry-hosts` naming the hosts (`host` or `host:port`, comma-separated) it may be
+    sent to. Any other type is refused."""
+    key: str | None = None
+    """The key of a `kubernetes.io/dockerconfigjson` Secret that holds the docker config. Defaults to
+    `.dockerconfigjson`."""
+    ca: SecretRef | None = None
+    """A Secret (any type; its namespace is required) whose key `ca.crt` holds the PEM certificates
+    that sign the registry's TLS certificate, passed to helm as `--ca-file`."""
+    insecure_skip_tls_verify: bool | None = Field(None, alias="insecureSkipTLSVerify")
+    """Do not verify the registry's TLS certificate (`--insecure-skip-tls-verify`). Refused together
+    with `ca` or `plainHTTP`."""
+    plain_http: bool | None = Field(None, alias="plainHTTP")
+    """Reach an `oci://` registry over plain HTTP (`--plain-http`). Refused with an `https://`
+    repositoryURL, and together with `ca` or `insecureSkipTLSVerify`."""
+
+
 class HelmChart(Model):
     """A Helm chart installed (or uninstalled) in each cluster."""
 
@@ -168,9 +197,10 @@ class HelmChart(Model):
     `disableHooks`, `skipSchemaValidation`, `atomic`, `dependencyUpdate`, `timeout`, `description`,
     `installOptions.createNamespace` and `upgradeOptions.force`, `cleanupOnFail` and `maxHistory`;
     any other option is refused unless it is set to what fleetwave does anyway."""
-    registry_credentials_config: FreeForm | None = None
-    """Sveltos: credentials and CA for the chart's registry. Not supported by fleetwave yet: a chart
-    that sets it is refused."""
+    registry_credentials_config: RegistryCredentialsConfig | None = None
+    """Credentials, CA and transport for a private `oci://` registry or http(s) chart repository. The
+    Secret references (not their values) are part of the revision; the values are read at each
+    delivery."""
     signature_verification: FreeForm | None = None
     """Sveltos: verify the chart's signature with cosign. Not supported by fleetwave yet: a chart that
     sets it is refused."""
@@ -452,11 +482,13 @@ class ProfileSpec(Model):
     """Health checks run on a cluster after the content is withdrawn; the withdrawal is not finished
     until they pass."""
     patches: list[Patch] | None = Field(None, max_length=MAX_LIST)
-    """Patches applied to the objects of policyRefs and kustomizationRefs before they are deployed. Not
-    supported together with helmCharts."""
+    """Patches applied to the objects of policyRefs and kustomizationRefs before they are deployed, and
+    to each Helm chart's rendered objects (helm's post-renderer; hooks are not patched). A
+    strategic-merge patch without target must match an object wherever it is applied: with several
+    charts, or charts and policyRefs, give it a target."""
     patches_from: list[ValueFrom] | None = None
     """ConfigMaps or Secrets whose every key holds a patch (YAML with `patch` and an optional
-    `target`), applied after `patches`. Not supported together with helmCharts."""
+    `target`), applied after `patches`, to the same objects."""
     drift_exclusions: list[DriftExclusion] | None = Field(None, max_length=MAX_LIST)
     """Fields of the deployed objects that fleetwave neither sets nor checks for drift, so another
     controller may own them (`/spec/replicas` under an autoscaler). Not supported together with

@@ -203,6 +203,14 @@ LocalContentKindOption = Annotated[
         "namespace, Leases, Events, RBAC, admission, its own API), which is refused always.",
     ),
 ]
+FluxSourcesOption = Annotated[
+    bool,
+    typer.Option(
+        "--flux-sources",
+        help="Read Flux's GitRepository, OCIRepository and Bucket as content sources (policyRefs and "
+        "kustomizationRefs of those kinds). Needs Flux's source-controller and its CRDs installed.",
+    ),
+]
 GcFreezeOption = Annotated[
     bool,
     typer.Option(
@@ -239,6 +247,7 @@ def run(
     notify_secret: NotifySecretOption = None,
     allow_loopback_targets: AllowLoopbackTargetsOption = False,
     local_content_kind: LocalContentKindOption = None,
+    flux_sources: FluxSourcesOption = False,
     gc_freeze: GcFreezeOption = True,
 ) -> None:
     """Reconcile ClusterPromotions, ClusterProfiles and ClusterSummaries until stopped."""
@@ -264,6 +273,7 @@ def run(
         notify_secret=notify_secret,
         allow_loopback_targets=allow_loopback_targets,
         local_content_kinds=tuple(local_content_kind or ()),
+        flux_sources=flux_sources,
         upstream=families.upstream_families(namespace) if _upstream(config, upstream_apis) else (),
         placement_kinds=_placement_kinds(config, placement_kind or []),
     )

@@ -29,6 +29,14 @@ from fleetwave.mgmt import install as installing
 from fleetwave.mgmt import manifests, placement_kinds, registration
 
 console = Console()
+FluxSourcesRightsOption = Annotated[
+    bool,
+    typer.Option(
+        "--flux-sources",
+        help="Also grant the controller read rights on Flux's GitRepository, OCIRepository and "
+        "Bucket, for a controller run with --flux-sources.",
+    ),
+]
 cluster_app = typer.Typer(help="Register and list member clusters.", no_args_is_help=True)
 
 
@@ -46,6 +54,7 @@ def install(
     ] = False,
     watch_namespace: WatchNamespaceOption = None,
     placement_kind: PlacementKindOption = None,
+    flux_sources: FluxSourcesRightsOption = False,
 ) -> None:
     """Install fleetwave's CRDs and least-privilege RBAC into the management cluster."""
     watch = watch_namespaces(watch_namespace)
@@ -53,7 +62,11 @@ def install(
         try:
             extra = placement_kinds.resolve(client, placement_kind or [])
             names = installing.install(
-                client, upstream_apis=upstream_apis, watch=watch, placement_kinds=extra
+                client,
+                upstream_apis=upstream_apis,
+                watch=watch,
+                placement_kinds=extra,
+                flux_sources=flux_sources,
             )
         except placement_kinds.PlacementKindError as e:
             fail(str(e), code=2)

@@ -24,6 +24,7 @@ from fleetwave.controllers.sveltos import content_gc, profile, promotion, summar
 from fleetwave.controllers.sveltos.profile_withdrawal import Withdrawals
 from fleetwave.controllers.sveltos.summary_memory import SummaryMemory
 from fleetwave.delivery import sessions
+from fleetwave.delivery.artifact_store import ArtifactStore
 from fleetwave.delivery.gotemplate import Renderer
 from fleetwave.delivery.known_versions import KnownVersions
 from fleetwave.delivery.kustomize import Kustomizer
@@ -91,6 +92,9 @@ class Settings:
     # The only kinds `deploymentType: Local` content may hold ("Kind", "group/Kind", "group/*");
     # empty: any kind the deny-list of controllers/fleet/local_boundary.py lets through.
     local_content_kinds: tuple[str, ...] = ()
+    # Read Flux's GitRepository, OCIRepository and Bucket as content sources (ADR 0103): their
+    # informers need source-controller's CRDs installed, so it is the operator's choice.
+    flux_sources: bool = False
 
     @property
     def watched(self) -> frozenset[str] | None:
@@ -127,6 +131,9 @@ def build(
         "ConfigMap": manager.add_informer(Informer(watcher, ConfigMap, namespaces=watched)),
         "Secret": manager.add_informer(Informer(watcher, Secret, namespaces=watched)),
     }
+    if settings.flux_sources:
+        for kind, resource in kinds.flux_source_resources().items():
+            shared[kind] = manager.add_informer(Informer(watcher, resource, namespaces=watched))
     recorder = events.EventRecorder(client, "fleetwave")
     manager.recorder = recorder
     notifier = _notifier(settings, shared["Secret"]) if settings.notify_secret else None
@@ -153,8 +160,9 @@ def _families(
     knows the others' (a kubeconfig any family's member names is a credential to all). The members
     are the same for every family: what their watches saw (`known`) spares reads before an apply."""
     recorder, health, notifier = ports
+    artifacts = ArtifactStore() if settings.flux_sources else None  # one for every family: by digest
     contexts = [
-        _family(manager, client, settings, family, shared, recorder, health, notifier, known)
+        _family(manager, client, settings, family, shared, recorder, health, notifier, known, artifacts)
         for family in (families.NATIVE, *settings.upstream)
     ]
     for ctx in contexts:
@@ -221,6 +229,7 @@ def _family(
     health: HealthAdapter,
     notifier: notify.Notifier | None = None,
     known: KnownVersions | None = None,
+    artifacts: ArtifactStore | None = None,
 ) -> Context:
     """Informers and controllers for the Sveltos-style kinds and the members one API family serves:
     each family is its own world (its profiles see its summaries and its clusters), sharing only
@@ -232,13 +241,14 @@ def _family(
             informers[name] = manager.add_informer(
                 Informer(manager.watch_client, resource, namespaces=settings.watched or ())
             )
+    kustomize = _tool(settings.kustomize_binary, "kustomize", settings.helm_binary)
     ctx = Context(
         client=client,
         cache=Cache(informers, family),
         recorder=recorder,
-        helm=HelmAdapter(settings.helm_binary),
+        helm=HelmAdapter(settings.helm_binary, kustomize),
         renderer=Renderer(_tool(settings.render_binary, "fleetwave-render", settings.helm_binary)),
-        kustomizer=Kustomizer(_tool(settings.kustomize_binary, "kustomize", settings.helm_binary)),
+        kustomizer=Kustomizer(kustomize),
         health=health,
         # Not `known or ...`: an empty KnownVersions is falsy, and the families must share one.
         known_versions=known if known is not None else KnownVersions(),
@@ -250,6 +260,7 @@ def _family(
         notifier=notifier,
         metrics=manager.metrics.rollouts,
         placement_kinds=settings.placement_kinds,
+        artifacts=artifacts,
     )
     _add_controllers(manager, ctx, informers, settings)
     return ctx

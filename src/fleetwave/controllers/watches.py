@@ -23,6 +23,7 @@ from fleetwave.controllers.shared.wakeups import Wakeups
 from fleetwave.controllers.sveltos import content, promotion
 from fleetwave.controllers.sveltos import rollout_common as common
 from fleetwave.controllers.sveltos import summary_status as ss
+from fleetwave.delivery.artifacts import FLUX_KINDS
 from fleetwave.runtime.controller import Controller, besides_status
 from fleetwave.runtime.watching import EventType, Informer, object_key
 
@@ -271,6 +272,9 @@ def _wire_promotions(
     # only the stage profiles pinned to it, whose invalid status wakes the promotion should it go.
     promotions.watch(informers["ConfigMap"], keys.promotions_of_source("ConfigMap"))
     promotions.watch(informers["Secret"], keys.promotions_of_source("Secret"))
+    for kind in FLUX_KINDS:  # with --flux-sources: a new artifact is a new revision (ADR 0103)
+        if kind in informers:
+            promotions.watch(informers[kind], keys.promotions_of_source(kind), signature=_artifact_reads)
 
 
 def _profile_reads(obj: Any) -> Hashable:
@@ -278,6 +282,27 @@ def _profile_reads(obj: Any) -> Hashable:
     conditions = (as_dict(obj).get("status") or {}).get("conditions") or []
     invalid = any(c.get("reason") == common.INVALID_REASON for c in conditions)
     return besides_status(obj), invalid
+
+
+def _artifact_reads(obj: Any) -> Hashable:
+    """What a rollout reads of a Flux source: its artifact, whether it is a template, and why it has
+    no artifact (its Ready condition) — not the timestamps source-controller rewrites at each poll."""
+    raw = as_dict(obj)
+    status = raw.get("status") or {}
+    ready = [
+        (c.get("status"), c.get("message"))
+        for c in status.get("conditions") or []
+        if isinstance(c, dict) and c.get("type") == "Ready"
+    ]
+    artifact = status.get("artifact") or {}
+    template = content.TEMPLATE_ANNOTATION in ((raw.get("metadata") or {}).get("annotations") or {})
+    return (
+        str(artifact.get("digest")),
+        str(artifact.get("revision")),
+        str(artifact.get("url")),
+        template,
+        str(ready),
+    )
 
 
 STAGE_PROFILE_AHEAD = 0.2
@@ -316,6 +341,9 @@ def _wire_profiles(
     )
     profiles.watch(informers["ConfigMap"], keys.profiles_of_source("ConfigMap"))
     profiles.watch(informers["Secret"], keys.profiles_of_source("Secret"))
+    for kind in FLUX_KINDS:
+        if kind in informers:
+            profiles.watch(informers[kind], keys.profiles_of_source(kind), signature=_artifact_reads)
 
 
 def _wire_summaries(

@@ -180,6 +180,16 @@ def _preexec(limits: Limits, name: str) -> Callable[[], None]:
     return apply
 
 
+def confine_this_process(limits: Limits, name: str) -> None:
+    """The budgets and the network filter of a tool, applied to the calling process itself (helm's
+    post-renderer, which helm starts): what `run` applies to its child between fork and exec.
+    `ToolError` when the filter cannot be had and the operator did not opt out."""
+    try:
+        _preexec(limits, name)()
+    except OSError as e:
+        raise ToolError(f"{name} could not confine itself: {e.strerror or e}") from None
+
+
 async def run(
     argv: Sequence[str],
     *,

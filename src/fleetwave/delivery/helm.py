@@ -16,6 +16,12 @@ A chart repository's host is resolved and every address checked before helm runs
 cloud-metadata and unspecified addresses never, loopback only with the operator's opt-in:
 `promapi.guards`). helm then resolves the name again itself, so a name that changes its answer in
 between is not caught here; ADR 0096 says what remains open and why.
+
+A private registry's credentials and CA, and the patches helm's post-renderer applies (ADR 0105),
+reach helm only as files: written 0600 into a fresh 0700 directory just before the one helm process
+that fetches the chart (or renders it) starts, and removed as soon as it has exited and been reaped
+— killed or not. Never an argument, never the environment; anything helm prints is scrubbed of the
+credential before it becomes a report.
 """
 
 from __future__ import annotations
@@ -25,16 +31,19 @@ import contextlib
 import dataclasses
 import json
 import os
+import shutil
 import signal
-from collections.abc import Iterator, Mapping
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
 
 from fleetwave.api.sveltos import HelmChart
+from fleetwave.delivery import bounded, postrender, registry
 from fleetwave.delivery import helmplan as hp
 from fleetwave.delivery.content import ContentError, values_hash
 from fleetwave.delivery.target import MemberTarget, MemberUnreachable
@@ -42,6 +51,7 @@ from fleetwave.kube import kinds
 from fleetwave.promapi import guards
 
 HelmAction = Literal["installed", "upgraded", "unchanged", "failed", "uninstalled", "absent"]
+Fetch = Literal["", "chart", "index"]
 _COMMAND_TIMEOUT = 600.0  # seconds; helm's own --timeout (default 5m) bounds each wait inside
 _RESOLVE_SECONDS = 10.0  # a chart repository's name, resolved to be checked before helm runs
 
@@ -82,11 +92,23 @@ class _Result:
     stderr: str
 
 
+@dataclass(frozen=True, slots=True)
+class Private:
+    """What one release's helm gets only through private files (ADR 0105): the registry's
+    credentials, CA and transport, and the patches its post-renderer applies with `kustomize`."""
+
+    access: registry.Access | None = None
+    patches: Sequence[Mapping[str, Any]] = field(default=(), repr=False)
+    kustomize: str = "kustomize"
+
+
 class _Helm:
     """One helm session against one member: binary, kubeconfig file and private helm homes."""
 
-    def __init__(self, binary: str, target: MemberTarget, kubeconfig: Path) -> None:
-        self.binary, self.target, self.kubeconfig = binary, target, kubeconfig
+    def __init__(
+        self, binary: str, target: MemberTarget, kubeconfig: Path, private: Private = Private()
+    ) -> None:
+        self.binary, self.target, self.kubeconfig, self.private = binary, target, kubeconfig, private
         home = kubeconfig.parent
         self.env = {
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
@@ -95,11 +117,43 @@ class _Helm:
             "HELM_CONFIG_HOME": str(home / "config"),
             "HELM_DATA_HOME": str(home / "data"),
         }
+        if bounded.ALLOW_UNCONFINED_ENV in os.environ:  # the post-renderer honours the operator's opt-out
+            self.env[bounded.ALLOW_UNCONFINED_ENV] = os.environ[bounded.ALLOW_UNCONFINED_ENV]
 
-    async def run(self, *args: str) -> _Result:
-        """helm with `args` (flags, then `--` and the positional arguments), in its own process group."""
+    async def run(self, *args: str, fetch: Fetch = "", render: bool = False) -> _Result:
+        """helm with `args` (flags, then `--` and the positional arguments), in its own process group;
+        `fetch`: it fetches a "chart" or a repository's "index" (the registry's files and flags),
+        `render`: it renders the chart (the post-renderer's)."""
         cut = args.index("--") if "--" in args else len(args)
-        argv = [*args[:cut], "--kubeconfig", str(self.kubeconfig), *args[cut:]]
+        with self._files(fetch=fetch, render=render) as extra:
+            argv = [*args[:cut], "--kubeconfig", str(self.kubeconfig), *extra, *args[cut:]]
+            result = await self._spawn(argv, args[0])
+        if result.code != 0 and hp.is_unreachable(result.stderr):
+            raise MemberUnreachable(self.target.name, hp.error_text(result.stderr))
+        return result
+
+    @contextmanager
+    def _files(self, *, fetch: Fetch, render: bool) -> Iterator[list[str]]:
+        """The private files of one helm process and the flags naming them; removed on the way out."""
+        access, patches = self.private.access if fetch else None, self.private.patches if render else ()
+        if access is None and not patches:
+            yield []
+            return
+        directory = Path(tempfile.mkdtemp(prefix="run-", dir=self.kubeconfig.parent))  # 0700
+        try:
+            wanted = registry.files(access, str(directory)) if access is not None else {}
+            flags = registry.flags(access, str(directory), index=fetch == "index") if access else []
+            if patches:
+                wanted[postrender.PATCHES_FILE] = postrender.patches_file(patches)
+                patches_path = str(directory / postrender.PATCHES_FILE)
+                flags += postrender.helm_flags(patches_path, self.private.kustomize)
+            for name, data in wanted.items():
+                _write_private(directory / name, data)
+            yield flags
+        finally:
+            shutil.rmtree(directory, ignore_errors=True)
+
+    async def _spawn(self, argv: list[str], command: str) -> _Result:
         proc = await asyncio.create_subprocess_exec(
             self.binary,
             *argv,
@@ -113,14 +167,16 @@ class _Helm:
             out, err = await asyncio.wait_for(proc.communicate(), _COMMAND_TIMEOUT)
         except TimeoutError:
             await _kill(proc)
-            return _Result(-1, "", f"helm {args[0]} timed out after {_COMMAND_TIMEOUT:.0f}s")
+            return _Result(-1, "", f"helm {command} timed out after {_COMMAND_TIMEOUT:.0f}s")
         except BaseException:  # CancelledError above all: the reconcile is abandoned
             await _kill(proc)
             raise
-        result = _Result(proc.returncode or 0, out.decode(errors="replace"), err.decode(errors="replace"))
-        if result.code != 0 and hp.is_unreachable(result.stderr):
-            raise MemberUnreachable(self.target.name, hp.error_text(result.stderr))
-        return result
+        access = self.private.access
+        return _Result(
+            proc.returncode or 0,
+            registry.scrub(out.decode(errors="replace"), access),
+            registry.scrub(err.decode(errors="replace"), access),
+        )
 
     def values_file(self, values: Mapping[str, Any]) -> str:
         path = self.kubeconfig.parent / "values.yaml"
@@ -128,6 +184,12 @@ class _Helm:
         with os.fdopen(fd, "w", encoding="utf-8") as out:
             yaml.safe_dump(dict(values), out)
         return str(path)
+
+
+def _write_private(path: Path, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "wb") as out:
+        out.write(data)
 
 
 async def _kill(proc: asyncio.subprocess.Process) -> None:
@@ -144,9 +206,9 @@ async def _kill(proc: asyncio.subprocess.Process) -> None:
 
 
 @contextmanager
-def _session(binary: str, target: MemberTarget) -> Iterator[_Helm]:
+def _session(binary: str, target: MemberTarget, private: Private = Private()) -> Iterator[_Helm]:
     with target.kubeconfig_file() as kubeconfig:
-        yield _Helm(binary, target, kubeconfig)
+        yield _Helm(binary, target, kubeconfig, private)
 
 
 async def _status(h: _Helm, name: str, namespace: str) -> hp.Release | None:
@@ -207,11 +269,27 @@ async def _check_repository(source: hp.ChartSource, where: str) -> None:
         raise ContentError(f"helm chart {where}: repositoryURL refused: {e}") from None
 
 
+async def _source(h: _Helm, chart: HelmChart) -> hp.ChartSource:
+    """Where helm fetches the chart, checked; a private http(s) repository's index is fetched first,
+    through the private repositories file, and the chart is then named by that file's entry."""
+    source = hp.chart_source(chart)
+    await _check_repository(source, chart.release_name)
+    access = h.private.access
+    if access is None or not access.named_repository:
+        return source
+    name = registry.REPOSITORY_NAME
+    result = await h.run("repo", "update", "--fail-on-repo-update-fail", "--", name, fetch="index")
+    if result.code != 0:
+        error = hp.error_text(result.stderr)
+        raise ContentError(f"helm chart {chart.release_name}: the repository's index: {error}")
+    return source.via_repository_file(name)
+
+
 async def _chart_identity(h: _Helm, source: hp.ChartSource) -> tuple[str, str]:
     """(name, version) of the chart helm would install; asks helm only when the spec does not say."""
     if source.version and not source.local:
         return source.ref.rsplit("/", 1)[-1], source.version
-    result = await h.run("show", "chart", *hp.source_flags(source), "--", source.ref)
+    result = await h.run("show", "chart", *hp.source_flags(source), "--", source.ref, fetch="chart")
     if result.code != 0:
         raise ContentError(f"cannot read chart {source.ref}: {hp.error_text(result.stderr)}")
     return hp.chart_metadata(result.stdout)
@@ -242,8 +320,7 @@ async def _install(
     dry_run: bool,
     ownership: hp.Ownership | None = None,
 ) -> HelmReleaseReport:
-    source = hp.chart_source(chart)
-    await _check_repository(source, chart.release_name)
+    source = await _source(h, chart)
     desired = hp.desired_values(chart, values)
     chart_name, chart_version = await _chart_identity(h, source)
     report = HelmReleaseReport(
@@ -259,15 +336,30 @@ async def _install(
     conflict = hp.owned_elsewhere(current, ownership)
     if conflict:
         return _replace(_with(report, "failed", current), error=conflict)
+    post_render = hp.post_render_digest(h.private.patches)
     if current is not None and hp.is_up_to_date(
-        current, chart_name=chart_name, chart_version=chart_version, values=desired, ownership=ownership
+        current,
+        chart_name=chart_name,
+        chart_version=chart_version,
+        values=desired,
+        ownership=ownership,
+        post_render=post_render,
     ):
         return _with(report, "unchanged", current)
-    argv = hp.upgrade_argv(chart, source, h.values_file(desired), dry_run=dry_run, ownership=ownership)
-    result = await h.run(*argv)
+    labels = hp.release_labels(ownership, post_render, current)
+    argv = hp.upgrade_argv(chart, source, h.values_file(desired), dry_run=dry_run, labels=labels)
+    return await _upgrade(h, chart, argv, report, current)
+
+
+async def _upgrade(
+    h: _Helm, chart: HelmChart, argv: list[str], report: HelmReleaseReport, current: hp.Release | None
+) -> HelmReleaseReport:
+    """`helm upgrade --install` (the same argv, flags and private files for a dry run as for the
+    real one), and the recovery of a failed real attempt."""
+    result = await h.run(*argv, fetch="chart", render=True)
     if result.code == 0:
         return _with(report, "installed" if current is None else "upgraded", hp.parse_release(result.stdout))
-    recovery, after = (None, current) if dry_run else await _recover(h, chart)
+    recovery, after = (None, current) if report.dry_run else await _recover(h, chart)
     failed = _with(report, "failed", after)
     return _replace(failed, error=hp.error_text(result.stderr), recovery=recovery)
 
@@ -289,10 +381,12 @@ async def install_or_upgrade(
     values: Mapping[str, Any] | None = None,
     dry_run: bool = False,
     ownership: hp.Ownership | None = None,
+    private: Private = Private(),
 ) -> HelmReleaseReport:
     """Make the release run `chart` with its inline values plus `values` (the caller-resolved
     valuesFrom, merged over them). `helmChartAction: Uninstall` uninstalls instead. With
-    `ownership`, a release another owner installed is left to it unless our tier is lower."""
+    `ownership`, a release another owner installed is left to it unless our tier is lower.
+    `private`: the registry's credentials and the post-render patches, given to helm as files."""
     if chart.helm_chart_action == "Uninstall":
         return await uninstall(
             target,
@@ -301,7 +395,7 @@ async def install_or_upgrade(
             release_namespace=chart.release_namespace,
             owner=ownership.owners() if ownership else None,
         )
-    with _session(helm, target) as h:
+    with _session(helm, target, private) as h:
         try:
             return await _install(h, chart, values, dry_run, ownership)
         except ContentError as err:

@@ -36,6 +36,8 @@ DEFAULTS: dict[tuple[str, ...], Any] = {
     ("upgradeOptions", "resetValues"): True,
     ("upgradeOptions", "reuseValues"): False,
     ("upgradeOptions", "resetThenReuseValues"): False,
+    # helm 3 post-renders the chart's objects without its hooks (ADR 0105).
+    ("postRenderStrategy",): "nohooks",
 }
 
 _DURATION = re.compile(r"^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$")

@@ -16,6 +16,7 @@ addresses and checks them before helm runs (ADR 0096).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import urllib.parse
@@ -112,10 +113,18 @@ class ChartSource:
     ref: str
     repo: str | None = None
     version: str | None = None
+    named: bool = False  # `ref` is "<repository>/<chart>" of helm's private repositories file
 
     @property
     def local(self) -> bool:
-        return self.repo is None and not self.ref.startswith("oci://")
+        return self.repo is None and not self.named and not self.ref.startswith("oci://")
+
+    def via_repository_file(self, name: str) -> ChartSource:
+        """The same chart, found through the repositories file's entry `name` instead of `--repo`:
+        how helm takes an http(s) repository's credentials without a command-line password."""
+        if self.repo is None:
+            return self
+        return ChartSource(f"{name}/{self.ref}", version=self.version, named=True)
 
     @property
     def remote(self) -> tuple[str, int] | None:
@@ -147,6 +156,9 @@ class Release:
 OWNER_LABEL = "fleetwave.io/deployed-by"
 TIER_LABEL = "fleetwave.io/tier"
 DEFAULT_TIER = 100
+# The fingerprint of the patches a release was post-rendered with (ADR 0105): same chart and values
+# but other patches is not up to date. Absent when there were none.
+POST_RENDER_LABEL = "fleetwave.io/post-render"
 
 
 @dataclass(frozen=True, slots=True)
@@ -269,6 +281,27 @@ def source_flags(source: ChartSource) -> list[str]:
     return flags + (["--version", source.version] if source.version else [])
 
 
+def post_render_digest(patches: Sequence[Mapping[str, Any]]) -> str:
+    """A label-safe fingerprint of the patches a release is post-rendered with ("" for none)."""
+    if not patches:
+        return ""
+    wanted = [{k: p[k] for k in ("patch", "target") if k in p} for p in patches]
+    return hashlib.sha256(canonical_json(wanted).encode()).hexdigest()[:40]
+
+
+def release_labels(
+    ownership: Ownership | None, post_render: str = "", current: Release | None = None
+) -> dict[str, str]:
+    """The release labels an upgrade sets: the owner's, and the patches' fingerprint (helm merges
+    labels on upgrade, so one no longer wanted is set to "null", which removes it)."""
+    labels = ownership.labels() if ownership is not None else {}
+    if post_render:
+        labels[POST_RENDER_LABEL] = post_render
+    elif current is not None and POST_RENDER_LABEL in current.labels:
+        labels[POST_RENDER_LABEL] = "null"
+    return labels
+
+
 def upgrade_argv(
     chart: HelmChart,
     source: ChartSource,
@@ -276,13 +309,16 @@ def upgrade_argv(
     *,
     dry_run: bool,
     ownership: Ownership | None = None,
+    labels: Mapping[str, str] | None = None,
 ) -> list[str]:
-    """`helm upgrade --install` with its flags, then `--` and the release name and chart reference."""
+    """`helm upgrade --install` with its flags, then `--` and the release name and chart reference.
+    `labels` (default: the owner's) replace `ownership`'s when given (`release_labels`)."""
     argv = ["upgrade", "--install", "--namespace", chart.release_namespace]
     argv += [*source_flags(source), "--values", values_file, "--reset-values", "--output", "json"]
     argv += option_flags(chart)
-    if ownership is not None:  # label-safe keys and values: no comma or '=' reaches helm's parser
-        argv += ["--labels", ",".join(f"{k}={v}" for k, v in ownership.labels().items())]
+    chosen = dict(labels) if labels is not None else (ownership.labels() if ownership is not None else {})
+    if chosen:  # label-safe keys and values: no comma or '=' reaches helm's parser
+        argv += ["--labels", ",".join(f"{k}={v}" for k, v in chosen.items())]
     argv += ["--dry-run=server"] if dry_run else []
     return [*argv, "--", chart.release_name, source.ref]
 
@@ -327,15 +363,18 @@ def is_up_to_date(
     chart_version: str,
     values: Mapping[str, Any],
     ownership: Ownership | None = None,
+    post_render: str = "",
 ) -> bool:
-    """The deployed revision already runs this chart version with exactly these values (and, when
-    given, carries these owner labels)."""
+    """The deployed revision already runs this chart version with exactly these values, was
+    post-rendered with the same patches (`post_render_digest`) and, when given, carries these owner
+    labels."""
     return (
         current is not None
         and current.status == "deployed"
         and current.chart_name == chart_name
         and current.chart_version == chart_version
         and canonical_json(current.values) == canonical_json(dict(values))
+        and current.labels.get(POST_RENDER_LABEL, "") == post_render
         and (ownership is None or all(current.labels.get(k) == v for k, v in ownership.labels().items()))
     )
 

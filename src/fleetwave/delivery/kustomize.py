@@ -8,7 +8,8 @@ Two uses, both the real kustomize rather than an imitation:
   read: ADR 0098), and it is built at `path`, with `components` and `targetNamespace` added by an
   outer kustomization, as Sveltos adds them. Nothing of the archive is parsed in the controller.
 - `patch`: a profile's `patches` (strategic merge or JSON 6902, each with an optional target) applied
-  to the objects it delivers, through a kustomization whose only resource is those objects.
+  to the objects it delivers, through a kustomization whose only resource is those objects; the
+  same for a Helm chart's rendered output (`patch_text`, run by helm's post-renderer `postrender`).
 
 kustomize runs under `bounded.run`: no sockets (a seccomp filter), no PATH (so no git, no exec
 plugins, no helm), rlimits, a deadline and an output cap. Remote bases therefore fail instead of
@@ -85,28 +86,19 @@ class Kustomizer:
 
     async def _unpack(self, archive: bytes, where: Path) -> None:
         """The archive's tree at `where`/tree, unpacked by a child: see `unpack`."""
-        try:
-            done = await bounded.run(
-                [sys.executable, "-I", "-m", "fleetwave.delivery.unpack", "tree"],
-                stdin=archive,
-                limits=self.unpack_limits,
-                cwd=str(where),
-                home=str(where),
-                name="the archive's unpacker",
-            )
-        except bounded.ToolError as e:
-            raise KustomizeError(f"{ARCHIVE_KEY} could not be unpacked: {e}") from None
-        if done.code == unpack.REFUSED and done.stderr.count("\n") == 1:
-            raise KustomizeError(f"{ARCHIVE_KEY} {done.stderr.strip()[:300]}")
-        if done.code != 0:  # a traceback, say: its text is not for the profile's status
-            raise KustomizeError(
-                f"{ARCHIVE_KEY} could not be unpacked (the unpacker failed, code {done.code})"
-            )
+        problem = await unpack_child(archive, where / "tree", self.unpack_limits)
+        if problem is not None:
+            raise KustomizeError(f"{ARCHIVE_KEY} {problem}")
 
     async def patch(self, objects: Sequence[Mapping[str, Any]], patches: Sequence[Mapping[str, Any]]) -> str:
         """The YAML of `objects` after `patches` ({"patch": text, "target": {...}}), in order."""
+        return await self.patch_text(yaml.safe_dump_all([dict(o) for o in objects], sort_keys=True), patches)
+
+    async def patch_text(self, manifests: str, patches: Sequence[Mapping[str, Any]]) -> str:
+        """`patch` for objects given as YAML text (a Helm chart's rendered output, which kustomize
+        parses, not the controller)."""
         with tempfile.TemporaryDirectory(prefix="fleetwave-patch-") as tmp:
-            _write(Path(tmp) / "objects.yaml", yaml.safe_dump_all([dict(o) for o in objects], sort_keys=True))
+            _write(Path(tmp) / "objects.yaml", manifests)
             outer = {
                 "apiVersion": "kustomize.config.k8s.io/v1beta1",
                 "kind": "Kustomization",
@@ -129,6 +121,27 @@ class Kustomizer:
         if done.code != 0:
             raise KustomizeError(f"kustomize build failed: {_clean(done.stderr, where)}")
         return done.stdout.decode(errors="replace")
+
+
+async def unpack_child(archive: bytes, tree: Path, limits: bounded.Limits = UNPACK_LIMITS) -> str | None:
+    """Unpack `archive` into the new directory `tree` in a bounded child (`unpack`, ADR 0098); None
+    when it worked, else what is wrong, as a predicate of the archive ("is damaged (...)")."""
+    try:
+        done = await bounded.run(
+            [sys.executable, "-I", "-m", "fleetwave.delivery.unpack", tree.name],
+            stdin=archive,
+            limits=limits,
+            cwd=str(tree.parent),
+            home=str(tree.parent),
+            name="the archive's unpacker",
+        )
+    except bounded.ToolError as e:
+        return f"could not be unpacked: {e}"
+    if done.code == unpack.REFUSED and done.stderr.count("\n") == 1:
+        return done.stderr.strip()[:300]
+    if done.code != 0:  # a traceback, say: its text is not for the profile's status
+        return f"could not be unpacked (the unpacker failed, code {done.code})"
+    return None
 
 
 def _clean(stderr: str, where: Path) -> str:

@@ -86,6 +86,23 @@ def served_resource(api_version: str, kind: str, plural: str, namespaced: bool) 
     return internals.registered_class(group, version, kind, plural, namespaced=namespaced)
 
 
+FLUX_SOURCE_API_VERSION = "source.toolkit.fluxcd.io/v1"
+FLUX_SOURCE_PLURALS = {
+    "GitRepository": "gitrepositories",
+    "OCIRepository": "ocirepositories",
+    "Bucket": "buckets",
+}
+
+
+def flux_source_resources() -> dict[str, Any]:
+    """The resource classes of Flux's source kinds the controller reads content from (ADR 0103)."""
+    group, _, version = FLUX_SOURCE_API_VERSION.rpartition("/")
+    return {
+        kind: internals.registered_class(group, version, kind, plural, namespaced=True)
+        for kind, plural in FLUX_SOURCE_PLURALS.items()
+    }
+
+
 def family_resource(family: Family, kind: str) -> Any:
     """The resource class of native `kind` as `family` serves it (KeyError when it does not)."""
     served = family.served(kind)

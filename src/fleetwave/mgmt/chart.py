@@ -57,7 +57,12 @@ def render_files() -> dict[str, str]:
             "fleetwave.api upstream families", _chart_crd(crd)
         )
     upstream = [r for f in families.UPSTREAM for r in rbac.family_rules(f)]
-    for name, rules in (("", rbac.cluster_rules()), ("upstream-", upstream)):
+    prefixed = (
+        ("", rbac.cluster_rules()),
+        ("upstream-", upstream),
+        ("flux-sources-", rbac.flux_source_rules()),
+    )
+    for name, rules in prefixed:
         files[f"files/rbac/{name}rules.yaml"] = _dump("fleetwave.mgmt.rbac", _rules(rules))
         # With `watchNamespaces`: the cluster-scoped part stays in the ClusterRole, the namespaced
         # part is bound in each watched namespace only (ADR 0074).

@@ -34,6 +34,7 @@ def install(
     upstream_apis: bool = False,
     watch: tuple[str, ...] = (),
     placement_kinds: tuple[KindInfo, ...] = (),
+    flux_sources: bool = False,
 ) -> list[str]:
     """Apply every CRD and the RBAC, wait until the CRDs are Established, then apply the admission
     policies. Returns CRD names. With `upstream_apis`, also the CRDs of the upstream API families
@@ -60,6 +61,8 @@ def install(
     # Read rights on the kinds the controller is told to place (ADR 0091); an install without them
     # leaves an earlier grant in place (delete ClusterRole fleetwave-controller-placement-kinds).
     for doc in rbac.placement_kind_documents(namespace, placement_kinds, watch) if placement_kinds else []:
+        sync_ops.apply(client, doc)
+    for doc in rbac.flux_source_documents(namespace, watch) if flux_sources else []:  # ADR 0103
         sync_ops.apply(client, doc)
     _wait_established(client, names, timeout)
     # After the CRDs serve: the policy validates MemberClusters (a namespaced one may only name a

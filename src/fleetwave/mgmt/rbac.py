@@ -45,7 +45,7 @@ from typing import Any
 from fleetwave.api import families, models
 from fleetwave.api.families import Family
 from fleetwave.api.meta import API_VERSION
-from fleetwave.kube import placeable
+from fleetwave.kube import kinds, placeable
 from fleetwave.kube.kinds import KindInfo
 
 NAME = "fleetwave-controller"  # the ServiceAccount, roles, bindings and the leader-election Lease
@@ -214,6 +214,22 @@ def upstream_documents(
     namespaced part is bound only in those namespaces."""
     rules = [r for f in served for r in family_rules(f)]
     return _scoped(UPSTREAM_NAME, namespace, rules, watch)
+
+
+FLUX_SOURCES_NAME = f"{NAME}-flux-sources"  # `--flux-sources` (ADR 0103)
+
+
+def flux_source_rules() -> list[Rule]:
+    """Read rights on Flux's source kinds (`--flux-sources`): their status announces the artifact;
+    the artifact itself is fetched from source-controller over HTTP, with no Kubernetes right."""
+    group = kinds.FLUX_SOURCE_API_VERSION.partition("/")[0]
+    return [Rule(group, tuple(sorted(kinds.FLUX_SOURCE_PLURALS.values())), READ)]
+
+
+def flux_source_documents(namespace: str, watch: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    """A ClusterRole + binding reading Flux sources (`install --flux-sources` only); with `watch`,
+    bound only in the watched namespaces."""
+    return _scoped(FLUX_SOURCES_NAME, namespace, flux_source_rules(), watch)
 
 
 def placement_kind_rules(infos: Iterable[KindInfo]) -> list[Rule]:

@@ -120,12 +120,20 @@ def _conditions(status: Obj) -> list[dict[str, Any]]:
 
 def notes(entry: Obj) -> str:
     """One history entry's approvals, rollback and failure, as one line (also `fleetwave history`)."""
-    parts = [f"approved {a} at {at}" for a, at in sorted((entry.get("approvals") or {}).items())]
+    parts = [", ".join(str(x) for x in entry.get("sources") or [])] if entry.get("sources") else []
+    parts += [f"approved {a} at {at}" for a, at in sorted((entry.get("approvals") or {}).items())]
     if entry.get("rolledBackTo"):
         parts.append(f"rolled back to {entry['rolledBackTo']}")
     if entry.get("message"):
         parts.append(str(entry["message"]))
     return "; ".join(parts)
+
+
+def _described(stage: Obj) -> str:
+    """A promotion stage's description, and the Flux source revisions it runs (ADR 0103)."""
+    text = str(stage["description"] or "")
+    runs = ", ".join(str(x) for x in stage.get("sources") or [])
+    return f"{text} · runs {runs}" if runs and text else (f"runs {runs}" if runs else text)
 
 
 def _history_line(revision: Any, entry: Obj) -> dict[str, Any]:
@@ -153,7 +161,7 @@ def promotion(obj: Obj, summaries: Iterable[Obj], now: datetime) -> dict[str, An
             _stage(
                 s["name"],
                 str(s["phase"]),
-                str(s["description"] or ""),
+                _described(s),
                 times,
                 tiles,
                 gates,

@@ -145,8 +145,23 @@ def header(view: Mapping[str, Any]) -> Text:
     return text
 
 
+def sources_text(view: Mapping[str, Any]) -> Text:
+    """Which Flux source revision each stage runs (ADR 0103), a line each; below the table, where a
+    long source name and commit are never cut."""
+    text = Text()
+    for stage in view["stages"]:
+        for source in stage.get("sources") or []:
+            text.append(f"{stage['name']} runs ", style="dim")
+            text.append(f"{source}\n")
+    text.rstrip()
+    return text
+
+
 def render(view: Mapping[str, Any]) -> RenderableType:
     parts: list[RenderableType] = [header(view), stages_table(view)]
+    runs = sources_text(view)
+    if runs.plain:
+        parts.append(runs)
     if view["conditions"]:
         parts.append(conditions_table(view))
     if view.get("phase") == "Paused":

@@ -8,7 +8,7 @@ each cluster's state (pending / delivering / done / failed) from the engine reco
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -96,6 +96,8 @@ class _Facts:
     content_hash: str
     approvals: Mapping[str, Any]
     now: datetime
+    # The Flux source revisions each delivered content hash is made of (status.revisions, ADR 0103).
+    sources: Mapping[str, list[str]] = field(default_factory=dict)
 
 
 def _stage(
@@ -107,7 +109,8 @@ def _stage(
     for cluster in record.get("clusters") or []:
         summary = facts.summaries.get((profile, cluster))
         state, message = cluster_state(cluster, record, summary, facts.content_hash)
-        clusters.append({"name": cluster, "state": state, "message": message})
+        runs = facts.sources.get(str(((summary or {}).get("status") or {}).get("observedContentHash")), [])
+        clusters.append({"name": cluster, "state": state, "message": message, "sources": runs})
     return {
         "name": name,
         "phase": record.get("phase", "Pending"),
@@ -117,7 +120,18 @@ def _stage(
         "clusters": clusters,
         "gates": [_gate(g, facts.now) for g in record.get("gates") or []],
         "approval": _approval(spec_stage, facts.approvals),
+        # The Flux source revisions the stage's clusters run (ADR 0103): `main@sha1:abc1234`.
+        "sources": [str(x) for x in reported.get("sources") or []],
     }
+
+
+def _sources_by_hash(status: Mapping[str, Any]) -> dict[str, list[str]]:
+    """Each recorded revision's delivered hash -> the Flux source revisions it was made of."""
+    out: dict[str, list[str]] = {}
+    for entry in status.get("revisions") or []:
+        if isinstance(entry, Mapping) and entry.get("sources") and entry.get("snapshotHash"):
+            out[str(entry["snapshotHash"])] = [str(x) for x in entry["sources"]]
+    return out
 
 
 def promotion_view(
@@ -138,6 +152,7 @@ def promotion_view(
         str(status.get("profileSpecHash") or rollout.get("contentHash", "")),
         status.get("approvals") or {},
         now,
+        _sources_by_hash(status),
     )
     stages = [
         _stage(s, records.get(s.get("name"), {}), reported.get(s.get("name"), {}), facts)

@@ -70,6 +70,11 @@ MC = "tests/unit/controllers/test_controllers_member_credentials.py::"
 SO = "tests/unit/controllers/test_controllers_summary_ownership.py::"
 DH = "tests/integration/test_delivery_helm.py::"
 HO = "tests/unit/delivery/test_delivery_helm_options.py::"
+RG = "tests/unit/delivery/test_delivery_registry.py::"
+PRIVATE_CHARTS = (
+    "tests/integration/test_private_charts.py::"
+    "test_private_oci_and_http_charts_install_with_allowed_credentials_and_never_show_them"
+)
 UP = "tests/integration/test_upstream_apis_kubefleet_seed.py::"
 DC = "tests/integration/test_delivery_conflicts.py::"
 PC = "tests/integration/test_profile_delivery_rules.py::"
@@ -279,9 +284,16 @@ REGISTRY: dict[str, dict[str, Entry]] = {
         },
         "valuesFrom": h(CC + "test_helm_values_merge_inline_then_values_from_in_order"),
         "options": h(HO + "test_honoured_options_become_their_helm_flags_with_values_as_separate_arguments"),
-        "registryCredentialsConfig": chart({"registryCredentialsConfig": {"insecureSkipTLSVerify": True}}),
+        "registryCredentialsConfig": h(PRIVATE_CHARTS),
         "signatureVerification": chart({"signatureVerification": {"provider": "cosign"}}),
         "provenanceVerification": chart({"provenanceVerification": {"keyring": "k"}}),
+    },
+    "RegistryCredentialsConfig": {
+        "credentials": h(PRIVATE_CHARTS),
+        "ca": h(PRIVATE_CHARTS),
+        "key": h(RG + "test_key_names_the_docker_config_key_and_only_for_a_docker_config"),
+        "insecureSkipTLSVerify": h(RG + "test_each_option_reaches_helm_as_its_flag_and_files_stay_private"),
+        "plainHTTP": h(RG + "test_each_option_reaches_helm_as_its_flag_and_files_stay_private"),
     },
     "ValueFrom": {
         f: h(CC + "test_helm_values_merge_inline_then_values_from_in_order")

@@ -139,10 +139,6 @@ CHART = {
 @pytest.mark.parametrize(
     ("extra", "refused"),
     [
-        (
-            {"patchesFrom": [{"kind": "ConfigMap", "name": "p", "namespace": "fw"}], "helmCharts": [CHART]},
-            r"spec\.patches: not supported together with helmCharts",
-        ),
         ({"reloader": True}, r"spec\.reloader: not supported"),
         (
             {"policyRefs": [{"kind": "ConfigMap", "name": "greeting", "namespace": "fw", "path": "x"}]},
@@ -166,8 +162,8 @@ CHART = {
             r"spec\.policyRefs\[0\]\.skipNamespaceCreation: false is not supported",
         ),
         (
-            {"helmCharts": [{**CHART, "registryCredentialsConfig": {"insecureSkipTLSVerify": True}}]},
-            r"spec\.helmCharts\[0\]\.registryCredentialsConfig: not supported",
+            {"helmCharts": [{**CHART, "registryCredentialsConfig": {"plainHTTP": True}}]},
+            r"spec\.helmCharts\[0\]\.registryCredentialsConfig\.plainHTTP: repositoryURL is https://",
         ),
         (
             {"helmCharts": [{**CHART, "options": {"upgradeOptions": {"recreate": True}}}]},

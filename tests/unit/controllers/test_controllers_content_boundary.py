@@ -195,9 +195,11 @@ def test_a_fleetwave_snapshot_is_not_a_source_even_outside_fleetwave_s_namespace
 
 
 @pytest.mark.parametrize("kind", ["GitRepository", "OCIRepository", "Bucket"])
-def test_unsupported_policy_ref_kinds_are_refused_by_name_without_a_lookup(kind: str) -> None:
+def test_flux_kinds_are_refused_by_name_without_a_lookup_unless_flux_sources_are_read(kind: str) -> None:
     objects = Objects({})
-    with pytest.raises(content.ContentError, match=rf"spec\.policyRefs\[0\]\.kind: {kind} is not supported"):
+    with pytest.raises(
+        content.ContentError, match=rf"spec\.policyRefs\[0\]\.kind: {kind} is a Flux source.*--flux-sources"
+    ):
         _resolve(_spec({"kind": kind, "namespace": "flux-system", "name": "repo", "path": "x"}), objects)
     assert objects.reads == []  # there is no informer for these kinds: a lookup used to be a KeyError
 
@@ -212,7 +214,7 @@ def test_check_refs_refuses_what_it_can_without_reading() -> None:
         PolicyRef.model_validate({"kind": "ConfigMap", "namespace": "team", "name": "ok"}),
         PolicyRef.model_validate({"kind": "Bucket", "namespace": "team", "name": "b"}),
     ]
-    with pytest.raises(content.ContentError, match=r"pre\[1\]\.kind: Bucket is not supported"):
+    with pytest.raises(content.ContentError, match=r"pre\[1\]\.kind: Bucket is a Flux source"):
         content.check_refs(refs, default_namespace=CONTROLLER_NS, path="pre", boundary=BOUNDARY)
     own = [PolicyRef.model_validate({"kind": "ConfigMap", "namespace": CONTROLLER_NS, "name": "x"})]
     with pytest.raises(content.ContentError, match="own namespace"):

@@ -69,3 +69,20 @@ def test_the_list_keeps_the_newest_entries_only() -> None:
     last = history.record(entries, rolled, "sx", "x", T0)[-1]
     assert (last["outcome"], last["rolledBackTo"]) == ("RolledBack", "revision 13")
     assert "failure budget exceeded" in last["message"]
+
+
+def test_each_stage_names_the_flux_revision_its_clusters_run() -> None:
+    """ADR 0103: a stage the new revision reached runs its commit; one it has not reached still runs
+    the commit of the newest revision that succeeded before."""
+    v1, v2 = ["GitRepository/flux/apps@main@sha1:1111111"], ["GitRepository/flux/apps@main@sha1:2222222"]
+    entries = history.record([], _status("a", T0, st.RolloutPhase.SUCCEEDED), "s-a", "a", T0, sources=v1)
+    assert entries[0]["sources"] == v1
+    stages = (
+        st.StageStatus("dev", ("m1",), 1, phase=st.StagePhase.SUCCEEDED),
+        st.StageStatus("prod", ("m3",), 1, phase=st.StagePhase.PENDING),
+    )
+    later = replace(_status("b", T0 + timedelta(hours=1), st.RolloutPhase.WAITING), stages=stages)
+    entries = history.record(entries, later, "s-b", "b", T0, sources=v2)
+    assert history.running_sources(entries, later, v2) == {"dev": v2, "prod": v1}
+    first = replace(_status("a", T0, st.RolloutPhase.WAITING), stages=stages)
+    assert history.running_sources(entries[:1], first, v1) == {"dev": v1}  # nothing ran before

@@ -429,16 +429,39 @@ def test_patches_apply_to_every_delivered_object_and_may_be_templates(tools: tem
     assert "annotations" not in web["metadata"]  # the regrouping marker is gone
 
 
-def test_patches_with_helm_charts_are_refused_by_name() -> None:
+def test_patches_reach_each_chart_rendered_for_the_cluster(tools: templated_content.Tools) -> None:
+    """With helmCharts, the patches (rendered per cluster) travel with each chart to helm's
+    post-renderer (ADR 0105); the chart's values are left alone."""
     chart = {
         "repositoryURL": "http://x/",
         "repositoryName": "r",
         "chartName": "r/c",
         "releaseName": "c",
         "releaseNamespace": "c",
+        "values": "replicas: 2\n",
     }
-    with pytest.raises(content.ContentError, match=r"spec\.patches: not supported together with helmCharts"):
-        resolve(spec(helmCharts=[chart], patches=[{"patch": "x"}]), Objects({}))
+    objects = Objects(
+        {("ConfigMap", "fw", "more"): cm("more", {"p": 'patch: \'[{"op": "remove", "path": "/x"}]\'\n'})}
+    )
+    profile = spec(
+        helmCharts=[chart, {**chart, "releaseName": "d"}],
+        patches=[
+            {
+                "patch": "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: c\n"
+                "  labels: {cluster: '{{ .Cluster.metadata.name }}'}\n",
+                "target": {"kind": "Deployment"},
+            }
+        ],
+        patchesFrom=[{"kind": "ConfigMap", "name": "more", "namespace": "fw"}],
+    )
+    body = for_cluster(resolve(profile, objects).body, cluster("dev-7"), objects, tools)
+    assert [c["chart"]["releaseName"] for c in body["helmCharts"]] == ["c", "d"]
+    for entry in body["helmCharts"]:
+        assert entry["values"] == {"replicas": 2}
+        first, second = entry["patches"]
+        assert "cluster: 'dev-7'" in first["patch"]
+        assert first["target"] == {"kind": "Deployment"}
+        assert second == {"patch": '[{"op": "remove", "path": "/x"}]'}
 
 
 def test_extra_labels_reach_rendered_objects_as_they_reach_static_ones(

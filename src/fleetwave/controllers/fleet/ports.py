@@ -10,7 +10,9 @@ member's pooled client (`delivery.availability`, ADR 0068).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import os
+import shutil
+from collections.abc import Iterable, Mapping, Sequence
 from functools import partial
 from typing import Any
 
@@ -20,6 +22,7 @@ from fleetwave.controllers.fleet.sightings import Sightings
 from fleetwave.controllers.shared.context import HealthOutcome, HelmOutcome, Wake
 from fleetwave.delivery import availability, helm
 from fleetwave.delivery.helmplan import Ownership
+from fleetwave.delivery.registry import Access
 from fleetwave.delivery.target import MemberTarget
 from fleetwave.health import readiness
 from fleetwave.runtime.metrics import RolloutMetrics
@@ -38,8 +41,12 @@ def _outcome(report: helm.HelmReleaseReport) -> HelmOutcome:
 
 
 class HelmAdapter:
-    def __init__(self, binary: str) -> None:
+    """helm for the controllers; `kustomize` is the binary helm's post-renderer patches with."""
+
+    def __init__(self, binary: str, kustomize: str = "kustomize") -> None:
         self.binary = binary
+        # The post-renderer runs kustomize with an empty PATH: it must be told where it is.
+        self.kustomize = kustomize if os.sep in kustomize else (shutil.which(kustomize) or kustomize)
 
     async def install_or_upgrade(
         self,
@@ -49,9 +56,18 @@ class HelmAdapter:
         values: Mapping[str, Any],
         dry_run: bool,
         ownership: Ownership | None = None,
+        access: Access | None = None,
+        patches: Sequence[Mapping[str, Any]] = (),
     ) -> HelmOutcome:
+        private = helm.Private(access, tuple(patches), self.kustomize)
         report = await helm.install_or_upgrade(
-            target, chart, helm=self.binary, values=values, dry_run=dry_run, ownership=ownership
+            target,
+            chart,
+            helm=self.binary,
+            values=values,
+            dry_run=dry_run,
+            ownership=ownership,
+            private=private,
         )
         return _outcome(report)
 

@@ -11,7 +11,7 @@ its reconcile, not kept here; one controller tells another through the typed por
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol, TypeVar
@@ -24,10 +24,12 @@ from fleetwave.controllers.shared.status_writer import StatusWriter, Whose
 from fleetwave.controllers.shared.wakeups import Queues, Wakeups
 from fleetwave.core import rollout_metrics
 from fleetwave.core import status as st
+from fleetwave.delivery.artifact_store import ArtifactStore
 from fleetwave.delivery.gotemplate import Renderer
 from fleetwave.delivery.helmplan import Ownership
 from fleetwave.delivery.known_versions import KnownVersions
 from fleetwave.delivery.kustomize import Kustomizer
+from fleetwave.delivery.registry import Access
 from fleetwave.delivery.target import MemberTarget
 from fleetwave.kube import kinds
 from fleetwave.kube.client import AsyncClient
@@ -164,6 +166,8 @@ class HelmPort(Protocol):
         values: Mapping[str, Any],
         dry_run: bool,
         ownership: Ownership | None = None,
+        access: Access | None = None,
+        patches: Sequence[Mapping[str, Any]] = (),
     ) -> HelmOutcome: ...
 
     async def uninstall(
@@ -264,6 +268,8 @@ class Context:
     # The pinned content tools: Go templates and kustomize (ADR 0089).
     renderer: Renderer = field(default_factory=Renderer)
     kustomizer: Kustomizer = field(default_factory=Kustomizer)
+    # Flux source artifacts fetched (`--flux-sources`, ADR 0103); None: Flux sources are refused.
+    artifacts: ArtifactStore | None = None
 
     def record_rollout(
         self, kind: str, key: str, previous: st.RolloutStatus | None, new: st.RolloutStatus

@@ -8,8 +8,10 @@ of reaching every cluster at once.
 
 What a profile may read is bounded (ADR 0046), and every refusal names the field, never a value:
 
-- only ConfigMaps and Secrets are sources; other policyRef kinds (GitRepository, OCIRepository,
-  Bucket, remote URLs) are refused by name;
+- ConfigMaps and Secrets are sources, and Flux's GitRepository, OCIRepository and Bucket when the
+  controller reads Flux sources (`--flux-sources`, ADR 0103): the artifact the source announces,
+  verified and unpacked by `delivery.artifact_store`, pinned with its revision; remote URLs are
+  refused by name;
 - a namespaced profile reads only its own namespace; a cluster-scoped one any namespace except
   fleetwave's own (the controller's namespace holds member kubeconfigs and content snapshots);
 - a Secret is content only when its type is `addons.projectsveltos.io/cluster-profile` (Sveltos'
@@ -42,9 +44,11 @@ from fleetwave.api.sveltos import (
 )
 from fleetwave.controllers.fleet import members
 from fleetwave.controllers.fleet.boundary import Boundary
-from fleetwave.controllers.sveltos import drift_exclusions, extra_metadata
+from fleetwave.controllers.sveltos import drift_exclusions, extra_metadata, registry_credentials
+from fleetwave.delivery import artifact_store, gotemplate, helmoptions
 from fleetwave.delivery import content as dc
-from fleetwave.delivery import gotemplate, helmoptions
+from fleetwave.delivery.artifacts import FLUX_KINDS, Artifact, Broken, artifact_of, short_revision
+from fleetwave.delivery.registry import RegistryError
 
 SNAPSHOT_PREFIX = "fw-content-"
 SECRET_SNAPSHOT_PREFIX = "fw-content-s-"  # hex hashes never start with "s-": the kinds cannot collide
@@ -69,6 +73,21 @@ class ContentError(ValueError):
     """A reference cannot be resolved; the message names the field."""
 
 
+class ContentPending(Exception):
+    """A Flux artifact the content needs is not fetched yet (or its server is down just now): the
+    revision cannot be made yet, and nothing is wrong with the spec."""
+
+
+class Artifacts(Protocol):
+    """The fetched Flux artifacts (`delivery.artifact_store.ArtifactStore`)."""
+
+    def texts(self, artifact: Artifact, path: str) -> artifact_store.Texts | None: ...
+
+    def archive(self, artifact: Artifact) -> bytes | None: ...
+
+    def pending(self, artifact: Artifact) -> str: ...
+
+
 @dataclass(frozen=True, slots=True)
 class Resolved:
     hash: str
@@ -82,6 +101,23 @@ class Resolved:
     @property
     def snapshot_kind(self) -> str:
         return "Secret" if self.from_secret else "ConfigMap"
+
+    @property
+    def sources(self) -> list[str]:
+        """The Flux sources this content came from, each at its revision, as people read them:
+        `GitRepository/flux/apps@main@sha1:0123abc` (ADR 0103)."""
+        return source_revisions(self.body)
+
+
+def source_revisions(body: Mapping[str, Any]) -> list[str]:
+    """`Resolved.sources` of a content body."""
+    return sorted(
+        {
+            f"{p['source']}@{short_revision(str(p['revision']))}"
+            for p in body.get("policies") or []
+            if isinstance(p, Mapping) and p.get("revision")
+        }
+    )
 
 
 # Fields fleetwave parses (so manifests round-trip) but does not honour yet: refusing them with a
@@ -115,8 +151,6 @@ def _refuse_unhonoured(spec: ProfileSpec, path: str) -> None:
         if tref.watch_fields or tref.ignore_status_changes:
             field = "watchFields" if tref.watch_fields else "ignoreStatusChanges"
             raise ContentError(f"{path}.templateResourceRefs[{i}].{field}: not supported by fleetwave yet")
-    if (spec.patches or spec.patches_from) and spec.helm_charts:
-        raise ContentError(f"{path}.patches: not supported together with helmCharts by fleetwave yet")
 
 
 LOCAL = "Local"
@@ -153,7 +187,7 @@ def _refuse_ref_options(ref: PolicyRef, path: str) -> None:
 
 
 def _refuse_unhonoured_chart(chart: HelmChart, path: str) -> None:
-    for name in ("registry_credentials_config", "signature_verification", "provenance_verification"):
+    for name in ("signature_verification", "provenance_verification"):
         if getattr(chart, name):
             raise ContentError(
                 f"{path}.{HelmChart.model_fields[name].alias or name}: not supported by fleetwave yet"
@@ -201,11 +235,14 @@ def resolve(
     default_namespace: str,
     path: str,
     boundary: Boundary | None = None,
+    artifacts: Artifacts | None = None,
 ) -> Resolved:
+    """The content `spec` names, pinned: ContentError for a spec that cannot run, ContentPending
+    while a Flux artifact is being fetched. `artifacts` None: Flux sources are refused."""
     _refuse_unhonoured(spec, path)
     labels, annotations = _extras(spec, path)
     excluded = _exclusions(spec, path)
-    reader = _Reader(lookup, boundary or Boundary(), default_namespace)
+    reader = _Reader(lookup, boundary or Boundary(), default_namespace, artifacts)
     policies = _policies(spec, reader, path, (labels, annotations), excluded)
     for i, kref in enumerate(spec.kustomization_refs or []):
         kustomization = reader.kustomization(kref, f"{path}.kustomizationRefs[{i}]")
@@ -244,6 +281,11 @@ def _policies(
     policies = []
     for i, ref in enumerate(spec.policy_refs or []):
         where = f"{path}.policyRefs[{i}]"
+        if (ref.kind or "ConfigMap") in FLUX_KINDS:
+            flux = reader.flux_policy(ref, where)
+            if flux is not None:
+                policies.append(_finish_flux(flux, ref, where, reader, (extras, excluded)))
+            continue
         templates = reader.policy_templates(ref, where)
         if templates is not None:  # Go templates, rendered per cluster when delivered (ADR 0089)
             if ref.deployment_type == LOCAL:
@@ -261,8 +303,34 @@ def _policies(
     return policies
 
 
+def _finish_flux(
+    policy: dict[str, Any],
+    ref: PolicyRef,
+    where: str,
+    reader: _Reader,
+    finish: tuple[tuple[dict[str, str], dict[str, str]], list[DriftExclusion]],
+) -> dict[str, Any]:
+    """A Flux source's policy: its objects stamped and excluded as any policy's, or kept as template
+    text or as the reason it cannot be delivered (which fails each cluster it reaches)."""
+    if "objects" not in policy:
+        if "templates" in policy and ref.deployment_type == LOCAL:
+            raise ContentError(f"{where}: Local content cannot be a template in fleetwave yet")
+        return policy
+    extras, excluded = finish
+    policy["objects"] = drift_exclusions.apply(extra_metadata.stamp(policy["objects"], *extras), excluded)
+    if ref.deployment_type == LOCAL:
+        _refuse_local(policy["objects"], where, reader.boundary)
+        policy["deploymentType"] = LOCAL
+    return policy
+
+
 def _chart(reader: _Reader, chart: HelmChart, where: str) -> dict[str, Any]:
-    """A helm chart with its values: merged now, or as layers merged per cluster once rendered."""
+    """A helm chart with its values: merged now, or as layers merged per cluster once rendered. Its
+    registry's Secrets are pinned by reference and read at each delivery (ADR 0105)."""
+    try:
+        registry_credentials.check(chart, reader.boundary, where)
+    except RegistryError as e:
+        raise ContentError(str(e)) from None
     entry: dict[str, Any] = {"chart": chart.model_dump(mode="json", by_alias=True, exclude_none=True)}
     layers = reader.value_layers(chart, where)
     if any("template" in layer for layer in layers):
@@ -276,7 +344,7 @@ def read_source(
     lookup: Lookup, boundary: Boundary, kind: str, namespace: str, name: str, *, optional: bool, path: str
 ) -> Mapping[str, Any] | None:
     """One ConfigMap/Secret read within `boundary` (templateResourceRefs resolved per cluster)."""
-    reader = _Reader(lookup, boundary, namespace)
+    reader = _Reader(lookup, boundary, namespace, None)
     reader.kind_allowed(kind, path)
     if not namespace or not name:
         raise ContentError(
@@ -298,7 +366,7 @@ def large_texts(
     """Each large text `resolve` would parse — policyRef values, Helm values inline and from
     valuesFrom — read within the same boundary and named as `resolve` names them, to be parsed
     ahead (`delivery.content.parse_ahead`); refs `resolve` would refuse are skipped (it says why)."""
-    reader = _Reader(lookup, boundary or Boundary(), default_namespace)
+    reader = _Reader(lookup, boundary or Boundary(), default_namespace, None)
     out: list[dc.Ahead] = []
     for i, ref in enumerate(spec.policy_refs or []):
         where = f"{path}.policyRefs[{i}]"
@@ -332,11 +400,16 @@ def _large_values(obj: Mapping[str, Any], secret: bool, where: str, what: str) -
 
 
 def check_refs(
-    refs: Iterable[PolicyRef], *, default_namespace: str, path: str, boundary: Boundary | None = None
+    refs: Iterable[PolicyRef],
+    *,
+    default_namespace: str,
+    path: str,
+    boundary: Boundary | None = None,
+    flux: bool = False,
 ) -> None:
     """What can be refused without reading anything (kind, namespace): for references that another
     object will resolve later (a promotion's preHealthCheckDeployment), so the promotion says it."""
-    reader = _Reader(None, boundary or Boundary(), default_namespace)
+    reader = _Reader(None, boundary or Boundary(), default_namespace, None, flux=flux)
     for i, ref in enumerate(refs):
         reader.check(ref, f"{path}[{i}]")
 
@@ -344,9 +417,19 @@ def check_refs(
 class _Reader:
     """Reads references within a boundary; remembers whether any Secret was read."""
 
-    def __init__(self, lookup: Lookup | None, boundary: Boundary, default_namespace: str) -> None:
+    def __init__(
+        self,
+        lookup: Lookup | None,
+        boundary: Boundary,
+        default_namespace: str,
+        artifacts: Artifacts | None,
+        *,
+        flux: bool = False,
+    ) -> None:
         self.lookup = lookup
         self.boundary = boundary
+        self.artifacts = artifacts
+        self.flux = flux or artifacts is not None
         # A namespaced profile's empty namespace is its own (Sveltos: "the Profile namespace will be used").
         self.default_namespace = boundary.own_namespace or default_namespace
         self.secret_read = False
@@ -358,12 +441,55 @@ class _Reader:
         if ref.remote_url is not None:
             raise ContentError(f"{path}.remoteURL: remote URLs are not supported by fleetwave yet")
         kind = ref.kind or "ConfigMap"
-        self._kind(kind, path)
+        self._content_kind(kind, path)
         if ref.name is None:
             raise ContentError(f"{path}.name: required")
         namespace = ref.namespace or self.default_namespace
         self._where(kind, namespace, ref.name, defaulted=ref.namespace is None, path=path)
         return kind, namespace, ref.name
+
+    def _content_kind(self, kind: str, path: str) -> None:
+        """policyRefs and kustomizationRefs may also name Flux sources, when they are read."""
+        if kind in FLUX_KINDS and self.flux:
+            return
+        if kind in FLUX_KINDS:
+            raise ContentError(
+                f"{path}.kind: {kind} is a Flux source, read only when the controller runs with "
+                "--flux-sources (chart: controller.fluxSources=true)"
+            )
+        self._kind(kind, path)
+
+    def flux_policy(self, ref: PolicyRef, path: str) -> dict[str, Any] | None:
+        """A policyRef to a Flux source: the manifests under `path` of the artifact it announces, as
+        objects, as templates (the source is annotated `projectsveltos.io/template`), or as the
+        reason this revision cannot be delivered."""
+        kind, namespace, name = self.check(ref, path)
+        obj = self._read(kind, namespace, name, ref.optional, path)
+        if obj is None:
+            return None
+        policy: dict[str, Any] = {"source": f"{kind}/{namespace}/{name}", "tier": ref.tier}
+        try:
+            artifact = artifact_of(kind, obj)
+            policy["revision"] = artifact.revision
+            texts = self._artifact_texts(artifact, ref.path)
+            policy.update(_flux_content(texts, is_template_source(obj), artifact, path))
+        except Broken as e:
+            policy["error"] = f"{path}: {e}"
+        return policy
+
+    def _artifact_texts(self, artifact: Artifact, path: str | None) -> artifact_store.Texts:
+        assert self.artifacts is not None
+        texts = self.artifacts.texts(artifact, artifact_store.normal_path(path))
+        if texts is None:
+            raise ContentPending(self.artifacts.pending(artifact))
+        return texts
+
+    def _artifact_archive(self, artifact: Artifact) -> bytes:
+        assert self.artifacts is not None
+        archive = self.artifacts.archive(artifact)
+        if archive is None:
+            raise ContentPending(self.artifacts.pending(artifact))
+        return archive
 
     def policy(self, ref: PolicyRef, path: str) -> list[dict[str, Any]] | None:
         kind, namespace, name = self.check(ref, path)
@@ -403,7 +529,7 @@ class _Reader:
     def kustomization(self, ref: KustomizationRef, path: str) -> dict[str, Any] | None:
         """A kustomizationRef pinned as its archive, built per cluster when delivered (ADR 0089)."""
         kind = ref.kind or "ConfigMap"
-        self._kind(kind, path)
+        self._content_kind(kind, path)
         if ref.name is None:
             raise ContentError(f"{path}.name: required")
         namespace = ref.namespace or self.default_namespace
@@ -411,12 +537,14 @@ class _Reader:
         obj = self._read(kind, namespace, ref.name, ref.optional, path)
         if obj is None:
             return None
-        holder = "data" if kind == "Secret" else "binaryData"
-        archive = (obj.get(holder) or {}).get(KUSTOMIZE_ARCHIVE_KEY)
-        if not isinstance(archive, str):
-            raise ContentError(
-                f"{path}: {kind} {namespace}/{ref.name} has no {holder}[{KUSTOMIZE_ARCHIVE_KEY}]"
-            )
+        pinned: dict[str, Any] = {"source": f"{kind}/{namespace}/{ref.name}", "tier": ref.tier}
+        if kind in FLUX_KINDS:
+            try:
+                pinned["revision"], archive = self._flux_archive(kind, obj)
+            except Broken as e:
+                return {**pinned, "error": f"{path}: {e}"}
+        else:
+            archive = self._archive_of(obj, kind, namespace, ref.name, path)
         values: dict[str, str] = dict(ref.values or {})
         for j, source in enumerate(ref.values_from or []):
             where = f"{path}.valuesFrom[{j}]"
@@ -424,8 +552,7 @@ class _Reader:
             for item in self._texts(found, source.kind, where) if found is not None else []:
                 values[item["key"]] = item["text"]
         return {
-            "source": f"{kind}/{namespace}/{ref.name}",
-            "tier": ref.tier,
+            **pinned,
             "kustomize": {
                 "archive": archive,
                 "path": ref.path or ".",
@@ -434,6 +561,26 @@ class _Reader:
             },
             "values": values,
         }
+
+    @staticmethod
+    def _archive_of(obj: Mapping[str, Any], kind: str, namespace: str, name: str, path: str) -> str:
+        holder = "data" if kind == "Secret" else "binaryData"
+        archive = (obj.get(holder) or {}).get(KUSTOMIZE_ARCHIVE_KEY)
+        if not isinstance(archive, str):
+            raise ContentError(f"{path}: {kind} {namespace}/{name} has no {holder}[{KUSTOMIZE_ARCHIVE_KEY}]")
+        return archive
+
+    def _flux_archive(self, kind: str, obj: Mapping[str, Any]) -> tuple[str, str]:
+        """A Flux source's revision and its whole artifact (an overlay may reach `../base`), base64 as
+        a ConfigMap's archive; Broken when it is larger than any archive a snapshot may pin."""
+        artifact = artifact_of(kind, obj)
+        archive = self._artifact_archive(artifact)
+        if len(archive) > dc.MAX_ARCHIVE_BYTES:
+            raise Broken(
+                f"{artifact.source} at {artifact.short_revision}: the artifact is larger than "
+                f"{dc.MAX_ARCHIVE_BYTES} bytes, the most a kustomizationRef may pin"
+            )
+        return artifact.revision, base64.b64encode(archive).decode()
 
     def value_layers(self, chart: HelmChart, path: str) -> list[dict[str, Any]]:
         """Helm values in merge order (inline, then each valuesFrom): parsed maps, or raw template
@@ -577,6 +724,24 @@ class _Reader:
                 )
             self.secret_read = True
         return obj
+
+
+def _flux_content(
+    texts: artifact_store.Texts, template: bool, artifact: Artifact, path: str
+) -> dict[str, Any]:
+    """The files of a Flux path as a policy's templates or objects; Broken when they do not parse."""
+    at = f"({artifact.source} at {artifact.short_revision})"
+    if template:
+        return {
+            "templates": [
+                {"key": name, "name": f"{path}[{name}] {at}", "where": f"{path}[{name}]", "text": text}
+                for name, text in texts
+            ]
+        }
+    try:
+        return {"objects": dc.parse_policy_data(dict(texts), base64_encoded=False, source=f"{path} {at}")}
+    except dc.ContentError as e:
+        raise Broken(str(e).removeprefix(f"{path}: ")) from None
 
 
 def is_template_source(obj: Mapping[str, Any]) -> bool:

@@ -134,6 +134,7 @@ class _Promotions:
             run.resolved.hash,
             run.now,
             facts.approvals,
+            run.resolved.sources,
         )
         built = promotion_status.build(
             run.parsed,
@@ -144,6 +145,7 @@ class _Promotions:
             facts.deliveries,
             generation=run.generation,
             previous=run.raw.get("status") or {},
+            sources=promotion_history.running_sources(revisions, decision.status, run.resolved.sources),
         )
         return {**built, promotion_history.FIELD: revisions}
 
@@ -183,6 +185,7 @@ def _check_pre_health_refs(ctx: Context, promotion: ClusterPromotion) -> None:
                 default_namespace=ctx.namespace,
                 path=f"spec.stages[{i}].trigger.{kind}.preHealthCheckDeployment",
                 boundary=content_boundary(ctx),
+                flux=ctx.artifacts is not None,
             )
 
 

@@ -80,8 +80,10 @@ def record(
     snapshot_hash: str,
     now: datetime,
     approvals: Mapping[str, datetime] | None = None,
+    sources: Sequence[str] = (),
 ) -> list[dict[str, Any]]:
-    """The list with the engine's current revision entered or brought up to date."""
+    """The list with the engine's current revision entered or brought up to date; `sources`: the
+    Flux sources at the revisions its content came from (ADR 0103)."""
     out = [dict(e) for e in previous]
     if out and not _same(out[-1], status):
         last = out[-1]
@@ -95,6 +97,7 @@ def record(
                 "snapshot": snapshot,
                 "snapshotHash": snapshot_hash,
                 "startedAt": timestamps.fmt_precise(status.started_at),
+                **({"sources": list(sources)} if sources else {}),
             }
         )
     entry = out[-1]
@@ -132,3 +135,27 @@ def by_content(previous: Sequence[Mapping[str, Any]], content_hash: str) -> Revi
         if found is not None and found.content_hash == content_hash:
             return found
     return None
+
+
+def running_sources(
+    entries_: Sequence[Mapping[str, Any]], status: st.RolloutStatus, current: Sequence[str]
+) -> dict[str, list[str]]:
+    """The Flux source revisions each stage's clusters run (ADR 0103): a stage the current revision
+    has reached runs `current` (during a rollback, what it returns to); one it has not reached still
+    runs the newest revision that succeeded before."""
+    target = by_content(entries_, status.rollback.target) if status.rollback is not None else None
+    reached = _sources_of(entries_, target.content_hash) if target is not None else list(current)
+    earlier = rollback_target(entries_, status.content_hash)
+    before = _sources_of(entries_, earlier.content_hash) if earlier is not None else []
+    return {
+        s.name: reached if s.phase is not st.StagePhase.PENDING else before
+        for s in status.stages
+        if (reached if s.phase is not st.StagePhase.PENDING else before)
+    }
+
+
+def _sources_of(entries_: Sequence[Mapping[str, Any]], content_hash: str) -> list[str]:
+    for entry in reversed(entries_):
+        if entry.get("contentHash") == content_hash:
+            return [str(x) for x in entry.get("sources") or []]
+    return []

@@ -7,7 +7,7 @@ currentStageName and lastPromotionTime, conditions, the engine record and first-
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -64,7 +64,9 @@ def describe(stage: st.StageStatus, deliveries: Mapping[str, m.Delivery] | None 
     return stage.message or stage.phase.value
 
 
-def _stage(stage: st.StageStatus, deliveries: Mapping[str, m.Delivery]) -> dict[str, Any]:
+def _stage(
+    stage: st.StageStatus, deliveries: Mapping[str, m.Delivery], sources: Sequence[str] = ()
+) -> dict[str, Any]:
     entry: dict[str, Any] = {
         "name": stage.name,
         "phase": stage.phase.value,
@@ -74,6 +76,7 @@ def _stage(stage: st.StageStatus, deliveries: Mapping[str, m.Delivery]) -> dict[
         "lastStatusCheckTime": timestamps.fmt_optional(_checked_at(stage)),
         "lastUpdateReconciledTime": timestamps.fmt_optional(stage.started_at),
         "lastSuccessfulAppliedTime": timestamps.fmt_optional(stage.succeeded_at),
+        "sources": list(sources) or None,  # the Flux source revisions its clusters run (ADR 0103)
     }
     if stage.failed:
         entry["failureMessage"] = describe(stage)
@@ -97,6 +100,7 @@ def build(
     *,
     generation: int | None,
     previous: Mapping[str, Any],
+    sources: Mapping[str, Sequence[str]] | None = None,
 ) -> dict[str, Any]:
     current = status.current_stage
     last = _last_promotion(status)
@@ -105,7 +109,7 @@ def build(
         "stagesHash": stages_hash,
         "currentStageName": current.name if current else (status.stages[-1].name if status.stages else None),
         "lastPromotionTime": timestamps.fmt(last) if last else previous.get("lastPromotionTime"),
-        "stages": [_stage(s, deliveries) for s in status.stages],
+        "stages": [_stage(s, deliveries, (sources or {}).get(s.name, ())) for s in status.stages],
         "conditions": rf.conditions(status, generation),
         "approvals": {k: timestamps.fmt(v) for k, v in approvals.items()} or None,
         "rollout": engine_state.dump(status),

@@ -7,6 +7,7 @@ other. Everything that touches Kubernetes goes through `fleetwave.kube`; reads c
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 from collections import OrderedDict
@@ -15,7 +16,7 @@ from typing import Any, TypeVar
 
 from fleetwave import translate
 from fleetwave.api import codec
-from fleetwave.api.sveltos import ProfileSpec
+from fleetwave.api.sveltos import KustomizationRef, PolicyRef, ProfileSpec
 from fleetwave.controllers.fleet import members
 from fleetwave.controllers.fleet.boundary import content_boundary
 from fleetwave.controllers.shared.context import Cache, Context
@@ -26,6 +27,8 @@ from fleetwave.core import effects as fx
 from fleetwave.core import model as m
 from fleetwave.core import timestamps
 from fleetwave.delivery import content as dc
+from fleetwave.delivery.artifact_store import normal_path
+from fleetwave.delivery.artifacts import FLUX_KINDS, Broken, artifact_of
 from fleetwave.kube import kinds, ops
 from fleetwave.kube.status import StatusWrite, Versioned
 from fleetwave.runtime.controller import Result
@@ -194,8 +197,81 @@ async def parse_ahead(ctx: Context, kind: str, raw: Mapping[str, Any]) -> None:
 def resolve(ctx: Context, spec: Any, path: str) -> content.Resolved:
     """Resolve a cluster-scoped profile's content within its boundary (ADR 0046)."""
     return content.resolve(
-        spec, ctx.cache, default_namespace=ctx.namespace, path=path, boundary=content_boundary(ctx)
+        spec,
+        ctx.cache,
+        default_namespace=ctx.namespace,
+        path=path,
+        boundary=content_boundary(ctx),
+        artifacts=ctx.artifacts,
     )
+
+
+async def fetch_ahead(ctx: Context, kind: str, raw: Mapping[str, Any]) -> None:
+    """Fetch the Flux artifacts the rollout's `resolve` is about to read (ADR 0103), so that it finds
+    them: downloads, digest checks, unpacking and reading happen here, off the event loop. A
+    reference `resolve` would refuse is skipped (it says why); so is a source without an artifact."""
+    if ctx.artifacts is None:
+        return
+    spec = _content_spec(kind, raw)
+    if spec is None:
+        return
+    boundary = content_boundary(ctx)
+    wanted: dict[tuple[str, str, str], set[str]] = {}
+    refs: list[PolicyRef | KustomizationRef] = [*(spec.policy_refs or []), *(spec.kustomization_refs or [])]
+    for ref in refs:
+        kind_of = ref.kind or "ConfigMap"
+        if kind_of not in FLUX_KINDS or not ref.name:
+            continue
+        namespace = ref.namespace or boundary.own_namespace or ctx.namespace
+        if boundary.namespace_problem(namespace):
+            continue
+        paths = wanted.setdefault((str(kind_of), namespace, ref.name), set())
+        with contextlib.suppress(Broken):  # a path leaving the root: `resolve` reports it
+            paths.add(normal_path(ref.path) if isinstance(ref, PolicyRef) else ".")
+    for (source_kind, namespace, name), paths in wanted.items():
+        source = ctx.cache.get(source_kind, namespace, name)
+        try:
+            artifact = artifact_of(source_kind, source) if source is not None else None
+        except Broken:
+            continue
+        if artifact is not None:
+            await ctx.artifacts.ensure(artifact, paths)
+
+
+def _content_spec(kind: str, raw: Mapping[str, Any]) -> ProfileSpec | None:
+    """The references of the profile spec a rollout resolves (None: none, or it does not parse)."""
+    spec_raw = raw.get("spec") or {}
+    if kind == "ClusterPromotion":
+        spec_raw = spec_raw.get("profileSpec") or {}
+    elif (raw.get("metadata") or {}).get("annotations", {}).get(PINNED_ANNOTATION):
+        return None  # a stage profile delivers its promotion's snapshot
+    if not isinstance(spec_raw, Mapping):
+        return None
+    refs = {k: spec_raw[k] for k in ("policyRefs", "kustomizationRefs") if isinstance(spec_raw.get(k), list)}
+    try:
+        return ProfileSpec.model_validate(refs) if refs else None
+    except ValueError:
+        return None
+
+
+PENDING_REASON = "ContentPending"
+PENDING_RETRY = 5.0
+
+
+async def report_pending(ctx: Context, obj: Any, raw: Mapping[str, Any], kind: str, message: str) -> Result:
+    """Say in status that a Flux artifact is not fetched yet (no new revision is made until it is),
+    and try again shortly."""
+    condition = {
+        "type": "Ready",
+        "status": "False",
+        "reason": PENDING_REASON,
+        "message": message,
+        "lastTransitionTime": timestamps.fmt(ctx.clock()),
+        "observedGeneration": raw["metadata"].get("generation"),
+    }
+    status = {**(raw.get("status") or {}), "conditions": [condition]}
+    await ctx.write_status(kind, Versioned.of(obj), status)
+    return Result(requeue_after=PENDING_RETRY)
 
 
 async def ensure_snapshot(ctx: Context, resolved: content.Resolved) -> None:

@@ -109,10 +109,13 @@ async def reconcile(ctx: Context, key: str, rollout: Rollout[P, F]) -> Result:
         # The write's own informer event wakes us; the timer is a safety net for a watch that is down.
         return Result(requeue_after=1.0)
     await common.parse_ahead(ctx, rollout.kind, raw)
+    await common.fetch_ahead(ctx, rollout.kind, raw)
     try:
         prepared = rollout.prepare(ctx, raw)
     except common.INVALID as e:
         return await common.report_invalid(ctx, obj, raw, rollout.kind, str(e))
+    except content.ContentPending as e:
+        return await common.report_pending(ctx, obj, raw, rollout.kind, str(e))
     await common.ensure_snapshot(ctx, prepared.resolved)
     spec = getattr(prepared.parsed, "spec", None)
     local = await local_content.deploy(ctx, rollout.kind, obj, raw, prepared.resolved, _profile_spec(spec))

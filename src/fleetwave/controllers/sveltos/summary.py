@@ -31,7 +31,7 @@ from fleetwave.controllers.shared.echoes import tracked
 from fleetwave.controllers.shared.keys import SummaryKey
 from fleetwave.controllers.shared.status_writer import Whose
 from fleetwave.controllers.shared.versioned_memo import VersionedMemo
-from fleetwave.controllers.sveltos import content, templated_content
+from fleetwave.controllers.sveltos import content, registry_credentials, templated_content
 from fleetwave.controllers.sveltos import rollout_common as common
 from fleetwave.controllers.sveltos import summary_status as ss
 from fleetwave.controllers.sveltos.summary_memory import SummaryMemory
@@ -41,6 +41,7 @@ from fleetwave.delivery import content as dc
 from fleetwave.delivery import manifests, sessions
 from fleetwave.delivery.helmplan import Ownership
 from fleetwave.delivery.known_versions import KnownVersions
+from fleetwave.delivery.registry import RegistryError
 from fleetwave.delivery.target import MemberTarget, MemberUnreachable
 from fleetwave.kube import internals, kinds, ops
 from fleetwave.kube.status import StatusWrite, Versioned, version_written
@@ -631,15 +632,7 @@ async def _charts(
                 ss.HelmRelease(chart.release_name, chart.release_namespace, "Failed", message=stopped)
             )
             continue
-        owner = ownership.owners() if ownership else None
-        if chart.helm_chart_action == "Uninstall":
-            outcome = await ctx.helm.uninstall(
-                target, release=chart.release_name, namespace=chart.release_namespace, owner=owner
-            )
-        else:
-            outcome = await ctx.helm.install_or_upgrade(
-                target, chart, values=entry.get("values") or {}, dry_run=dry_run, ownership=ownership
-            )
+        outcome = await _chart(ctx, target, entry, chart, dry_run, ownership)
         releases.append(_release(chart.release_name, chart.release_namespace, outcome))
         if not outcome.ok and not continue_on_error:
             failed = f"{chart.release_namespace}/{chart.release_name}"
@@ -650,6 +643,36 @@ async def _charts(
             owner = ownership.owners() if ownership else None
             await ctx.helm.uninstall(target, release=str(key[0]), namespace=str(key[1]), owner=owner)
     return releases
+
+
+async def _chart(
+    ctx: Context,
+    target: MemberTarget,
+    entry: Mapping[str, Any],
+    chart: HelmChart,
+    dry_run: bool,
+    ownership: Ownership | None,
+) -> HelmOutcome:
+    """One chart installed, upgraded or uninstalled; its registry's Secrets are read now, from the
+    cache and within the content boundary (ADR 0105), and a refusal is this release's failure."""
+    if chart.helm_chart_action == "Uninstall":
+        owner = ownership.owners() if ownership else None
+        return await ctx.helm.uninstall(
+            target, release=chart.release_name, namespace=chart.release_namespace, owner=owner
+        )
+    try:
+        access = registry_credentials.access(chart, ctx.cache, content_boundary(ctx))
+    except RegistryError as e:
+        return HelmOutcome(False, "Failed", chart.chart_version or "", message=str(e))
+    return await ctx.helm.install_or_upgrade(
+        target,
+        chart,
+        values=entry.get("values") or {},
+        dry_run=dry_run,
+        ownership=ownership,
+        access=access,
+        patches=entry.get("patches") or (),
+    )
 
 
 def _release(name: str, namespace: str, outcome: HelmOutcome) -> ss.HelmRelease:

@@ -5,7 +5,8 @@ A snapshot pins everything a revision is made of (template text, kustomize archi
 templateResourceRefs that name one object). Per cluster, at delivery, this module adds what only the
 cluster decides: `.Cluster` (its MemberCluster object), the templateResourceRefs whose namespace is
 the cluster's or whose name is a template, and renders. Template text is Go's, rendered by the pinned
-`fleetwave-render`; overlays and patches are the pinned `kustomize`'s. The result has the shape of a
+`fleetwave-render`; overlays and patches are the pinned `kustomize`'s (a chart's patches are applied
+by helm's post-renderer when it is installed: each chart carries them). The result has the shape of a
 plain snapshot (policies with objects, charts with values), so delivery continues as for any content.
 
 Any failure is an `InstantiationError` naming the field and the cluster's problem, and nothing of
@@ -105,6 +106,9 @@ async def instantiate(
     if patches:
         ready = [_patch_of(p, rendered.get(("patch", i, 0))) for i, p in enumerate(patches)]
         policies = await _patched(policies, ready, tools.kustomizer)
+        # Charts are patched by helm's post-renderer when they are installed (ADR 0105): each one
+        # carries the patches as rendered for this cluster.
+        charts = [{**c, "patches": ready} for c in charts]
     out: dict[str, Any] = {
         k: v
         for k, v in body.items()
@@ -153,6 +157,8 @@ async def _make_objects(
     tools: Tools,
 ) -> None:
     """The objects of the `i`th policy, in place of its templates or its kustomization."""
+    if "error" in policy:  # a Flux source's revision that cannot be delivered (ADR 0103)
+        raise InstantiationError(str(policy["error"]))
     if "templates" in policy:
         objects = []
         for j, item in enumerate(policy["templates"]):
