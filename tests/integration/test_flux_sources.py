@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import flux_support
 import pytest
 import yaml
 from lightkube import ApiError, Client
@@ -35,8 +36,9 @@ from typer.testing import CliRunner
 
 from fleetwave.cli import app as cli_app
 from fleetwave.kube import kinds
-from fleetwave.local import binaries, fleet
+from fleetwave.local import binaries, fleet, oci
 from fleetwave.local import flux as local_flux
+from fleetwave.local import registry as local_registry
 from fleetwave.mgmt import install, manifests
 
 GIT_SOURCE = kinds.served_resource(kinds.FLUX_SOURCE_API_VERSION, "GitRepository", "gitrepositories", True)
@@ -310,3 +312,46 @@ def _cli(state: fleet.FleetState, *args: str) -> str:
     result = CliRunner().invoke(cli_app, [*args, "--kubeconfig", state.cluster(fleet.MANAGEMENT).kubeconfig])
     assert result.exit_code == 0, result.output
     return result.output
+
+
+def test_a_profile_delivers_an_oci_repository_artifact_from_a_real_registry(
+    controller: ControllerThread,
+    flux: local_flux.Flux,
+    oci_registry: local_registry.Registry,
+    management: Client,
+    members: dict[str, Client],
+    namespace: str,
+    tmp_path: Path,
+) -> None:
+    """An OCIRepository (Flux's OCI artifact, pushed to distribution over the registry API) as a
+    ClusterProfile's policyRef: every member gets what is under its path."""
+    flux_support.write_tree(tmp_path / "oci", {"deploy/greeting.yaml": configmap(namespace, "from-oci")})
+    digest = oci.push_oci_artifact(oci_registry.url, f"{namespace}/content", "v1", tmp_path / "oci")
+    spec = {
+        "url": f"oci://{oci_registry.host}/{namespace}/content",
+        "ref": {"tag": "v1"},
+        "insecure": True,  # the registry speaks plain HTTP on loopback
+        "interval": "10m",
+    }
+    with flux_support.source_object(management, flux_support.OCI, "content", namespace, spec):
+        flux_support.artifact(management, flux_support.OCI, "content", namespace, f"v1@{digest}")
+        name = f"oci-{namespace}"
+        profile = {
+            "apiVersion": "config.projectsveltos.io/v1beta1",
+            "kind": "ClusterProfile",
+            "metadata": {"name": name},
+            "spec": {
+                "clusterSelector": {"matchExpressions": [{"key": "env", "operator": "Exists"}]},
+                "policyRefs": [
+                    {"kind": "OCIRepository", "namespace": namespace, "name": "content", "path": "deploy"}
+                ],
+            },
+        }
+        manifests.apply(management, manifests.documents(yaml.safe_dump(profile)))
+        try:
+            wait_for(
+                lambda: set(values(members, namespace).values()) == {"from-oci"},
+                what="every member holding the OCI artifact's ConfigMap",
+            )
+        finally:
+            management.delete(kinds.resource("ClusterProfile"), name)
