@@ -73,7 +73,7 @@ class RemoteURL(Model):
 
 
 class PolicyRef(Model):
-    """A ConfigMap or Secret whose manifests are deployed (Sveltos also takes Flux sources and remote
+    """A ConfigMap, Secret or Flux source whose manifests are deployed (Sveltos also takes remote
     URLs, which fleetwave refuses)."""
 
     model_config = validations(
@@ -81,17 +81,19 @@ class PolicyRef(Model):
     )
 
     kind: SourceKind | None = None
-    """Kind of the source: `ConfigMap`, or `Secret` of type `addons.projectsveltos.io/cluster-profile`.
-    Each key of its data holds manifests (YAML or JSON). fleetwave refuses the Flux kinds
-    (`GitRepository`, `OCIRepository`, `Bucket`); set exactly one of kind and remoteURL."""
+    """Kind of the source: `ConfigMap`, or `Secret` of type `addons.projectsveltos.io/cluster-profile`,
+    each key of its data holding manifests (YAML or JSON); or Flux's `GitRepository`, `OCIRepository`
+    or `Bucket` when the controller runs with `--flux-sources`: the manifests under `path` of the
+    artifact its status announces, pinned with its revision. Set exactly one of kind and remoteURL."""
     namespace: str | None = None
     """Namespace of the source. fleetwave requires it: an empty namespace is not read as the
     cluster's own, as Sveltos does, and fleetwave's own namespace is never a source."""
     name: str | None = None
     """Name of the source. Required with kind."""
     path: str | None = None
-    """Sveltos: the path of the content inside a Flux source. fleetwave delivers no Flux sources and
-    refuses path on a ConfigMap or Secret."""
+    """The directory (or one file) inside a Flux source's artifact whose `.yaml`, `.yml` and `.json`
+    files are deployed, subdirectories included. Defaults to the artifact's root; refused on a
+    ConfigMap or Secret."""
     remote_url: RemoteURL | None = Field(None, alias="remoteURL")
     """Sveltos: content fetched from a URL instead of a source object. fleetwave does not fetch remote
     URLs yet and refuses a reference that sets it."""
@@ -215,7 +217,8 @@ class KustomizationRef(Model):
     kind: SourceKind | None = None
     """Kind of the source: a `ConfigMap` holding the directory as a tar.gz archive in
     `binaryData["kustomize.tar.gz"]`, or a `Secret` (of type `addons.projectsveltos.io/cluster-profile`)
-    holding it in `data["kustomize.tar.gz"]`. fleetwave refuses the Flux kinds."""
+    holding it in `data["kustomize.tar.gz"]`; or Flux's `GitRepository`, `OCIRepository` or `Bucket`
+    when the controller runs with `--flux-sources`: its artifact, pinned with its revision."""
     namespace: str | None = None
     """Namespace of the source. fleetwave requires it: an empty namespace is not read as the
     cluster's own, as Sveltos does."""
@@ -225,7 +228,7 @@ class KustomizationRef(Model):
     """Sveltos: a directory fetched from a URL. fleetwave does not fetch remote URLs yet and refuses a
     reference that sets it."""
     path: str | None = None
-    """The directory inside the archive to build. Defaults to its root."""
+    """The directory inside the archive (or the Flux artifact) to build. Defaults to its root."""
     components: list[str] | None = None
     """Kustomize components to add to the build, as paths inside the archive."""
     target_namespace: str | None = None
