@@ -44,6 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "unit" / 
 import artifact_cases as cases
 import artifact_fuzz as fuzz
 
+from fleetwave.delivery import unpack
 from fleetwave.promapi import guards
 
 SIZES = (10, 100, 1000)
@@ -77,6 +78,7 @@ class Report:
     started: str
     commit: str
     machine: str
+    unpacker: str = ""  # where the child's code comes from (see `_unpacker_source`)
     wall_seconds: float = 0.0
     load: list[float] = field(default_factory=list)  # 1-minute load average before and after: others' work
     tallies: dict[str, Tally] = field(default_factory=dict)
@@ -92,6 +94,16 @@ class Report:
     cost_gap_ms: float = 0.0
     cost_gap_by_phase: dict[str, float] = field(default_factory=dict)
     client_ms: tuple[float, float] = (0.0, 0.0)  # an HTTP client made on the loop, as each download does
+
+
+def _unpacker_source() -> str:
+    """Where the unpacking child's code comes from: `python -I` ignores PYTHONPATH, so in a worktree
+    whose venv is shared it imports the installed checkout, which may not be the code measured."""
+    probe = "import fleetwave.delivery.unpack as u; print(u.__file__)"
+    found = subprocess.run([sys.executable, "-I", "-c", probe], capture_output=True, text=True, check=False)
+    child = found.stdout.strip()
+    same = bool(child) and Path(child).read_bytes() == Path(unpack.__file__).read_bytes()
+    return f"{child} ({'the same' if same else 'NOT the same'} unpack.py as this process's)"
 
 
 def _peak_mib(who: int) -> float:
@@ -215,6 +227,19 @@ def _totals(report: Report) -> Tally:
     return total
 
 
+def _tally_json(t: Tally) -> dict[str, Any]:
+    counts = {k: getattr(t, k) for k in ("tried", "refused", "accepted", "escapes", "suspect")}
+    timing = {"p50_s": round(_pct(t.seconds, 50), 3), "max_s": round(max(t.seconds), 3)}
+    return counts | timing | {"classes": dict(t.classes.most_common())}
+
+
+def _as_json(report: Report) -> dict[str, Any]:
+    # Not asdict: it rebuilds a Counter from its items, which counts them instead.
+    plain = {k: v for k, v in vars(report).items() if k != "tallies"}
+    tallies = {name: _tally_json(t) for name, t in sorted(report.tallies.items())}
+    return plain | {"tallies": tallies | {"total": _tally_json(_totals(report))}}
+
+
 def _print_tallies(report: Report) -> None:
     head = f"{'category':<20} {'tried':>6} {'refused':>8} {'accepted':>9} {'ESCAPES':>8} {'suspect':>8}"
     print(head + f" {'p50 s':>7} {'max s':>7}")
@@ -297,13 +322,15 @@ def main() -> int:
         _commit(),
         f"{os.cpu_count()} cores, {_memory_gib()} GiB, Python {platform.python_version()}",
     )
+    report.unpacker = _unpacker_source()
     report.load.append(os.getloadavg()[0])
     asyncio.run(fuzz_run(args, report))
     report.load.append(os.getloadavg()[0])
     if args.json:
-        print(json.dumps(asdict(report) | {"total": asdict(_totals(report))}, indent=2, default=list))
+        print(json.dumps(_as_json(report), indent=2))
     else:
         print(f"{__doc__.splitlines()[0]}\n{report.started}, commit {report.commit}, {report.machine}")
+        print(f"the unpacking child runs {report.unpacker}")
         load = " -> ".join(f"{x:.1f}" for x in report.load)
         print(
             f"seed {report.seed}, {report.cases} cases in {report.wall_seconds:.1f} s; load average {load}\n"

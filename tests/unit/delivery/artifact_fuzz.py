@@ -3,7 +3,8 @@
 Each case's archive is served by a loopback HTTP server and announced with its correct digest, so it
 goes the whole way: `ArtifactStore.ensure` (the guarded download, the digest check, the bounded
 unpacking child, the files read in a worker thread), then `texts` and `archive`. Nothing of that
-path is replaced; two of its steps are observed (`observing`):
+path is replaced (the store is handed `artifacts.download` itself, wrapped only to tell the event
+loop's ticker which step runs); two of its steps are observed (`observing`):
 
 - after the unpacker returns, and before the store removes its temporary directory, the tree is
   walked: nothing but directories and regular files with one link each, and nothing beside it;
@@ -12,8 +13,8 @@ path is replaced; two of its steps are observed (`observing`):
 
 And around each case: the store's temporary directory goes under a fresh parent (`tempfile.tempdir`
 for the duration of the case) beside a sentinel tree; the parent, a canary directory elsewhere in
-/tmp, and the names carrying `artifact_cases.MARKER` in / and /tmp are compared before and after.
-Any difference, link or foreign text is an escape.
+/tmp, the names in /, and the names carrying `artifact_cases.MARKER` in /tmp are compared before
+and after. Any difference, link or foreign text is an escape.
 
 Used by tests/unit/delivery/test_delivery_artifact_fuzz.py and bench/bench_artifact_fuzz.py.
 """
