@@ -13,8 +13,10 @@ the event loop's longest gap while the store worked.
 
 Run: PYTHONPATH=src .venv/bin/python bench/bench_artifact_fuzz.py [--cases 400] [--seed 1] [--runs 20]
      [--max-gap-ms 100] [--json] [--reproducers /tmp]
-Every other case is a mutation; the rest go to the other categories in turn. Exit code 1 if any
-escape was found, 2 if the controller's path ended in anything but texts or Broken, else 0.
+Every other case is a mutation; the rest go to the other categories in turn; `--cases 0` measures
+the cost alone. The archive of an escape, a suspect refusal (the unpacker crashing) or a refusal that
+only a budget made is written under `--reproducers`. Exit code 1 if any escape was found, 2 if the
+controller's path ended in anything but texts or Broken, else 0.
 """
 
 from __future__ import annotations
@@ -326,9 +328,7 @@ def main() -> int:
     parser.add_argument(
         "--max-gap-ms", type=float, default=100.0, help="the event loop's allowed longest gap"
     )
-    parser.add_argument(
-        "--reproducers", default="/tmp", help="where an escape's or suspect case's archive goes"
-    )
+    parser.add_argument("--reproducers", default="/tmp", help="where flagged cases' archives go")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     args = parser.parse_args()
     report = Report(
