@@ -173,7 +173,9 @@ def _preexec(limits: Limits, name: str) -> Callable[[], None]:
     def apply() -> None:
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
-        resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_seconds, limits.cpu_seconds))
+        # The soft limit below the hard one: the kernel then sends SIGXCPU (reported as the CPU
+        # budget) at the budget; with both equal it sends SIGKILL, which reads as memory.
+        resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_seconds, limits.cpu_seconds + 1))
         if install is not None:
             install(strict)
 

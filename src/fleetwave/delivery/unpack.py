@@ -29,6 +29,7 @@ import io
 import lzma
 import os
 import posixpath
+import re
 import shutil
 import sys
 import tarfile
@@ -44,6 +45,14 @@ MAX_EXTENDED_HEADER_BYTES = 4096  # what a long name or a pax record set needs, 
 # with the extended headers allowed.
 MAX_TAR_BYTES = MAX_UNPACKED_BYTES + MAX_ENTRIES * 8 * 1024
 MAX_HEADERS = 4 * MAX_ENTRIES  # extended headers included: each entry has at most three
+# Extended headers in a row before one entry (a global pax header, then a pax header, a GNU long
+# name and long link at most): tarfile reads a chain of them by recursion, about three frames each,
+# and a few hundred end in RecursionError.
+MAX_CHAINED_HEADERS = 4
+# The longest run of ASCII digits a pax header may hold (an mtime with nanoseconds has 20): tarfile's
+# record and hdrcharset regular expressions are quadratic in such a run (CVE-2024-6232), and 2,000
+# headers of 4 KiB of digits, each well formed, cost its parser 10 s of CPU.
+MAX_PAX_DIGITS = 64
 REFUSED = 2  # the exit code of a refusal
 
 _BLOCK = 512
@@ -58,6 +67,7 @@ _OTHER_KINDS = {
     b"6": "a FIFO",
     b"S": "a sparse file",
 }
+_LONG_DIGITS = re.compile(rb"[0-9]{%d}" % (MAX_PAX_DIGITS + 1))  # a bounded repeat: linear to search
 _NOT_TAR = "is not a tar archive (gzip, bzip2, xz or uncompressed)"
 
 
@@ -126,6 +136,7 @@ class _Scan:
         self.entries = 0
         self.total = 0
         self.extended = False  # the last header extends the next one
+        self.chained = 0  # extended headers since the last entry
         self.ended = False
 
     def advance(self, data: bytearray, *, final: bool) -> None:
@@ -171,6 +182,9 @@ class _Scan:
                 raise Refused("is damaged (it ends inside an extended header)")
             return False
         self._count_header()
+        self.chained += 1
+        if self.chained > MAX_CHAINED_HEADERS:
+            raise Refused(f"entry {self.entries + 1} has more than {MAX_CHAINED_HEADERS} extended headers")
         payload = bytes(data[start:end])  # what tarfile reads: the records and their padding
         if kind in (b"L", b"K"):
             _check_name(len(payload.split(b"\0", 1)[0]), self.entries + 1)
@@ -184,7 +198,7 @@ class _Scan:
         self.entries += 1
         if self.entries > MAX_ENTRIES:
             raise Refused(f"holds more than {MAX_ENTRIES} entries")
-        self.extended = False
+        self.extended, self.chained = False, 0
         # A directory has no data blocks whatever its size says: tarfile skips none.
         if info.isdir():
             self.offset += _BLOCK
@@ -237,6 +251,8 @@ def _check_pax(payload: bytes, size: int, entry: int) -> None:
         if keyword in (b"path", b"linkpath"):
             _check_name(len(value), entry)
         pos = end
+    if _LONG_DIGITS.search(payload):  # well formed, yet slow for tarfile's regular expressions
+        raise Refused(f"has a pax header with a run of more than {MAX_PAX_DIGITS} digits")
 
 
 def _check_name(length: int, entry: int) -> None:

@@ -11,6 +11,8 @@ whole exchange has a deadline. Messages name the host, never the path or query.
 from __future__ import annotations
 
 import asyncio
+import functools
+import ssl
 import urllib.parse
 from dataclasses import dataclass
 
@@ -28,6 +30,12 @@ class Unavailable(RuntimeError):
 
 class Refused(ValueError):
     """The URL may not be fetched, or what it serves may not be taken (too large, an error answer)."""
+
+
+@functools.cache
+def _tls() -> ssl.SSLContext:
+    """The system's trust store (SSL_CERT_FILE/SSL_CERT_DIR through OpenSSL), built once."""
+    return ssl.create_default_context()
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,10 +94,15 @@ async def get_capped(
     except guards.Refused as e:
         raise Refused(f"{field}: {e}") from None
     extensions = {"sni_hostname": target.host} if target.scheme == "https" else {}
+    # The trust store is read once, in a worker thread: reading it costs some 50 ms, and an
+    # AsyncClient built without one would read it on the event loop at every download.
+    tls = await asyncio.to_thread(_tls)
     try:
         async with (
             asyncio.timeout(seconds),
-            httpx2.AsyncClient(follow_redirects=False, trust_env=False, transport=transport) as client,
+            httpx2.AsyncClient(
+                follow_redirects=False, trust_env=False, verify=tls, transport=transport
+            ) as client,
         ):
             request = client.build_request(
                 "GET",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import sys
 import tarfile
 from typing import Any
 
@@ -190,3 +191,11 @@ def test_patches_strategic_merge_and_json6902_with_targets(kustomizer: Kustomize
     assert "spec" not in out["db"]
     assert out["db"]["metadata"]["labels"] == {"tier": "backend"}
     assert out["web"]["metadata"]["labels"] == {"tier": "backend"}
+
+
+async def test_a_tool_out_of_its_cpu_budget_is_reported_as_such() -> None:
+    """The kernel sends SIGXCPU at the soft limit only when it is below the hard one; with both equal
+    it sent SIGKILL, reported as memory (found by bench/bench_artifact_fuzz.py)."""
+    spin = [sys.executable, "-I", "-c", "while True: pass"]
+    with pytest.raises(bounded.ToolError, match="CPU budget spent"):
+        await bounded.run(spin, limits=bounded.Limits(cpu_seconds=1, wall_seconds=20))

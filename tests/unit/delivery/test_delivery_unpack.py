@@ -201,3 +201,30 @@ def test_the_child_entry_point_reports_one_line_and_code_2(
     monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(long_name_bomb(1 << 30))))
     assert unpack.main(["unpack", str(tmp_path / "tree")]) == unpack.REFUSED
     assert capsys.readouterr().err == "has a GNU long-name header of 1073741824 bytes (at most 4096)\n"
+
+
+def test_a_well_formed_pax_record_of_a_long_run_of_digits_is_refused(tmp_path: Path) -> None:
+    """Found by bench/bench_artifact_fuzz.py: 2,000 entries each after a well-formed 4 KiB record of
+    digits cost tarfile's parser 10 s of CPU (CVE-2024-6232's regular expressions)."""
+    archive = pax_header(pax_record("comment", "7" * 4000)) + tar(file("a.yaml", "a: 1\n"))
+    assert (
+        refusal(archive, tmp_path)
+        == f"has a pax header with a run of more than {unpack.MAX_PAX_DIGITS} digits"
+    )
+    mtime = pax_header(pax_record("mtime", "1764320000.123456789")) + tar(file("b.yaml", "b: 1\n"))
+    unpack.unpack(mtime, tmp_path / "ok")  # what real archives hold passes
+    assert (tmp_path / "ok" / "b.yaml").read_text() == "b: 1\n"
+
+
+def test_a_chain_of_extended_headers_before_one_entry_is_refused(tmp_path: Path) -> None:
+    """Found by the fuzzer: tarfile reads chained extended headers by recursion, and 340 of them
+    ended the unpacker in RecursionError (a traceback, not a refusal)."""
+    chain = b"".join(pax_header(pax_record("comment", "x")) for _ in range(unpack.MAX_CHAINED_HEADERS + 1))
+    archive = chain + tar(file("a.yaml", "a: 1\n"))
+    expected = f"entry 1 has more than {unpack.MAX_CHAINED_HEADERS} extended headers"
+    assert refusal(archive, tmp_path) == expected
+    allowed = pax_header(pax_record("comment", "x"), tarfile.XGLTYPE) + pax_header(
+        pax_record("path", "c.yaml")
+    )
+    unpack.unpack(allowed + tar(file("ignored.yaml", "c: 1\n")), tmp_path / "ok")
+    assert (tmp_path / "ok" / "c.yaml").read_text() == "c: 1\n"
