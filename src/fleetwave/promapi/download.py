@@ -93,32 +93,38 @@ async def get_capped(
         raise Unavailable(str(e)) from None
     except guards.Refused as e:
         raise Refused(f"{field}: {e}") from None
-    extensions = {"sni_hostname": target.host} if target.scheme == "https" else {}
     # The trust store is read once, in a worker thread: reading it costs some 50 ms, and an
     # AsyncClient built without one would read it on the event loop at every download.
     tls = await asyncio.to_thread(_tls)
     try:
-        async with (
-            asyncio.timeout(seconds),
-            httpx2.AsyncClient(
-                follow_redirects=False, trust_env=False, verify=tls, transport=transport
-            ) as client,
-        ):
-            request = client.build_request(
-                "GET",
-                target.url_to(addresses[0]),
-                headers={"Host": target.host_header},
-                extensions=extensions,
-            )
-            response = await client.send(request, stream=True)
-            try:
-                return await _body(response, target, max_bytes)
-            finally:
-                await response.aclose()
+        async with asyncio.timeout(seconds):
+            return await _get(target, addresses[0], max_bytes, tls, transport)
     except TimeoutError:
         raise Unavailable(f"{target.display} did not answer in full within {seconds:g}s") from None
     except httpx2.HTTPError as e:
         raise Unavailable(f"{target.display} could not be reached ({type(e).__name__})") from None
+
+
+async def _get(
+    target: _Target,
+    address: str,
+    max_bytes: int,
+    tls: ssl.SSLContext,
+    transport: httpx2.AsyncBaseTransport | None,
+) -> bytes:
+    """One GET to the checked `address`, the Host header and SNI naming the URL's host."""
+    extensions = {"sni_hostname": target.host} if target.scheme == "https" else {}
+    async with httpx2.AsyncClient(
+        follow_redirects=False, trust_env=False, verify=tls, transport=transport
+    ) as client:
+        request = client.build_request(
+            "GET", target.url_to(address), headers={"Host": target.host_header}, extensions=extensions
+        )
+        response = await client.send(request, stream=True)
+        try:
+            return await _body(response, target, max_bytes)
+        finally:
+            await response.aclose()
 
 
 async def _body(response: httpx2.Response, target: _Target, max_bytes: int) -> bytes:
