@@ -131,14 +131,16 @@ class _Fake:
 
     kind = KIND
 
-    def __init__(self, *, invalid: str = "") -> None:
-        self.invalid = invalid
+    def __init__(self, *, invalid: str = "", pending: str = "") -> None:
+        self.invalid, self.pending = invalid, pending
         self.log: list[str] = []
         self.progress = False
 
     def prepare(self, ctx: Context, raw: Mapping[str, Any]) -> Prepared[str]:
         if self.invalid:
             raise content.ContentError(self.invalid)
+        if self.pending:
+            raise content.ContentPending(self.pending)
         return Prepared("parsed", content.Resolved(hash="h" * 64, body={}), _spec())
 
     async def observe(self, ctx: Context, run: Pass[str]) -> Observation[int]:
@@ -230,6 +232,22 @@ async def test_an_invalid_spec_is_reported_in_status_and_not_retried() -> None:
     assert ctx.recorder == [(True, "InvalidSpec", "spec.policyRefs[0]: ConfigMap x/y not found")]
     assert not result.requeue
     assert result.requeue_after is None
+
+
+async def test_a_flux_artifact_not_fetched_yet_is_said_and_retried_without_an_event() -> None:
+    """ADR 0103: no revision is made while an artifact is pending; nothing is wrong with the spec."""
+    client, rollout = _Client(), _Fake(pending="GitRepository/flux/apps: the artifact server answered 503")
+    ctx = _ctx(_Cache({(KIND, "p"): _profile()}), client)
+
+    result = await rollout_reconcile.reconcile(ctx, "p", rollout)
+
+    assert rollout.log == []
+    ((_, body),) = client.calls
+    (condition,) = body["status"]["conditions"]
+    assert (condition["reason"], condition["status"]) == ("ContentPending", "False")
+    assert condition["message"] == "GitRepository/flux/apps: the artifact server answered 503"
+    assert ctx.recorder == []
+    assert result.requeue_after == rollout_common.PENDING_RETRY
 
 
 async def test_a_deleted_or_missing_object_is_left_to_garbage_collection() -> None:

@@ -254,6 +254,19 @@ def _content_spec(kind: str, raw: Mapping[str, Any]) -> ProfileSpec | None:
         return None
 
 
+def _not_ready(ctx: Context, raw: Mapping[str, Any], reason: str, message: str) -> dict[str, Any]:
+    """The object's status with one condition, Ready=False for `reason`, in place of the others."""
+    condition = {
+        "type": "Ready",
+        "status": "False",
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": timestamps.fmt(ctx.clock()),
+        "observedGeneration": raw["metadata"].get("generation"),
+    }
+    return {**(raw.get("status") or {}), "conditions": [condition]}
+
+
 PENDING_REASON = "ContentPending"
 PENDING_RETRY = 5.0
 
@@ -261,15 +274,7 @@ PENDING_RETRY = 5.0
 async def report_pending(ctx: Context, obj: Any, raw: Mapping[str, Any], kind: str, message: str) -> Result:
     """Say in status that a Flux artifact is not fetched yet (no new revision is made until it is),
     and try again shortly."""
-    condition = {
-        "type": "Ready",
-        "status": "False",
-        "reason": PENDING_REASON,
-        "message": message,
-        "lastTransitionTime": timestamps.fmt(ctx.clock()),
-        "observedGeneration": raw["metadata"].get("generation"),
-    }
-    status = {**(raw.get("status") or {}), "conditions": [condition]}
+    status = _not_ready(ctx, raw, PENDING_REASON, message)
     await ctx.write_status(kind, Versioned.of(obj), status)
     return Result(requeue_after=PENDING_RETRY)
 
@@ -297,15 +302,7 @@ INVALID_REASON = "InvalidSpec"
 
 async def report_invalid(ctx: Context, obj: Any, raw: Mapping[str, Any], kind: str, message: str) -> Result:
     """Say in status (and once in an event) why the spec cannot be rolled out."""
-    condition = {
-        "type": "Ready",
-        "status": "False",
-        "reason": INVALID_REASON,
-        "message": message,
-        "lastTransitionTime": timestamps.fmt(ctx.clock()),
-        "observedGeneration": raw["metadata"].get("generation"),
-    }
-    status = {**(raw.get("status") or {}), "conditions": [condition]}
+    status = _not_ready(ctx, raw, INVALID_REASON, message)
     written, _ = await ctx.write_status(kind, Versioned.of(obj), status)
     if written is StatusWrite.WRITTEN:
         await ctx.event(obj, True, "InvalidSpec", message)
