@@ -202,7 +202,8 @@ def test_profiles_reading_outside_the_boundary_are_refused_in_status(
         ),
         "gitrepository": (
             [{"kind": "GitRepository", "namespace": "flux-system", "name": "repo", "path": "deploy"}],
-            "policyRefs[0].kind: GitRepository is not supported",
+            "policyRefs[0].kind: GitRepository is a Flux source, read only when the controller runs with "
+            "--flux-sources",
         ),
         "broken": (
             [{"kind": "Secret", "namespace": namespace, "name": "broken"}],
