@@ -39,10 +39,11 @@ from fleetwave.kube import kinds
 from fleetwave.local import binaries, fleet, oci
 from fleetwave.local import flux as local_flux
 from fleetwave.local import registry as local_registry
-from fleetwave.mgmt import install, manifests
+from fleetwave.mgmt import install, manifests, rbac
 
 GIT_SOURCE = kinds.served_resource(kinds.FLUX_SOURCE_API_VERSION, "GitRepository", "gitrepositories", True)
 PROMOTION = kinds.resource("ClusterPromotion")
+RBAC_API = "rbac.authorization.k8s.io/v1"
 
 
 @pytest.fixture(scope="module")
@@ -50,11 +51,17 @@ def controller(
     local_fleet: fleet.FleetState, management: Client, bins: binaries.Binaries, flux: local_flux.Flux
 ) -> Iterator[ControllerThread]:
     install.install(management, flux_sources=True)  # the read rights on Flux's kinds, before it starts
-    with (
-        registered(management, local_fleet),
-        running_controller(local_fleet, bins.path("helm"), "flux", flux_sources=True) as thread,
-    ):
-        yield thread
+    try:
+        with (
+            registered(management, local_fleet),
+            running_controller(local_fleet, bins.path("helm"), "flux", flux_sources=True) as thread,
+        ):
+            yield thread
+    finally:
+        # The read rights on Flux's kinds are this module's: later modules check that the installed
+        # RBAC grants nothing beyond what fleetwave's own install does.
+        for kind in ("ClusterRoleBinding", "ClusterRole"):
+            management.delete(kinds.builtin_resource(RBAC_API, kind), rbac.FLUX_SOURCES_NAME)
 
 
 def configmap(namespace: str, value: str, name: str = "greeting") -> str:
