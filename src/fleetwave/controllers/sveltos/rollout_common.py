@@ -171,21 +171,10 @@ async def parse_ahead(ctx: Context, kind: str, raw: Mapping[str, Any]) -> None:
     """Parse the large content the rollout's `resolve` is about to read, in a worker thread, so the
     event loop (leases, probes, every other reconcile) never runs a parse of it. Reads the spec's
     policyRefs as written; a spec that does not parse is left to `prepare` to report."""
-    spec_raw = raw.get("spec") or {}
-    path = "spec"
-    if kind == "ClusterPromotion":
-        spec_raw, path = spec_raw.get("profileSpec") or {}, "spec.profileSpec"
-    elif (raw.get("metadata") or {}).get("annotations", {}).get(PINNED_ANNOTATION):
-        return  # a stage profile delivers its promotion's snapshot
-    if not isinstance(spec_raw, Mapping):
+    spec = _content_spec(kind, raw, ("policyRefs", "helmCharts"))
+    if spec is None:
         return
-    wanted = {k: spec_raw[k] for k in ("policyRefs", "helmCharts") if isinstance(spec_raw.get(k), list)}
-    if not wanted:
-        return
-    try:
-        spec = ProfileSpec.model_validate(wanted)
-    except ValueError:
-        return
+    path = "spec.profileSpec" if kind == "ClusterPromotion" else "spec"
     texts = content.large_texts(
         spec, ctx.cache, default_namespace=ctx.namespace, path=path, boundary=content_boundary(ctx)
     )
@@ -212,7 +201,7 @@ async def fetch_ahead(ctx: Context, kind: str, raw: Mapping[str, Any]) -> None:
     reference `resolve` would refuse is skipped (it says why); so is a source without an artifact."""
     if ctx.artifacts is None:
         return
-    spec = _content_spec(kind, raw)
+    spec = _content_spec(kind, raw, ("policyRefs", "kustomizationRefs"))
     if spec is None:
         return
     boundary = content_boundary(ctx)
@@ -238,18 +227,20 @@ async def fetch_ahead(ctx: Context, kind: str, raw: Mapping[str, Any]) -> None:
             await ctx.artifacts.ensure(artifact, paths)
 
 
-def _content_spec(kind: str, raw: Mapping[str, Any]) -> ProfileSpec | None:
-    """The references of the profile spec a rollout resolves (None: none, or it does not parse)."""
+def _content_spec(kind: str, raw: Mapping[str, Any], fields: tuple[str, ...]) -> ProfileSpec | None:
+    """The `fields` of the profile spec a rollout resolves, as written (None: none of them, a stage
+    profile, which delivers its promotion's snapshot, or a spec that does not parse: `prepare`
+    reports that)."""
     spec_raw = raw.get("spec") or {}
     if kind == "ClusterPromotion":
         spec_raw = spec_raw.get("profileSpec") or {}
     elif (raw.get("metadata") or {}).get("annotations", {}).get(PINNED_ANNOTATION):
-        return None  # a stage profile delivers its promotion's snapshot
+        return None
     if not isinstance(spec_raw, Mapping):
         return None
-    refs = {k: spec_raw[k] for k in ("policyRefs", "kustomizationRefs") if isinstance(spec_raw.get(k), list)}
+    wanted = {k: spec_raw[k] for k in fields if isinstance(spec_raw.get(k), list)}
     try:
-        return ProfileSpec.model_validate(refs) if refs else None
+        return ProfileSpec.model_validate(wanted) if wanted else None
     except ValueError:
         return None
 
