@@ -65,8 +65,11 @@ class MemberClusterSpec(Model):
     """KubeFleet's member agent heartbeat period, 1 to 600 seconds. Accepted for compatibility with
     KubeFleet; fleetwave does not act on it (it checks each cluster every 30 seconds)."""
     pull_mode: bool | None = None
-    """Sveltos' pull mode. Not supported yet: a cluster that sets it to true reports Ready=False
-    (reason UnsupportedField) and gets no deliveries."""
+    """Sveltos' pull mode: true when the cluster is joined by `fleetwave agent` running in it. The
+    management cluster then holds no kubeconfig of it and never connects to it: what the cluster
+    must run is written as MemberWork into its namespace on the management cluster
+    (`fleet-member-<name>`), and its agent applies it and reports back. `fleetwave cluster register
+    --pull` sets it."""
     workload_identity: FreeForm | None = None
     """Sveltos' cloud workload identity, used instead of a kubeconfig. Not supported yet: a cluster
     that sets it reports Ready=False (reason UnsupportedField) and gets no deliveries."""

@@ -55,6 +55,7 @@ from fleetwave.api.sveltos import (
     Trigger,
     ValidateHealth,
 )
+from fleetwave.api.work import MemberWork, MemberWorkSpec, MemberWorkStatus
 
 ALL_KINDS: tuple[type[Resource], ...] = (
     ClusterProfile,
@@ -77,6 +78,7 @@ ALL_KINDS: tuple[type[Resource], ...] = (
     ResourceOverrideSnapshot,
     ClusterResourceEnvelope,
     ResourceEnvelope,
+    MemberWork,
 )
 KINDS: dict[str, type[Resource]] = {k.kind_name: k for k in ALL_KINDS}
 
@@ -112,6 +114,9 @@ __all__ = [
     "MemberCluster",
     "MemberClusterSpec",
     "MemberClusterStatus",
+    "MemberWork",
+    "MemberWorkSpec",
+    "MemberWorkStatus",
     "ObjectMeta",
     "PlacementSpec",
     "PlacementStatus",

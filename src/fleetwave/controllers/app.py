@@ -10,13 +10,14 @@ import asyncio
 import datetime as dt
 import logging
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from fleetwave.api import families
 from fleetwave.controllers import kubefleet, watches
-from fleetwave.controllers.fleet import membercluster
+from fleetwave.controllers.fleet import membercluster, pull
 from fleetwave.controllers.fleet.member_watches import MemberWatches
 from fleetwave.controllers.fleet.ports import HealthAdapter, HelmAdapter
 from fleetwave.controllers.shared.context import Cache, Context
@@ -30,7 +31,7 @@ from fleetwave.delivery.known_versions import KnownVersions
 from fleetwave.delivery.kustomize import Kustomizer
 from fleetwave.kube import kinds
 from fleetwave.kube.client import AsyncClient
-from fleetwave.kube.objects import ConfigMap, Secret
+from fleetwave.kube.objects import ConfigMap, Lease, Secret
 from fleetwave.promapi import guards
 from fleetwave.runtime import events, logs, notify
 from fleetwave.runtime.controller import Controller
@@ -134,6 +135,7 @@ def build(
     if settings.flux_sources:
         for kind, resource in kinds.flux_source_resources().items():
             shared[kind] = manager.add_informer(Informer(watcher, resource, namespaces=watched))
+    _pull_informers(manager, shared, watched)
     recorder = events.EventRecorder(client, "fleetwave")
     manager.recorder = recorder
     notifier = _notifier(settings, shared["Secret"]) if settings.notify_secret else None
@@ -146,6 +148,18 @@ def build(
     placements = [c for c in contexts if "ClusterResourcePlacement" in c.family.kinds]
     kubefleet.register(manager, placements[-1])
     return manager
+
+
+def _pull_informers(manager: Manager, shared: dict[str, Informer], watched: Iterable[str]) -> None:
+    """Pull members' work and their agents' leases (ADR 0106), in every namespace (a member's hub
+    namespace is its own, `fleet-member-<name>`), unless the controller watches named ones."""
+    watcher = manager.watch_client
+    shared["MemberWork"] = manager.add_informer(
+        Informer(watcher, kinds.resource("MemberWork"), namespaces=watched)
+    )
+    shared["Lease"] = manager.add_informer(
+        Informer(watcher, Lease, namespaces=watched, labels={pull.LEASE_LABEL: "true"})
+    )
 
 
 def _families(
@@ -262,6 +276,7 @@ def _family(
         placement_kinds=settings.placement_kinds,
         artifacts=artifacts,
     )
+    informers["MemberWork"].on_change(ctx.reports.on_change)
     _add_controllers(manager, ctx, informers, settings)
     return ctx
 
@@ -367,6 +382,7 @@ def _add_controllers(
         clusters.watch(informers["MemberCluster"], lambda o: [object_key(o)])
         scoped = ctx.family.served("MemberCluster").namespaced
         clusters.watch(informers["Secret"], lambda s: watches.member_of_secret(s, namespaced=scoped))
+        clusters.watch(informers["Lease"], lambda lease: watches.member_of_lease(lease, namespaced=scoped))
     if "ClusterProfile" not in ctx.family.kinds:
         return
     keys = watches.Keys(ctx.cache)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fleetwave.controllers import fanout
-from fleetwave.controllers.fleet import members
+from fleetwave.controllers.fleet import members, pull
 from fleetwave.controllers.shared.context import Cache, as_dict
 from fleetwave.controllers.shared.echoes import Echoes
 from fleetwave.controllers.shared.own_writes import OwnWrites
@@ -358,6 +358,15 @@ def _wire_summaries(
     # A summary reads its snapshot, kept as a Secret when any content came from one.
     summaries.watch(informers["ConfigMap"], keys.summaries_of_content)
     summaries.watch(informers["Secret"], keys.summaries_of_content)
+
+
+def member_of_lease(lease: Any, *, namespaced: bool = True) -> Iterable[str]:
+    """A pull member's agent lease: the member it keeps alive (its label names it)."""
+    value = (lease.metadata.labels or {}).get(pull.MEMBER_LABEL)
+    if not value:
+        return []
+    key = pull.member_of_label(value)
+    return [key if namespaced else key.partition("/")[2]]
 
 
 def member_of_secret(secret: Any, *, namespaced: bool = True) -> Iterable[str]:

@@ -22,7 +22,7 @@ from typing import Any
 
 from fleetwave.api import conditions
 from fleetwave.api.objects import Obj
-from fleetwave.controllers.fleet import members
+from fleetwave.controllers.fleet import members, pull
 from fleetwave.controllers.shared.context import Context, as_dict
 from fleetwave.core import model as m
 from fleetwave.core import timestamps, windows
@@ -82,6 +82,9 @@ async def reconcile(ctx: Context, key: str) -> Result:
     # watched for this member, so fixing it would otherwise go unnoticed. A window that opens or
     # closes sooner than the next probe wakes us then.
     after = next_probe_in(key, ctx.clock())
+    if member.pull:  # its lease's events wake it; a lease that stops being renewed does not
+        left = pull.seconds_left(pull.lease_of(ctx, member.key), ctx.clock())
+        after = min(after, left) if left is not None and left > 0 else after
     return Result(requeue_after=min(after, window.seconds_left) if window else after)
 
 
@@ -132,6 +135,8 @@ async def _verdict(
         return Verdict(False, UNSUPPORTED, refused)
     if window is not None and not window.open:
         return Verdict(False, OUTSIDE_WINDOW, window.message)
+    if member.pull:
+        return _agent_verdict(ctx, member)
     found = members.credentials(ctx.cache, member)
     if found.kubeconfig is None:
         return Verdict(False, found.reason, found.message)
@@ -140,6 +145,28 @@ async def _verdict(
     probe = await registration.probe_pooled(target, details=details)
     reason = REACHABLE if probe.ready else UNREACHABLE
     return Verdict(probe.ready, reason, probe.message, probe.version, probe.nodes)
+
+
+AGENT_CONNECTED = "AgentConnected"
+AGENT_DISCONNECTED = "AgentDisconnected"
+
+
+def _agent_verdict(ctx: Context, member: members.Member) -> Verdict:
+    """A pull member is never contacted: it is ready while its agent keeps its lease on the hub, and
+    its version and node count are what the agent wrote on that lease."""
+    lease = pull.lease_of(ctx, member.key)
+    now = ctx.clock()
+    annotations = ((lease or {}).get("metadata") or {}).get("annotations") or {}
+    version = annotations.get(pull.VERSION_ANNOTATION) or None
+    nodes = annotations.get(pull.NODES_ANNOTATION)
+    count = int(nodes) if isinstance(nodes, str) and nodes.isdigit() else None
+    if pull.alive(lease, now):
+        holder = ((lease or {}).get("spec") or {}).get("holderIdentity")
+        return Verdict(True, AGENT_CONNECTED, f"agent {holder} connected", version, count)
+    renewed = ((lease or {}).get("spec") or {}).get("renewTime")
+    seen = f"last seen at {timestamps.fmt(renewed) if isinstance(renewed, datetime) else renewed}"
+    message = f"agent not connected ({seen if renewed else 'never connected'}); the cluster runs what it has"
+    return Verdict(False, AGENT_DISCONNECTED, message, version, count)
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,6 +27,7 @@ from fleetwave.kube import kubeconfig_policy
 from fleetwave.mgmt.registration import ALLOW_INSECURE_ANNOTATION, MEMBER_SECRET_LABEL
 from fleetwave.translate import KEY_LABEL, NAME_LABEL
 
+PULL_ANNOTATION = "fleetwave.io/pull-mode"  # on a KubeFleet-group member joined by its agent
 SECRET_LABEL = MEMBER_SECRET_LABEL  # on a kubeconfig Secret: the member it serves
 
 
@@ -44,6 +45,8 @@ class Member:
     taints: tuple[tuple[str, str, str], ...] = ()  # (key, value, effect): KubeFleet placements' tolerations
     # name -> value (a string, compared as a number): what KubeFleet property selectors and sorters read
     properties: Mapping[str, str] = field(default_factory=dict)
+    # Joined by its agent (ADR 0106): the hub holds no kubeconfig of it and never connects to it.
+    pull: bool = False
 
 
 class Lookup(Protocol):
@@ -79,14 +82,22 @@ def from_object(obj: Obj) -> Member:
         secret_problem=problem,
         taints=_taints(spec.get("taints")),
         properties=_properties(meta.get("labels"), status),
+        pull=_pull(spec, meta),
     )
+
+
+def _pull(spec: Mapping[str, Any], meta: Mapping[str, Any]) -> bool:
+    """Sveltos' `spec.pullMode`, or the annotation a KubeFleet-group member carries (its schema has
+    no such field): the same test as `pull.is_pull`, kept here so members import nothing above."""
+    annotations = meta.get("annotations") or {}
+    return spec.get("pullMode") is True or annotations.get(PULL_ANNOTATION) == "true"
 
 
 # Member fields fleetwave does not act on yet: a member that sets one is not used (Ready=False, reason
 # UnsupportedField) rather than used as if it were in force. KubeFleet's `identity` and
-# `heartbeatPeriodSeconds` configure its member agent; fleetwave has none and needs neither (ADR 0062).
+# `heartbeatPeriodSeconds` configure KubeFleet's member agent; fleetwave's agent needs neither (ADR 0062).
+# `pullMode` is honoured (ADR 0106).
 _UNHONOURED = (
-    "pullMode",
     "workloadIdentity",
     "tokenRequestRenewalOption",
     "readinessChecks",

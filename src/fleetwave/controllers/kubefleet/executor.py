@@ -13,11 +13,10 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from fleetwave.controllers.fleet import members
-from fleetwave.controllers.kubefleet import apply_rules, envelopes, selection
+from fleetwave.controllers.fleet import members, pull
+from fleetwave.controllers.kubefleet import apply_rules, envelopes, executor_pull, selection
 from fleetwave.controllers.shared.context import Context, Wake
 from fleetwave.core import status as st
 from fleetwave.delivery import manifests
@@ -54,11 +53,7 @@ def _wrapped(ctx: Context) -> frozenset[kinds.GVK]:
     return frozenset(out)
 
 
-@dataclass(frozen=True, slots=True)
-class Outcome:
-    ok: bool
-    message: str
-    diffs: tuple[dict[str, Any], ...] = ()  # ReportDiff: upstream's diffedPlacements entries
+Outcome = executor_pull.Outcome
 
 
 def target(ctx: Context, cluster: str) -> MemberTarget | None:
@@ -132,9 +127,26 @@ async def apply(
     inventory: str,
     rules: apply_rules.ApplyRules = apply_rules.DEFAULT,
 ) -> Outcome:
+    if pull.is_pull_member(ctx, cluster):
+        return await executor_pull.apply(ctx, cluster, objects, inventory, rules, _kind_names(ctx))
     tgt = target(ctx, cluster)
     if tgt is None:
         return _missing(cluster)
+    return await apply_to(ctx, memory, tgt, cluster, objects, inventory=inventory, rules=rules)
+
+
+async def apply_to(
+    ctx: Context,
+    memory: DeliveryMemory,
+    tgt: MemberTarget,
+    cluster: str,
+    objects: Sequence[Mapping[str, Any]],
+    *,
+    inventory: str,
+    rules: apply_rules.ApplyRules = apply_rules.DEFAULT,
+    kinds_: frozenset[kinds.GVK] | None = None,
+) -> Outcome:
+    """Apply to a member reached through `tgt` (the controller's, or a pull member's agent's own)."""
     try:
         if rules.report_diff:
             return _reported(await manifests.report_diff(tgt, objects, inventory=inventory), ctx)
@@ -150,7 +162,7 @@ async def apply(
             memory.prunes,
             at,
             inventory=inventory,
-            kinds=kinds_of(ctx),
+            kinds=kinds_ if kinds_ is not None else kinds_of(ctx),
             keep=report.refs,
         )
     except MemberUnreachable as e:
@@ -220,12 +232,31 @@ async def available(
     *,
     wake: Wake | None = None,
     inventory: str | None = None,
+    rules: apply_rules.ApplyRules = apply_rules.DEFAULT,
 ) -> Outcome:
     """Every applied object exists and is ready (Deployments available, Jobs complete, ...). With
-    `inventory`, objects this process applied a moment ago are judged as the apply returned them."""
+    `inventory`, objects this process applied a moment ago are judged as the apply returned them.
+    A pull member's agent judges it (`rules`: the strategy the objects were handed over with)."""
+    if pull.is_pull_member(ctx, cluster):
+        found = _kind_names(ctx)
+        return await executor_pull.available(ctx, cluster, objects, inventory or "", rules, found, wake)
     tgt = target(ctx, cluster)
     if tgt is None:
         return _missing(cluster)
+    return await available_at(ctx, memory, tgt, cluster, objects, wake=wake, inventory=inventory)
+
+
+async def available_at(
+    ctx: Context,
+    memory: DeliveryMemory,
+    tgt: MemberTarget,
+    cluster: str,
+    objects: Sequence[Mapping[str, Any]],
+    *,
+    wake: Wake | None = None,
+    inventory: str | None = None,
+) -> Outcome:
+    """`available` on a member reached through `tgt`."""
     refs = [
         (
             str(o["apiVersion"]),
@@ -241,13 +272,27 @@ async def available(
 
 
 async def remove(ctx: Context, memory: DeliveryMemory, cluster: str, *, inventory: str) -> Outcome:
+    if pull.is_pull_member(ctx, cluster):
+        return await executor_pull.remove(ctx, cluster, inventory, _kind_names(ctx))
     tgt = target(ctx, cluster)
     if tgt is None:
         # Upstream leaves content on a cluster that left the fleet; there is no way to reach it.
         return Outcome(True, f"cluster {cluster} left the fleet; its content could not be removed")
+    return await remove_from(memory, tgt, cluster, inventory=inventory, kinds_=kinds_of(ctx))
+
+
+def _kind_names(ctx: Context) -> list[list[str]]:
+    """The kinds a prune or removal searches, as [apiVersion, kind] pairs for a pull member's work."""
+    return sorted([g.api_version, g.kind] for g in kinds_of(ctx))
+
+
+async def remove_from(
+    memory: DeliveryMemory, tgt: MemberTarget, cluster: str, *, inventory: str, kinds_: frozenset[kinds.GVK]
+) -> Outcome:
+    """`remove` from a member reached through `tgt`."""
     memory.removed(Placed(cluster, inventory))
     try:
-        removed = await manifests.withdraw(tgt, inventory=inventory, kinds=kinds_of(ctx))
+        removed = await manifests.withdraw(tgt, inventory=inventory, kinds=kinds_)
     except MemberUnreachable as e:
         return Outcome(False, str(e))
     return Outcome(True, f"removed {len(removed)} objects")

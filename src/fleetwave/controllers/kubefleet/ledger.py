@@ -178,7 +178,12 @@ async def _settle(
     if content.rules.report_diff:  # nothing was applied: the report is the whole delivery
         entry = replace(entry, done_at=st.fmt(ctx.clock()))
         return m.Delivery(m.DeliveryPhase.APPLIED, ready=True, message=entry.message), entry
-    result = await executor.available(ctx, memory, cluster, objects, wake=wake, inventory=content.inventory)
+    result = await executor.available(
+        ctx, memory, cluster, objects, wake=wake, inventory=content.inventory, rules=content.rules
+    )
+    if result.failed:  # a pull member's agent reported the apply failed: retried like any failure
+        failed = replace(entry, error=result.message, message=result.message)
+        return m.Delivery(m.DeliveryPhase.FAILED, message=result.message), failed
     done = st.fmt(ctx.clock()) if result.ok else None
     entry = replace(entry, message=result.message, done_at=done)
     return m.Delivery(m.DeliveryPhase.APPLIED, ready=result.ok, message=result.message), entry

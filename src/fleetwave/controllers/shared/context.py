@@ -20,6 +20,7 @@ from fleetwave.api import families
 from fleetwave.api.families import Family
 from fleetwave.api.sveltos import HelmChart, ValidateHealth
 from fleetwave.controllers.shared.echoes import Echoes
+from fleetwave.controllers.shared.reports import Reports
 from fleetwave.controllers.shared.status_writer import StatusWriter, Whose
 from fleetwave.controllers.shared.wakeups import Queues, Wakeups
 from fleetwave.core import rollout_metrics
@@ -270,6 +271,8 @@ class Context:
     kustomizer: Kustomizer = field(default_factory=Kustomizer)
     # Flux source artifacts fetched (`--flux-sources`, ADR 0103); None: Flux sources are refused.
     artifacts: ArtifactStore | None = None
+    # Reconciles waiting for a pull member's agent to report (ADR 0106): woken by MemberWork events.
+    reports: Reports = field(default_factory=Reports)
 
     def record_rollout(
         self, kind: str, key: str, previous: st.RolloutStatus | None, new: st.RolloutStatus

@@ -24,7 +24,7 @@ from fleetwave import translate
 from fleetwave.api import conditions
 from fleetwave.api.models import ClusterProfile
 from fleetwave.api.sveltos import ClusterProfileSpec, HelmChart, ValidateHealth
-from fleetwave.controllers.fleet import members
+from fleetwave.controllers.fleet import members, pull
 from fleetwave.controllers.fleet.boundary import content_boundary
 from fleetwave.controllers.shared.context import Context, HelmOutcome, Wake, as_dict
 from fleetwave.controllers.shared.echoes import tracked
@@ -33,6 +33,7 @@ from fleetwave.controllers.shared.status_writer import Whose
 from fleetwave.controllers.shared.versioned_memo import VersionedMemo
 from fleetwave.controllers.sveltos import content, registry_credentials, templated_content
 from fleetwave.controllers.sveltos import rollout_common as common
+from fleetwave.controllers.sveltos import summary_pull
 from fleetwave.controllers.sveltos import summary_status as ss
 from fleetwave.controllers.sveltos.summary_memory import SummaryMemory
 from fleetwave.core import model as m
@@ -102,6 +103,8 @@ async def reconcile(ctx: Context, memory: SummaryMemory, key: str) -> Result:
     wanted = str((meta.get("annotations") or {}).get(ss.CONTENT_HASH_ANNOTATION, ""))
     if ss.gave_up(raw.get("status") or {}, content_hash=wanted, generation=meta.get("generation")):
         return Result()  # maxConsecutiveFailures reached: a new revision or a spec edit wakes us
+    if pull.is_pull_member(ctx, summary_pull.cluster_of(raw)):
+        return await summary_pull.reconcile(ctx, key, obj, raw, wanted, _content)
     inputs = _template_inputs(ctx, raw)
     same_target = _same_target(ctx, memory, key, raw)
     if _settled(raw, wanted, same_target=same_target, template_inputs=inputs) == "done":
@@ -311,12 +314,25 @@ def _target(ctx: Context, spec: Mapping[str, Any]) -> tuple[MemberTarget | None,
 
 async def _deliver(ctx: Context, memory: SummaryMemory, raw: Mapping[str, Any]) -> ss.Outcome:
     spec = raw.get("spec") or {}
-    annotations = raw["metadata"].get("annotations") or {}
-    wanted_hash = str(annotations.get(ss.CONTENT_HASH_ANNOTATION, ""))
+    wanted_hash = str((raw["metadata"].get("annotations") or {}).get(ss.CONTENT_HASH_ANNOTATION, ""))
     profile = ClusterProfileSpec.model_validate(spec.get("clusterProfileSpec") or {})
     target, problem = _target(ctx, spec)
     if target is None:
         return ss.Outcome(wanted_hash, unreachable=problem)
+    found = await _content(ctx, raw, wanted_hash)
+    if isinstance(found, ss.Outcome):
+        return found
+    body, rendered_for = found
+    outcome = await deliver_body(ctx, memory, raw, target, profile, body, wanted_hash)
+    return dataclasses.replace(outcome, template_inputs=rendered_for) if rendered_for else outcome
+
+
+async def _content(
+    ctx: Context, raw: Mapping[str, Any], wanted_hash: str
+) -> tuple[dict[str, Any], str] | ss.Outcome:
+    """The pinned content as this cluster gets it, with the fingerprint it was rendered for; or the
+    outcome that says why there is none to deliver."""
+    annotations = raw["metadata"].get("annotations") or {}
     try:
         body = content.read_snapshot(ctx.cache, ctx.namespace, str(annotations.get(ss.CONTENT_ANNOTATION)))
     except content.ContentError as e:
@@ -324,14 +340,12 @@ async def _deliver(ctx: Context, memory: SummaryMemory, raw: Mapping[str, Any]) 
     if body is None:
         return ss.Outcome(wanted_hash, health_message="waiting for the content snapshot")
     try:
-        body, rendered_for = await _for_cluster(ctx, spec, body)
+        return await _for_cluster(ctx, raw.get("spec") or {}, body)
     except templated_content.InstantiationError as e:
         return ss.Outcome(wanted_hash, (ss.Feature(_feature_of(body), "Failed", "", str(e)),))
-    outcome = await _deliver_body(ctx, memory, raw, target, profile, body, wanted_hash)
-    return dataclasses.replace(outcome, template_inputs=rendered_for) if rendered_for else outcome
 
 
-async def _deliver_body(
+async def deliver_body(
     ctx: Context,
     memory: SummaryMemory,
     raw: Mapping[str, Any],
@@ -340,6 +354,8 @@ async def _deliver_body(
     body: Mapping[str, Any],
     wanted_hash: str,
 ) -> ss.Outcome:
+    """Deliver `body` to `target` as the summary `raw` asks (the controller for push members, the
+    member's agent for pull members, ADR 0106)."""
     previous = raw.get("status") or {}
     dry_run = profile.sync_mode == "DryRun"
     key = f"{raw['metadata']['namespace']}/{raw['metadata']['name']}"
@@ -704,41 +720,60 @@ async def _finalize(ctx: Context, memory: SummaryMemory, obj: Any, raw: Mapping[
     ours = _ours_to_withdraw(ctx, raw)
     if ours:
         await ctx.event(obj, True, NOT_OURS, f"not created by fleetwave ({ours}): nothing is withdrawn")
-    target, _ = _target(ctx, raw.get("spec") or {})
-    if target is not None and not leave and not ours:
-        previous = raw.get("status") or {}
-        profile = _profile_spec(raw)
-        try:
-            await _probe(target)
-            waiting = await _delete_checks(
-                ctx, obj, target, profile.pre_delete_checks, "preDeleteChecks", owner_of(raw)
-            )
-            if waiting:
+    if pull.is_pull_member(ctx, summary_pull.cluster_of(raw)):
+        waiting = await summary_pull.withdraw(ctx, obj, raw, _snapshot(ctx, raw), leave or bool(ours))
+        if waiting is not None:
+            return waiting
+    else:
+        target, _ = _target(ctx, raw.get("spec") or {})
+        if target is not None and not leave and not ours:
+            waiting = await _withdraw_pushed(ctx, obj, raw, target)
+            if waiting is not None:
                 return waiting
-            await manifests.withdraw(
-                target,
-                inventory=inventory(meta["namespace"], meta["name"]),
-                kinds=_previous_kinds(previous) | _content_kinds(ctx, raw),
-            )
-            owners = (
-                dc.inventory_key(owner_of(raw)),
-                dc.inventory_key(inventory(meta["namespace"], meta["name"])),
-            )
-            for release, namespace in _releases_to_uninstall(ctx, raw):
-                await ctx.helm.uninstall(target, release=release, namespace=namespace, owner=owners)
-            waiting = await _delete_checks(
-                ctx, obj, target, profile.post_delete_checks, "postDeleteChecks", owner_of(raw)
-            )
-            if waiting:
-                return waiting
-        except MemberUnreachable as e:
-            # Never strand the summary forever on a cluster that is gone; say what was left behind.
-            await ctx.event(obj, True, "WithdrawSkipped", f"{e}; its content was left in place")
     finalizers = [f for f in meta.get("finalizers") or [] if f != ss.FINALIZER]
     await _patch_meta(ctx, meta["namespace"], meta["name"], {"finalizers": finalizers})
     memory.forget(SummaryKey.of(raw))
     ctx.forget_rollout("ClusterSummary", f"{meta['namespace']}/{meta['name']}")
     return Result()
+
+
+async def _withdraw_pushed(
+    ctx: Context, obj: Any, raw: Mapping[str, Any], target: MemberTarget
+) -> Result | None:
+    """Withdraw from a push member; a Result when deletion must wait (its checks)."""
+    try:
+        await _probe(target)
+        return await withdraw(ctx, obj, raw, target, _snapshot(ctx, raw))
+    except MemberUnreachable as e:
+        # Never strand the summary forever on a cluster that is gone; say what was left behind.
+        await ctx.event(obj, True, "WithdrawSkipped", f"{e}; its content was left in place")
+        return None
+
+
+async def withdraw(
+    ctx: Context, obj: Any, raw: Mapping[str, Any], target: MemberTarget, body: Mapping[str, Any]
+) -> Result | None:
+    """Remove what the summary `raw` delivered from `target` (its content `body`): preDeleteChecks,
+    the inventory, its helm releases, postDeleteChecks. A Result when a check makes it wait (the
+    controller for push members, the member's agent for pull members, ADR 0106)."""
+    meta, previous, profile = raw["metadata"], raw.get("status") or {}, _profile_spec(raw)
+    waiting = await _delete_checks(
+        ctx, obj, target, profile.pre_delete_checks, "preDeleteChecks", owner_of(raw)
+    )
+    if waiting:
+        return waiting
+    await manifests.withdraw(
+        target,
+        inventory=inventory(meta["namespace"], meta["name"]),
+        kinds=_previous_kinds(previous)
+        | {kinds.GVK(str(o["apiVersion"]), str(o["kind"])) for o in _objects(body)},
+    )
+    owners = (dc.inventory_key(owner_of(raw)), dc.inventory_key(inventory(meta["namespace"], meta["name"])))
+    for release, namespace in _releases_to_uninstall(raw, body):
+        await ctx.helm.uninstall(target, release=release, namespace=namespace, owner=owners)
+    return await _delete_checks(
+        ctx, obj, target, profile.post_delete_checks, "postDeleteChecks", owner_of(raw)
+    )
 
 
 def _profile_spec(raw: Mapping[str, Any]) -> ClusterProfileSpec:
@@ -782,26 +817,20 @@ def _ours_to_withdraw(ctx: Context, raw: Mapping[str, Any]) -> str:
     )
 
 
-def _content_kinds(ctx: Context, raw: Mapping[str, Any]) -> set[kinds.GVK]:
-    """The kinds of the content snapshot the summary delivers: withdrawn too, because a summary deleted
-    between applying and recording its status has no deployed kinds in its status."""
+def _snapshot(ctx: Context, raw: Mapping[str, Any]) -> dict[str, Any]:
+    """The content snapshot the summary delivers ({} when it is gone or unreadable): its kinds are
+    withdrawn too (a summary deleted between applying and recording its status has no deployed kinds
+    in its status), and only its charts' releases are uninstalled."""
     name = str((raw["metadata"].get("annotations") or {}).get(ss.CONTENT_ANNOTATION) or "")
     try:
-        body = content.read_snapshot(ctx.cache, ctx.namespace, name) or {}
+        return content.read_snapshot(ctx.cache, ctx.namespace, name) or {}
     except content.ContentError:
-        return set()
-    return {kinds.GVK(str(o["apiVersion"]), str(o["kind"])) for o in _objects(body)}
+        return {}
 
 
-def _releases_to_uninstall(ctx: Context, raw: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """The helm releases the summary recorded that its own content snapshot installs: status is
+def _releases_to_uninstall(raw: Mapping[str, Any], body: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The helm releases the summary recorded that its own content `body` installs: status is
     writable by others, so it alone never names a release to remove."""
-    annotations = raw["metadata"].get("annotations") or {}
-    name = str(annotations.get(ss.CONTENT_ANNOTATION) or "")
-    try:
-        body = content.read_snapshot(ctx.cache, ctx.namespace, name) or {}
-    except content.ContentError:
-        body = {}
     charts = {
         (str((c.get("chart") or {}).get("releaseName")), str((c.get("chart") or {}).get("releaseNamespace")))
         for c in body.get("helmCharts") or []

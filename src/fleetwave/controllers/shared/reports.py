@@ -1,0 +1,46 @@
+"""Wake-ups for pull members' reports (ADR 0106): a reconcile that found no current report from a
+member's agent asks to be woken when that member's work changes."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Hashable
+from typing import Any
+
+from fleetwave.runtime.watching import object_key
+
+
+class Reports:
+    """Who waits for a report: a reconcile that read no current report (or one not yet final) asks to
+    be woken when the work changes; the MemberWork informer's events wake it (once)."""
+
+    def __init__(self) -> None:
+        self._waiting: dict[str, dict[Hashable, tuple[Hashable, Callable[[], None]]]] = {}
+        self._written: dict[str, float] = {}  # work key -> monotonic time this process wrote it
+
+    def wrote(self, work_key: str) -> None:
+        """This process wrote a new revision of the work: its report is due within a moment."""
+        self._written[work_key] = time.monotonic()
+
+    def since_written(self, work_key: str) -> float:
+        """Seconds since this process wrote the work (infinite when it did not, or was restarted)."""
+        at = self._written.get(work_key)
+        return math.inf if at is None else time.monotonic() - at
+
+    def forget(self, work_key: str) -> None:
+        self._written.pop(work_key, None)
+        self._waiting.pop(work_key, None)
+
+    def wait(self, work_key: str, key: Hashable, call: Callable[[], None]) -> None:
+        """`call()` once, at the next change of the work `namespace/name`."""
+        self._waiting.setdefault(work_key, {})[key] = (key, call)
+
+    def on_change(self, _event: str, obj: Any) -> None:
+        for _key, call in self._waiting.pop(object_key(obj), {}).values():
+            call()
+
+    def __len__(self) -> int:
+        return sum(len(w) for w in self._waiting.values())
+
+
