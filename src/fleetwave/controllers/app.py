@@ -255,13 +255,13 @@ def _family(
             informers[name] = manager.add_informer(
                 Informer(manager.watch_client, resource, namespaces=settings.watched or ())
             )
-    kustomize = _tool(settings.kustomize_binary, "kustomize", settings.helm_binary)
+    kustomize = tool(settings.kustomize_binary, "kustomize", settings.helm_binary)
     ctx = Context(
         client=client,
         cache=Cache(informers, family),
         recorder=recorder,
         helm=HelmAdapter(settings.helm_binary, kustomize),
-        renderer=Renderer(_tool(settings.render_binary, "fleetwave-render", settings.helm_binary)),
+        renderer=Renderer(tool(settings.render_binary, "fleetwave-render", settings.helm_binary)),
         kustomizer=Kustomizer(kustomize),
         health=health,
         # Not `known or ...`: an empty KnownVersions is falsy, and the families must share one.
@@ -293,7 +293,7 @@ POOL_CLOSE_SECONDS = 15.0
 WATCH_LINGER = 120.0
 
 
-class _SandboxedManager(Manager):
+class SandboxedManager(Manager):
     """The manager, owning the health-check pool: warmed in the background while informers sync (a
     slow start never delays the probes; a check before it is ready starts its own worker), closed
     after the manager's own shutdown has cancelled every controller."""
@@ -346,8 +346,8 @@ def _manager(
     *,
     handle_signals: bool,
     leases: AsyncClient | None,
-) -> _SandboxedManager:
-    return _SandboxedManager(
+) -> SandboxedManager:
+    return SandboxedManager(
         client,
         pool,
         watches,
@@ -433,7 +433,7 @@ def _summary_memory(manager: Manager) -> SummaryMemory:
     return memory
 
 
-def _tool(explicit: str, name: str, helm_binary: str) -> str:
+def tool(explicit: str, name: str, helm_binary: str) -> str:
     """A content tool: as configured, else beside helm (the pinned set is built together), else PATH."""
     if explicit:
         return explicit

@@ -6,7 +6,8 @@ built-in ones from here, so no controller imports lightkube for them.
 
 from __future__ import annotations
 
+from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.coordination_v1 import Lease
 from lightkube.resources.core_v1 import ConfigMap, Secret
 
-__all__ = ["ConfigMap", "Lease", "Secret"]
+__all__ = ["ConfigMap", "Lease", "ObjectMeta", "Secret"]

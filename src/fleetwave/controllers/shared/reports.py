@@ -42,5 +42,3 @@ class Reports:
 
     def __len__(self) -> int:
         return sum(len(w) for w in self._waiting.values())
-
-

@@ -31,9 +31,8 @@ from fleetwave.controllers.shared.echoes import tracked
 from fleetwave.controllers.shared.keys import SummaryKey
 from fleetwave.controllers.shared.status_writer import Whose
 from fleetwave.controllers.shared.versioned_memo import VersionedMemo
-from fleetwave.controllers.sveltos import content, registry_credentials, templated_content
+from fleetwave.controllers.sveltos import content, registry_credentials, summary_pull, templated_content
 from fleetwave.controllers.sveltos import rollout_common as common
-from fleetwave.controllers.sveltos import summary_pull
 from fleetwave.controllers.sveltos import summary_status as ss
 from fleetwave.controllers.sveltos.summary_memory import SummaryMemory
 from fleetwave.core import model as m
@@ -107,7 +106,7 @@ async def reconcile(ctx: Context, memory: SummaryMemory, key: str) -> Result:
         return await summary_pull.reconcile(ctx, key, obj, raw, wanted, _content)
     inputs = _template_inputs(ctx, raw)
     same_target = _same_target(ctx, memory, key, raw)
-    if _settled(raw, wanted, same_target=same_target, template_inputs=inputs) == "done":
+    if settled(raw, wanted, same_target=same_target, template_inputs=inputs) == "done":
         # Deployed and healthy at this revision and generation: nothing to write, nothing to ask the
         # member (our own status write wakes us, and work must not grow with the fleet's size).
         return Result()
@@ -140,7 +139,7 @@ async def _deliver_and_report(
         await ctx.event(obj, True, "DeliveryFailed", status.get("failureMessage") or outcome.failed)
     if ss.gave_up(status, content_hash=wanted, generation=meta.get("generation")):
         return Result()
-    return _requeue(ctx, raw, outcome)
+    return requeue_for(ctx, raw, outcome)
 
 
 def _progress_held_back(
@@ -235,7 +234,7 @@ async def _ignore(ctx: Context, obj: Any, raw: Mapping[str, Any], problem: str) 
     return Result()  # an edit wakes us
 
 
-def _settled(
+def settled(
     raw: Mapping[str, Any], wanted_hash: str, *, same_target: bool = True, template_inputs: str | None = None
 ) -> str:
     """How far this summary got with what it wants now: "deliver" (apply the content), "judge" (it is
@@ -275,17 +274,17 @@ def _template_inputs(ctx: Context, raw: Mapping[str, Any]) -> str | None:
     return None if cluster is None else templated_content.inputs_fingerprint(cluster)
 
 
-def _fingerprint(target: MemberTarget) -> str:
+def fingerprint(target: MemberTarget) -> str:
     return hashlib.sha256(target.kubeconfig).hexdigest()
 
 
 def _same_target(ctx: Context, memory: SummaryMemory, key: str, raw: Mapping[str, Any]) -> bool:
     """Whether this process last delivered the summary to the cluster's present credentials."""
     target, _ = _target(ctx, raw.get("spec") or {})
-    return target is not None and memory.delivered_with(SummaryKey.parse(key), _fingerprint(target))
+    return target is not None and memory.delivered_with(SummaryKey.parse(key), fingerprint(target))
 
 
-def _requeue(ctx: Context, raw: Mapping[str, Any], outcome: ss.Outcome) -> Result:
+def requeue_for(ctx: Context, raw: Mapping[str, Any], outcome: ss.Outcome) -> Result:
     if outcome.unreachable:
         return Result(requeue_after=UNREACHABLE_RETRY)
     if outcome.failed:
@@ -362,9 +361,9 @@ async def deliver_body(
     wake = ctx.wake("ClusterSummary", key)
     try:
         await _probe(target)
-        same_target = memory.delivered_with(SummaryKey.of(raw), _fingerprint(target))
+        same_target = memory.delivered_with(SummaryKey.of(raw), fingerprint(target))
         inputs = _template_inputs(ctx, raw)
-        if _settled(raw, wanted_hash, same_target=same_target, template_inputs=inputs) == "judge":
+        if settled(raw, wanted_hash, same_target=same_target, template_inputs=inputs) == "judge":
             return await _health_only(ctx, target, profile, body, wanted_hash, previous, wake, owner_of(raw))
         waiting = await _pre_deploy(ctx, target, profile, previous, wanted_hash, dry_run, wake, owner_of(raw))
         if waiting:
@@ -372,7 +371,7 @@ async def deliver_body(
             return ss.Outcome(str(previous.get("observedContentHash") or ""), waiting=waiting)
         outcome = await _deliver_to(ctx, memory, target, raw, profile, body, wanted_hash, dry_run)
         if not outcome.failed and not dry_run:
-            memory.delivered(SummaryKey.of(raw), _fingerprint(target))
+            memory.delivered(SummaryKey.of(raw), fingerprint(target))
         return outcome
     except MemberUnreachable as e:
         return ss.Outcome(wanted_hash, unreachable=str(e))

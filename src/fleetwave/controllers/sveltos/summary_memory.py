@@ -4,7 +4,7 @@ only, so a restart or another replica starts without it and does the work again.
 
 - The credentials each summary was last delivered with: Continuous content is delivered again when
   this process has not delivered it to the cluster's present credentials (a re-registered or rebuilt
-  cluster, or a controller restart; `summary._settled`).
+  cluster, or a controller restart; `summary.settled`).
 - What each summary's inventory was last pruned down to (`manifests.prune_unless_done`): the same
   delivery again has nothing left behind to look for. Forgotten when a shard is taken over, as
   another replica may have delivered in the meantime.

@@ -41,9 +41,8 @@ STATUS_KEYS = (
     "drift",
 )
 
-ContentOf = Callable[
-    [Context, Mapping[str, Any], str], Awaitable[tuple[dict[str, Any], str] | ss.Outcome]
-]
+ContentOf = Callable[[Context, Mapping[str, Any], str], Awaitable[tuple[dict[str, Any], str] | ss.Outcome]]
+
 
 def cluster_of(raw: Mapping[str, Any]) -> str:
     spec = raw.get("spec") or {}
@@ -129,7 +128,10 @@ async def _no_report(ctx: Context, key: str, obj: Any, raw: Mapping[str, Any], w
 
 def _status(ctx: Context, raw: Mapping[str, Any], outcome: ss.Outcome) -> dict[str, Any]:
     return ss.status_body(
-        outcome, generation=raw["metadata"].get("generation"), now=ctx.clock(), previous=raw.get("status") or {}
+        outcome,
+        generation=raw["metadata"].get("generation"),
+        now=ctx.clock(),
+        previous=raw.get("status") or {},
     )
 
 

@@ -1,0 +1,128 @@
+"""The agent's composition (ADR 0106): a manager on the hub, holding the member's lease, one informer
+on the member's work, one controller that delivers it, and the member-side ports (helm, the health
+sandbox, member watches) exactly as the controller builds them for push members."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from pathlib import Path
+
+from fleetwave.controllers import app
+from fleetwave.controllers.agent import facts, work
+from fleetwave.controllers.agent.lease import DURATION, RENEW_DEADLINE, RETRY, AgentLease
+from fleetwave.controllers.agent.member import Member
+from fleetwave.controllers.fleet import pull
+from fleetwave.controllers.fleet.member_watches import MemberWatches
+from fleetwave.controllers.fleet.ports import HealthAdapter, HelmAdapter
+from fleetwave.controllers.shared.context import Cache, Context
+from fleetwave.delivery.gotemplate import Renderer
+from fleetwave.delivery.known_versions import KnownVersions
+from fleetwave.delivery.kustomize import Kustomizer
+from fleetwave.kube import kinds
+from fleetwave.kube.client import AsyncClient
+from fleetwave.runtime import events, leader, logs
+from fleetwave.runtime.controller import Controller
+from fleetwave.runtime.watching import Informer, object_key
+from fleetwave.sandbox.pool import Budget, CheckPool
+
+
+@dataclass(frozen=True, slots=True)
+class AgentSettings:
+    cluster: str  # namespace/name, as the hub registered the member
+    kubeconfig: Path | None = None  # the member's; None: the pod's ServiceAccount
+    helm_binary: str = "helm"
+    identity: str | None = None
+    metrics_port: int = 8080
+    health_port: int = 8081
+    bind_address: str = "127.0.0.1"
+    allowed_kinds: frozenset[str] | None = None
+    health_workers: int = 2
+    health_wall_seconds: float = 20.0
+    health_memory_bytes: int = 512 * 1024 * 1024
+    judge_poll_seconds: float = 2.0
+    workers: int = 4
+
+
+def build(hub: AsyncClient, settings: AgentSettings, *, handle_signals: bool = True) -> app.SandboxedManager:
+    """The agent's manager: run it until it stops (a lost lease raises `LeadershipLost`)."""
+    logs.quiet_http_libraries()  # never a request's URL or headers in the agent's log either
+    namespace = pull.hub_namespace(settings.cluster)
+    budget = Budget(
+        workers=settings.health_workers,
+        wall_seconds=settings.health_wall_seconds,
+        memory_bytes=settings.health_memory_bytes,
+    )
+    pool, watches = CheckPool(budget), MemberWatches(per_member=16, linger=app.WATCH_LINGER)
+    manager = app.SandboxedManager(
+        hub,
+        pool,
+        watches,
+        namespace=namespace,
+        leader_election=False,
+        metrics_port=settings.metrics_port,
+        health_port=settings.health_port,
+        host=settings.bind_address,
+        handle_signals=handle_signals,
+    )
+    identity = settings.identity or leader.default_identity()
+    lease = AgentLease(
+        hub,
+        namespace,
+        pull.LEASE_NAME,
+        identity,
+        lease_duration=DURATION,
+        renew_deadline=RENEW_DEADLINE,
+        retry_period=RETRY,
+        cluster=settings.cluster,
+    )
+    manager.elector = lease
+    informer = manager.add_informer(Informer(hub, kinds.resource("MemberWork"), namespace=namespace))
+    ctx = _context(hub, settings, namespace, (pool, watches), informer)
+    member = Member(settings.cluster, settings.kubeconfig)
+    agent = work.Agent(ctx, member, namespace, identity, settings.allowed_kinds)
+    _controllers(manager, agent, informer, lease, settings)
+    return manager
+
+
+def _context(
+    hub: AsyncClient,
+    settings: AgentSettings,
+    namespace: str,
+    ports: tuple[CheckPool, MemberWatches],
+    informer: Informer,
+) -> Context:
+    pool, watches = ports
+    kustomize = app.tool("", "kustomize", settings.helm_binary)
+    return Context(
+        client=hub,
+        cache=Cache({"MemberWork": informer}),
+        recorder=events.EventRecorder(hub, "fleetwave-agent"),
+        helm=HelmAdapter(settings.helm_binary, kustomize),
+        health=HealthAdapter(pool, watches),
+        renderer=Renderer(app.tool("", "fleetwave-render", settings.helm_binary)),
+        kustomizer=Kustomizer(kustomize),
+        known_versions=KnownVersions(watched=watches.latest),
+        namespace=namespace,
+        clock=lambda: dt.datetime.now(dt.UTC),
+        judge_poll=settings.judge_poll_seconds,
+    )
+
+
+def _controllers(
+    manager: app.SandboxedManager,
+    agent: work.Agent,
+    informer: Informer,
+    lease: AgentLease,
+    settings: AgentSettings,
+) -> None:
+    works: Controller[str] = manager.add_controller(
+        "memberwork", lambda k: work.reconcile(agent, k), workers=settings.workers
+    )
+    works.watch(informer, lambda o: [object_key(o)])
+    agent.enqueue = works.enqueue
+    agent.ctx.queues.add("ClusterSummary", lambda k: works.enqueue(agent.work_key_of_summary(k)))
+    member_facts: Controller[str] = manager.add_controller(
+        "member-facts", lambda _k: facts.refresh(agent.member, lease)
+    )
+    member_facts.enqueue(facts.KEY)
