@@ -46,8 +46,9 @@ COMMANDS = (
         "Print fleetwave's version, the API versions it serves and the binary versions it pins.",
     ),
     Entry("local", f"{_CLI}.local:app", "Run a local fleet: one management cluster and N member clusters."),
-    Entry("cluster", f"{_CLI}.manage:cluster_app", "Register and list member clusters."),
+    Entry("cluster", f"{_CLI}.manage:cluster_app", "Register, list and unregister member clusters."),
     Entry("controller", f"{_CLI}.controller:app", "Run the fleetwave controller."),
+    Entry("agent", f"{_CLI}.agent:app", "Run fleetwave's agent in a pull-mode member cluster."),
     Entry(
         "status",
         f"{_CLI}.status:app",

@@ -79,3 +79,14 @@ def manifest_files(path: Path, option: str, *, recursive: bool) -> list[Path]:
 
 def _under_link(found: Path, root: Path) -> bool:
     return any(parent.is_symlink() for parent in found.relative_to(root).parents if str(parent) != ".")
+
+
+def write_private(path: Path, data: bytes) -> None:
+    """Write a credential to `path`, readable by its owner alone (created 0600, never wider)."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            os.fchmod(f.fileno(), 0o600)
+            f.write(data)
+    except OSError as e:
+        raise InputError(f"{path}: {e.strerror or e}") from None

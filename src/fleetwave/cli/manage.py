@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import base64
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+import yaml
 from rich.console import Console
 from rich.table import Table
 
@@ -22,11 +24,14 @@ from fleetwave.cli.common import (
     fail,
     fail_api,
     management_client,
+    management_config,
     watch_namespaces,
 )
+from fleetwave.cli.exit_codes import EXIT_API
+from fleetwave.kube import client as kubeclient
 from fleetwave.kube import kinds, ops
 from fleetwave.mgmt import install as installing
-from fleetwave.mgmt import manifests, placement_kinds, registration
+from fleetwave.mgmt import manifests, placement_kinds, pull_registration, registration
 
 console = Console()
 FluxSourcesRightsOption = Annotated[
@@ -37,7 +42,7 @@ FluxSourcesRightsOption = Annotated[
         "Bucket, for a controller run with --flux-sources.",
     ),
 ]
-cluster_app = typer.Typer(help="Register and list member clusters.", no_args_is_help=True)
+cluster_app = typer.Typer(help="Register, list and unregister member clusters.", no_args_is_help=True)
 
 
 def install(
@@ -130,9 +135,13 @@ def _documents(file: Path, *, recursive: bool) -> list[Any]:
 def register(
     name: Annotated[str, typer.Argument(help="Name of the member cluster.")],
     member_kubeconfig: Annotated[
-        Path,
-        typer.Option("--cluster-kubeconfig", "--member-kubeconfig", help="Kubeconfig of the member cluster."),
-    ],
+        Path | None,
+        typer.Option(
+            "--cluster-kubeconfig",
+            "--member-kubeconfig",
+            help="Kubeconfig of the member cluster (push mode; not with --pull).",
+        ),
+    ] = None,
     labels: Annotated[
         str, typer.Option("--labels", "-l", help="Selection labels, e.g. env=prod,region=eu")
     ] = "",
@@ -144,6 +153,31 @@ def register(
             help="Accept an http:// server or insecure-skip-tls-verify (recorded on the MemberCluster).",
         ),
     ] = False,
+    pull: Annotated[
+        bool,
+        typer.Option(
+            "--pull",
+            help="Pull mode: the cluster joins through `fleetwave agent`; the hub keeps no kubeconfig of it.",
+        ),
+    ] = False,
+    agent_kubeconfig: Annotated[
+        Path | None,
+        typer.Option("--agent-kubeconfig", help="With --pull: write the agent's hub kubeconfig here (0600)."),
+    ] = None,
+    agent_values: Annotated[
+        Path | None,
+        typer.Option(
+            "--agent-values", help="With --pull: write values for the fleetwave-agent chart here (0600)."
+        ),
+    ] = None,
+    hub_server: Annotated[
+        str | None,
+        typer.Option("--hub-server", help="With --pull: the hub API server URL as the agent reaches it."),
+    ] = None,
+    rotate: Annotated[
+        bool,
+        typer.Option("--rotate", help="With --pull: revoke the agent's earlier tokens (new ServiceAccount)."),
+    ] = False,
     kubeconfig: KubeconfigOption = None,
 ) -> None:
     """Register a member cluster: kubeconfig into a Secret, a MemberCluster with labels, a probe.
@@ -153,8 +187,21 @@ def register(
     the namespace is fleetwave-system (where KubeFleet-form members' kubeconfigs are read).
 
     The member kubeconfig must carry its credentials inline (token or client certificate data) and
-    must not run programs (exec, auth-provider), read local files or use a proxy."""
+    must not run programs (exec, auth-provider), read local files or use a proxy.
+
+    With --pull the cluster runs `fleetwave agent` instead: no kubeconfig is given or kept; the
+    agent's hub credential (able to read only this cluster's work) is written where --agent-kubeconfig
+    or --agent-values say."""
     parsed = _labels(labels)
+    if pull:
+        _register_pull(
+            name, namespace, parsed, (agent_kubeconfig, agent_values), hub_server, rotate, kubeconfig
+        )
+        return
+    if member_kubeconfig is None:
+        fail(
+            "--cluster-kubeconfig is required (or --pull, for a cluster that joins through its agent)", code=2
+        )
     try:
         data = inputs.read_bytes(member_kubeconfig, "--cluster-kubeconfig", limit=256 * 1024)
     except inputs.InputError as e:
@@ -178,6 +225,86 @@ def register(
     console.print(f"membercluster/{name} -n {namespace} registered ({state})")
     for kind, api_version in registered.written[1:]:  # the upstream families' views of the member
         console.print(f"{kind.lower()}.{api_version.partition('/')[0]}/{name} registered too")
+
+
+def _register_pull(
+    name: str,
+    namespace: str,
+    labels: dict[str, str],
+    outputs: tuple[Path | None, Path | None],
+    hub_server: str | None,
+    rotate: bool,
+    kubeconfig: Path | None,
+) -> None:
+    """`register --pull`: the member, its hub namespace and agent account; the agent's credential
+    written only to the files asked for (never printed)."""
+    agent_kubeconfig, agent_values = outputs
+    if agent_kubeconfig is None and agent_values is None:
+        fail(
+            "--pull needs --agent-kubeconfig FILE or --agent-values FILE "
+            "(where to write the agent's hub credential)",
+            code=2,
+        )
+    config = management_config(kubeconfig)
+    server, ca = kubeclient.server_and_ca(config)
+    with kubeclient.client(config, trust_env=True) as client:
+        try:
+            made = pull_registration.register_pull(
+                client,
+                name=name,
+                namespace=namespace,
+                labels=labels,
+                hub_server=hub_server or server,
+                hub_ca=ca,
+                rotate=rotate,
+            )
+        except pull_registration.PullRegistrationError as e:
+            fail(f"{e} (nothing was registered)", code=2)
+        except ops.ApiError as e:
+            fail_api(e, "registration failed")
+    try:
+        if agent_kubeconfig is not None:
+            inputs.write_private(agent_kubeconfig, made.hub_kubeconfig)
+        if agent_values is not None:
+            inputs.write_private(agent_values, agent_chart_values(name, namespace, made.hub_kubeconfig))
+    except inputs.InputError as e:
+        fail(f"{e}: the member is registered; run the command again to issue the credential anew", code=2)
+    console.print(
+        f"membercluster/{name} -n {namespace} registered in pull mode (hub namespace {made.hub_namespace})"
+    )
+    for kind, api_version in made.written[1:]:
+        console.print(f"{kind.lower()}.{api_version.partition('/')[0]}/{name} registered too")
+    where = agent_values or agent_kubeconfig
+    console.print(f"the agent's hub credential is in {where}: install the agent in the cluster with it")
+
+
+def agent_chart_values(name: str, namespace: str, hub_kubeconfig: bytes) -> bytes:
+    """Values for the fleetwave-agent chart: the member as registered, the hub credential inline."""
+    values = {
+        "cluster": {"name": name, "namespace": namespace},
+        "hub": {"kubeconfig": base64.b64encode(hub_kubeconfig).decode()},
+    }
+    return yaml.safe_dump(values, sort_keys=False).encode()
+
+
+@cluster_app.command("unregister")
+def unregister(
+    name: Annotated[str, typer.Argument(help="Name of the member cluster.")],
+    namespace: Annotated[str, typer.Option("--namespace", "-n")] = installing.NAMESPACE,
+    kubeconfig: KubeconfigOption = None,
+) -> None:
+    """Remove a member cluster from the fleet; what it runs is left in place.
+
+    Deletes its MemberCluster (and upstream views) and kubeconfig Secret; for a pull member, its
+    namespace on the hub with the agent's account, which revokes the agent's credential."""
+    with management_client(kubeconfig) as client:
+        try:
+            removed = pull_registration.unregister(client, name=name, namespace=namespace)
+        except ops.ApiError as e:
+            fail_api(e, "unregistering failed")
+    if not removed:
+        fail(f"no member cluster {name} in namespace {namespace}: nothing was removed", code=EXIT_API)
+    console.print(f"membercluster/{name} -n {namespace} unregistered ({', '.join(removed)} deleted)")
 
 
 @cluster_app.command("list")

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fleetwave.api import families
+from fleetwave.api import families, pullmode
 from fleetwave.controllers import kubefleet, watches
-from fleetwave.controllers.fleet import membercluster, pull
+from fleetwave.controllers.fleet import membercluster
 from fleetwave.controllers.fleet.member_watches import MemberWatches
 from fleetwave.controllers.fleet.ports import HealthAdapter, HelmAdapter
 from fleetwave.controllers.shared.context import Cache, Context
@@ -158,7 +158,7 @@ def _pull_informers(manager: Manager, shared: dict[str, Informer], watched: Iter
         Informer(watcher, kinds.resource("MemberWork"), namespaces=watched)
     )
     shared["Lease"] = manager.add_informer(
-        Informer(watcher, Lease, namespaces=watched, labels={pull.LEASE_LABEL: "true"})
+        Informer(watcher, Lease, namespaces=watched, labels={pullmode.LEASE_LABEL: "true"})
     )
 
 

@@ -14,8 +14,9 @@ from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from fleetwave.api import pullmode
 from fleetwave.controllers import fanout
-from fleetwave.controllers.fleet import members, pull
+from fleetwave.controllers.fleet import members
 from fleetwave.controllers.shared.context import Cache, as_dict
 from fleetwave.controllers.shared.echoes import Echoes
 from fleetwave.controllers.shared.own_writes import OwnWrites
@@ -362,10 +363,10 @@ def _wire_summaries(
 
 def member_of_lease(lease: Any, *, namespaced: bool = True) -> Iterable[str]:
     """A pull member's agent lease: the member it keeps alive (its label names it)."""
-    value = (lease.metadata.labels or {}).get(pull.MEMBER_LABEL)
+    value = (lease.metadata.labels or {}).get(pullmode.MEMBER_LABEL)
     if not value:
         return []
-    key = pull.member_of_label(value)
+    key = pullmode.member_of_label(value)
     return [key if namespaced else key.partition("/")[2]]
 
 

@@ -7,6 +7,7 @@ becomes a client. Controllers annotate with the aliases here and never import li
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import ssl
@@ -218,3 +219,17 @@ def _transport(config: KubeConfig, target: str) -> lanes.Laned:
     context = internals.tls_context(config)
     pool = internals.transport_over(AsyncioBackend(), ssl_context=context, limits=_LIMITS)
     return lanes.Laned(request_metrics.Measured(pool, target), BULK_SLOTS)
+
+
+def server_and_ca(config: KubeConfig) -> tuple[str, bytes | None]:
+    """The API server URL of the config's current context and its CA certificate (PEM), inline or
+    read from the file it names: what an agent needs to reach this cluster."""
+    single = config.get()
+    if single is None:
+        raise ConfigError("kubeconfig: no current context")
+    cluster = single.cluster
+    if cluster.certificate_auth_data:
+        return cluster.server, base64.b64decode(cluster.certificate_auth_data)
+    if cluster.certificate_auth:
+        return cluster.server, Path(cluster.certificate_auth).read_bytes()
+    return cluster.server, None

@@ -11,7 +11,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from lightkube import Client
-from lightkube.resources.core_v1 import Event
+from lightkube.models.authentication_v1 import TokenRequestSpec
+from lightkube.resources.core_v1 import Event, ServiceAccount
 from lightkube.types import PatchType
 
 from fleetwave.kube import ops
@@ -84,3 +85,13 @@ def list_dicts(client: Client, resource: Any, *, namespace: str | None = None) -
     """Every object of `resource` (of `namespace` for a namespaced kind), as plain dicts."""
     found: Any = client.list(resource, namespace=namespace) if namespace else client.list(resource)
     return [o.to_dict() for o in found]
+
+
+def request_token(client: Client, service_account: str, namespace: str, *, seconds: int) -> str:
+    """A token for the ServiceAccount from the TokenRequest API (bound to it: deleting the account
+    revokes it), valid for `seconds`."""
+    request = ServiceAccount.Token(spec=TokenRequestSpec(audiences=[], expirationSeconds=seconds))
+    made = client.create(request, service_account, namespace=namespace)
+    if made.status is None or not made.status.token:
+        raise RuntimeError(f"the API server issued no token for ServiceAccount {namespace}/{service_account}")
+    return str(made.status.token)

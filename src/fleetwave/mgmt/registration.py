@@ -137,7 +137,7 @@ def register(
     """Write the Secret and the MemberCluster, the upstream member objects where the cluster serves
     their groups (`upstream_members`), then probe; KubeconfigRefused before writing anything."""
     kubeclient.member_config(kubeconfig, allow_insecure=allow_insecure)
-    _require_served(client, name, namespace)
+    require_served(client, name, namespace)
     sync_ops.apply(client, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
     sync_ops.apply(client, _secret(name, namespace, kubeconfig))
     annotations = {ALLOW_INSECURE_ANNOTATION: "true"} if allow_insecure else {}
@@ -157,7 +157,7 @@ def register(
     return Registered(result, tuple(written))
 
 
-def _require_served(client: kubeclient.Client, name: str, namespace: str) -> None:
+def require_served(client: kubeclient.Client, name: str, namespace: str) -> None:
     """Nothing is written (least of all a kubeconfig Secret) to a cluster that does not serve
     MemberClusters: the wrong kubeconfig, or fleetwave not installed there. The API server's 404
     for the resource type is raised; one for the object (not registered yet) is what we expect."""

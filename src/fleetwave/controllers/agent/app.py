@@ -8,11 +8,11 @@ import datetime as dt
 from dataclasses import dataclass
 from pathlib import Path
 
+from fleetwave.api import pullmode
 from fleetwave.controllers import app
 from fleetwave.controllers.agent import facts, work
 from fleetwave.controllers.agent.lease import DURATION, RENEW_DEADLINE, RETRY, AgentLease
 from fleetwave.controllers.agent.member import Member
-from fleetwave.controllers.fleet import pull
 from fleetwave.controllers.fleet.member_watches import MemberWatches
 from fleetwave.controllers.fleet.ports import HealthAdapter, HelmAdapter
 from fleetwave.controllers.shared.context import Cache, Context
@@ -47,7 +47,7 @@ class AgentSettings:
 def build(hub: AsyncClient, settings: AgentSettings, *, handle_signals: bool = True) -> app.SandboxedManager:
     """The agent's manager: run it until it stops (a lost lease raises `LeadershipLost`)."""
     logs.quiet_http_libraries()  # never a request's URL or headers in the agent's log either
-    namespace = pull.hub_namespace(settings.cluster)
+    namespace = pullmode.hub_namespace(settings.cluster)
     budget = Budget(
         workers=settings.health_workers,
         wall_seconds=settings.health_wall_seconds,
@@ -69,7 +69,7 @@ def build(hub: AsyncClient, settings: AgentSettings, *, handle_signals: bool = T
     lease = AgentLease(
         hub,
         namespace,
-        pull.LEASE_NAME,
+        pullmode.LEASE_NAME,
         identity,
         lease_duration=DURATION,
         renew_deadline=RENEW_DEADLINE,

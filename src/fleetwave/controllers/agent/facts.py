@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import logging
 
+from fleetwave.api import pullmode
 from fleetwave.controllers.agent.lease import AgentLease
 from fleetwave.controllers.agent.member import Member, MemberConfigError
-from fleetwave.controllers.fleet import pull
 from fleetwave.mgmt import registration
 from fleetwave.runtime.controller import Result
 
@@ -29,8 +29,8 @@ async def refresh(member: Member, lease: AgentLease) -> Result:
         log.warning("member %s: %s", member.cluster, probe.message)
     found = {}
     if probe.version:
-        found[pull.VERSION_ANNOTATION] = probe.version
+        found[pullmode.VERSION_ANNOTATION] = probe.version
     if probe.nodes is not None:
-        found[pull.NODES_ANNOTATION] = str(probe.nodes)
+        found[pullmode.NODES_ANNOTATION] = str(probe.nodes)
     lease.facts = {**lease.facts, **found}
     return Result(requeue_after=EVERY_SECONDS)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fleetwave.controllers.fleet import pull
+from fleetwave.api import pullmode
 from fleetwave.kube.objects import Lease, ObjectMeta
 from fleetwave.runtime import leader
 
@@ -31,7 +31,10 @@ class AgentLease(leader.LeaderElector):
         meta: dict[str, Any] = {
             "name": self.name,
             "namespace": self.namespace,
-            "labels": {pull.LEASE_LABEL: "true", pull.MEMBER_LABEL: pull.member_label(self.cluster)},
+            "labels": {
+                pullmode.LEASE_LABEL: "true",
+                pullmode.MEMBER_LABEL: pullmode.member_label(self.cluster),
+            },
             "annotations": dict(self.facts),
         }
         if lease is not None and lease.metadata is not None:

@@ -13,10 +13,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from fleetwave.api import pullmode
 from fleetwave.api.sveltos import ClusterProfileSpec
 from fleetwave.controllers.agent import work_checks
 from fleetwave.controllers.agent.member import Member, MemberConfigError
-from fleetwave.controllers.fleet import pull
 from fleetwave.controllers.kubefleet import executor, executor_pull
 from fleetwave.controllers.shared.context import Context, Wake, as_dict
 from fleetwave.controllers.shared.keys import SummaryKey
@@ -48,7 +48,7 @@ class Agent:
     enqueue: Callable[[str], None] = lambda _key: None
 
     def work_key_of_summary(self, summary_key: str) -> str:
-        return f"{self.namespace}/{pull.work_name('summary', summary_key)}"
+        return f"{self.namespace}/{pullmode.work_name('summary', summary_key)}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from fleetwave.api import conditions
+from fleetwave.api import conditions, pullmode
 from fleetwave.api.objects import Obj
 from fleetwave.controllers.fleet import members, pull
 from fleetwave.controllers.shared.context import Context, as_dict
@@ -157,8 +157,8 @@ def _agent_verdict(ctx: Context, member: members.Member) -> Verdict:
     lease = pull.lease_of(ctx, member.key)
     now = ctx.clock()
     annotations = ((lease or {}).get("metadata") or {}).get("annotations") or {}
-    version = annotations.get(pull.VERSION_ANNOTATION) or None
-    nodes = annotations.get(pull.NODES_ANNOTATION)
+    version = annotations.get(pullmode.VERSION_ANNOTATION) or None
+    nodes = annotations.get(pullmode.NODES_ANNOTATION)
     count = int(nodes) if isinstance(nodes, str) and nodes.isdigit() else None
     if pull.alive(lease, now):
         holder = ((lease or {}).get("spec") or {}).get("holderIdentity")

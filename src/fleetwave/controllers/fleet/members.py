@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from fleetwave.api import pullmode
 from fleetwave.api.kubefleet import property_number
 from fleetwave.api.objects import Obj
 from fleetwave.core import model as m
@@ -27,7 +28,7 @@ from fleetwave.kube import kubeconfig_policy
 from fleetwave.mgmt.registration import ALLOW_INSECURE_ANNOTATION, MEMBER_SECRET_LABEL
 from fleetwave.translate import KEY_LABEL, NAME_LABEL
 
-PULL_ANNOTATION = "fleetwave.io/pull-mode"  # on a KubeFleet-group member joined by its agent
+PULL_ANNOTATION = pullmode.PULL_ANNOTATION
 SECRET_LABEL = MEMBER_SECRET_LABEL  # on a kubeconfig Secret: the member it serves
 
 

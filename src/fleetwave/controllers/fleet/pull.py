@@ -16,20 +16,18 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from fleetwave.api import families
 from fleetwave.api.objects import Obj
+from fleetwave.api.pullmode import (
+    LEASE_NAME,
+    MEMBER_LABEL,
+    hub_namespace,
+    member_label,
+)
 from fleetwave.controllers.fleet import members
 from fleetwave.controllers.shared.context import Context
 from fleetwave.core import timestamps
 from fleetwave.kube import kinds, ops
 
-NAMESPACE_PREFIX = "fleet-member-"
-PULL_ANNOTATION = members.PULL_ANNOTATION
-MEMBER_LABEL = "fleetwave.io/pull-member"  # on a member's namespace, work and lease: "<ns>.<name>"
-LEASE_NAME = "fleetwave-agent"  # the agent's lease in its hub namespace: one agent acts, and lives
-LEASE_LABEL = "fleetwave.io/agent-lease"  # "true": the hub's informer lists these leases alone
-VERSION_ANNOTATION = "fleetwave.io/kubernetes-version"  # on the lease: the member's version
-NODES_ANNOTATION = "fleetwave.io/node-count"  # on the lease: the member's node count
 FIELD_MANAGER = "fleetwave-controller"
 
 
@@ -44,33 +42,6 @@ def is_pull_member(ctx: Context, cluster_key: str) -> bool:
     namespace, _, name = cluster_key.partition("/")
     found = ctx.cache.get("MemberCluster", namespace, name)
     return found is not None and is_pull(found)
-
-
-def hub_namespace(cluster_key: str) -> str:
-    """The member's namespace on the hub. KubeFleet's name (`fleet-member-<name>`) for members in the
-    controller's namespace; `fleet-member-<namespace>-<name>` for others, shortened with a digest when
-    over 63 characters. Registration refuses a namespace already labelled for another member."""
-    namespace, _, name = cluster_key.partition("/")
-    base = name if namespace == families.CONTROLLER_NAMESPACE else f"{namespace}-{name}"
-    full = NAMESPACE_PREFIX + base
-    if len(full) <= 63:
-        return full
-    digest = hashlib.sha256(cluster_key.encode()).hexdigest()[:10]
-    return f"{full[:52].rstrip('-')}-{digest}"
-
-
-def member_label(cluster_key: str) -> str:
-    """A member key as a label value (a namespace has no dot, so the first one splits it back)."""
-    return cluster_key.replace("/", ".", 1)
-
-
-def member_of_label(value: str) -> str:
-    return value.replace(".", "/", 1)
-
-
-def work_name(prefix: str, owner_key: str) -> str:
-    """A work's name: readable prefix, digest of what it is for (names of any length fit)."""
-    return f"{prefix}-{hashlib.sha256(owner_key.encode()).hexdigest()[:20]}"
 
 
 def revision_of(spec: Mapping[str, Any]) -> str:

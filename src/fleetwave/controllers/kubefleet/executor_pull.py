@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from fleetwave.api import pullmode
 from fleetwave.controllers.fleet import pull
 from fleetwave.controllers.kubefleet import apply_rules
 from fleetwave.controllers.shared.context import Context, Wake
@@ -31,7 +32,7 @@ class Outcome:
 
 
 def work_name(inventory: str) -> str:
-    return pull.work_name(WORK_PREFIX, inventory)
+    return pullmode.work_name(WORK_PREFIX, inventory)
 
 
 def rules_body(rules: apply_rules.ApplyRules) -> dict[str, Any]:
@@ -134,7 +135,7 @@ async def available(
 async def remove(ctx: Context, cluster: str, inventory: str, kind_names: list[list[str]]) -> Outcome:
     """The agent removes the placement's content; the work goes once it reported that. An agent that
     is not connected leaves it in place, as a member that left the fleet does."""
-    name, namespace = work_name(inventory), pull.hub_namespace(cluster)
+    name, namespace = work_name(inventory), pullmode.hub_namespace(cluster)
     if not pull.alive(pull.lease_of(ctx, cluster), ctx.clock()):
         await pull.delete(ctx, namespace, name)
         ctx.reports.forget(f"{namespace}/{name}")

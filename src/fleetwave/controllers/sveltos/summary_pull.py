@@ -14,6 +14,7 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from fleetwave.api import pullmode
 from fleetwave.controllers.fleet import pull
 from fleetwave.controllers.shared.context import Context
 from fleetwave.controllers.shared.echoes import tracked
@@ -51,7 +52,7 @@ def cluster_of(raw: Mapping[str, Any]) -> str:
 
 def work_name(raw: Mapping[str, Any]) -> str:
     meta = raw["metadata"]
-    return pull.work_name(WORK_PREFIX, f"{meta['namespace']}/{meta['name']}")
+    return pullmode.work_name(WORK_PREFIX, f"{meta['namespace']}/{meta['name']}")
 
 
 def owner(raw: Mapping[str, Any]) -> str:
@@ -171,7 +172,7 @@ async def withdraw(
     Result while the agent has not reported the withdrawal. An agent that is not connected is not
     waited for (as with a push member that does not answer): its content is left in place."""
     cluster = cluster_of(raw)
-    name, namespace = work_name(raw), pull.hub_namespace(cluster)
+    name, namespace = work_name(raw), pullmode.hub_namespace(cluster)
     lease = pull.lease_of(ctx, cluster)
     if not leave and not pull.alive(lease, ctx.clock()):
         message = f"cluster {cluster}: its agent is not connected; its content was left in place"
