@@ -117,18 +117,19 @@ async def _serve(path: Path, settings: agent_app.AgentSettings) -> None:
         changed = asyncio.create_task(_changed(path, data), name="hub credential")
         try:
             await asyncio.wait({running, changed}, return_when=asyncio.FIRST_COMPLETED)
-            if changed.done():
+            rotated = changed.done()
+            if rotated:
                 log.info("the hub credential changed: reconnecting with it")
                 manager.stop()
-            again = await _outcome(running)
+            lost = await _outcome(running)
         finally:
             changed.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await changed
             await hub.close()
-        if not again and not changed.done():
-            return
-        await asyncio.sleep(0 if changed.done() else RECONNECT_SECONDS)
+        if not lost and not rotated:
+            return  # stopped (a signal)
+        await asyncio.sleep(RECONNECT_SECONDS if lost else 0)
 
 
 async def _outcome(running: asyncio.Task[None]) -> bool:

@@ -12,6 +12,7 @@ from typing import Any
 
 from lightkube import Client
 from lightkube.models.authentication_v1 import TokenRequestSpec
+from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import Event, ServiceAccount
 from lightkube.types import PatchType
 
@@ -90,7 +91,9 @@ def list_dicts(client: Client, resource: Any, *, namespace: str | None = None) -
 def request_token(client: Client, service_account: str, namespace: str, *, seconds: int) -> str:
     """A token for the ServiceAccount from the TokenRequest API (bound to it: deleting the account
     revokes it), valid for `seconds`."""
-    request = ServiceAccount.Token(spec=TokenRequestSpec(audiences=[], expirationSeconds=seconds))
+    request = ServiceAccount.Token(
+        metadata=ObjectMeta(), spec=TokenRequestSpec(audiences=[], expirationSeconds=seconds)
+    )
     made = client.create(request, service_account, namespace=namespace)
     if made.status is None or not made.status.token:
         raise RuntimeError(f"the API server issued no token for ServiceAccount {namespace}/{service_account}")

@@ -20,6 +20,9 @@ Where each rule comes from:
 - `update` on the `finalizers` subresource of the kinds that own what the controller creates with
   `blockOwnerDeletion` (promotion -> profile, profile -> summary, update run -> approval request):
   API servers running the OwnerReferencesPermissionEnforcement admission plugin require it;
+- pull members (ADR 0106): MemberWork `create`, `patch` (server-side apply) and `delete`, and
+  Leases read (`get`, `list`, `watch`) to see which pull members' agents are connected; nothing in
+  a pull member's hub namespace is written but its work;
 - core Events: `create`, and `patch` to count repeats, in whatever namespace the object lives in
   (cluster-scoped objects: `default`);
 - with `--watch-namespace` (ADR 0074) every rule on a namespaced resource moves out of the
@@ -131,6 +134,11 @@ def cluster_rules() -> list[Rule]:
         Rule(GROUP, _plurals(*SNAPSHOTS), ("create", "patch", "delete")),
         # Approval requests of staged update runs.
         Rule(GROUP, _plurals("ClusterApprovalRequest", "ApprovalRequest"), ("create",)),
+        # Pull members' work (ADR 0106): server-side applied into their hub namespaces, deleted once
+        # their agent reported it withdrawn.
+        Rule(GROUP, _plurals("MemberWork"), ("create", "patch", "delete")),
+        # Pull members' agents' leases (their liveness), listed by label in their hub namespaces.
+        Rule("coordination.k8s.io", ("leases",), READ),
         Rule(GROUP, tuple(f"{_plural(k)}/status" for k in STATUS_WRITTEN), ("patch",)),
         Rule(GROUP, tuple(f"{_plural(k)}/finalizers" for k in OWNERS), ("update",)),
         # Informers over everything a placement may select, profile content and kubeconfig Secrets.

@@ -1,0 +1,229 @@
+"""Pull mode on the real local fleet (issue 44, ADR 0106): member-3 (prod) joins through a real
+`fleetwave agent run` process on its own kubeconfig; the hub holds no kubeconfig of it. A seed-002
+style promotion (Helm chart, upgrade, a manual gate, a Lua health check the agent judges) goes over
+two push members and the pull member; the agent refuses foreign work; unregistering revokes it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import yaml
+from lightkube import ApiError, Client
+from lightkube.resources.core_v1 import ConfigMap, Secret
+from lightkube.types import PatchType
+from promotion_support import (
+    CHARTS,
+    ControllerThread,
+    chart_version,
+    deleted_after,
+    running_controller,
+    stage_phases,
+    wait_for,
+)
+from pull_support import NAMESPACE, AgentProcess, mixed_members, work_of
+
+from fleetwave.api import pullmode
+from fleetwave.controllers.fleet import pull
+from fleetwave.kube import kinds
+from fleetwave.local import binaries, chartrepo, fleet
+from fleetwave.mgmt import manifests
+
+PULL = "member-3"
+
+HEALTH_LUA = """
+function evaluate()
+  local hs = {healthy = false, message = "chart not configured yet"}
+  if obj.data ~= nil and obj.data.chartVersion ~= nil then
+    hs.healthy = true
+    hs.message = "chart " .. obj.data.chartVersion .. " configured"
+  end
+  return hs
+end
+"""
+
+
+@pytest.fixture(scope="module")
+def repo(bins: binaries.Binaries, tmp_path_factory: pytest.TempPathFactory) -> Iterator[chartrepo.ChartRepo]:
+    charts = [(CHARTS / "hello", "1.0.0"), (CHARTS / "hello", "1.1.0")]
+    with chartrepo.serve(bins.path("helm"), tmp_path_factory.mktemp("pull-charts"), charts) as served:
+        yield served
+
+
+@pytest.fixture(scope="module")
+def agents(
+    local_fleet: fleet.FleetState,
+    management: Client,
+    bins: binaries.Binaries,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[dict[str, AgentProcess]]:
+    workdir = tmp_path_factory.mktemp("pull")
+    with mixed_members(management, local_fleet, (PULL,), bins.path("helm"), workdir) as started:
+        yield started
+
+
+@pytest.fixture(scope="module")
+def controller(
+    agents: dict[str, AgentProcess], local_fleet: fleet.FleetState, bins: binaries.Binaries
+) -> Iterator[ControllerThread]:
+    with running_controller(local_fleet, bins.path("helm"), "pull") as thread:
+        yield thread
+
+
+def promotion_doc(name: str, repo_url: str, version: str) -> dict[str, Any]:
+    chart = {
+        "repositoryURL": repo_url,
+        "repositoryName": "local",
+        "chartName": "local/hello",
+        "chartVersion": version,
+        "releaseName": name,
+        "releaseNamespace": name,
+        "helmChartAction": "Install",
+    }
+    check = {
+        "name": "chart-configured",
+        "featureID": "Helm",
+        "group": "",
+        "version": "v1",
+        "kind": "ConfigMap",
+        "namespace": name,
+        "resourceName": f"{name}-config",
+        "script": HEALTH_LUA,
+    }
+    return {
+        "apiVersion": "config.projectsveltos.io/v1beta1",
+        "kind": "ClusterPromotion",
+        "metadata": {"name": name},
+        "spec": {
+            "profileSpec": {"syncMode": "Continuous", "helmCharts": [chart], "validateHealths": [check]},
+            "stages": [
+                {"name": "dev", "clusterSelector": {"matchLabels": {"env": "dev"}}, "trigger": {"auto": {}}},
+                {
+                    "name": "staging",
+                    "clusterSelector": {"matchLabels": {"env": "staging"}},
+                    "trigger": {"manual": {"approved": False, "automaticReset": True}},
+                },
+                {"name": "production", "clusterSelector": {"matchLabels": {"env": "prod"}}},
+            ],
+        },
+    }
+
+
+def _approve(management: Client, name: str) -> None:
+    approve = [{"op": "replace", "path": "/spec/stages/1/trigger/manual/approved", "value": True}]
+    management.patch(kinds.resource("ClusterPromotion"), name, approve, patch_type=PatchType.JSON)
+
+
+def _summary_of(management: Client, cluster: str, name: str) -> dict[str, Any] | None:
+    for s in management.list(kinds.resource("ClusterSummary"), namespace=NAMESPACE):
+        raw = s.to_dict()
+        labels = raw["metadata"].get("labels") or {}
+        if raw["spec"]["clusterName"] == cluster and labels.get(
+            "fleetwave.io/cluster-profile", ""
+        ).startswith(name):
+            return raw
+    return None
+
+
+def test_a_promotion_goes_over_two_push_members_and_one_pull_member_with_an_upgrade_and_a_manual_gate(
+    controller: ControllerThread,
+    agents: dict[str, AgentProcess],
+    management: Client,
+    members: dict[str, Client],
+    repo: chartrepo.ChartRepo,
+) -> None:
+    name = "pull-promo"
+    manifests.apply(management, manifests.documents(yaml.safe_dump(promotion_doc(name, repo.url, "1.0.0"))))
+    with deleted_after(management, name):
+        wait_for(lambda: stage_phases(management, name).get("staging") == "WaitingAfter", what="gate")
+        _approve(management, name)
+        wait_for(
+            lambda: stage_phases(management, name).get("production") == "Succeeded",
+            what="production done",
+            explain=agents[PULL].output,
+        )
+        assert {m: chart_version(c, name, name) for m, c in members.items()} == dict.fromkeys(
+            members, "1.0.0"
+        )
+        # What the pull member runs came through its work, reported by its agent.
+        works = work_of(management, PULL)
+        assert [w["status"]["agent"] for w in works] == [agents[PULL].identity]
+        summary = _summary_of(management, PULL, name)
+        assert summary is not None
+        ready = next(c for c in summary["status"]["conditions"] if c["type"] == "Ready")
+        assert ready["status"] == "True", ready
+        # The hub holds no kubeconfig of the pull member.
+        with pytest.raises(ApiError):
+            management.get(Secret, f"{PULL}-kubeconfig", namespace=NAMESPACE)
+
+        manifests.apply(
+            management, manifests.documents(yaml.safe_dump(promotion_doc(name, repo.url, "1.1.0")))
+        )
+        wait_for(lambda: stage_phases(management, name).get("staging") == "WaitingAfter", what="gate 2")
+        assert chart_version(members[PULL], name, name) == "1.0.0"  # prod keeps its revision
+        _approve(management, name)
+        wait_for(
+            lambda: chart_version(members[PULL], name, name) == "1.1.0",
+            what="the pull member upgraded",
+            explain=agents[PULL].output,
+        )
+        wait_for(lambda: stage_phases(management, name).get("production") == "Succeeded", what="prod 1.1.0")
+
+
+def test_the_agent_refuses_work_for_another_cluster_and_work_edited_behind_the_hub(
+    agents: dict[str, AgentProcess], management: Client, members: dict[str, Client]
+) -> None:
+    namespace = pullmode.hub_namespace(f"{NAMESPACE}/{PULL}")
+    marker = "refused-marker"
+
+    def work(name: str, cluster: str, revision: str | None = None) -> dict[str, Any]:
+        obj = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": marker, "namespace": "default"}}
+        spec: dict[str, Any] = {
+            "cluster": cluster,
+            "owner": "placement/test",
+            "placement": {"inventory": "test", "objects": [obj], "rules": {}, "kinds": []},
+            "withdraw": False,
+        }
+        spec["revision"] = revision or pull.revision_of(spec)
+        return {
+            "apiVersion": f"{kinds.GROUP}/{kinds.VERSION}",
+            "kind": "MemberWork",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": spec,
+        }
+
+    manifests.apply(management, [work("foreign", "fleetwave-system/member-1")])
+    manifests.apply(management, [work("tampered", f"{NAMESPACE}/{PULL}", revision="0" * 32)])
+    try:
+
+        def refusals() -> dict[str, str] | None:
+            found = {
+                w["metadata"]["name"]: str((w.get("status") or {}).get("outcome", {}).get("failureMessage"))
+                for w in work_of(management, PULL)
+                if w["metadata"]["name"] in ("foreign", "tampered")
+            }
+            return found if len(found) == 2 and "None" not in found.values() else None
+
+        found = wait_for(refusals, what="both refused", explain=agents[PULL].output)
+        assert "this agent delivers to fleetwave-system/member-3 only" in found["foreign"]
+        assert "spec.revision does not match" in found["tampered"]
+        with pytest.raises(ApiError):
+            members[PULL].get(ConfigMap, marker, namespace="default")
+    finally:
+        for name in ("foreign", "tampered"):
+            management.delete(kinds.resource("MemberWork"), name, namespace=namespace)
+
+
+def test_the_pull_members_agent_is_its_heartbeat_and_the_member_reports_ready(
+    agents: dict[str, AgentProcess], controller: ControllerThread, management: Client
+) -> None:
+    def ready() -> dict[str, Any] | None:
+        member = management.get(kinds.resource("MemberCluster"), PULL, namespace=NAMESPACE).to_dict()
+        status = member.get("status") or {}
+        return status if status.get("ready") and status.get("version") else None
+
+    status = wait_for(ready, what="the pull member ready", explain=agents[PULL].output)
+    condition = next(c for c in status["conditions"] if c["type"] == "Ready")
+    assert condition["reason"] == "AgentConnected"
+    assert agents[PULL].identity in condition["message"]
