@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -30,8 +31,8 @@ from fleetwave.cli.common import (
 from fleetwave.cli.exit_codes import EXIT_API
 from fleetwave.kube import client as kubeclient
 from fleetwave.kube import kinds, ops
+from fleetwave.mgmt import agent_install, manifests, placement_kinds, pull_registration, registration
 from fleetwave.mgmt import install as installing
-from fleetwave.mgmt import manifests, placement_kinds, pull_registration, registration
 
 console = Console()
 FluxSourcesRightsOption = Annotated[
@@ -170,6 +171,16 @@ def register(
             "--agent-values", help="With --pull: write values for the fleetwave-agent chart here (0600)."
         ),
     ] = None,
+    agent_manifests: Annotated[
+        Path | None,
+        typer.Option(
+            "--agent-manifests",
+            help="With --pull: write the agent's manifests for the member here (0600; needs --agent-image).",
+        ),
+    ] = None,
+    agent_image: Annotated[
+        str | None, typer.Option("--agent-image", help="With --agent-manifests: the fleetwave image to run.")
+    ] = None,
     hub_server: Annotated[
         str | None,
         typer.Option("--hub-server", help="With --pull: the hub API server URL as the agent reaches it."),
@@ -190,13 +201,12 @@ def register(
     must not run programs (exec, auth-provider), read local files or use a proxy.
 
     With --pull the cluster runs `fleetwave agent` instead: no kubeconfig is given or kept; the
-    agent's hub credential (able to read only this cluster's work) is written where --agent-kubeconfig
-    or --agent-values say."""
+    agent's hub credential (able to read only this cluster's work) is written where --agent-kubeconfig,
+    --agent-values or --agent-manifests say."""
     parsed = _labels(labels)
     if pull:
-        _register_pull(
-            name, namespace, parsed, (agent_kubeconfig, agent_values), hub_server, rotate, kubeconfig
-        )
+        outputs = AgentOutputs(agent_kubeconfig, agent_values, agent_manifests, agent_image)
+        _register_pull(name, namespace, parsed, outputs, hub_server, rotate, kubeconfig)
         return
     if member_kubeconfig is None:
         fail(
@@ -231,20 +241,14 @@ def _register_pull(
     name: str,
     namespace: str,
     labels: dict[str, str],
-    outputs: tuple[Path | None, Path | None],
+    outputs: AgentOutputs,
     hub_server: str | None,
     rotate: bool,
     kubeconfig: Path | None,
 ) -> None:
     """`register --pull`: the member, its hub namespace and agent account; the agent's credential
     written only to the files asked for (never printed)."""
-    agent_kubeconfig, agent_values = outputs
-    if agent_kubeconfig is None and agent_values is None:
-        fail(
-            "--pull needs --agent-kubeconfig FILE or --agent-values FILE "
-            "(where to write the agent's hub credential)",
-            code=2,
-        )
+    outputs.check()
     config = management_config(kubeconfig)
     server, ca = kubeclient.server_and_ca(config)
     with kubeclient.client(config, trust_env=True) as client:
@@ -263,19 +267,51 @@ def _register_pull(
         except ops.ApiError as e:
             fail_api(e, "registration failed")
     try:
-        if agent_kubeconfig is not None:
-            inputs.write_private(agent_kubeconfig, made.hub_kubeconfig)
-        if agent_values is not None:
-            inputs.write_private(agent_values, agent_chart_values(name, namespace, made.hub_kubeconfig))
-    except inputs.InputError as e:
+        outputs.write(name, namespace, made.hub_kubeconfig)
+    except (inputs.InputError, ValueError) as e:
         fail(f"{e}: the member is registered; run the command again to issue the credential anew", code=2)
     console.print(
         f"membercluster/{name} -n {namespace} registered in pull mode (hub namespace {made.hub_namespace})"
     )
     for kind, api_version in made.written[1:]:
         console.print(f"{kind.lower()}.{api_version.partition('/')[0]}/{name} registered too")
-    where = agent_values or agent_kubeconfig
+    where = outputs.values or outputs.manifests or outputs.kubeconfig
     console.print(f"the agent's hub credential is in {where}: install the agent in the cluster with it")
+
+
+@dataclass(frozen=True, slots=True)
+class AgentOutputs:
+    """Where `register --pull` writes the agent's credential: a hub kubeconfig, chart values, or the
+    member's manifests (each 0600; never printed)."""
+
+    kubeconfig: Path | None
+    values: Path | None
+    manifests: Path | None
+    image: str | None
+
+    def check(self) -> None:
+        if self.kubeconfig is None and self.values is None and self.manifests is None:
+            fail(
+                "--pull needs --agent-kubeconfig, --agent-values or --agent-manifests FILE "
+                "(where to write the agent's hub credential)",
+                code=2,
+            )
+        if self.manifests is not None and not self.image:
+            fail("--agent-manifests needs --agent-image (the fleetwave image the agent runs)", code=2)
+
+    def write(self, name: str, namespace: str, hub_kubeconfig: bytes) -> None:
+        if self.kubeconfig is not None:
+            inputs.write_private(self.kubeconfig, hub_kubeconfig)
+        if self.values is not None:
+            inputs.write_private(self.values, agent_chart_values(name, namespace, hub_kubeconfig))
+        if self.manifests is not None:
+            docs = agent_install.member_manifests(
+                cluster=name,
+                cluster_namespace=namespace,
+                hub_kubeconfig=hub_kubeconfig,
+                image=str(self.image),
+            )
+            inputs.write_private(self.manifests, yaml.safe_dump_all(docs, sort_keys=False).encode())
 
 
 def agent_chart_values(name: str, namespace: str, hub_kubeconfig: bytes) -> bytes:

@@ -149,6 +149,7 @@ def agent_args(cluster: str, cluster_namespace: str) -> list[str]:
         f"--cluster-namespace={cluster_namespace}",
         f"--hub-kubeconfig={HUB_MOUNT}/{HUB_KEY}",
         f"--helm={HELM}",
+        "--bind-address=0.0.0.0",  # the kubelet's probes come from outside the pod's loopback
         f"--health-port={HEALTH_PORT}",
         "--log-level=INFO",
         "--log-format=text",
