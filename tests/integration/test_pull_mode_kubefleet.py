@@ -1,0 +1,230 @@
+"""Seed 004's staged update run with a pull member (issue 44): member-3 (canary, order 1) joins
+through a real agent process; the run's stages, approval and rollback read the same whichever mode
+a member is in. Then the faults: the agent killed mid-stage and back, a second agent for the same
+member standing by behind the lease, and unregistering revoking the agent's hub access."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from lightkube import ApiError, Client
+from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.resources.coordination_v1 import Lease
+from lightkube.resources.core_v1 import ConfigMap, Namespace
+from promotion_support import ControllerThread, running_controller, wait_for
+from pull_support import AgentProcess, hub_server_and_ca
+from test_kubefleet_staged_runs import (
+    MEMBER_NS,
+    SEED_LABELS,
+    apply,
+    cm_value,
+    cond,
+    found,
+    get,
+    run_doc,
+    seed_approve,
+    seed_strategy,
+    two_snapshots,
+)
+
+from fleetwave.api import pullmode
+from fleetwave.kube import client as kubeclient
+from fleetwave.kube import kinds
+from fleetwave.local import binaries, fleet
+from fleetwave.mgmt import install, pull_registration, registration
+
+PULL = "member-3"
+HUB_NS = pullmode.hub_namespace(f"{MEMBER_NS}/{PULL}")
+
+
+@pytest.fixture(scope="module")
+def agent(
+    local_fleet: fleet.FleetState,
+    management: Client,
+    bins: binaries.Binaries,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[AgentProcess]:
+    install.install(management)
+    server, ca = hub_server_and_ca(local_fleet)
+    workdir = tmp_path_factory.mktemp("pull-kf")
+    started = None
+    for member in local_fleet.members:
+        if member.name == PULL:
+            made = pull_registration.register_pull(
+                management,
+                name=PULL,
+                namespace=MEMBER_NS,
+                labels=SEED_LABELS[PULL],
+                hub_server=server,
+                hub_ca=ca,
+            )
+            (workdir / "hub.kubeconfig").write_bytes(made.hub_kubeconfig)
+            started = AgentProcess(
+                member, workdir / "hub.kubeconfig", bins.path("helm"), workdir / "agent.log"
+            )
+            started.start("--cluster-namespace", MEMBER_NS)
+        else:
+            registration.register(
+                management,
+                name=member.name,
+                namespace=MEMBER_NS,
+                kubeconfig=Path(member.kubeconfig).read_bytes(),
+                labels=SEED_LABELS[member.name],
+            )
+    assert started is not None
+    try:
+        yield started
+    finally:
+        started.stop()
+        for member in local_fleet.members:
+            pull_registration.unregister(management, name=member.name, namespace=MEMBER_NS)
+
+
+@pytest.fixture(scope="module")
+def controller(
+    agent: AgentProcess, local_fleet: fleet.FleetState, bins: binaries.Binaries, management: Client
+) -> Iterator[ControllerThread]:
+    with running_controller(local_fleet, bins.path("helm"), "pull-kf") as thread:
+        wait_for(lambda: _ready(management), what="the pull member ready (its agent connected)")
+        yield thread
+
+
+def _ready(management: Client) -> bool:
+    status = management.get(kinds.resource("MemberCluster"), PULL, namespace=MEMBER_NS).status or {}
+    return bool(status.get("ready"))
+
+
+@pytest.fixture
+def hub_ns(management: Client) -> Iterator[str]:
+    name = f"kfp-{uuid.uuid4().hex[:6]}"
+    management.create(Namespace(metadata=ObjectMeta(name=name)))
+    management.create(ConfigMap(metadata=ObjectMeta(name="test-cm", namespace=name), data={"key": "value1"}))
+    yield name
+    management.delete(Namespace, name)
+
+
+def _succeeded(management: Client, run: str) -> bool:
+    return cond(get(management, "ClusterStagedUpdateRun", run), "Succeeded").get("status") == "True"
+
+
+def test_a_staged_run_with_a_pull_member_waits_for_approval_then_rolls_back(
+    controller: ControllerThread,
+    agent: AgentProcess,
+    management: Client,
+    members: dict[str, Client],
+    hub_ns: str,
+) -> None:
+    crp = f"pull-placement-{hub_ns}"
+    two_snapshots(management, crp, hub_ns)
+    apply(management, seed_strategy(f"strategy-{hub_ns}"))
+    run = f"pull-run-{hub_ns}"
+    apply(management, run_doc(run, crp, "1", f"strategy-{hub_ns}"))
+    wait_for(
+        lambda: found(management, "ClusterApprovalRequest", f"{run}-canary"),
+        what="the canary approval request",
+        explain=agent.output,
+    )
+    assert {m: cm_value(c, hub_ns) for m, c in members.items()} == dict.fromkeys(members, "value2")
+    status = get(management, "ClusterStagedUpdateRun", run).status
+    delivered = status["deliveries"][f"{MEMBER_NS}/{PULL}"]
+    assert delivered["appliedAt"] <= status["deliveries"][f"{MEMBER_NS}/member-1"]["appliedAt"], status
+    seed_approve(management, "ClusterApprovalRequest", f"{run}-canary")
+    wait_for(lambda: _succeeded(management, run), what="run succeeded")
+
+    rollback = f"pull-run-2-{hub_ns}"
+    apply(management, run_doc(rollback, crp, "0", f"strategy-{hub_ns}"))
+    wait_for(
+        lambda: found(management, "ClusterApprovalRequest", f"{rollback}-canary"), what="rollback approval"
+    )
+    assert cm_value(members[PULL], hub_ns) == "value1"
+    seed_approve(management, "ClusterApprovalRequest", f"{rollback}-canary")
+    wait_for(lambda: _succeeded(management, rollback), what="rollback succeeded")
+
+
+def test_the_agent_killed_mid_stage_holds_the_run_with_the_members_name_and_it_resumes(
+    controller: ControllerThread,
+    agent: AgentProcess,
+    management: Client,
+    members: dict[str, Client],
+    hub_ns: str,
+) -> None:
+    crp = f"pull-fault-{hub_ns}"
+    two_snapshots(management, crp, hub_ns)
+    apply(management, seed_strategy(f"strategy-{hub_ns}", wait="1s"))
+    agent.kill()
+    run = f"pull-fault-run-{hub_ns}"
+    apply(management, run_doc(run, crp, "1", f"strategy-{hub_ns}"))
+
+    def waiting_message() -> str | None:
+        status = get(management, "ClusterStagedUpdateRun", run).status or {}
+        entry = (status.get("deliveries") or {}).get(f"{MEMBER_NS}/{PULL}") or {}
+        message = str(entry.get("message") or "")
+        return message if f"{MEMBER_NS}/{PULL}" in message and "agent" in message else None
+
+    message = wait_for(waiting_message, timeout=150, what="the run naming the pull member it waits for")
+    assert cm_value(members[PULL], hub_ns) is None  # nothing reached it while its agent was down
+    assert found(management, "ClusterApprovalRequest", f"{run}-canary") is None  # the stage holds
+    agent.start("--cluster-namespace", MEMBER_NS)
+    wait_for(
+        lambda: found(management, "ClusterApprovalRequest", f"{run}-canary"),
+        what="the stage done once the agent is back",
+        explain=agent.output,
+    )
+    assert cm_value(members[PULL], hub_ns) == "value2"
+    assert "agent" in message
+
+
+def test_a_second_agent_for_the_member_stands_by_behind_the_lease(
+    controller: ControllerThread,
+    agent: AgentProcess,
+    management: Client,
+    local_fleet: fleet.FleetState,
+    bins: binaries.Binaries,
+    tmp_path: Path,
+) -> None:
+    member = local_fleet.cluster(PULL)
+    second = AgentProcess(member, agent.hub_kubeconfig, bins.path("helm"), tmp_path / "second.log")
+    second.start("--cluster-namespace", MEMBER_NS)
+    try:
+        time.sleep(8)  # long enough for the second agent to sync and try the lease a few times
+        lease = management.get(Lease, pullmode.LEASE_NAME, namespace=HUB_NS)
+        assert lease.spec.holderIdentity == agent.identity
+        assert second.proc is not None and second.proc.poll() is None  # alive, standing by
+        assert "is the leader" not in second.output()
+    finally:
+        second.stop()
+
+
+def test_unregistering_revokes_the_agents_hub_access_and_leaves_the_member_as_it_is(
+    agent: AgentProcess,
+    management: Client, local_fleet: fleet.FleetState, tmp_path: Path, members: dict[str, Client]
+) -> None:
+    server, ca = hub_server_and_ca(local_fleet)
+    name = "member-2"  # registered here under another namespace, in pull mode, for this test alone
+    made = pull_registration.register_pull(
+        management, name=name, namespace="pull-unreg", labels={"x": "y"}, hub_server=server, hub_ca=ca
+    )
+    hub = kubeclient.client(kubeclient.member_config(made.hub_kubeconfig))
+    listed = wait_for(  # the API server may still be initializing the storage of fresh CRDs (429)
+        lambda: [list(hub.list(kinds.resource("MemberWork"), namespace=made.hub_namespace))],
+        what="the agent reading its own namespace",
+    )
+    assert listed == [[]]
+    with pytest.raises(ApiError) as refused:
+        list(hub.list(kinds.resource("MemberWork"), namespace=HUB_NS))  # another member's
+    assert refused.value.status.code == 403
+    removed = pull_registration.unregister(management, name=name, namespace="pull-unreg")
+    assert "membercluster/member-2" in removed and f"namespace/{made.hub_namespace}" in removed
+
+    def revoked() -> bool:
+        try:
+            list(hub.list(kinds.resource("MemberWork"), namespace=made.hub_namespace))
+        except ApiError as e:
+            return e.status.code in (401, 403)
+        return False
+
+    wait_for(revoked, timeout=60, what="the agent's token revoked")
