@@ -11,9 +11,14 @@ from rich.console import Console
 from rich.table import Table
 
 from fleetwave.cli.output import ListOutput, ListOutputOption, emit
+from fleetwave.kube import client as kubeclient
+from fleetwave.kube import ops
+from fleetwave.local import agents as local_agents
 from fleetwave.local import binaries, fleet
 from fleetwave.local import flux as local_flux
 from fleetwave.local import prometheus as local_prometheus
+from fleetwave.mgmt import install as installing
+from fleetwave.mgmt import pull_registration
 
 app = typer.Typer(
     help="Run a local fleet: one management cluster and N member clusters.", no_args_is_help=True
@@ -25,6 +30,28 @@ StateDir = Annotated[
     typer.Option(
         "--state-dir",
         help="Fleet state directory (default $FLEETWAVE_STATE_DIR or ~/.local/state/fleetwave/fleet).",
+    ),
+]
+
+
+PullMembers = Annotated[
+    int,
+    typer.Option(
+        "--pull-members",
+        min=0,
+        help="How many members (the last ones) join in pull mode: fleetwave is installed in the "
+        "management cluster, these members are registered there with --pull (the hub keeps no "
+        "kubeconfig of them) and each gets a `fleetwave agent` beside it. `down` stops the agents "
+        "with the fleet. Default: none (no member is registered).",
+    ),
+]
+WithFlux = Annotated[
+    bool,
+    typer.Option(
+        "--with-flux",
+        help="Also run Flux's source-controller on the management cluster and a Git server on "
+        "loopback holding an example repository (read by the GitRepository flux-system/example), "
+        "for content from Git. `down` stops them with the fleet.",
     ),
 ]
 
@@ -81,23 +108,25 @@ def up(
             "metric health checks. `down` stops them with the fleet.",
         ),
     ] = False,
-    with_flux: Annotated[
-        bool,
-        typer.Option(
-            "--with-flux",
-            help="Also run Flux's source-controller on the management cluster and a Git server on "
-            "loopback holding an example repository (read by the GitRepository flux-system/example), "
-            "for content from Git. `down` stops them with the fleet.",
-        ),
-    ] = False,
+    with_flux: WithFlux = False,
+    pull_members: PullMembers = 0,
     state_dir: StateDir = None,
 ) -> None:
     """Start (or recover) the management cluster and N member clusters."""
     spec = parse_labels(labels or [], members)
+    if pull_members > members:
+        raise typer.BadParameter(f"{pull_members} of {members} members", param_hint="--pull-members")
     directory = _state_dir(state_dir)
     try:
         with console.status(f"starting 1 management + {members} member clusters (first run builds binaries)"):
-            state = fleet.up(directory, members=spec, now=dt.datetime.now(dt.UTC), full_members=full_members)
+            state = fleet.up(
+                directory,
+                members=spec,
+                now=dt.datetime.now(dt.UTC),
+                full_members=full_members,
+                pull_members=pull_members,
+            )
+        state = _join_pull_members(state)
         state = _attach_services(state, prometheus=with_prometheus, flux=with_flux)
     except (fleet.FleetError, binaries.BinariesError, RuntimeError) as e:
         console.print(f"[red]error:[/red] {e}")
@@ -106,6 +135,41 @@ def up(
     console.print(f"management kubeconfig: {state.cluster(fleet.MANAGEMENT).kubeconfig}")
     if with_flux:
         _print_flux_hint(state)
+
+
+def _join_pull_members(state: fleet.FleetState) -> fleet.FleetState:
+    """Install fleetwave in the management cluster, register each pull member whose agent is not
+    running (in pull mode: no kubeconfig Secret) and start its agent; return once each agent holds
+    its lease on the hub, so that the fleet `up` reports is one that delivers."""
+    waiting = local_agents.pending(state)
+    if not waiting:
+        return state
+    config = kubeclient.config_from_file(state.cluster(fleet.MANAGEMENT).kubeconfig)
+    server, ca = kubeclient.server_and_ca(config)
+    namespace = installing.NAMESPACE
+    try:
+        with (
+            console.status(f"installing fleetwave, starting {len(waiting)} agent(s)"),
+            kubeclient.client(config) as client,
+        ):
+            installing.install(client)
+            for member in waiting:
+                made = pull_registration.register_pull(
+                    client,
+                    name=member.name,
+                    namespace=namespace,
+                    labels=member.labels,
+                    hub_server=server,
+                    hub_ca=ca,
+                )
+                state = local_agents.start(
+                    state, member, hub_kubeconfig=made.hub_kubeconfig, cluster_namespace=namespace
+                )
+            for member in waiting:
+                local_agents.wait_holding(state, member, cluster_namespace=namespace)
+    except (ops.StatusError, pull_registration.PullRegistrationError, installing.ForeignCRD, OSError) as e:
+        raise fleet.FleetError(f"joining the pull members failed: {e}") from e
+    return state
 
 
 def _attach_services(state: fleet.FleetState, *, prometheus: bool, flux: bool) -> fleet.FleetState:
@@ -175,6 +239,7 @@ def _status_rows(state: fleet.FleetState) -> list[dict[str, Any]]:
             "cluster": h.name,
             "role": c.role,
             "profile": c.profile,
+            "pull": c.pull,
             "server": c.server,
             "labels": dict(h.labels),
             "processes": {"alive": h.processes_alive, "total": h.processes_total},
@@ -214,7 +279,7 @@ def _print_status(state: fleet.FleetState) -> bool:
         healthy &= ok
         table.add_row(
             h.name,
-            h.role if c.role != "member" or c.profile == fleet.FULL else f"{h.role} ({c.profile})",
+            _role(c),
             c.server,
             ",".join(f"{k}={v}" for k, v in h.labels.items()) or "-",
             f"{h.processes_alive}/{h.processes_total}",
@@ -228,6 +293,12 @@ def _print_status(state: fleet.FleetState) -> bool:
         where = "" if running else " [red](not running)[/red]"
         console.print(f"prometheus: {found.url}  pushgateway: {found.pushgateway_url}{where}")
     return _print_flux(state) and healthy
+
+
+def _role(c: fleet.ClusterInfo) -> str:
+    """The role, and for a member what sets it apart from the default: "member (light, pull)"."""
+    notes = [n for n, shown in ((c.profile, c.profile != fleet.FULL), ("pull", c.pull)) if shown]
+    return f"{c.role} ({', '.join(notes)})" if notes else c.role
 
 
 def _print_flux(state: fleet.FleetState) -> bool:

@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 from importlib import resources
 from pathlib import Path
 
-from fleetwave.local import api, binaries, pki, processes
+from fleetwave.local import api, audit, binaries, pki, processes
 from fleetwave.local.processes import ProcessRecord
 
 MANAGEMENT = "management"
@@ -49,10 +49,16 @@ class ClusterInfo:
     token: str
     labels: dict[str, str] = field(default_factory=dict)
     profile: str = FULL  # members: FULL (apiserver + KCM + scheduler + kwok) or LIGHT (apiserver)
+    pull: bool = False  # members: joined in pull mode, through an agent beside it (`local up --pull-members`)
 
     @property
     def server(self) -> str:
         return f"https://127.0.0.1:{self.port}"
+
+    @property
+    def audit_log(self) -> Path:
+        """Where a member's API server logs every request (management: not logged)."""
+        return Path(self.kubeconfig).parent / audit.LOG_NAME
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,47 +181,54 @@ def up(
     bin_dir: Path | None = None,
     full_members: int | None = None,
     members_etcd: bool = False,
+    pull_members: int = 0,
 ) -> FleetState:
     """Start the fleet, or return the running one when it is already healthy with the same members.
 
     `members_etcd`: the members keep their data in an etcd of their own, not the management
     cluster's (the scale benchmark's fleets, ADR 0066's stop-35 addendum).
 
-    The first `full_members` members (all when None) are full, the rest light.
+    The first `full_members` members (all when None) are full, the rest light. The last
+    `pull_members` are marked to join in pull mode: registering them and starting their agents is
+    the caller's (`fleetwave local up`), which can reach the management layer this one cannot.
 
     A stale state directory (crashed fleet, half-started fleet, different members) is cleaned up:
     leftover processes we own are stopped and the directory is started afresh.
     """
+    if not 0 <= pull_members <= len(members):
+        raise FleetError(f"{pull_members} pull members asked for, of {len(members)} members")
+    wanted = _wanted(members, full_members, pull_members)
     existing = load(state_dir)
     if existing is not None:
-        same = {c.name: (c.labels, c.profile) for c in existing.members} == _wanted(members, full_members)
+        same = {c.name: (c.labels, c.profile, c.pull) for c in existing.members} == wanted
         if same and is_healthy(existing):
             return existing
     down(state_dir)
     bins = binaries.Binaries(bin_dir) if bin_dir else binaries.ensure()
     state_dir.mkdir(parents=True, exist_ok=True)
     try:
-        return _start(state_dir.resolve(), bins, _wanted(members, full_members), now, members_etcd)
+        return _start(state_dir.resolve(), bins, wanted, now, members_etcd)
     except BaseException:
         down(state_dir)
         raise
 
 
-def _wanted(
-    members: Mapping[str, Mapping[str, str]], full_members: int | None
-) -> dict[str, tuple[dict[str, str], str]]:
+Wanted = dict[str, tuple[dict[str, str], str, bool]]  # member -> (labels, profile, pull)
+
+
+def _wanted(members: Mapping[str, Mapping[str, str]], full_members: int | None, pull_members: int) -> Wanted:
+    """Each member's labels, profile (the first `full_members` full) and mode (the last
+    `pull_members` pull)."""
     full = len(members) if full_members is None else full_members
+    first_pull = len(members) - pull_members
     return {
-        name: (dict(labels), FULL if i < full else LIGHT) for i, (name, labels) in enumerate(members.items())
+        name: (dict(labels), FULL if i < full else LIGHT, i >= first_pull)
+        for i, (name, labels) in enumerate(members.items())
     }
 
 
 def _start(
-    state_dir: Path,
-    bins: binaries.Binaries,
-    members: Mapping[str, tuple[dict[str, str], str]],
-    now: dt.datetime,
-    members_etcd: bool = False,
+    state_dir: Path, bins: binaries.Binaries, members: Wanted, now: dt.datetime, members_etcd: bool = False
 ) -> FleetState:
     keys = pki.generate(state_dir / "pki", now=now)
     marker = str(state_dir)
@@ -232,22 +245,12 @@ def _start(
         records.append(_start_etcd(bins, state_dir, members_store, marker, name=MEMBERS_ETCD))
         api.wait_etcd(members_store, timeout=60.0, check_alive=lambda: processes.is_ours(records[-1]))
 
-    roles: list[tuple[str, str, dict[str, str], str]] = [(MANAGEMENT, "management", {}, FULL)] + [
-        (n, "member", lbl, profile) for n, (lbl, profile) in members.items()
-    ]
-    clusters: list[ClusterInfo] = []
-    for name, role, labels, profile in roles:
-        port, token = processes.free_port(), pki.new_token()
-        cdir = state_dir / name
-        cdir.mkdir()
-        kubeconfig = cdir / "kubeconfig"
-        api.write_kubeconfig(
-            kubeconfig, cluster=name, server=f"https://127.0.0.1:{port}", ca_cert=keys.ca_cert, token=token
-        )
-        (cdir / "tokens.csv").write_text(f'{token},admin,admin-uid,"system:masters"\n')
-        clusters.append(ClusterInfo(name, role, port, str(kubeconfig), token, labels, profile))
-        store = etcd_port if role == "management" else members_store
-        records.append(_start_apiserver(bins, keys, cdir, name, port, store, marker, light=profile == LIGHT))
+    clusters = [_cluster(state_dir, keys, MANAGEMENT, "management", ({}, FULL, False))]
+    clusters += [_cluster(state_dir, keys, name, "member", wanted) for name, wanted in members.items()]
+    policy = audit.write_policy(state_dir / "audit-policy.yaml") if members else None
+    for c in clusters:
+        store, logged = (etcd_port, None) if c.role == "management" else (members_store, policy)
+        records.append(_start_apiserver(bins, keys, c, store, marker, audit_policy=logged))
 
     state = FleetState(str(state_dir), str(bins.directory), str(keys.ca_cert), etcd_port, clusters, records)
     _save(state)
@@ -260,6 +263,22 @@ def _start(
             api.create_fake_node(c.server, keys.ca_cert, c.token, name="kwok-node-0")
     _save(state)
     return state
+
+
+def _cluster(
+    state_dir: Path, keys: pki.Pki, name: str, role: str, wanted: tuple[dict[str, str], str, bool]
+) -> ClusterInfo:
+    """One cluster's directory, admin token and kubeconfig (its API server is started next)."""
+    labels, profile, pull = wanted
+    port, token = processes.free_port(), pki.new_token()
+    cdir = state_dir / name
+    cdir.mkdir()
+    kubeconfig = cdir / "kubeconfig"
+    api.write_kubeconfig(
+        kubeconfig, cluster=name, server=f"https://127.0.0.1:{port}", ca_cert=keys.ca_cert, token=token
+    )
+    (cdir / "tokens.csv").write_text(f'{token},admin,admin-uid,"system:masters"\n')
+    return ClusterInfo(name, role, port, str(kubeconfig), token, labels, profile, pull)
 
 
 def _kwok_config(cdir: Path) -> Path:
@@ -313,14 +332,14 @@ def _start_etcd(
 def _start_apiserver(
     bins: binaries.Binaries,
     keys: pki.Pki,
-    cdir: Path,
-    name: str,
-    port: int,
+    cluster: ClusterInfo,
     etcd_port: int,
     marker: str,
     *,
-    light: bool = False,
+    audit_policy: Path | None = None,
 ) -> ProcessRecord:
+    """`audit_policy`: log every request to the cluster's `audit.log` (members: see `audit`)."""
+    name, port, cdir = cluster.name, cluster.port, Path(cluster.kubeconfig).parent
     argv = [
         bins.path("kube-apiserver"),
         f"--etcd-servers=http://127.0.0.1:{etcd_port}",
@@ -344,8 +363,9 @@ def _start_apiserver(
         "--v=0",
         f"--cert-dir={cdir / 'certs'}",
     ]
+    argv += audit.flags(audit_policy, cluster.audit_log) if audit_policy else []
     env = {"GOMAXPROCS": "2"}
-    if light:
+    if cluster.profile == LIGHT:
         # No watch cache (watches are served from etcd) and a tighter Go heap.
         # (Trimming API groups with --runtime-config does not work: the server's own admission
         # informers wait for storage, node and discovery groups and it never becomes ready.)
