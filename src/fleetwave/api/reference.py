@@ -22,7 +22,7 @@ INDEX = "README.md"
 _GROUPS = (
     ("Sveltos-style rollouts", upstream.SVELTOS_CONFIG_KINDS),
     ("KubeFleet-style placements and staged runs", upstream.KUBEFLEET_PLACEMENT_KINDS),
-    ("Member clusters", ("MemberCluster",)),
+    ("Member clusters", ("MemberCluster", "MemberWork")),
 )
 
 

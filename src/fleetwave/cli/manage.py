@@ -132,6 +132,43 @@ def _documents(file: Path, *, recursive: bool) -> list[Any]:
     return docs
 
 
+PullOption = Annotated[
+    bool,
+    typer.Option(
+        "--pull",
+        help="Pull mode: the cluster joins through `fleetwave agent`; the hub keeps no kubeconfig of it.",
+    ),
+]
+AgentKubeconfigOption = Annotated[
+    Path | None,
+    typer.Option("--agent-kubeconfig", help="With --pull: write the agent's hub kubeconfig here (0600)."),
+]
+AgentValuesOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--agent-values", help="With --pull: write values for the fleetwave-agent chart here (0600)."
+    ),
+]
+AgentManifestsOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--agent-manifests",
+        help="With --pull: write the agent's manifests for the member here (0600; needs --agent-image).",
+    ),
+]
+AgentImageOption = Annotated[
+    str | None, typer.Option("--agent-image", help="With --agent-manifests: the fleetwave image to run.")
+]
+HubServerOption = Annotated[
+    str | None,
+    typer.Option("--hub-server", help="With --pull: the hub API server URL as the agent reaches it."),
+]
+RotateOption = Annotated[
+    bool,
+    typer.Option("--rotate", help="With --pull: revoke the agent's earlier tokens (new ServiceAccount)."),
+]
+
+
 @cluster_app.command("register")
 def register(
     name: Annotated[str, typer.Argument(help="Name of the member cluster.")],
@@ -154,41 +191,13 @@ def register(
             help="Accept an http:// server or insecure-skip-tls-verify (recorded on the MemberCluster).",
         ),
     ] = False,
-    pull: Annotated[
-        bool,
-        typer.Option(
-            "--pull",
-            help="Pull mode: the cluster joins through `fleetwave agent`; the hub keeps no kubeconfig of it.",
-        ),
-    ] = False,
-    agent_kubeconfig: Annotated[
-        Path | None,
-        typer.Option("--agent-kubeconfig", help="With --pull: write the agent's hub kubeconfig here (0600)."),
-    ] = None,
-    agent_values: Annotated[
-        Path | None,
-        typer.Option(
-            "--agent-values", help="With --pull: write values for the fleetwave-agent chart here (0600)."
-        ),
-    ] = None,
-    agent_manifests: Annotated[
-        Path | None,
-        typer.Option(
-            "--agent-manifests",
-            help="With --pull: write the agent's manifests for the member here (0600; needs --agent-image).",
-        ),
-    ] = None,
-    agent_image: Annotated[
-        str | None, typer.Option("--agent-image", help="With --agent-manifests: the fleetwave image to run.")
-    ] = None,
-    hub_server: Annotated[
-        str | None,
-        typer.Option("--hub-server", help="With --pull: the hub API server URL as the agent reaches it."),
-    ] = None,
-    rotate: Annotated[
-        bool,
-        typer.Option("--rotate", help="With --pull: revoke the agent's earlier tokens (new ServiceAccount)."),
-    ] = False,
+    pull: PullOption = False,
+    agent_kubeconfig: AgentKubeconfigOption = None,
+    agent_values: AgentValuesOption = None,
+    agent_manifests: AgentManifestsOption = None,
+    agent_image: AgentImageOption = None,
+    hub_server: HubServerOption = None,
+    rotate: RotateOption = False,
     kubeconfig: KubeconfigOption = None,
 ) -> None:
     """Register a member cluster: kubeconfig into a Secret, a MemberCluster with labels, a probe.
@@ -212,6 +221,18 @@ def register(
         fail(
             "--cluster-kubeconfig is required (or --pull, for a cluster that joins through its agent)", code=2
         )
+    _register_push(name, namespace, parsed, member_kubeconfig, allow_insecure, kubeconfig)
+
+
+def _register_push(
+    name: str,
+    namespace: str,
+    labels: dict[str, str],
+    member_kubeconfig: Path,
+    allow_insecure: bool,
+    kubeconfig: Path | None,
+) -> None:
+    """`register` of a push member: its kubeconfig into a Secret, the MemberCluster, a probe."""
     try:
         data = inputs.read_bytes(member_kubeconfig, "--cluster-kubeconfig", limit=256 * 1024)
     except inputs.InputError as e:
@@ -223,7 +244,7 @@ def register(
                 name=name,
                 namespace=namespace,
                 kubeconfig=data,
-                labels=parsed,
+                labels=labels,
                 allow_insecure=allow_insecure,
             )
         except registration.KubeconfigRefused as e:

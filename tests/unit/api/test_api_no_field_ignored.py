@@ -10,7 +10,8 @@ here as one of:
 - within: a field of a type only reachable through a refused field (refusing the parent refuses it);
 - written: a field of an object fleetwave itself writes (summaries, snapshots, approval requests);
   a hand-made one is ignored with an event that says so (named test);
-- agent-only: KubeFleet's member-agent settings; fleetwave has no agent (ADR 0062, named test).
+- agent-only: KubeFleet's member-agent settings, which fleetwave's agent does not need (ADR 0062,
+  ADR 0106, named test).
 
 The last line of the module prints the figures for the issue's note.
 """
@@ -108,6 +109,8 @@ HELM = DH + "test_install_upgrade_noop_bad_values_and_uninstall"
 LUA = "tests/unit/health/test_health_lua.py::test_api_form_healthy_when_all_replicas_are_available"
 SELECT = HS + "test_a_check_without_script_or_rules_passes_on_existence"
 WRITTEN = SO + "test_a_summary_fleetwave_did_not_make_is_ignored_with_an_event"
+PULL = "tests/integration/test_pull_mode.py::"
+AGENT_REFUSES = PULL + "test_the_agent_refuses_work_for_another_cluster_and_work_edited_behind_the_hub"
 CO = "tests/unit/core/test_core_overrides.py::"
 OVERRIDDEN = (
     "tests/integration/test_kubefleet_overrides.py::"
@@ -438,7 +441,10 @@ REGISTRY: dict[str, dict[str, Entry]] = {
             "agent-only",
             MC + "test_pull_mode_false_and_kubefleet_agent_fields_are_accepted",
         ),
-        "pullMode": member({"pullMode": True}),
+        "pullMode": h(
+            PULL
+            + "test_a_promotion_goes_over_two_push_members_and_one_pull_member_with_an_upgrade_and_a_manual_gate"
+        ),
         "workloadIdentity": member({"workloadIdentity": {"provider": "x"}}),
         "tokenRequestRenewalOption": member(
             {"tokenRequestRenewalOption": {"renewTokenRequestInterval": "1h"}}
@@ -447,6 +453,11 @@ REGISTRY: dict[str, dict[str, Entry]] = {
         "livenessChecks": member({"livenessChecks": [{"name": "x"}]}),
         "consecutiveFailureThreshold": member({"consecutiveFailureThreshold": 3}),
     },
+    # Written by the controller for a pull member's agent; the agent refuses one that is not its
+    # member's or was edited behind the hub (ADR 0106).
+    "MemberWorkSpec": dict.fromkeys(
+        ("cluster", "owner", "revision", "summary", "placement", "withdraw"), ("written", AGENT_REFUSES)
+    ),
     "KubeconfigSecretRef": {
         f: h(MC + "test_the_own_namespace_written_out_is_fine") for f in ("name", "namespace", "key")
     },

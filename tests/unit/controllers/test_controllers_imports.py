@@ -18,7 +18,9 @@ import fleetwave.controllers
 
 PACKAGE = Path(fleetwave.controllers.__file__).parent
 CONTROLLERS = {"sveltos.promotion", "sveltos.profile", "sveltos.summary", "fleet.membercluster", "kubefleet"}
-COMPOSITION_ROOT = {"app", "watches"}  # registers the controllers, wires their watches
+# `app` registers the controllers and `watches` wires them; `agent` composes the delivery code of the
+# summary and placement controllers into a pull member's agent (ADR 0106).
+COMPOSITION_ROOT = {"app", "watches", "agent.app", "agent.work"}
 FORBIDDEN_THIRD_PARTY = ("lightkube", "httpx", "httpx2")
 PREFIX = "fleetwave.controllers."
 

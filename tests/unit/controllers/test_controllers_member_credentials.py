@@ -302,7 +302,6 @@ async def test_an_accepted_kubeconfig_is_probed_with_the_opt_in(monkeypatch: pyt
 @pytest.mark.parametrize(
     "spec",
     [
-        {"pullMode": True},
         {"consecutiveFailureThreshold": 3},
         {"livenessChecks": [{"name": "x"}]},
     ],

@@ -303,7 +303,7 @@ def test_only_releases_the_summary_s_own_snapshot_installs_are_uninstalled() -> 
         ]
     }
     ctx = _ctx(_Cache([content.snapshot_configmap(resolved, "fleetwave-system")]), _Client())
-    assert summary._releases_to_uninstall(ctx, doc) == [("web", "web")]
+    assert summary._releases_to_uninstall(doc, summary._snapshot(ctx, doc)) == [("web", "web")]
 
 
 def test_hand_made_summaries_never_count_as_a_profile_s_deliveries() -> None:

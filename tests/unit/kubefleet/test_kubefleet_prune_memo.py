@@ -46,11 +46,15 @@ class _Member:
         return []
 
 
+# No registered MemberCluster: every member here is a push member (`pull.is_pull_member`).
+_NO_MEMBERS = SimpleNamespace(get=lambda *_: None)
+
+
 async def test_the_same_delivery_again_does_not_list_the_member_again(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     member = _Member(monkeypatch)
-    ctx: Any = SimpleNamespace(known_versions=KnownVersions())
+    ctx: Any = SimpleNamespace(known_versions=KnownVersions(), cache=_NO_MEMBERS)
     memory = DeliveryMemory()
     for _ in range(3):
         assert (await executor.apply(ctx, memory, "m", [CM], inventory="crp/m")).ok
@@ -72,7 +76,7 @@ async def test_the_same_delivery_again_does_not_list_the_member_again(
 
 async def test_removing_the_content_forgets_what_was_pruned(monkeypatch: pytest.MonkeyPatch) -> None:
     member = _Member(monkeypatch)
-    ctx: Any = SimpleNamespace(known_versions=KnownVersions())
+    ctx: Any = SimpleNamespace(known_versions=KnownVersions(), cache=_NO_MEMBERS)
     memory = DeliveryMemory()
     await executor.apply(ctx, memory, "m", [CM], inventory="crp/m")
     await executor.remove(ctx, memory, "m", inventory="crp/m")
@@ -84,7 +88,7 @@ async def test_removing_the_content_forgets_what_was_pruned(monkeypatch: pytest.
 
 async def test_a_shard_taken_over_lists_the_member_again(monkeypatch: pytest.MonkeyPatch) -> None:
     member = _Member(monkeypatch)
-    ctx: Any = SimpleNamespace(known_versions=KnownVersions())
+    ctx: Any = SimpleNamespace(known_versions=KnownVersions(), cache=_NO_MEMBERS)
     memory = DeliveryMemory()
     await executor.apply(ctx, memory, "m", [CM], inventory="crp/m")
     memory.forget_prunes()  # another replica may have delivered meanwhile
