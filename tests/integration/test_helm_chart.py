@@ -229,11 +229,18 @@ def test_names_crd_keeping_user_roles_network_policy_and_extras_follow_the_value
     roles = {d["metadata"]["name"]: d for d in _kind(helm.template(), "ClusterRole")}
     view, edit = roles[f"{RELEASE}-view"], roles[f"{RELEASE}-edit"]
     assert view["metadata"]["labels"]["rbac.authorization.k8s.io/aggregate-to-view"] == "true"
-    assert set(view["rules"][0]["resources"]) == {m.plural for m in models.KINDS.values()}
+    # Pull members' work carries their content (Secret-sourced parts too): an admin's to read alone.
+    assert set(view["rules"][0]["resources"]) == {m.plural for m in models.KINDS.values()} - {"memberworks"}
     assert view["rules"][0]["verbs"] == ["get", "list", "watch"]
     assert "approvalrequests/status" in edit["rules"][1]["resources"]  # approving is an edit
     assert "memberclusters" not in edit["rules"][0]["resources"]  # adding a cluster is an admin's
     assert "memberclusters" in roles[f"{RELEASE}-admin"]["rules"][0]["resources"]
+    assert "memberworks" not in edit["rules"][0]["resources"]  # nobody but the controller writes work
+    assert roles[f"{RELEASE}-admin"]["rules"][1] == {
+        "apiGroups": ["fleetwave.io"],
+        "resources": ["memberworks"],
+        "verbs": ["get", "list", "watch"],
+    }
     assert not _kind(helm.template(), "NetworkPolicy")
     (policy,) = _kind(helm.template("--set", "networkPolicy.enabled=true"), "NetworkPolicy")
     assert [p["port"] for rule in policy["spec"]["ingress"] for p in rule["ports"]] == ["metrics", "health"]

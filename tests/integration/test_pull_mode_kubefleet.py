@@ -193,7 +193,8 @@ def test_a_second_agent_for_the_member_stands_by_behind_the_lease(
         time.sleep(8)  # long enough for the second agent to sync and try the lease a few times
         lease = management.get(Lease, pullmode.LEASE_NAME, namespace=HUB_NS)
         assert lease.spec.holderIdentity == agent.identity
-        assert second.proc is not None and second.proc.poll() is None  # alive, standing by
+        assert second.proc is not None
+        assert second.proc.poll() is None  # alive, standing by
         assert "is the leader" not in second.output()
     finally:
         second.stop()
@@ -201,7 +202,10 @@ def test_a_second_agent_for_the_member_stands_by_behind_the_lease(
 
 def test_unregistering_revokes_the_agents_hub_access_and_leaves_the_member_as_it_is(
     agent: AgentProcess,
-    management: Client, local_fleet: fleet.FleetState, tmp_path: Path, members: dict[str, Client]
+    management: Client,
+    local_fleet: fleet.FleetState,
+    tmp_path: Path,
+    members: dict[str, Client],
 ) -> None:
     server, ca = hub_server_and_ca(local_fleet)
     name = "member-2"  # registered here under another namespace, in pull mode, for this test alone
@@ -218,7 +222,8 @@ def test_unregistering_revokes_the_agents_hub_access_and_leaves_the_member_as_it
         list(hub.list(kinds.resource("MemberWork"), namespace=HUB_NS))  # another member's
     assert refused.value.status.code == 403
     removed = pull_registration.unregister(management, name=name, namespace="pull-unreg")
-    assert "membercluster/member-2" in removed and f"namespace/{made.hub_namespace}" in removed
+    assert "membercluster/member-2" in removed
+    assert f"namespace/{made.hub_namespace}" in removed
 
     def revoked() -> bool:
         try:

@@ -110,6 +110,9 @@ LUA = "tests/unit/health/test_health_lua.py::test_api_form_healthy_when_all_repl
 SELECT = HS + "test_a_check_without_script_or_rules_passes_on_existence"
 WRITTEN = SO + "test_a_summary_fleetwave_did_not_make_is_ignored_with_an_event"
 PULL = "tests/integration/test_pull_mode.py::"
+PULL_PROMOTION = (
+    PULL + "test_a_promotion_goes_over_two_push_members_and_one_pull_member_with_an_upgrade_and_a_manual_gate"
+)
 AGENT_REFUSES = PULL + "test_the_agent_refuses_work_for_another_cluster_and_work_edited_behind_the_hub"
 CO = "tests/unit/core/test_core_overrides.py::"
 OVERRIDDEN = (
@@ -441,10 +444,7 @@ REGISTRY: dict[str, dict[str, Entry]] = {
             "agent-only",
             MC + "test_pull_mode_false_and_kubefleet_agent_fields_are_accepted",
         ),
-        "pullMode": h(
-            PULL
-            + "test_a_promotion_goes_over_two_push_members_and_one_pull_member_with_an_upgrade_and_a_manual_gate"
-        ),
+        "pullMode": h(PULL_PROMOTION),
         "workloadIdentity": member({"workloadIdentity": {"provider": "x"}}),
         "tokenRequestRenewalOption": member(
             {"tokenRequestRenewalOption": {"renewTokenRequestInterval": "1h"}}

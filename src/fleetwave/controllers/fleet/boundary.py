@@ -1,7 +1,7 @@
 """Where content may be read from, and what Local content may write (ADR 0046, ADR 0064).
 
-Guards the members' credentials: their kubeconfig Secrets and fleetwave's own namespace are never
-content, whichever family's rollout or gate reads it."""
+Guards the members' credentials: their kubeconfig Secrets, fleetwave's own namespace and pull
+members' hub namespaces are never content, whichever family's rollout or gate reads it."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from fleetwave.api import pullmode
 from fleetwave.controllers.fleet import local_boundary, members
 from fleetwave.controllers.shared.context import Context
 from fleetwave.controllers.shared.watch_scope import unwatched
@@ -44,6 +45,9 @@ class Boundary:
             return f"a namespaced profile reads only its own namespace ({self.own_namespace})"
         if namespace == self.controller_namespace:
             return "fleetwave's own namespace is never a content source"
+        if namespace.startswith(pullmode.NAMESPACE_PREFIX):
+            # A pull member's hub namespace holds its agent's account and work (ADR 0106).
+            return f"{pullmode.NAMESPACE_PREFIX}* namespaces belong to pull members' agents, never content"
         return unwatched(namespace, self.watched)
 
 
