@@ -18,6 +18,7 @@ from promotion_support import ENVS
 from fleetwave.api import pullmode
 from fleetwave.kube import client as kubeclient
 from fleetwave.kube import kinds
+from fleetwave.local import agents as local_agents
 from fleetwave.local import fleet, processes
 from fleetwave.mgmt import install, pull_registration, registration
 
@@ -27,8 +28,17 @@ NAMESPACE = "fleetwave-system"
 class AgentProcess:
     """`fleetwave agent run` for one member, as a real process (killed without warning when asked)."""
 
-    def __init__(self, member: fleet.ClusterInfo, hub_kubeconfig: Path, helm: str, log: Path) -> None:
+    def __init__(
+        self,
+        member: fleet.ClusterInfo,
+        hub_kubeconfig: Path,
+        helm: str,
+        log: Path,
+        member_kubeconfig: Path | None = None,
+    ) -> None:
         self.member, self.hub_kubeconfig, self.helm, self.log = member, hub_kubeconfig, helm, log
+        # The member as the agent reaches it: its own ServiceAccount when given, else the admin's.
+        self.member_kubeconfig = str(member_kubeconfig or member.kubeconfig)
         self.proc: subprocess.Popen[bytes] | None = None
         self.generation = 0
 
@@ -51,7 +61,7 @@ class AgentProcess:
                     "--hub-kubeconfig",
                     str(self.hub_kubeconfig),
                     "--kubeconfig",
-                    self.member.kubeconfig,
+                    self.member_kubeconfig,
                     "--helm",
                     self.helm,
                     "--metrics-port",
@@ -102,7 +112,8 @@ def mixed_members(
             )
             path = workdir / f"{member.name}-hub.kubeconfig"
             path.write_bytes(made.hub_kubeconfig)
-            agents[member.name] = AgentProcess(member, path, helm, workdir / f"{member.name}-agent.log")
+            own = local_agents.member_kubeconfig(state, member)  # the member's audit log tells it apart
+            agents[member.name] = AgentProcess(member, path, helm, workdir / f"{member.name}-agent.log", own)
             agents[member.name].start()
         else:
             registration.register(

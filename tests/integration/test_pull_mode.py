@@ -5,6 +5,7 @@ two push members and the pull member; the agent refuses foreign work; unregister
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Iterator
 from typing import Any
 
@@ -27,6 +28,8 @@ from pull_support import NAMESPACE, AgentProcess, mixed_members, work_of
 from fleetwave.api import pullmode
 from fleetwave.controllers.fleet import pull
 from fleetwave.kube import kinds
+from fleetwave.local import agents as local_agents
+from fleetwave.local import audit as local_audit
 from fleetwave.local import binaries, chartrepo, fleet
 from fleetwave.mgmt import manifests
 
@@ -227,3 +230,52 @@ def test_the_pull_members_agent_is_its_heartbeat_and_the_member_reports_ready(
     condition = next(c for c in status["conditions"] if c["type"] == "Ready")
     assert condition["reason"] == "AgentConnected"
     assert agents[PULL].identity in condition["message"]
+
+
+def test_the_controller_never_contacts_the_pull_member_only_its_agent_does(
+    controller: ControllerThread,
+    agents: dict[str, AgentProcess],
+    management: Client,
+    local_fleet: fleet.FleetState,
+) -> None:
+    """The pull member's audit log over a whole rollout (deliver, judge, withdraw): every request
+    from a person or a program is its agent's; the test reads the member through the hub alone."""
+    since = dt.datetime.now(dt.UTC)
+    name = "pull-audit"
+    policy = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "default"}}
+    source = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": "default"},
+        "data": {"cm.yaml": yaml.safe_dump(policy)},
+    }
+    manifests.apply(management, [source])
+    profile = {
+        "apiVersion": "config.projectsveltos.io/v1beta1",
+        "kind": "ClusterProfile",
+        "metadata": {"name": name},
+        "spec": {
+            "clusterSelector": {"matchLabels": {"env": "prod"}},
+            "policyRefs": [{"kind": "ConfigMap", "name": name, "namespace": "default"}],
+        },
+    }
+    manifests.apply(management, manifests.documents(yaml.safe_dump(profile)))
+    try:
+        wait_for(lambda: _ready(management, name), what="the profile's summary ready on the pull member")
+    finally:
+        management.delete(kinds.resource("ClusterProfile"), name)
+        wait_for(lambda: _summary_of(management, PULL, name) is None, what="withdrawn through the agent")
+        management.delete(ConfigMap, name, namespace="default")
+    users = local_audit.users(local_fleet.cluster(PULL).audit_log, since)
+    assert users[local_agents.username()] > 0
+    # The member's own components (system:apiserver, system:kube-controller-manager, kube-system's
+    # accounts) aside, the only identity that spoke to it is its agent's: not the hub's.
+    own = ("system:serviceaccount:kube-system:", "system:kube-", "system:apiserver", "system:node")
+    others = {u for u in users if not u.startswith(own)}
+    assert others == {local_agents.username()}, users
+
+
+def _ready(management: Client, name: str) -> bool:
+    summary = _summary_of(management, PULL, name)
+    conditions = (summary or {}).get("status", {}).get("conditions") or []
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
