@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 from lightkube import ApiError, Client
+from lightkube.models.authorization_v1 import ResourceAttributes, SubjectAccessReviewSpec
 from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.resources.authorization_v1 import SubjectAccessReview
 from lightkube.resources.coordination_v1 import Lease
 from lightkube.resources.core_v1 import ConfigMap, Namespace
 from promotion_support import ControllerThread, running_controller, wait_for
@@ -233,3 +235,52 @@ def test_unregistering_revokes_the_agents_hub_access_and_leaves_the_member_as_it
         return False
 
     wait_for(revoked, timeout=60, what="the agent's token revoked")
+
+
+def _agent_may(management: Client, verb: str, resource: str, group: str, namespace: str | None) -> bool:
+    """A SubjectAccessReview for the pull member's agent (its hub ServiceAccount)."""
+    sub = ""
+    if "/" in resource:
+        resource, sub = resource.split("/", 1)
+    user = f"system:serviceaccount:{HUB_NS}:{pullmode.AGENT_NAME}"
+    review = SubjectAccessReview(
+        spec=SubjectAccessReviewSpec(
+            user=user,
+            groups=["system:serviceaccounts", f"system:serviceaccounts:{HUB_NS}", "system:authenticated"],
+            resourceAttributes=ResourceAttributes(
+                verb=verb, resource=resource, subresource=sub or None, group=group, namespace=namespace
+            ),
+        )
+    )
+    made = management.create(review)
+    return bool(made.status and made.status.allowed)
+
+
+def test_the_agents_hub_identity_reads_its_own_work_and_writes_its_reports_and_nothing_else(
+    agent: AgentProcess, management: Client
+) -> None:
+    other = pullmode.hub_namespace(f"{MEMBER_NS}/member-1")
+    allowed = [
+        ("list", "memberworks", kinds.GROUP, HUB_NS),
+        ("watch", "memberworks", kinds.GROUP, HUB_NS),
+        ("update", "memberworks/status", kinds.GROUP, HUB_NS),
+        ("create", "leases", "coordination.k8s.io", HUB_NS),
+        ("create", "events", "", HUB_NS),
+    ]
+    denied = [
+        ("get", "secrets", "", HUB_NS),  # not even the Secrets of its own namespace
+        ("list", "secrets", "", None),
+        ("list", "memberworks", kinds.GROUP, other),  # another member's work
+        ("list", "memberworks", kinds.GROUP, None),
+        ("update", "memberworks", kinds.GROUP, HUB_NS),  # the work itself is the hub's
+        ("delete", "memberworks", kinds.GROUP, HUB_NS),
+        ("update", "memberworks/status", kinds.GROUP, other),
+        ("update", "leases", "coordination.k8s.io", other),
+        ("list", "clustersummaries", kinds.GROUP, MEMBER_NS),
+        ("list", "configmaps", "", "fleetwave-system"),  # content snapshots
+        ("create", "serviceaccounts/token", "", HUB_NS),
+    ]
+    for verb, resource, group, namespace in allowed:
+        assert _agent_may(management, verb, resource, group, namespace), (verb, resource, namespace)
+    for verb, resource, group, namespace in denied:
+        assert not _agent_may(management, verb, resource, group, namespace), (verb, resource, namespace)
