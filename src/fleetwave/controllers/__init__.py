@@ -3,6 +3,8 @@
 The floor plan (ADR 0101), top to bottom; a package imports only those below it, and the two
 families never import each other:
 
+- `agent/`: a pull member's agent (ADR 0106): the composition of the summary and placement
+  controllers' delivery code run in the member, on the MemberWork the hub wrote for it.
 - `app`, `watches`, `fanout`: the composition root — informers and controllers (`app`), the
   watches between the Sveltos-style kinds (`watches`) and the indexes they read (`fanout`).
 - `sveltos/`, `kubefleet/`: one package per API family's rollout kinds, side by side.
