@@ -38,6 +38,8 @@ COMMANDS = [
     ["rollback", "run", "r1"],
     ["history", "run", "r1"],
     ["cluster", "register", "m1", "--cluster-kubeconfig", "MEMBER"],
+    ["cluster", "register", "m1", "--pull", "--agent-kubeconfig", "AGENT"],
+    ["cluster", "unregister", "m1"],
 ]
 PROMOTION = """apiVersion: fleetwave.io/v1alpha1
 kind: ClusterPromotion
@@ -124,7 +126,11 @@ def test_a_failing_real_server_is_one_line_and_the_documented_exit_code(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     (tmp_path / "p.yaml").write_text(PROMOTION, encoding="utf-8")
-    files = {"PROMOTION": str(tmp_path / "p.yaml"), "MEMBER": kubeconfigs["member"]}
+    files = {
+        "PROMOTION": str(tmp_path / "p.yaml"),
+        "MEMBER": kubeconfigs["member"],
+        "AGENT": str(tmp_path / "a"),
+    }
     argv = [files.get(a, a) for a in command]
     code, text = _run(["--kubeconfig", kubeconfigs[kind], *argv], capsys)
     expected_code, says = EXPECTED[kind]

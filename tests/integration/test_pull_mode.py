@@ -6,6 +6,7 @@ two push members and the pull member; the agent refuses foreign work; unregister
 from __future__ import annotations
 
 import datetime as dt
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -25,6 +26,7 @@ from promotion_support import (
 )
 from pull_support import NAMESPACE, AgentProcess, mixed_members, work_of
 
+from fleetwave import cli
 from fleetwave.api import pullmode
 from fleetwave.controllers.fleet import pull
 from fleetwave.kube import kinds
@@ -219,7 +221,11 @@ def test_the_agent_refuses_work_for_another_cluster_and_work_edited_behind_the_h
 
 
 def test_the_pull_members_agent_is_its_heartbeat_and_the_member_reports_ready(
-    agents: dict[str, AgentProcess], controller: ControllerThread, management: Client
+    agents: dict[str, AgentProcess],
+    controller: ControllerThread,
+    management: Client,
+    local_fleet: fleet.FleetState,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     def ready() -> dict[str, Any] | None:
         member = management.get(kinds.resource("MemberCluster"), PULL, namespace=NAMESPACE).to_dict()
@@ -230,6 +236,20 @@ def test_the_pull_members_agent_is_its_heartbeat_and_the_member_reports_ready(
     condition = next(c for c in status["conditions"] if c["type"] == "Ready")
     assert condition["reason"] == "AgentConnected"
     assert agents[PULL].identity in condition["message"]
+    with pytest.raises(SystemExit):
+        cli.run(
+            [
+                "--kubeconfig",
+                local_fleet.cluster(fleet.MANAGEMENT).kubeconfig,
+                "cluster",
+                "list",
+                "-o",
+                "json",
+            ]
+        )
+    rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)["clusters"]}
+    assert (rows[PULL]["mode"], rows[PULL]["kubeconfigSecret"], rows[PULL]["ready"]) == ("pull", None, True)
+    assert rows["member-1"]["mode"] == "push"
 
 
 def test_the_controller_never_contacts_the_pull_member_only_its_agent_does(

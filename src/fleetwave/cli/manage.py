@@ -393,18 +393,28 @@ def _cluster_row(obj: dict[str, Any]) -> dict[str, Any]:
         "ready": bool(status.get("ready")),
         "version": status.get("version") or "",
         "message": status.get("failureMessage") or "",
-        "kubeconfigSecret": secret.get("name") or f"{meta.get('name')}-kubeconfig",
+        # A pull member's agent reads its work from the hub: the hub holds no kubeconfig of it.
+        "mode": "pull" if spec.get("pullMode") is True else "push",
+        "kubeconfigSecret": None
+        if spec.get("pullMode") is True
+        else secret.get("name") or f"{meta.get('name')}-kubeconfig",
     }
 
 
 def _clusters_table(rows: list[dict[str, Any]], *, wide: bool) -> Table:
     table = Table(
-        "namespace", "name", "labels", "ready", "version", *(["kubeconfig secret"] if wide else []), "message"
+        "namespace",
+        "name",
+        "labels",
+        "ready",
+        "version",
+        *(["mode", "kubeconfig secret"] if wide else []),
+        "message",
     )
     for row in rows:
         labels = ",".join(f"{k}={v}" for k, v in row["labels"].items())
         ready = "[green]yes[/green]" if row["ready"] else "[red]no[/red]"
-        extra = [row["kubeconfigSecret"]] if wide else []
+        extra = [row["mode"], row["kubeconfigSecret"] or "-"] if wide else []
         table.add_row(
             row["namespace"], row["name"], labels, ready, row["version"] or "-", *extra, row["message"]
         )

@@ -174,6 +174,7 @@ def unregister(client: kubeclient.Client, *, name: str, namespace: str) -> list[
     """Remove the member: its MemberCluster (and upstream views), its kubeconfig Secret (push), and for
     a pull member its hub namespace with the agent's account (revoking its token), work and lease.
     Nothing is withdrawn from the cluster: what it runs stays (ADR 0106)."""
+    registration.require_served(client, name, namespace)  # a cluster without fleetwave: said so
     removed = []
     key = f"{namespace}/{name}"
     for kind, obj_name, obj_ns in (
