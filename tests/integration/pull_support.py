@@ -23,6 +23,7 @@ from fleetwave.local import fleet, processes
 from fleetwave.mgmt import install, pull_registration, registration
 
 NAMESPACE = "fleetwave-system"
+LEASE_SECONDS = 8
 
 
 class AgentProcess:
@@ -70,6 +71,9 @@ class AgentProcess:
                     str(processes.free_port()),
                     "--identity",
                     self.identity,
+                    # A short lease: a killed agent is taken for gone within seconds, not 45.
+                    "--lease-duration",
+                    str(LEASE_SECONDS),
                     *extra,
                 ],
                 stdout=out,

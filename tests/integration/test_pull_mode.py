@@ -5,9 +5,11 @@ two push members and the pull member; the agent refuses foreign work; unregister
 
 from __future__ import annotations
 
+import collections
 import datetime as dt
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -286,16 +288,115 @@ def test_the_controller_never_contacts_the_pull_member_only_its_agent_does(
         management.delete(kinds.resource("ClusterProfile"), name)
         wait_for(lambda: _summary_of(management, PULL, name) is None, what="withdrawn through the agent")
         management.delete(ConfigMap, name, namespace="default")
-    users = local_audit.users(local_fleet.cluster(PULL).audit_log, since)
+    users = _speakers(local_fleet.cluster(PULL).audit_log, since)
     assert users[local_agents.username()] > 0
-    # The member's own components (system:apiserver, system:kube-controller-manager, kube-system's
-    # accounts) aside, the only identity that spoke to it is its agent's: not the hub's.
+    # The member's own components aside (system:apiserver, the controller manager, kube-system's
+    # accounts, and kwok, its fake node, which renews its node lease as the member's admin), the
+    # only identity that spoke to it is its agent's: not the hub's.
     own = ("system:serviceaccount:kube-system:", "system:kube-", "system:apiserver", "system:node")
     others = {u for u in users if not u.startswith(own)}
     assert others == {local_agents.username()}, users
+
+
+def _speakers(log: Path, since: dt.datetime) -> collections.Counter[str]:
+    """Who made the member's completed requests since `since`, kwok's node heartbeats left out."""
+    found: collections.Counter[str] = collections.Counter()
+    for line in log.read_text(encoding="utf-8", errors="replace").splitlines():
+        user = local_audit.completed_user(line, since)
+        if user is not None and not str(json.loads(line).get("userAgent", "")).startswith("kwok/"):
+            found[user] += 1
+    return found
 
 
 def _ready(management: Client, name: str) -> bool:
     summary = _summary_of(management, PULL, name)
     conditions = (summary or {}).get("status", {}).get("conditions") or []
     return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+
+def test_a_disconnected_agent_holds_its_members_delivery_with_a_message_and_it_resumes(
+    controller: ControllerThread,
+    agents: dict[str, AgentProcess],
+    management: Client,
+    members: dict[str, Client],
+) -> None:
+    """The agent gone for longer than its lease: the member turns not ready, the profile says it waits
+    for it (naming the member and when its agent was last seen), nothing new reaches the member; the
+    agent back, the new revision is delivered and the summary turns Ready."""
+    agent = agents[PULL]
+    agent.kill()
+    wait_for(
+        lambda: _member_reason(management) == "AgentDisconnected", timeout=90, what="the member not ready"
+    )
+    name = "pull-offline"
+    source = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": "default"},
+        "data": {
+            "cm.yaml": yaml.safe_dump(
+                {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "default"}}
+            )
+        },
+    }
+    profile = {
+        "apiVersion": "config.projectsveltos.io/v1beta1",
+        "kind": "ClusterProfile",
+        "metadata": {"name": name},
+        "spec": {
+            "clusterSelector": {"matchLabels": {"env": "prod"}},
+            "policyRefs": [{"kind": "ConfigMap", "name": name, "namespace": "default"}],
+        },
+    }
+    manifests.apply(management, [source])
+    manifests.apply(management, manifests.documents(yaml.safe_dump(profile)))
+    try:
+        # A member that is not ready gets no new deliveries; once its agent is back, it does.
+        agent.start()
+        wait_for(
+            lambda: _ready(management, name), what="delivered once the agent is back", explain=agent.output
+        )
+        assert members[PULL].get(ConfigMap, name, namespace="default").metadata.name == name
+        agent.kill()
+        wait_for(lambda: _member_reason(management) == "AgentDisconnected", timeout=90, what="gone again")
+        source["data"] = {
+            "cm.yaml": yaml.safe_dump(
+                {
+                    "apiVersion": "v1",
+                    "kind": "ConfigMap",
+                    "metadata": {"name": name, "namespace": "default"},
+                    "data": {"v": "2"},
+                }
+            )
+        }
+        manifests.apply(management, [source])
+
+        def held() -> str | None:
+            status = management.get(kinds.resource("ClusterProfile"), name).to_dict().get("status") or {}
+            ready = next((c for c in status.get("conditions") or [] if c["type"] == "Ready"), {})
+            message = str(ready.get("message") or "")
+            return message if "agent not connected" in message else None
+
+        message = wait_for(held, timeout=60, what="the profile waiting for the pull member's agent")
+        assert f"waiting for cluster fleetwave-system/{PULL} to become ready" in message
+        assert "to become ready: agent not connected (last seen at " in message
+        assert (members[PULL].get(ConfigMap, name, namespace="default").data or {}).get("v") is None
+        agent.start()
+        wait_for(
+            lambda: (members[PULL].get(ConfigMap, name, namespace="default").data or {}).get("v") == "2",
+            what="the new revision delivered once the agent is back",
+            explain=agent.output,
+        )
+        wait_for(lambda: _ready(management, name), what="Ready again")
+    finally:
+        if agent.proc is None or agent.proc.poll() is not None:
+            agent.start()
+        management.delete(kinds.resource("ClusterProfile"), name)
+        wait_for(lambda: _summary_of(management, PULL, name) is None, timeout=90, what="withdrawn")
+        management.delete(ConfigMap, name, namespace="default")
+
+
+def _member_reason(management: Client) -> str:
+    member = management.get(kinds.resource("MemberCluster"), PULL, namespace=NAMESPACE).to_dict()
+    conditions = (member.get("status") or {}).get("conditions") or []
+    return str(next((c.get("reason") for c in conditions if c["type"] == "Ready"), ""))

@@ -65,6 +65,15 @@ def run(
             "Default: any the member's RBAC allows.",
         ),
     ] = None,
+    lease_duration: Annotated[
+        float,
+        typer.Option(
+            "--lease-duration",
+            min=4.0,
+            help="Seconds after the agent's last lease renewal that the hub takes it for gone "
+            "(one renewal, a hub write, every quarter of it).",
+        ),
+    ] = 40.0,
     identity: IdentityOption = None,
     metrics_port: MetricsPortOption = 8080,
     health_port: HealthPortOption = 8081,
@@ -86,6 +95,7 @@ def run(
         bind_address=bind_address,
         allowed_kinds=frozenset(allow_kind) if allow_kind else None,
         health_workers=health_workers,
+        lease_duration=lease_duration,
     )
     asyncio.run(_serve(hub_kubeconfig, settings))
 

@@ -90,12 +90,17 @@ def advance(
     effects.extend(fx.Deliver(name, stage.name) for name in admitted)
     present = sum(1 for name in stage.clusters if name in fleet.names)
     complete = done == present  # done only counts started members still in the fleet
-    message = _message(done, present, in_flight + len(admitted), failed, not_ready)
+    waiting = [(n, fleet.by_name[n].why) for n in not_ready[:1]]
+    message = _message(done, present, in_flight + len(admitted), failed, waiting)
     return Progress(started, done, complete, tuple(failed), tuple(effects), message)
 
 
 def _message(
-    done: int, present: int, in_flight: int, failed: list[tuple[str, str]], not_ready: list[str]
+    done: int,
+    present: int,
+    in_flight: int,
+    failed: list[tuple[str, str]],
+    not_ready: list[tuple[str, str]],
 ) -> str:
     if failed:
         name, why = failed[0]
@@ -103,5 +108,6 @@ def _message(
         return f"cluster {name} failed{more}: {why}; stage held"
     text = f"delivering: {done}/{present} clusters done, {in_flight} in flight"
     if not_ready and in_flight == 0:
-        text += f"; waiting for cluster {not_ready[0]} to become ready"
+        name, why = not_ready[0]
+        text += f"; waiting for cluster {name} to become ready" + (f": {why}" if why else "")
     return text

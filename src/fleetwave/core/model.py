@@ -239,6 +239,9 @@ class Cluster:
     name: str
     labels: Mapping[str, str] = field(default_factory=dict)
     ready: bool = True
+    # Why it is not ready, as its MemberCluster says ("" when ready or not said): a stage waiting for
+    # it says so (for a pull member: its agent's last sign of life, ADR 0106).
+    why: str = field(default="", compare=False)
 
 
 @dataclass(frozen=True, slots=True)

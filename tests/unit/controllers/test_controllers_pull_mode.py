@@ -189,11 +189,11 @@ def test_a_wake_waits_for_the_next_change_of_its_work_and_fires_once() -> None:
     reports.on_change("MODIFIED", obj)
     reports.on_change("MODIFIED", obj)
     assert calls == [2]
-    assert reports.since_written("ns/w") == float("inf")
-    reports.wrote("ns/w")
-    assert reports.since_written("ns/w") < 1.0
-    reports.forget("ns/w")
-    assert reports.since_written("ns/w") == float("inf")
+    reports.wait("ns/w", "k", lambda: calls.append(3))
+    reports.forget("ns/w")  # the work is gone
+    reports.on_change("DELETED", obj)
+    assert calls == [2]
+    assert len(reports) == 0
 
 
 def test_pull_members_hub_namespaces_are_never_a_content_source() -> None:

@@ -42,6 +42,9 @@ class AgentSettings:
     health_memory_bytes: int = 512 * 1024 * 1024
     judge_poll_seconds: float = 2.0
     workers: int = 4
+    # The member's lease on the hub: how long after its last renewal the agent counts as gone
+    # (renewed every quarter of it, given up after three quarters without a renewal).
+    lease_duration: float = DURATION
 
 
 def build(hub: AsyncClient, settings: AgentSettings, *, handle_signals: bool = True) -> app.SandboxedManager:
@@ -71,9 +74,9 @@ def build(hub: AsyncClient, settings: AgentSettings, *, handle_signals: bool = T
         namespace,
         pullmode.LEASE_NAME,
         identity,
-        lease_duration=DURATION,
-        renew_deadline=RENEW_DEADLINE,
-        retry_period=RETRY,
+        lease_duration=settings.lease_duration,
+        renew_deadline=settings.lease_duration * RENEW_DEADLINE / DURATION,
+        retry_period=settings.lease_duration * RETRY / DURATION,
         cluster=settings.cluster,
     )
     manager.elector = lease

@@ -48,6 +48,7 @@ class Member:
     properties: Mapping[str, str] = field(default_factory=dict)
     # Joined by its agent (ADR 0106): the hub holds no kubeconfig of it and never connects to it.
     pull: bool = False
+    failure_message: str = ""  # status.failureMessage: why it is not ready
 
 
 class Lookup(Protocol):
@@ -84,6 +85,7 @@ def from_object(obj: Obj) -> Member:
         taints=_taints(spec.get("taints")),
         properties=_properties(meta.get("labels"), status),
         pull=_pull(spec, meta),
+        failure_message=str(status.get("failureMessage") or "")[:256],
     )
 
 
@@ -171,7 +173,10 @@ def fleet(members: Iterable[Member]) -> m.Fleet:
     """Paused members stay in the fleet (their place in the plan is kept) but count as not ready."""
     return m.Fleet.of(
         m.Cluster(
-            mb.key, {**mb.labels, NAME_LABEL: mb.name, KEY_LABEL: mb.key}, ready=mb.ready and not mb.paused
+            mb.key,
+            {**mb.labels, NAME_LABEL: mb.name, KEY_LABEL: mb.key},
+            ready=mb.ready and not mb.paused,
+            why="paused" if mb.paused else ("" if mb.ready else mb.failure_message),
         )
         for mb in members
     )

@@ -78,8 +78,6 @@ async def _exchange(
     ctx: Context, cluster: str, body: Mapping[str, Any], inventory: str
 ) -> tuple[pull.Put, pull.Report | None]:
     work = await pull.put(ctx, cluster, work_name(inventory), f"placement/{inventory}", body)
-    if work.current is None or (work.current.get("spec") or {}).get("revision") != work.revision:
-        ctx.reports.wrote(work.key)
     return work, pull.report(work)
 
 

@@ -3,8 +3,6 @@ member's agent asks to be woken when that member's work changes."""
 
 from __future__ import annotations
 
-import math
-import time
 from collections.abc import Callable, Hashable
 from typing import Any
 
@@ -17,19 +15,9 @@ class Reports:
 
     def __init__(self) -> None:
         self._waiting: dict[str, dict[Hashable, tuple[Hashable, Callable[[], None]]]] = {}
-        self._written: dict[str, float] = {}  # work key -> monotonic time this process wrote it
-
-    def wrote(self, work_key: str) -> None:
-        """This process wrote a new revision of the work: its report is due within a moment."""
-        self._written[work_key] = time.monotonic()
-
-    def since_written(self, work_key: str) -> float:
-        """Seconds since this process wrote the work (infinite when it did not, or was restarted)."""
-        at = self._written.get(work_key)
-        return math.inf if at is None else time.monotonic() - at
 
     def forget(self, work_key: str) -> None:
-        self._written.pop(work_key, None)
+        """The work is gone: nobody waits for it any more."""
         self._waiting.pop(work_key, None)
 
     def wait(self, work_key: str, key: Hashable, call: Callable[[], None]) -> None:

@@ -25,9 +25,6 @@ from fleetwave.runtime.controller import Result
 log = logging.getLogger(__name__)
 
 WORK_PREFIX = "summary"
-# A report is expected this soon after the work changed while the agent is connected; until then
-# the summary keeps its status (no "waiting" write for every revision of a healthy member).
-REPORT_GRACE_SECONDS = 10.0
 # The safety net under the MemberWork watch (a report's event wakes the summary at once).
 PULL_POLL_SECONDS = 30.0
 # What of an agent's report becomes the summary's status: nothing else it might write.
@@ -101,8 +98,6 @@ async def reconcile(
         return await _write(ctx, key, obj, raw, _status(ctx, raw, found), found.failed)
     body, rendered_for = found
     work = await pull.put(ctx, cluster_of(raw), work_name(raw), owner(raw), work_body(raw, body))
-    if work.current is None or (work.current.get("spec") or {}).get("revision") != work.revision:
-        ctx.reports.wrote(work.key)
     _wait(ctx, key, work)
     got = pull.report(work)
     if got is None:
@@ -114,12 +109,13 @@ async def reconcile(
 
 
 async def _no_report(ctx: Context, key: str, obj: Any, raw: Mapping[str, Any], work: pull.Put) -> Result:
-    """No report about the current revision: wait quietly while the agent is connected and the work
-    is fresh; otherwise say, in status, that the summary waits for the member's agent."""
+    """No report about the current revision. While the agent is connected it is at work (a long helm
+    install takes what it takes, as for a push member): the summary keeps its status. An agent that
+    is not connected is said in status, naming the member and its last report."""
     lease = pull.lease_of(ctx, cluster_of(raw))
-    since = ctx.reports.since_written(work.key)
-    if pull.alive(lease, ctx.clock()) and since < REPORT_GRACE_SECONDS:
-        return Result(requeue_after=REPORT_GRACE_SECONDS - since)
+    if pull.alive(lease, ctx.clock()):
+        left = pull.seconds_left(lease, ctx.clock()) or PULL_POLL_SECONDS
+        return Result(requeue_after=min(PULL_POLL_SECONDS, max(left, 1.0)))
     message = pull.waiting_message(cluster_of(raw), work, lease, ctx.clock())
     previous = raw.get("status") or {}
     outcome = ss.Outcome(str(previous.get("observedContentHash") or ""), unreachable=message)
