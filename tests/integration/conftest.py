@@ -17,7 +17,7 @@ import httpx2
 import pytest
 from lightkube import ApiError, Client
 from lightkube.models.meta_v1 import ObjectMeta
-from lightkube.resources.core_v1 import Namespace
+from lightkube.resources.core_v1 import ConfigMap, Namespace
 
 from fleetwave.delivery.target import MemberTarget
 from fleetwave.kube import client as kubeclient
@@ -164,6 +164,16 @@ def _unregister(management: Client, namespace: str) -> None:
     while list(management.list(resource, namespace=namespace)):
         assert time.monotonic() < deadline, f"MemberClusters in {namespace} were not deleted within 60s"
         time.sleep(0.2)
+
+
+@pytest.fixture
+def hub_ns(management: Client) -> Iterator[str]:
+    """The seed's `kubectl create ns` and `kubectl create cm test-cm --from-literal=key=value1`."""
+    name = f"kf-{uuid.uuid4().hex[:6]}"
+    management.create(Namespace(metadata=ObjectMeta(name=name)))
+    management.create(ConfigMap(metadata=ObjectMeta(name="test-cm", namespace=name), data={"key": "value1"}))
+    yield name
+    management.delete(Namespace, name)
 
 
 @pytest.fixture

@@ -195,16 +195,6 @@ def snapshot_labels(client: Client, kind: str, name: str, namespace: str | None 
     return dict(obj.metadata.labels or {}) if obj is not None else {}
 
 
-@pytest.fixture
-def hub_ns(management: Client) -> Iterator[str]:
-    """The seed's `kubectl create ns` and `kubectl create cm test-cm --from-literal=key=value1`."""
-    name = f"kf-{uuid.uuid4().hex[:6]}"
-    management.create(Namespace(metadata=ObjectMeta(name=name)))
-    management.create(ConfigMap(metadata=ObjectMeta(name="test-cm", namespace=name), data={"key": "value1"}))
-    yield name
-    management.delete(Namespace, name)
-
-
 def crp_doc(name: str, namespace: str) -> dict[str, Any]:
     return {
         "apiVersion": API,

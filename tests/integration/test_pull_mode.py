@@ -264,24 +264,7 @@ def test_the_controller_never_contacts_the_pull_member_only_its_agent_does(
     from a person or a program is its agent's; the test reads the member through the hub alone."""
     since = dt.datetime.now(dt.UTC)
     name = "pull-audit"
-    policy = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "default"}}
-    source = {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {"name": name, "namespace": "default"},
-        "data": {"cm.yaml": yaml.safe_dump(policy)},
-    }
-    manifests.apply(management, [source])
-    profile = {
-        "apiVersion": "config.projectsveltos.io/v1beta1",
-        "kind": "ClusterProfile",
-        "metadata": {"name": name},
-        "spec": {
-            "clusterSelector": {"matchLabels": {"env": "prod"}},
-            "policyRefs": [{"kind": "ConfigMap", "name": name, "namespace": "default"}],
-        },
-    }
-    manifests.apply(management, manifests.documents(yaml.safe_dump(profile)))
+    _content_and_profile(management, name, {})
     try:
         wait_for(lambda: _ready(management, name), what="the profile's summary ready on the pull member")
     finally:
@@ -290,22 +273,26 @@ def test_the_controller_never_contacts_the_pull_member_only_its_agent_does(
         management.delete(ConfigMap, name, namespace="default")
     users = _speakers(local_fleet.cluster(PULL).audit_log, since)
     assert users[local_agents.username()] > 0
-    # The member's own components aside (system:apiserver, the controller manager, kube-system's
-    # accounts, and kwok, its fake node, which renews its node lease as the member's admin), the
-    # only identity that spoke to it is its agent's: not the hub's.
+    # The member's own components aside (system:apiserver, kube-system's accounts, and the controller
+    # manager, scheduler and kwok's fake node, which run as the member's admin), the only identity
+    # that spoke to it is its agent's: not the hub's.
     own = ("system:serviceaccount:kube-system:", "system:kube-", "system:apiserver", "system:node")
     others = {u for u in users if not u.startswith(own)}
     assert others == {local_agents.username()}, users
 
 
 def _speakers(log: Path, since: dt.datetime) -> collections.Counter[str]:
-    """Who made the member's completed requests since `since`, kwok's node heartbeats left out."""
+    """Who made the member's completed requests since `since`, its own components left out (told
+    apart by their user agent: they share the member's admin identity on the local fleet)."""
     found: collections.Counter[str] = collections.Counter()
     for line in log.read_text(encoding="utf-8", errors="replace").splitlines():
         user = local_audit.completed_user(line, since)
-        if user is not None and not str(json.loads(line).get("userAgent", "")).startswith("kwok/"):
+        if user is not None and not str(json.loads(line).get("userAgent", "")).startswith(_COMPONENTS):
             found[user] += 1
     return found
+
+
+_COMPONENTS = ("kwok/", "kube-controller-manager/", "kube-scheduler/")
 
 
 def _ready(management: Client, name: str) -> bool:
@@ -329,27 +316,7 @@ def test_a_disconnected_agent_holds_its_members_delivery_with_a_message_and_it_r
         lambda: _member_reason(management) == "AgentDisconnected", timeout=90, what="the member not ready"
     )
     name = "pull-offline"
-    source = {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {"name": name, "namespace": "default"},
-        "data": {
-            "cm.yaml": yaml.safe_dump(
-                {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "default"}}
-            )
-        },
-    }
-    profile = {
-        "apiVersion": "config.projectsveltos.io/v1beta1",
-        "kind": "ClusterProfile",
-        "metadata": {"name": name},
-        "spec": {
-            "clusterSelector": {"matchLabels": {"env": "prod"}},
-            "policyRefs": [{"kind": "ConfigMap", "name": name, "namespace": "default"}],
-        },
-    }
-    manifests.apply(management, [source])
-    manifests.apply(management, manifests.documents(yaml.safe_dump(profile)))
+    _content_and_profile(management, name, {})
     try:
         # A member that is not ready gets no new deliveries; once its agent is back, it does.
         agent.start()
@@ -359,17 +326,7 @@ def test_a_disconnected_agent_holds_its_members_delivery_with_a_message_and_it_r
         assert members[PULL].get(ConfigMap, name, namespace="default").metadata.name == name
         agent.kill()
         wait_for(lambda: _member_reason(management) == "AgentDisconnected", timeout=90, what="gone again")
-        source["data"] = {
-            "cm.yaml": yaml.safe_dump(
-                {
-                    "apiVersion": "v1",
-                    "kind": "ConfigMap",
-                    "metadata": {"name": name, "namespace": "default"},
-                    "data": {"v": "2"},
-                }
-            )
-        }
-        manifests.apply(management, [source])
+        _content_and_profile(management, name, {"v": "2"})
 
         def held() -> str | None:
             status = management.get(kinds.resource("ClusterProfile"), name).to_dict().get("status") or {}
@@ -394,6 +351,29 @@ def test_a_disconnected_agent_holds_its_members_delivery_with_a_message_and_it_r
         management.delete(kinds.resource("ClusterProfile"), name)
         wait_for(lambda: _summary_of(management, PULL, name) is None, timeout=90, what="withdrawn")
         management.delete(ConfigMap, name, namespace="default")
+
+
+def _content_and_profile(management: Client, name: str, data: dict[str, str]) -> None:
+    """A ConfigMap `name` in default holding one ConfigMap (with `data`) as content, and a
+    ClusterProfile `name` delivering it to the prod member (the pull member)."""
+    policy = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "default"}}
+    source = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": "default"},
+        "data": {"cm.yaml": yaml.safe_dump({**policy, "data": data} if data else policy)},
+    }
+    profile = {
+        "apiVersion": "config.projectsveltos.io/v1beta1",
+        "kind": "ClusterProfile",
+        "metadata": {"name": name},
+        "spec": {
+            "clusterSelector": {"matchLabels": {"env": "prod"}},
+            "policyRefs": [{"kind": "ConfigMap", "name": name, "namespace": "default"}],
+        },
+    }
+    manifests.apply(management, [source])
+    manifests.apply(management, manifests.documents(yaml.safe_dump(profile)))
 
 
 def _member_reason(management: Client) -> str:

@@ -6,17 +6,14 @@ member standing by behind the lease, and unregistering revoking the agent's hub 
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from lightkube import ApiError, Client
 from lightkube.models.authorization_v1 import ResourceAttributes, SubjectAccessReviewSpec
-from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.authorization_v1 import SubjectAccessReview
 from lightkube.resources.coordination_v1 import Lease
-from lightkube.resources.core_v1 import ConfigMap, Namespace
 from promotion_support import ControllerThread, running_controller, wait_for
 from pull_support import AgentProcess, hub_server_and_ca
 from test_kubefleet_staged_runs import (
@@ -100,13 +97,12 @@ def _ready(management: Client) -> bool:
     return bool(status.get("ready"))
 
 
-@pytest.fixture
-def hub_ns(management: Client) -> Iterator[str]:
-    name = f"kfp-{uuid.uuid4().hex[:6]}"
-    management.create(Namespace(metadata=ObjectMeta(name=name)))
-    management.create(ConfigMap(metadata=ObjectMeta(name="test-cm", namespace=name), data={"key": "value1"}))
-    yield name
-    management.delete(Namespace, name)
+def _placement(management: Client, prefix: str, hub_ns: str, *, wait: str) -> str:
+    """Seed 004's placement with its two snapshots and the strategy `strategy-<hub_ns>`."""
+    crp = f"{prefix}-{hub_ns}"
+    two_snapshots(management, crp, hub_ns)
+    apply(management, seed_strategy(f"strategy-{hub_ns}", wait=wait))
+    return crp
 
 
 def _succeeded(management: Client, run: str) -> bool:
@@ -120,9 +116,7 @@ def test_a_staged_run_with_a_pull_member_waits_for_approval_then_rolls_back(
     members: dict[str, Client],
     hub_ns: str,
 ) -> None:
-    crp = f"pull-placement-{hub_ns}"
-    two_snapshots(management, crp, hub_ns)
-    apply(management, seed_strategy(f"strategy-{hub_ns}"))
+    crp = _placement(management, "pull-placement", hub_ns, wait="2s")
     run = f"pull-run-{hub_ns}"
     apply(management, run_doc(run, crp, "1", f"strategy-{hub_ns}"))
     wait_for(
@@ -154,9 +148,7 @@ def test_the_agent_killed_mid_stage_holds_the_run_with_the_members_name_and_it_r
     members: dict[str, Client],
     hub_ns: str,
 ) -> None:
-    crp = f"pull-fault-{hub_ns}"
-    two_snapshots(management, crp, hub_ns)
-    apply(management, seed_strategy(f"strategy-{hub_ns}", wait="1s"))
+    crp = _placement(management, "pull-fault", hub_ns, wait="1s")
     agent.kill()
     run = f"pull-fault-run-{hub_ns}"
     apply(management, run_doc(run, crp, "1", f"strategy-{hub_ns}"))
