@@ -34,7 +34,7 @@ from fleetwave.api import pullmode
 from fleetwave.kube import client as kubeclient
 from fleetwave.kube import kinds
 from fleetwave.local import binaries, fleet
-from fleetwave.mgmt import install, pull_registration, registration
+from fleetwave.mgmt import agent_install, install, manifests, pull_registration, registration
 
 PULL = "member-3"
 HUB_NS = pullmode.hub_namespace(f"{MEMBER_NS}/{PULL}")
@@ -231,20 +231,24 @@ def test_unregistering_revokes_the_agents_hub_access_and_leaves_the_member_as_it
 
 def _agent_may(management: Client, verb: str, resource: str, group: str, namespace: str | None) -> bool:
     """A SubjectAccessReview for the pull member's agent (its hub ServiceAccount)."""
+    user = f"system:serviceaccount:{HUB_NS}:{pullmode.AGENT_NAME}"
+    groups = ["system:serviceaccounts", f"system:serviceaccounts:{HUB_NS}", "system:authenticated"]
+    return _may(management, user, groups, verb, resource, group, namespace)
+
+
+def _may(
+    client: Client, user: str, groups: list[str], verb: str, resource: str, group: str, namespace: str | None
+) -> bool:
     sub = ""
     if "/" in resource:
         resource, sub = resource.split("/", 1)
-    user = f"system:serviceaccount:{HUB_NS}:{pullmode.AGENT_NAME}"
-    review = SubjectAccessReview(
-        spec=SubjectAccessReviewSpec(
-            user=user,
-            groups=["system:serviceaccounts", f"system:serviceaccounts:{HUB_NS}", "system:authenticated"],
-            resourceAttributes=ResourceAttributes(
-                verb=verb, resource=resource, subresource=sub or None, group=group, namespace=namespace
-            ),
-        )
+    attributes = ResourceAttributes(
+        verb=verb, resource=resource, subresource=sub or None, group=group, namespace=namespace
     )
-    made = management.create(review)
+    review = SubjectAccessReview(
+        spec=SubjectAccessReviewSpec(user=user, groups=groups, resourceAttributes=attributes)
+    )
+    made = client.create(review)
     return bool(made.status and made.status.allowed)
 
 
@@ -276,3 +280,96 @@ def test_the_agents_hub_identity_reads_its_own_work_and_writes_its_reports_and_n
         assert _agent_may(management, verb, resource, group, namespace), (verb, resource, namespace)
     for verb, resource, group, namespace in denied:
         assert not _agent_may(management, verb, resource, group, namespace), (verb, resource, namespace)
+
+
+def test_the_agents_member_rights_apply_what_profiles_deliver_but_never_impersonate_or_escalate(
+    agent: AgentProcess, members: dict[str, Client]
+) -> None:
+    """The member-side rights `register --pull --agent-manifests` and the agent chart grant, applied
+    to a real member and asked of its API server."""
+    member, namespace = members["member-1"], "fa-sar"
+    docs = agent_install.member_manifests(
+        cluster="member-1",
+        cluster_namespace=MEMBER_NS,
+        hub_kubeconfig=b"x",
+        image="example/fleetwave:1",
+        namespace=namespace,
+    )
+    rbac = [
+        d for d in docs if d["kind"] in ("Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding")
+    ]
+    manifests.apply(member, rbac)
+    user = f"system:serviceaccount:{namespace}:{agent_install.NAME}"
+    groups = ["system:serviceaccounts", f"system:serviceaccounts:{namespace}", "system:authenticated"]
+    try:
+        allowed = [
+            ("create", "deployments", "apps", "default"),
+            ("patch", "customresourcedefinitions", "apiextensions.k8s.io", None),
+            ("create", "clusterroles", "rbac.authorization.k8s.io", None),
+            ("delete", "secrets", "", "default"),
+        ]
+        denied = [
+            ("impersonate", "users", "", None),
+            ("impersonate", "serviceaccounts", "", "default"),
+            ("escalate", "clusterroles", "rbac.authorization.k8s.io", None),
+            ("bind", "clusterroles", "rbac.authorization.k8s.io", None),
+            ("approve", "signers", "certificates.k8s.io", None),
+        ]
+        for verb, resource, group, ns in allowed:
+            assert _may(member, user, groups, verb, resource, group, ns), (verb, resource, ns)
+        for verb, resource, group, ns in denied:
+            assert not _may(member, user, groups, verb, resource, group, ns), (verb, resource, ns)
+    finally:
+        for doc in reversed(rbac):
+            kind = kinds.builtin_resource(doc["apiVersion"], doc["kind"])
+            member.delete(kind, doc["metadata"]["name"], namespace=doc["metadata"].get("namespace"))
+
+
+def test_a_rotated_hub_credential_reaches_the_agent_without_a_restart_and_revokes_the_old_one(
+    controller: ControllerThread,
+    agent: AgentProcess,
+    management: Client,
+    members: dict[str, Client],
+    local_fleet: fleet.FleetState,
+    hub_ns: str,
+) -> None:
+    server, ca = hub_server_and_ca(local_fleet)
+    old = agent.hub_kubeconfig.read_bytes()
+    made = pull_registration.register_pull(
+        management,
+        name=PULL,
+        namespace=MEMBER_NS,
+        labels=SEED_LABELS[PULL],
+        hub_server=server,
+        hub_ca=ca,
+        rotate=True,
+    )
+    swapped = agent.hub_kubeconfig.with_suffix(".new")
+    swapped.write_bytes(made.hub_kubeconfig)
+    swapped.replace(agent.hub_kubeconfig)  # as a Secret volume swaps its files
+    assert agent.proc is not None
+    pid = agent.proc.pid
+
+    def refused() -> bool:
+        try:
+            list(
+                kubeclient.client(kubeclient.member_config(old)).list(
+                    kinds.resource("MemberWork"), namespace=HUB_NS
+                )
+            )
+        except ApiError as e:
+            return e.status.code == 401
+        return False
+
+    wait_for(refused, timeout=60, what="the old credential revoked")
+    crp = _placement(management, "pull-rotated", hub_ns, wait="1s")
+    run = f"pull-rotated-run-{hub_ns}"
+    apply(management, run_doc(run, crp, "1", f"strategy-{hub_ns}"))
+    wait_for(
+        lambda: found(management, "ClusterApprovalRequest", f"{run}-canary"),
+        what="the pull member delivered with the new credential",
+        explain=agent.output,
+    )
+    assert cm_value(members[PULL], hub_ns) == "value2"
+    assert (agent.proc.pid, agent.proc.poll()) == (pid, None)  # the same process, still running
+    assert "the hub credential changed: reconnecting with it" in agent.output()
