@@ -20,7 +20,8 @@ from fleetwave.controllers.shared.context import Context
 from fleetwave.controllers.shared.reports import Reports
 from fleetwave.controllers.sveltos import summary_pull
 from fleetwave.delivery.manifests import ApplyPolicy
-from fleetwave.mgmt import agent_install, pull_registration
+from fleetwave.kube import kinds
+from fleetwave.mgmt import agent_install, pull_registration, registration
 
 T0 = dt.datetime(2026, 11, 28, 12, 0, tzinfo=dt.UTC)
 MEMBER = "fleetwave-system/edge-1"
@@ -257,3 +258,29 @@ def test_the_agent_charts_arguments_are_what_agent_run_accepts() -> None:
     assert args[:2] == ["agent", "run"]
     parsed = run.make_context("run", list(args[2:]))
     assert (parsed.params["cluster"], parsed.params["bind_address"]) == ("edge-1", "0.0.0.0")
+
+
+def test_register_pull_writes_the_upstream_shapes_of_a_pull_member() -> None:
+    sveltos = registration.UpstreamMember(
+        kinds.KindInfo(kinds.GVK("lib.projectsveltos.io/v1beta1", "SveltosCluster"), "sveltosclusters", True),
+        {
+            "apiVersion": "lib.projectsveltos.io/v1beta1",
+            "kind": "SveltosCluster",
+            "metadata": {"name": "e"},
+            "spec": {},
+        },
+    )
+    fleet = registration.UpstreamMember(
+        kinds.KindInfo(
+            kinds.GVK("cluster.kubernetes-fleet.io/v1beta1", "MemberCluster"), "memberclusters", False
+        ),
+        {
+            "apiVersion": "cluster.kubernetes-fleet.io/v1beta1",
+            "kind": "MemberCluster",
+            "metadata": {"name": "e"},
+        },
+    )
+    assert pull_registration._pull_view(sveltos)["spec"] == {"pullMode": True}  # no kubeconfig named
+    viewed = pull_registration._pull_view(fleet)
+    assert viewed["metadata"]["annotations"] == {pullmode.PULL_ANNOTATION: "true"}
+    assert members.from_object(viewed).pull
