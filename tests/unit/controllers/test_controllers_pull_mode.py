@@ -284,3 +284,69 @@ def test_register_pull_writes_the_upstream_shapes_of_a_pull_member() -> None:
     viewed = pull_registration._pull_view(fleet)
     assert viewed["metadata"]["annotations"] == {pullmode.PULL_ANNOTATION: "true"}
     assert members.from_object(viewed).pull
+
+
+class _WorkCache:
+    """A cache holding one MemberWork: what the hub last handed over for the summary."""
+
+    def __init__(self, work: dict[str, Any] | None) -> None:
+        self.informers = {"MemberWork": object()}
+        self.work = work
+
+    def get(self, kind: str, namespace: str | None, name: str) -> dict[str, Any] | None:
+        assert kind == "MemberWork"
+        return self.work
+
+
+def _handed(summary: dict[str, Any], report: dict[str, Any]) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "cluster": MEMBER,
+        "owner": "o",
+        **summary_pull.work_body(summary, {"policies": []}),
+    }
+    spec["revision"] = pull.revision_of(spec)
+    return {"spec": spec, "status": {"observedRevision": spec["revision"], "outcome": report}}
+
+
+async def _pass(summary: dict[str, Any], work: dict[str, Any] | None) -> tuple[Any, list[str]]:
+    read: list[str] = []
+
+    async def content_of(_ctx: Any, _raw: Any, _wanted: str) -> Any:
+        read.append("content")
+        raise RuntimeError("stop here: the long way")
+
+    ctx = Context(
+        client=None,  # type: ignore[arg-type]
+        cache=_WorkCache(work),  # type: ignore[arg-type]
+        recorder=None,  # type: ignore[arg-type]
+        helm=None,  # type: ignore[arg-type]
+        health=None,  # type: ignore[arg-type]
+        namespace="fleetwave-system",
+        clock=lambda: T0,
+    )
+    try:
+        result = await summary_pull.reconcile(
+            ctx, "fleetwave-system/web-edge-1", None, summary, "h1", content_of
+        )
+    except RuntimeError:
+        result = None
+    return result, read
+
+
+async def test_an_unchanged_summary_whose_status_says_its_report_reads_no_content() -> None:
+    summary = {**_summary(), "status": {}}
+    condition = {"type": "Ready", "status": "True", "reason": "Provisioned"}
+    report = {"observedContentHash": "h1", "conditions": [condition]}
+    summary["status"] = {
+        k: v
+        for k, v in summary_pull.status_from(pull.Report(report, False, "a", "t"), {}, "").items()
+        if v is not None
+    }
+    result, read = await _pass(summary, _handed(summary, report))
+    assert (result.requeue_after, read) == (summary_pull.PULL_POLL_SECONDS, [])
+    # Each of these takes the long way (reads and renders the content, puts the work):
+    edited = {**summary, "metadata": {**summary["metadata"], "generation": 4}}
+    assert (await _pass(edited, _handed(summary, report)))[1] == ["content"]
+    newer = {**report, "observedContentHash": "h2"}
+    assert (await _pass(summary, _handed(summary, newer)))[1] == ["content"]
+    assert (await _pass(summary, None))[1] == ["content"]

@@ -60,23 +60,28 @@ def owner(raw: Mapping[str, Any]) -> str:
 def work_body(raw: Mapping[str, Any], body: Mapping[str, Any], *, withdraw: bool = False) -> dict[str, Any]:
     """The work for the summary `raw` delivering `body`: what the agent's delivery reads of the
     summary (never its status: the agent's own last report is its memory of what it delivered)."""
-    meta = raw["metadata"]
     summary = {
-        "metadata": {
-            "name": meta["name"],
-            "namespace": meta["namespace"],
-            "generation": meta.get("generation"),
-            "labels": dict(meta.get("labels") or {}),
-            "annotations": {
-                k: v
-                for k, v in (meta.get("annotations") or {}).items()
-                if k.startswith(("projectsveltos.io/", "fleetwave.io/"))
-            },
-        },
+        "metadata": _handed_metadata(raw),
         "spec": raw.get("spec") or {},
         "content": dict(body),
     }
     return {"summary": summary, "withdraw": withdraw}
+
+
+def _handed_metadata(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """What of the summary's metadata its agent reads (the rest is the hub's business)."""
+    meta = raw["metadata"]
+    return {
+        "name": meta["name"],
+        "namespace": meta["namespace"],
+        "generation": meta.get("generation"),
+        "labels": dict(meta.get("labels") or {}),
+        "annotations": {
+            k: v
+            for k, v in (meta.get("annotations") or {}).items()
+            if k.startswith(("projectsveltos.io/", "fleetwave.io/"))
+        },
+    }
 
 
 def status_from(report: pull.Report, previous: Mapping[str, Any], rendered_for: str) -> dict[str, Any]:
@@ -93,6 +98,8 @@ async def reconcile(
     ctx: Context, key: str, obj: Any, raw: Mapping[str, Any], wanted: str, content_of: ContentOf
 ) -> Result:
     """One pass for a pull member's summary: the work as wanted now, then the status its report says."""
+    if _reported_as_is(ctx, key, raw):
+        return Result(requeue_after=PULL_POLL_SECONDS)
     found = await content_of(ctx, raw, wanted)
     if isinstance(found, ss.Outcome):  # no content to hand over: said as for any member
         return await _write(ctx, key, obj, raw, _status(ctx, raw, found), found.failed)
@@ -106,6 +113,26 @@ async def reconcile(
     failed = str(status.get("failureMessage") or "")
     result = await _write(ctx, key, obj, raw, status, failed)
     return result if result.requeue else Result(requeue_after=PULL_POLL_SECONDS)
+
+
+def _reported_as_is(ctx: Context, key: str, raw: Mapping[str, Any]) -> bool:
+    """Whether the work the cache holds was handed over for this summary as it is now, and the summary
+    already says what its agent's current report says: then nothing is read, rendered or written (the
+    events of the hub's own writes and of unchanged reports cost no content read). Templated content
+    always goes the long way: the cluster it was rendered for may have changed."""
+    previous = raw.get("status") or {}
+    if previous.get("templateInputsHash"):
+        return False
+    name, namespace = work_name(raw), pullmode.hub_namespace(cluster_of(raw))
+    current = ctx.cache.get("MemberWork", namespace, name) if "MemberWork" in ctx.cache.informers else None
+    spec = (current or {}).get("spec") or {}
+    if spec.get("withdraw") or (spec.get("summary") or {}).get("metadata") != _handed_metadata(raw):
+        return False
+    got = pull.report(pull.Put(namespace, name, str(spec.get("revision") or ""), current))
+    if got is None or not _same(previous, status_from(got, previous, "")):
+        return False
+    _wait(ctx, key, pull.Put(namespace, name, str(spec.get("revision")), current))
+    return True
 
 
 async def _no_report(ctx: Context, key: str, obj: Any, raw: Mapping[str, Any], work: pull.Put) -> Result:
