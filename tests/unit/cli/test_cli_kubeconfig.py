@@ -140,12 +140,18 @@ def test_cluster_rows_and_tables_for_every_output() -> None:
         "ready": True,
         "version": "v1.35.4",
         "message": "",
+        "mode": "push",
         "kubeconfigSecret": "prod-1-creds",
     }
     narrow = [c.header for c in manage._clusters_table([row], wide=False).columns]
     wide = [c.header for c in manage._clusters_table([row], wide=True).columns]
     assert "kubeconfig secret" in wide
+    assert "mode" in wide
     assert "kubeconfig secret" not in narrow
+    pulled = manage._cluster_row(
+        {"metadata": {"name": "edge", "namespace": "fleet"}, "spec": {"pullMode": True}}
+    )
+    assert (pulled["mode"], pulled["kubeconfigSecret"]) == ("pull", None)  # the hub holds none
 
 
 def test_apply_reads_a_directory_and_with_r_its_subdirectories(tmp_path: Path) -> None:
