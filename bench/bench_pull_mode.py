@@ -26,7 +26,10 @@ Measured, in this order, one at a time (so each delta belongs to one thing):
      plus `--settle-seconds`: controller CPU (its process tree), agent CPU (the agent processes and
      their sandbox workers), management API server and etcd CPU, management API server writes
      (mutating requests, by verb and resource; lease renewals counted apart), member API server
-     requests. Per cluster, raw and net of the idle rates over the same window;
+     requests. Per cluster, raw and net of the idle rates over the same window (the idle window
+     starts once the registrations' own first writes are over). Where the time goes, per stage:
+     bench_scale's timeline (profile pinned, summaries written, summaries Ready) and, in pull mode,
+     each MemberWork's first write and its agent's first report;
   2. health gate reaction, push and pull trials alternated: a 2-stage promotion whose profile has a
      Lua validateHealths check on a ConfigMap on the member; per trial a new revision waits on the
      first stage's registration until the bench writes that ConfigMap on its member API server.
@@ -348,6 +351,7 @@ def window(a: Reading, b: Reading) -> dict[str, Any]:
         "lease_writes": leases,
         "member_requests": sum(_moved(a.members, b.members).values()),
         "writes_by_kind": dict(sorted(writes.items(), key=lambda kv: -kv[1])),
+        "member_requests_by_kind": dict(sorted(_moved(a.members, b.members).items(), key=lambda kv: -kv[1])),
     }
 
 
@@ -416,19 +420,80 @@ def rollout_promotion(name: str, mode: str) -> Obj:
     }
 
 
+class WorkTimes:
+    """Per MemberWork of one promotion (its owner, a summary, named after the promotion and stage)
+    and revision: when it was first seen here, and first seen with its agent's report about that
+    revision (ms after `t0`, the promotion's write), by stage."""
+
+    def __init__(self, client: AsyncClient, promotion: str) -> None:
+        self.client, self.marker, self.t0 = client, f"/{promotion}-", time.time()
+        self.written: dict[tuple[str, str, str], float] = {}  # (stage, work, revision) -> ms
+        self.reported: dict[tuple[str, str, str], float] = {}
+        self.task = asyncio.create_task(self._follow())
+
+    async def _follow(self) -> None:
+        resource = kinds.resource("MemberWork")
+        async for _, obj in self.client.watch(resource, namespace="*", on_error=on_error_retry):
+            raw, ms = obj.to_dict(), (time.time() - self.t0) * 1000
+            spec = raw.get("spec") or {}
+            owner = str(spec.get("owner"))
+            if self.marker not in owner:
+                continue
+            stage = owner.split(self.marker, 1)[1].split("-", 1)[0]
+            meta = raw["metadata"]
+            key = (stage, f"{meta['namespace']}/{meta['name']}", str(spec.get("revision")))
+            self.written.setdefault(key, ms)
+            if (raw.get("status") or {}).get("observedRevision") == key[2]:
+                self.reported.setdefault(key, ms)
+
+    def text(self) -> str:
+        out = []
+        for stage in ("dev", "staging", "production"):
+            written = [t for k, t in self.written.items() if k[0] == stage]
+            reported = [t for k, t in self.reported.items() if k[0] == stage]
+            took = sorted(t - self.written[k] for k, t in self.reported.items() if k[0] == stage)
+            if written and reported:
+                out.append(
+                    f"{stage}: written {min(written):.0f}..{max(written):.0f}, reported "
+                    f"{min(reported):.0f}..{max(reported):.0f} ({len(reported)}), each "
+                    f"p50 {bs.pct(took, 0.5):.0f} / max {took[-1]:.0f}"
+                )
+        return "; ".join(out) or "no reports seen"
+
+    async def close(self) -> None:
+        self.task.cancel()
+        await asyncio.gather(self.task, return_exceptions=True)
+
+
+async def _quiet(run: Run, limit: float = 120.0) -> Reading:
+    """Once 5 s pass with no management writes but lease renewals (a registration's first member
+    status, say, is not the idle rate), or after `limit` seconds."""
+    before = await run.read()
+    deadline = time.monotonic() + limit
+    while True:
+        await asyncio.sleep(5.0)
+        now = await run.read()
+        if window(before, now)["mgmt_writes"] == 0 or time.monotonic() > deadline:
+            return now
+        before = now
+
+
 async def rollout(run: Run, mode: str) -> dict[str, Any]:
     n, name = run.args.clusters, f"roll-{mode}"
     await run.client.apply(codecs.from_dict(bs.content(name)), force=True)
-    quiet = await run.read()
+    quiet = await _quiet(run)
     await asyncio.sleep(run.args.idle_seconds)
     before = await run.read()
-    idle = window(quiet, before)
-    passes = await asyncio.to_thread(bs.reconcile_seconds)
-    t0 = time.time()
+    idle, passes = window(quiet, before), await asyncio.to_thread(bs.reconcile_seconds)
+    timeline = bs._Timeline(run.client, name)
+    timeline.start(None)
+    works, t0 = WorkTimes(run.client, name), time.time()
     await run.client.apply(codecs.from_dict(rollout_promotion(name, mode)), force=True)
     done = await run.watch.until_done([name], run.args.budget)
     await asyncio.sleep(run.args.settle_seconds)
     spent = window(before, await run.read())
+    await timeline.close()
+    await works.close()
     return {
         "completed": done,
         "done_s": round(run.watch.done[name] - t0, 2) if done else None,
@@ -436,6 +501,8 @@ async def rollout(run: Run, mode: str) -> dict[str, Any]:
         "spent": spent,
         "per_cluster": per_cluster(spent, idle, n),
         "passes": await bs._passes_since(passes),
+        "stages_ms": timeline.text(),
+        "works": works.text() if mode == "pull" else "",
     }
 
 
@@ -744,8 +811,12 @@ async def measure(
     try:
         for mode in MODES:
             out[mode] = got = await rollout(run, mode)
-            print(f"{mode}: {json.dumps({k: v for k, v in got.items() if k != 'passes'})}", flush=True)
+            print(f"{mode}: done in {got['done_s']} s; {json.dumps(got['per_cluster'])}", flush=True)
             print(f"  {mode} passes: {got['passes']}", flush=True)
+            print(f"  {mode} stages (ms after the promotion's write): {got['stages_ms']}", flush=True)
+            print(f"  {mode} member requests: {got['spent']['member_requests_by_kind']}", flush=True)
+            if got["works"]:
+                print(f"  {mode} MemberWork (ms after the promotion's write): {got['works']}", flush=True)
         before = await run.read()
         out["gates"] = await gates(run)
         out["gates_window"] = window(before, await run.read())
