@@ -47,16 +47,29 @@ class AgentSettings:
     lease_duration: float = DURATION
 
 
-def build(hub: AsyncClient, settings: AgentSettings, *, handle_signals: bool = True) -> app.SandboxedManager:
-    """The agent's manager: run it until it stops (a lost lease raises `LeadershipLost`)."""
+def build(
+    hub: AsyncClient,
+    settings: AgentSettings,
+    *,
+    handle_signals: bool = True,
+    pool: CheckPool | None = None,
+) -> app.SandboxedManager:
+    """The agent's manager: run it until it stops (a lost lease raises `LeadershipLost`).
+
+    `pool`: a health-check sandbox shared with other agents of the same process (the pull-mode
+    benchmark runs many agents per process, each with its own identity and state); the caller starts
+    it, and the first of those managers to stop closes it. None: a pool of the agent's own, sized by
+    `settings` (what `fleetwave agent run` does)."""
     logs.quiet_http_libraries()  # never a request's URL or headers in the agent's log either
     namespace = pullmode.hub_namespace(settings.cluster)
-    budget = Budget(
-        workers=settings.health_workers,
-        wall_seconds=settings.health_wall_seconds,
-        memory_bytes=settings.health_memory_bytes,
-    )
-    pool, watches = CheckPool(budget), MemberWatches(per_member=16, linger=app.WATCH_LINGER)
+    if pool is None:
+        budget = Budget(
+            workers=settings.health_workers,
+            wall_seconds=settings.health_wall_seconds,
+            memory_bytes=settings.health_memory_bytes,
+        )
+        pool = CheckPool(budget)
+    watches = MemberWatches(per_member=16, linger=app.WATCH_LINGER)
     manager = app.SandboxedManager(
         hub,
         pool,
