@@ -8,6 +8,7 @@ from __future__ import annotations
 import collections
 import datetime as dt
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -380,3 +381,50 @@ def _member_reason(management: Client) -> str:
     member = management.get(kinds.resource("MemberCluster"), PULL, namespace=NAMESPACE).to_dict()
     conditions = (member.get("status") or {}).get("conditions") or []
     return str(next((c.get("reason") for c in conditions if c["type"] == "Ready"), ""))
+
+
+def test_a_failing_pull_delivery_is_retried_with_backoff_not_in_a_loop(
+    controller: ControllerThread,
+    agents: dict[str, AgentProcess],
+    management: Client,
+    repo: chartrepo.ChartRepo,
+) -> None:
+    """A chart version that does not exist fails on the pull member as on a push member; the agent's
+    own report does not wake it to try again at once (its retries back off)."""
+    name = "pull-failing"
+    chart = {
+        "repositoryURL": repo.url,
+        "repositoryName": "local",
+        "chartName": "local/hello",
+        "chartVersion": "9.9.9",
+        "releaseName": name,
+        "releaseNamespace": name,
+        "helmChartAction": "Install",
+    }
+    profile = {
+        "apiVersion": "config.projectsveltos.io/v1beta1",
+        "kind": "ClusterProfile",
+        "metadata": {"name": name},
+        "spec": {"clusterSelector": {"matchLabels": {"env": "prod"}}, "helmCharts": [chart]},
+    }
+    manifests.apply(management, manifests.documents(yaml.safe_dump(profile)))
+    try:
+
+        def failures() -> int:
+            summary = _summary_of(management, PULL, name) or {}
+            found = [
+                f.get("consecutiveFailures", 0)
+                for f in (summary.get("status") or {}).get("featureSummaries") or []
+            ]
+            return max(found, default=0)
+
+        wait_for(failures, what="the pull member's delivery failed", explain=agents[PULL].output)
+        first = failures()
+        # Retried with the controllers' per-key exponential backoff (from a fraction of a second,
+        # doubling: about ten tries in these ten seconds, as for a push member); a delivery that
+        # its own report woke again fails hundreds of times in this while.
+        time.sleep(10)
+        assert failures() - first <= 20, failures()
+    finally:
+        management.delete(kinds.resource("ClusterProfile"), name)
+        wait_for(lambda: _summary_of(management, PULL, name) is None, timeout=90, what="withdrawn")

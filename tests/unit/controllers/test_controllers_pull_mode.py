@@ -350,3 +350,18 @@ async def test_an_unchanged_summary_whose_status_says_its_report_reads_no_conten
     newer = {**report, "observedContentHash": "h2"}
     assert (await _pass(summary, _handed(summary, newer)))[1] == ["content"]
     assert (await _pass(summary, None))[1] == ["content"]
+
+
+def test_only_a_new_report_wakes_the_waiters_not_the_hubs_own_writes_of_the_work() -> None:
+    reports, calls = Reports(), []
+
+    def work(status: dict[str, Any] | None) -> Any:
+        meta = type("M", (), {"namespace": "ns", "name": "w"})()
+        return type("O", (), {"metadata": meta, "status": status})()
+
+    reports.on_change("ADDED", work(None))
+    reports.wait("ns/w", "k", lambda: calls.append("woken"))
+    reports.on_change("MODIFIED", work(None))  # the hub wrote a new spec: no report yet
+    assert calls == []
+    reports.on_change("MODIFIED", work({"observedRevision": "r2"}))  # the agent reported
+    assert calls == ["woken"]

@@ -22,7 +22,7 @@ from fleetwave.delivery.kustomize import Kustomizer
 from fleetwave.kube import kinds
 from fleetwave.kube.client import AsyncClient
 from fleetwave.runtime import events, leader, logs
-from fleetwave.runtime.controller import Controller
+from fleetwave.runtime.controller import Controller, besides_status
 from fleetwave.runtime.watching import Informer, object_key
 from fleetwave.sandbox.pool import Budget, CheckPool
 
@@ -135,7 +135,10 @@ def _controllers(
     works: Controller[str] = manager.add_controller(
         "memberwork", lambda k: work.reconcile(agent, k), workers=settings.workers
     )
-    works.watch(informer, lambda o: [object_key(o)])
+    # The work's status is the agent's own report: only the hub's changes (its spec, its deletion)
+    # wake the agent. A report's own event would otherwise redeliver at once, past the backoff a
+    # failed delivery is retried with.
+    works.watch(informer, lambda o: [object_key(o)], signature=besides_status)
     agent.enqueue = works.enqueue
     agent.ctx.queues.add("ClusterSummary", lambda k: works.enqueue(agent.work_key_of_summary(k)))
     member_facts: Controller[str] = manager.add_controller(

@@ -15,17 +15,29 @@ class Reports:
 
     def __init__(self) -> None:
         self._waiting: dict[str, dict[Hashable, tuple[Hashable, Callable[[], None]]]] = {}
+        self._reported: dict[str, str] = {}  # work key -> its status as last seen
 
     def forget(self, work_key: str) -> None:
         """The work is gone: nobody waits for it any more."""
         self._waiting.pop(work_key, None)
+        self._reported.pop(work_key, None)
 
     def wait(self, work_key: str, key: Hashable, call: Callable[[], None]) -> None:
         """`call()` once, at the next change of the work `namespace/name`."""
         self._waiting.setdefault(work_key, {})[key] = (key, call)
 
-    def on_change(self, _event: str, obj: Any) -> None:
-        for _key, call in self._waiting.pop(object_key(obj), {}).values():
+    def on_change(self, event: str, obj: Any) -> None:
+        """Wake the waiters on a new report (or the work's removal); the events of the hub's own
+        writes of the work leave its status as it was and wake nobody."""
+        key = object_key(obj)
+        if event == "DELETED":
+            self._reported.pop(key, None)
+        else:
+            status = repr(getattr(obj, "status", None))
+            if self._reported.get(key) == status:
+                return
+            self._reported[key] = status
+        for _key, call in self._waiting.pop(key, {}).values():
             call()
 
     def __len__(self) -> int:
