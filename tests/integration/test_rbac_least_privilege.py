@@ -82,6 +82,10 @@ CLUSTER_WIDE: dict[tuple[str, str], tuple[str, ...]] = {
     (FW, _fw("ResourceOverrideSnapshot")): (*READ, "create", "patch", "delete"),
     (FW, _fw("ClusterApprovalRequest")): (*READ, "create"),
     (FW, _fw("ApprovalRequest")): (*READ, "create"),
+    # Pull members' work (ADR 0106): applied into their hub namespaces, deleted once withdrawn.
+    (FW, _fw("MemberWork")): (*READ, "create", "patch", "delete"),
+    # Pull members' agents' leases: their liveness, read in every namespace (written in none).
+    ("coordination.k8s.io", "leases"): READ,
     **{
         (FW, f"{_fw(k)}/status"): ("patch",)
         for k in (
@@ -218,7 +222,7 @@ def test_every_kind_the_controllers_watch_is_readable() -> None:
     """The informers' kinds come from the controllers' own tables: a kind added there must be added
     to `mgmt.rbac` (and to this module's CLUSTER_WIDE) or this fails."""
     watched = {(FW, m.plural) for m in models.KINDS.values()}
-    watched |= {("", "configmaps"), ("", "secrets")}
+    watched |= {("", "configmaps"), ("", "secrets"), ("coordination.k8s.io", "leases")}
     for resource in kubefleet.SELECTABLE.values():
         info = resource._api_info
         watched.add((info.resource.group, info.plural))

@@ -80,6 +80,7 @@ def register_pull(
         "spec": {"pullMode": True},
     }
     sync_ops.apply(client, member)
+    _forget_kubeconfig(client, name, namespace)
     written: list[tuple[str, str]] = [("MemberCluster", f"{kinds.GROUP}/{kinds.VERSION}")]
     for upstream in registration.upstream_members(client, name=name, namespace=namespace, labels=labels):
         sync_ops.apply_as(client, kinds.resource_class(upstream.info), _pull_view(upstream))
@@ -90,6 +91,15 @@ def register_pull(
         sync_ops.apply(client, body)
     token = sync_ops.request_token(client, pullmode.AGENT_NAME, hub_ns, seconds=TOKEN_SECONDS)
     return PullRegistered(hub_ns, hub_kubeconfig(hub_server, hub_ca, token, hub_ns), tuple(written))
+
+
+def _forget_kubeconfig(client: kubeclient.Client, name: str, namespace: str) -> None:
+    """A member that was registered in push mode before: the hub keeps no kubeconfig of a pull
+    member, so the Secret `cluster register` wrote for it (labelled with it) is deleted."""
+    resource = kinds.builtin_resource("v1", "Secret")
+    found = sync_ops.get(client, resource, registration.secret_name(name), namespace=namespace)
+    if found is not None and (found.metadata.labels or {}).get(registration.MEMBER_SECRET_LABEL) == name:
+        client.delete(resource, registration.secret_name(name), namespace=namespace)
 
 
 def _pull_view(upstream: registration.UpstreamMember) -> dict[str, Any]:
