@@ -162,7 +162,11 @@ class ControllerThread:
     def stop(self) -> None:
         if self._loop is not None and self._manager is not None and self._thread is not None:
             self._loop.call_soon_threadsafe(self._manager.stop)
-            self._thread.join(60)
+            # The manager's own shutdown is bounded at about a minute in the worst case (Events 5 s,
+            # notifications 5 s, member watches, member clients and the sandbox 15 s each, after the
+            # controllers and the lease): waiting less than that, a slow but bounded stop on a busy
+            # machine left a controller running into the next module, holding the leader lease.
+            self._thread.join(120)
             assert not self._thread.is_alive(), f"controller did not stop:\n{self._where()}"
         logging.getLogger("fleetwave").removeHandler(self._refusals)
         if self._refusals.refusals and self.error is None:
