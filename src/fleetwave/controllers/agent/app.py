@@ -62,13 +62,7 @@ def build(
     `settings` (what `fleetwave agent run` does)."""
     logs.quiet_http_libraries()  # never a request's URL or headers in the agent's log either
     namespace = pullmode.hub_namespace(settings.cluster)
-    if pool is None:
-        budget = Budget(
-            workers=settings.health_workers,
-            wall_seconds=settings.health_wall_seconds,
-            memory_bytes=settings.health_memory_bytes,
-        )
-        pool = CheckPool(budget)
+    pool = pool or _own_pool(settings)
     watches = MemberWatches(per_member=16, linger=app.WATCH_LINGER)
     manager = app.SandboxedManager(
         hub,
@@ -82,7 +76,27 @@ def build(
         handle_signals=handle_signals,
     )
     identity = settings.identity or leader.default_identity()
-    lease = AgentLease(
+    manager.elector = lease = _lease(hub, namespace, identity, settings)
+    informer = manager.add_informer(Informer(hub, kinds.resource("MemberWork"), namespace=namespace))
+    ctx = _context(hub, settings, namespace, (pool, watches), informer)
+    member = Member(settings.cluster, settings.kubeconfig)
+    agent = work.Agent(ctx, member, namespace, identity, settings.allowed_kinds)
+    _controllers(manager, agent, informer, lease, settings)
+    return manager
+
+
+def _own_pool(settings: AgentSettings) -> CheckPool:
+    budget = Budget(
+        workers=settings.health_workers,
+        wall_seconds=settings.health_wall_seconds,
+        memory_bytes=settings.health_memory_bytes,
+    )
+    return CheckPool(budget)
+
+
+def _lease(hub: AsyncClient, namespace: str, identity: str, settings: AgentSettings) -> AgentLease:
+    """The member's lease, its renewal and deadline in the same proportions at any duration."""
+    return AgentLease(
         hub,
         namespace,
         pullmode.LEASE_NAME,
@@ -92,13 +106,6 @@ def build(
         retry_period=settings.lease_duration * RETRY / DURATION,
         cluster=settings.cluster,
     )
-    manager.elector = lease
-    informer = manager.add_informer(Informer(hub, kinds.resource("MemberWork"), namespace=namespace))
-    ctx = _context(hub, settings, namespace, (pool, watches), informer)
-    member = Member(settings.cluster, settings.kubeconfig)
-    agent = work.Agent(ctx, member, namespace, identity, settings.allowed_kinds)
-    _controllers(manager, agent, informer, lease, settings)
-    return manager
 
 
 def _context(
