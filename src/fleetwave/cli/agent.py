@@ -30,6 +30,8 @@ from fleetwave.cli.controller import (
     configure_logging,
 )
 from fleetwave.controllers.agent import app as agent_app
+from fleetwave.controllers.agent.member import Member, MemberConfigError
+from fleetwave.delivery.target import CredentialsRefused
 from fleetwave.kube import client as kubeclient
 from fleetwave.runtime.manager import LeadershipLost
 
@@ -97,6 +99,10 @@ def run(
         health_workers=health_workers,
         lease_duration=lease_duration,
     )
+    try:  # the member reachable as told (its kubeconfig read and accepted) before anything starts
+        Member(settings.cluster, kubeconfig).target().config()
+    except (MemberConfigError, CredentialsRefused) as e:
+        fail(f"{e} (pass --kubeconfig with the member's kubeconfig, inline credentials)", code=2)
     asyncio.run(_serve(hub_kubeconfig, settings))
 
 

@@ -213,16 +213,21 @@ class _Cache:
         return self.lease
 
 
-def _verdict(lease: dict[str, Any] | None) -> membercluster.Verdict:
-    ctx = Context(
+def _ctx(cache: Any) -> Context:
+    """A reconcile context over `cache` alone, at T0 (nothing else is reached in these tests)."""
+    return Context(
         client=None,  # type: ignore[arg-type]
-        cache=_Cache(lease),  # type: ignore[arg-type]
+        cache=cache,
         recorder=None,  # type: ignore[arg-type]
         helm=None,  # type: ignore[arg-type]
         health=None,  # type: ignore[arg-type]
         namespace="fleetwave-system",
         clock=lambda: T0,
     )
+
+
+def _verdict(lease: dict[str, Any] | None) -> membercluster.Verdict:
+    ctx = _ctx(_Cache(lease))
     member = members.from_object(
         {"metadata": {"name": "edge-1", "namespace": "fleetwave-system"}, "spec": {"pullMode": True}}
     )
@@ -315,15 +320,7 @@ async def _pass(summary: dict[str, Any], work: dict[str, Any] | None) -> tuple[A
         read.append("content")
         raise RuntimeError("stop here: the long way")
 
-    ctx = Context(
-        client=None,  # type: ignore[arg-type]
-        cache=_WorkCache(work),  # type: ignore[arg-type]
-        recorder=None,  # type: ignore[arg-type]
-        helm=None,  # type: ignore[arg-type]
-        health=None,  # type: ignore[arg-type]
-        namespace="fleetwave-system",
-        clock=lambda: T0,
-    )
+    ctx = _ctx(_WorkCache(work))
     try:
         result = await summary_pull.reconcile(
             ctx, "fleetwave-system/web-edge-1", None, summary, "h1", content_of
