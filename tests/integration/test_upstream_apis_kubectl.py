@@ -205,6 +205,14 @@ def test_seed_002_commands_run_verbatim_against_the_sveltos_groups(
         "prod": "prod",
     }
     assert all(r["VERSION"].startswith("v1.") and f"env={r['NAME']}" in r["LABELS"] for r in clusters)
+    # Sveltos' registration label, as seed 002 lists it: the version without its build suffix.
+    wait_for(
+        lambda: all(
+            f"projectsveltos.io/k8s-version={r['VERSION'].partition('+')[0]}" in r["LABELS"]
+            for r in _table(kubectl("get sveltoscluster -A --show-labels"))
+        ),
+        what="SveltosClusters labelled with their Kubernetes version",
+    )
 
     name = "kyverno-prog-rollout-man"
     manual = "      manual:\n        approved: false"

@@ -15,7 +15,9 @@ Where each rule comes from:
   select Secrets;
 - writes to fleetwave's kinds: stage profiles and summaries are server-side applied (`patch`, and
   `create` when absent) and deleted; a summary's finalizer is a merge patch; a promotion's manual
-  approval is reset by a JSON patch; resource snapshots are created, relabelled and pruned; approval
+  approval is reset by a JSON patch; members' labels are merge-patched (Sveltos' registration labels,
+  `projectsveltos.io/k8s-version` and `sveltos-agent`; SveltosClusters and native members, never a
+  KubeFleet MemberCluster); resource snapshots are created, relabelled and pruned; approval
   requests are created; statuses are merge-patched through the `status` subresource;
 - `update` on the `finalizers` subresource of the kinds that own what the controller creates with
   `blockOwnerDeletion` (promotion -> profile, profile -> summary, update run -> approval request):
@@ -114,6 +116,8 @@ STATUS_WRITTEN = (
     "ClusterApprovalRequest",
     "ApprovalRequest",
 )
+# Kinds the controllers merge-patch besides their status (finalizers, a manual gate, labels).
+PATCHED = ("ClusterPromotion", "ClusterResourcePlacement", "ResourcePlacement", "MemberCluster")
 # Kinds that own (controller, blockOwnerDeletion) objects the controllers create.
 OWNERS = ("ClusterPromotion", "ClusterProfile", "ClusterStagedUpdateRun", "StagedUpdateRun")
 
@@ -126,10 +130,9 @@ def cluster_rules() -> list[Rule]:
         # finalizer is a merge patch.
         Rule(GROUP, _plurals("ClusterProfile", "ClusterSummary"), ("create", "patch", "delete")),
         # A promotion's manual gate is reset (JSON patch of spec.stages[i].trigger.manual.approved);
-        # promotions and placements carry a cleanup finalizer (merge patch of metadata.finalizers).
-        Rule(
-            GROUP, _plurals("ClusterPromotion", "ClusterResourcePlacement", "ResourcePlacement"), ("patch",)
-        ),
+        # promotions and placements carry a cleanup finalizer (merge patch of metadata.finalizers);
+        # members carry Sveltos' registration labels (merge patch of metadata.labels).
+        Rule(GROUP, _plurals(*PATCHED), ("patch",)),
         # Resource and override snapshots: cut, unmarked as latest, pruned past the history limit.
         Rule(GROUP, _plurals(*SNAPSHOTS), ("create", "patch", "delete")),
         # Approval requests of staged update runs.
@@ -207,6 +210,8 @@ def family_rules(family: Family) -> list[Rule]:
 
     grant(("ClusterProfile", "ClusterSummary"), ("create", "patch", "delete"))
     grant(("ClusterPromotion", "ClusterResourcePlacement", "ResourcePlacement"), ("patch",))
+    if "MemberCluster" in family.kinds and family.served("MemberCluster").kind == "SveltosCluster":
+        grant(("MemberCluster",), ("patch",))  # Sveltos' registration labels
     grant(SNAPSHOTS, ("create", "patch", "delete"))
     grant(("ClusterApprovalRequest", "ApprovalRequest"), ("create",))
     grant(STATUS_WRITTEN, ("patch",), "/status")

@@ -22,11 +22,12 @@ from typing import Any
 
 from fleetwave.api import conditions, pullmode
 from fleetwave.api.objects import Obj
-from fleetwave.controllers.fleet import members, pull
+from fleetwave.controllers.fleet import member_labels, members, pull
 from fleetwave.controllers.shared.context import Context, as_dict
 from fleetwave.core import model as m
 from fleetwave.core import timestamps, windows
 from fleetwave.delivery.target import MemberTarget
+from fleetwave.kube import ops
 from fleetwave.kube.status import StatusWrite, Versioned
 from fleetwave.mgmt import registration
 from fleetwave.runtime.controller import Result
@@ -78,6 +79,7 @@ async def reconcile(ctx: Context, key: str) -> Result:
     changed = bool(previous.get("ready")) != verdict.ready or old.get("reason") != verdict.reason
     if written is StatusWrite.WRITTEN and changed:
         await ctx.event(obj, not verdict.ready, verdict.reason, verdict.message)
+    await _keep_labels(ctx, raw_obj, verdict.version or previous.get("version"), member)
     # Refusals are re-checked too (cheap, nothing is run): a Secret without fleetwave's label is not
     # watched for this member, so fixing it would otherwise go unnoticed. A window that opens or
     # closes sooner than the next probe wakes us then.
@@ -86,6 +88,24 @@ async def reconcile(ctx: Context, key: str) -> Result:
         left = pull.seconds_left(pull.lease_of(ctx, member.key), ctx.clock())
         after = min(after, left) if left is not None and left > 0 else after
     return Result(requeue_after=min(after, window.seconds_left) if window else after)
+
+
+def labels_kept(ctx: Context) -> bool:
+    """Whether this family's members carry Sveltos' registration labels: SveltosClusters and the
+    native MemberClusters (KubeFleet's members carry their facts as `status.properties` instead)."""
+    return ctx.family.native or ctx.family.served("MemberCluster").kind == "SveltosCluster"
+
+
+async def _keep_labels(ctx: Context, raw_obj: dict[str, Any], version: Any, member: members.Member) -> None:
+    if not labels_kept(ctx):
+        return
+    labels = (raw_obj.get("metadata") or {}).get("labels") or {}
+    patch = member_labels.labels_patch(labels, version if isinstance(version, str) else None, member.pull)
+    if patch:
+        body = {"metadata": {"labels": patch}}
+        await ops.merge_patch(
+            ctx.client, ctx.resource("MemberCluster"), member.name, body, namespace=member.namespace
+        )
 
 
 def next_probe_in(key: str, now: datetime) -> float:
