@@ -40,6 +40,8 @@ class MemberTarget:
     name: str
     kubeconfig: bytes = field(repr=False)  # credentials: never in logs or reprs
     allow_insecure: bool = False  # http:// or skip-TLS-verify servers, opted in on the MemberCluster
+    # `namespace/name` of the tenant admin the kubeconfig acts as (ADR 0111), "" for fleetwave itself
+    tenant: str = ""
 
     @classmethod
     def from_file(cls, name: str, path: str | Path) -> MemberTarget:

@@ -30,6 +30,7 @@ __all__ = [
     "ConfigError",
     "KubeConfig",
     "KubeconfigRefused",
+    "MemberKubeConfig",
     "async_client",
     "async_http",
     "client",
@@ -37,6 +38,7 @@ __all__ = [
     "config_from_file",
     "config_from_files",
     "http",
+    "impersonation_headers",
     "in_cluster",
     "in_cluster_config",
     "member_config",
@@ -168,12 +170,32 @@ def config_from_bytes(data: bytes | str) -> KubeConfig:
     return KubeConfig.from_dict(parsed)
 
 
+class MemberKubeConfig(KubeConfig):
+    """A member's canonical kubeconfig, with the identity it acts as when its user says `as`
+    (lightkube reads no impersonation: the clients built here send the headers themselves)."""
+
+    impersonate: tuple[str, tuple[str, ...]] | None = None
+
+
+def impersonation_headers(config: KubeConfig) -> list[tuple[str, str]]:
+    """Impersonate-User and one Impersonate-Group per group, for a member config that acts as
+    someone else; none otherwise."""
+    who = config.impersonate if isinstance(config, MemberKubeConfig) else None
+    if who is None:
+        return []
+    user, groups = who
+    return [("Impersonate-User", user), *(("Impersonate-Group", g) for g in groups)]
+
+
 def member_config(data: bytes | str, *, allow_insecure: bool = False) -> KubeConfig:
     """A member cluster's kubeconfig: data from someone else, so it must pass `kubeconfig_policy`
     (inline credentials, https) before anything reads it; `KubeconfigRefused` otherwise. The client
     is built from the policy's canonical document only, and its TLS material is loaded here once,
     so a certificate that is not PEM is a refusal now rather than an error in a later request."""
-    config = KubeConfig.from_dict(kubeconfig_policy.load(data, allow_insecure=allow_insecure))
+    document = kubeconfig_policy.load(data, allow_insecure=allow_insecure)
+    config = MemberKubeConfig.from_dict(document)
+    if isinstance(config, MemberKubeConfig):  # from_dict builds `cls`
+        config.impersonate = kubeconfig_policy.impersonation(document)
     try:
         internals.tls_context(config)
     except (ssl.SSLError, ValueError, OSError):
@@ -194,14 +216,16 @@ def member_kubeconfig_text(data: bytes | str, *, allow_insecure: bool = False) -
 def client(config: KubeConfig, *, namespace: str | None = None, trust_env: bool = False) -> Client:
     """`trust_env`: honour HTTPS_PROXY/NO_PROXY (the CLI talking to the user's own management
     cluster, as kubectl does); never for a member, whose kubeconfig someone else wrote."""
-    return Client(
+    made = Client(
         config=config, namespace=namespace, field_manager=FIELD_MANAGER, timeout=_TIMEOUT, trust_env=trust_env
     )
+    internals.add_default_headers(internals.raw_sync_http(made), impersonation_headers(config))
+    return made
 
 
 def async_client(config: KubeConfig, *, namespace: str | None = None, target: str = "member") -> AsyncClient:
     """`target` labels the client's requests in the API request metrics: "management" or "member"."""
-    return AsyncClient(
+    made = AsyncClient(
         config=config,
         namespace=namespace,
         field_manager=FIELD_MANAGER,
@@ -209,6 +233,8 @@ def async_client(config: KubeConfig, *, namespace: str | None = None, target: st
         trust_env=False,
         transport=_transport(config, target),
     )
+    internals.add_default_headers(internals.raw_http(made), impersonation_headers(config))
+    return made
 
 
 def _transport(config: KubeConfig, target: str) -> lanes.Laned:

@@ -91,6 +91,12 @@ def raw_sync_http(client: Client) -> httpx2.Client:
     return session
 
 
+def add_default_headers(session: httpx2.Client | httpx2.AsyncClient, pairs: list[tuple[str, str]]) -> None:
+    """Headers sent with every request of `session`, repeated names kept (Impersonate-Group)."""
+    if pairs:
+        session.headers = httpx2.Headers([*session.headers.multi_items(), *pairs])
+
+
 def config_of(client: Client) -> Any:
     """The single-context config a sync client was built from (what `http` accepts as well)."""
     return client.config

@@ -8,7 +8,9 @@ credentials through a host of the author's choosing. fleetwave therefore accepts
 
 - the current context's cluster with an `https://` server and inline `certificate-authority-data`
   (or none: the system trust store);
-- its user with an inline `token`, or inline `client-certificate-data` + `client-key-data`.
+- its user with an inline `token`, or inline `client-certificate-data` + `client-key-data`, and
+  optionally `as`/`as-groups` (impersonation: what fleetwave writes to deliver as a tenant, ADR 0111;
+  the credential's own rights bound what it can impersonate).
 
 `insecure-skip-tls-verify: true` and `http://` servers need an explicit opt-in (`allow_insecure`),
 which the caller must make visible (a flag on `cluster register`, an annotation on the
@@ -32,7 +34,7 @@ from typing import Any
 
 from fleetwave.api import yamlsafe
 
-__all__ = ["KubeconfigRefused", "Verdict", "canonical", "check", "load"]
+__all__ = ["KubeconfigRefused", "Verdict", "canonical", "check", "impersonation", "load"]
 
 _RUNS_OR_READS = {
     "exec": "runs a program",
@@ -46,7 +48,11 @@ _RUNS_OR_READS = {
 _SECTIONS = (("clusters", "cluster"), ("users", "user"), ("contexts", "context"))
 # The only fields a canonical kubeconfig carries; everything else the author wrote is dropped.
 _CLUSTER_FIELDS = ("server", "certificate-authority-data", "insecure-skip-tls-verify")
-_USER_FIELDS = ("token", "client-certificate-data", "client-key-data")
+_USER_FIELDS = ("token", "client-certificate-data", "client-key-data", "as", "as-groups")
+# Impersonation (`as`, `as-groups`, sent as Impersonate-User/-Group headers): fleetwave writes it for
+# a tenant's deliveries (ADR 0111); an author's own can do no more than the credential it rides on.
+_MAX_IMPERSONATION_CHARS = 256
+_MAX_IMPERSONATED_GROUPS = 16
 _MAX_BYTES = 256 * 1024
 _MAX_SERVER_CHARS = 2048
 _MAX_TOKEN_CHARS = 64 * 1024
@@ -239,6 +245,7 @@ def _user(user: Mapping[str, Any]) -> list[str]:
         problems.append("user.token must be printable ASCII without spaces")
     for key in ("client-certificate-data", "client-key-data"):
         problems += _base64(f"user.{key}", user.get(key))
+    problems += _impersonation(user)
     has_token = isinstance(token, str) and bool(token)
     has_cert = bool(user.get("client-certificate-data")) and bool(user.get("client-key-data"))
     if not has_cert and (user.get("client-certificate-data") or user.get("client-key-data")):
@@ -248,6 +255,39 @@ def _user(user: Mapping[str, Any]) -> list[str]:
             "user has no inline credentials: set token, or client-certificate-data and client-key-data"
         )
     return problems
+
+
+def _impersonation(user: Mapping[str, Any]) -> list[str]:
+    problems = []
+    name, groups = user.get("as"), user.get("as-groups")
+    if name is not None and not _impersonated_name(name):
+        problems.append(f"user.as must be a name of printable characters, at most {_MAX_IMPERSONATION_CHARS}")
+    if groups is not None and not (
+        isinstance(groups, list)
+        and len(groups) <= _MAX_IMPERSONATED_GROUPS
+        and all(_impersonated_name(g) for g in groups)
+    ):
+        problems.append(f"user.as-groups must be a list of at most {_MAX_IMPERSONATED_GROUPS} names")
+    if groups is not None and name is None:
+        problems.append("user.as-groups needs user.as")
+    return problems
+
+
+def _impersonated_name(value: Any) -> bool:
+    """Sent in an HTTP header: printable ASCII (a space inside is allowed), bounded."""
+    return (
+        isinstance(value, str)
+        and 0 < len(value) <= _MAX_IMPERSONATION_CHARS
+        and all(" " <= c <= "~" for c in value)
+        and value.strip() == value
+    )
+
+
+def impersonation(canonical_doc: Mapping[str, Any]) -> tuple[str, tuple[str, ...]] | None:
+    """The user and groups a canonical kubeconfig (`load`) acts as; None when it acts as itself."""
+    user = canonical_doc["users"][0]["user"]
+    name = user.get("as")
+    return None if name is None else (str(name), tuple(str(g) for g in user.get("as-groups") or ()))
 
 
 def _context(context: Mapping[str, Any]) -> list[str]:

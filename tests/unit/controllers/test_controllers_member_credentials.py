@@ -112,10 +112,11 @@ class _Cache:
 
 @dataclass
 class _Client:
-    patches: list[Any] = field(default_factory=list)
+    patches: list[Any] = field(default_factory=list)  # status writes
+    labelled: list[Any] = field(default_factory=list)  # metadata (registration labels) writes
 
     async def patch(self, resource: Any, name: str, body: Any, **_: Any) -> None:
-        self.patches.append(body)
+        (self.patches if "status" in body else self.labelled).append(body)
 
 
 class _Ctx(Context):
@@ -515,9 +516,13 @@ async def test_a_registered_member_gets_one_status_write_then_none_while_nothing
 
     class _Stored(_Client):
         async def patch(self, resource: Any, name: str, body: Any, **_: Any) -> None:
-            self.patches.append(body)
-            for key, value in body["status"].items():  # the fields this controller writes: whole
-                mc["status"][key] = value
+            if "status" not in body:  # the registration labels
+                self.labelled.append(body)
+                mc["metadata"].setdefault("labels", {}).update(body["metadata"]["labels"])
+            else:
+                self.patches.append(body)
+                for key, value in body["status"].items():  # the fields this controller writes: whole
+                    mc["status"][key] = value
             mc["metadata"]["resourceVersion"] = str(int(mc["metadata"]["resourceVersion"]) + 1)
 
     client = _Stored()
@@ -528,5 +533,7 @@ async def test_a_registered_member_gets_one_status_write_then_none_while_nothing
         )
 
     (first,) = client.patches  # each write wakes every placement and the member's summaries
+    (labelled,) = client.labelled  # the version label, once
+    assert labelled == {"metadata": {"labels": {"projectsveltos.io/k8s-version": "v1.35.4"}}}
     assert first["status"]["properties"]["kubernetes-fleet.io/node-count"]["value"] == "3"
     assert first["status"]["conditions"][0]["reason"] == membercluster.REACHABLE

@@ -127,6 +127,18 @@ def test_raw_sync_http_is_the_session_inside_a_sync_client_with_its_proxy_settin
             assert internals.raw_sync_http(client) is session
 
 
+async def test_add_default_headers_keeps_every_value_of_a_repeated_header(config: KubeConfig) -> None:
+    client = kubeclient.async_client(config)
+    try:
+        session = internals.raw_http(client)
+        internals.add_default_headers(session, [("Impersonate-Group", "a"), ("Impersonate-Group", "b")])
+        request = session.build_request("GET", "/api")
+        assert request.headers.get_list("Impersonate-Group") == ["a", "b"]
+        assert _authorization(session) == f"Bearer {TOKEN}"  # its credentials stay
+    finally:
+        await client.close()
+
+
 def test_config_of_returns_the_single_context_config_of_a_sync_client(sync_client: Client) -> None:
     single = internals.config_of(sync_client)
     assert single.cluster.server == SERVER

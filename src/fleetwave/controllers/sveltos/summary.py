@@ -24,7 +24,7 @@ from fleetwave import translate
 from fleetwave.api import conditions
 from fleetwave.api.models import ClusterProfile
 from fleetwave.api.sveltos import ClusterProfileSpec, HelmChart, ValidateHealth
-from fleetwave.controllers.fleet import members, pull
+from fleetwave.controllers.fleet import members, pull, tenancy
 from fleetwave.controllers.fleet.boundary import content_boundary
 from fleetwave.controllers.shared.context import Context, HelmOutcome, Wake, as_dict
 from fleetwave.controllers.shared.echoes import tracked
@@ -280,7 +280,7 @@ def fingerprint(target: MemberTarget) -> str:
 
 def _same_target(ctx: Context, memory: SummaryMemory, key: str, raw: Mapping[str, Any]) -> bool:
     """Whether this process last delivered the summary to the cluster's present credentials."""
-    target, _ = _target(ctx, raw.get("spec") or {})
+    target, _ = _target(ctx, raw)
     return target is not None and memory.delivered_with(SummaryKey.parse(key), fingerprint(target))
 
 
@@ -300,7 +300,10 @@ def requeue_for(ctx: Context, raw: Mapping[str, Any], outcome: ss.Outcome) -> Re
     return Result()
 
 
-def _target(ctx: Context, spec: Mapping[str, Any]) -> tuple[MemberTarget | None, str]:
+def _target(ctx: Context, raw: Mapping[str, Any]) -> tuple[MemberTarget | None, str]:
+    """The member to deliver to, acting as the summary's tenant admin when its profile names one
+    (ADR 0111)."""
+    spec = raw.get("spec") or {}
     mc = ctx.cache.get("MemberCluster", spec.get("clusterNamespace"), str(spec.get("clusterName")))
     if mc is None:
         return None, f"cluster {spec.get('clusterNamespace')}/{spec.get('clusterName')} is not registered"
@@ -308,14 +311,22 @@ def _target(ctx: Context, spec: Mapping[str, Any]) -> tuple[MemberTarget | None,
     found = members.credentials(ctx.cache, member)
     if found.kubeconfig is None:
         return None, f"cluster {member.key}: {found.message}"
-    return MemberTarget(member.key, found.kubeconfig, allow_insecure=member.allow_insecure), ""
+    admin = tenancy.admin_of((raw.get("metadata") or {}).get("labels"))
+    if isinstance(admin, str):
+        return None, admin
+    kubeconfig = found.kubeconfig
+    if admin is not None:
+        kubeconfig = tenancy.acting_as(kubeconfig, admin, allow_insecure=member.allow_insecure)
+    return MemberTarget(
+        member.key, kubeconfig, allow_insecure=member.allow_insecure, tenant=str(admin or "")
+    ), ""
 
 
 async def _deliver(ctx: Context, memory: SummaryMemory, raw: Mapping[str, Any]) -> ss.Outcome:
     spec = raw.get("spec") or {}
     wanted_hash = str((raw["metadata"].get("annotations") or {}).get(ss.CONTENT_HASH_ANNOTATION, ""))
     profile = ClusterProfileSpec.model_validate(spec.get("clusterProfileSpec") or {})
-    target, problem = _target(ctx, spec)
+    target, problem = _target(ctx, raw)
     if target is None:
         return ss.Outcome(wanted_hash, unreachable=problem)
     found = await _content(ctx, raw, wanted_hash)
@@ -602,6 +613,15 @@ async def _resources(
 ) -> tuple[ss.Feature, dict[tuple[str, str, str | None, str], Mapping[str, Any]]]:
     """The resources feature, and the objects as their applies returned them."""
     before, inv = _previous_kinds(previous), inventory(key.namespace, key.name)
+    if target.tenant and not dry_run:
+        # A tenant's content is tried whole first (server-side dry run, as the tenant): what its
+        # rules refuse fails the feature before anything of it is applied (ADR 0111).
+        tried = await manifests.apply(
+            target, objects, inventory=inv, dry_run=True, policy=policy, owner=owner
+        )
+        if not tried.ok:
+            why = f"refused for tenant admin {target.tenant}: " + "; ".join(tried.errors)
+            return ss.Feature(ss.FEATURE_RESOURCES, "Failed", tried.content_hash, why), {}
     report = await manifests.apply(
         target, objects, inventory=inv, dry_run=dry_run, policy=policy, owner=owner, known=known
     )
@@ -724,7 +744,7 @@ async def _finalize(ctx: Context, memory: SummaryMemory, obj: Any, raw: Mapping[
         if waiting is not None:
             return waiting
     else:
-        target, _ = _target(ctx, raw.get("spec") or {})
+        target, _ = _target(ctx, raw)
         if target is not None and not leave and not ours:
             waiting = await _withdraw_pushed(ctx, obj, raw, target)
             if waiting is not None:

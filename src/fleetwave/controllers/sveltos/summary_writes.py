@@ -14,6 +14,7 @@ from typing import Any
 
 from fleetwave import translate
 from fleetwave.api.models import ClusterProfile
+from fleetwave.controllers.fleet import tenancy
 from fleetwave.controllers.shared.context import Context, as_dict
 from fleetwave.controllers.shared.echoes import tracked
 from fleetwave.controllers.sveltos import content
@@ -112,6 +113,8 @@ class _Shared:
     annotations: Mapping[str, str]
     owner_reference: Mapping[str, Any]
     profile_spec: Mapping[str, Any]
+    # The profile's tenant-admin labels (ADR 0111): the summary delivers as that ServiceAccount.
+    tenant: Mapping[str, str]
     digest: str  # of all of the above
 
     @classmethod
@@ -128,8 +131,14 @@ class _Shared:
             "owner_reference": common.owner_reference(ctx, KIND, profile),
             "profile_spec": summary_spec(profile),
         }
-        text = json.dumps({**fields, "layout": _LAYOUT}, sort_keys=True, default=str)
-        return cls(**fields, digest=hashlib.sha256(text.encode()).hexdigest())
+        tenant = tenancy.tenant_labels(profile.metadata.labels)
+        # Only a tenant's summaries hash it: the others keep the hash they were written with.
+        text = json.dumps(
+            {**fields, "layout": _LAYOUT, **({"tenant": tenant} if tenant else {})},
+            sort_keys=True,
+            default=str,
+        )
+        return cls(**fields, tenant=tenant, digest=hashlib.sha256(text.encode()).hexdigest())
 
     def annotations_of(self, cluster: str) -> dict[str, str]:
         written = hashlib.sha256(f"{self.digest}/{cluster}".encode()).hexdigest()[:32]
@@ -147,6 +156,7 @@ class _Shared:
                     ss.PROFILE_LABEL: self.profile,
                     ss.SVELTOS_PROFILE_LABEL: self.profile,
                     ss.CLUSTER_LABEL: name,
+                    **self.tenant,
                 },
                 "annotations": self.annotations_of(cluster),
                 "ownerReferences": [dict(self.owner_reference)],
