@@ -18,7 +18,9 @@ from typing import Any
 import pytest
 import upstream_support
 import yaml
-from lightkube import Client
+from lightkube import ApiError, Client
+from lightkube.resources.core_v1 import ConfigMap, Namespace, ServiceAccount
+from lightkube.resources.rbac_authorization_v1 import ClusterRole, Role, RoleBinding
 from promotion_support import CHARTS, ENVS, ControllerThread, chart_version, settings, wait_for
 from typer.testing import CliRunner
 
@@ -362,7 +364,9 @@ def test_register_also_registers_the_member_in_the_served_upstream_groups(
             "kubeconfigName": "reg-probe-kubeconfig",
             "kubeconfigKeyName": "kubeconfig",
         }
-        assert sveltos["metadata"]["labels"] == {"fleetwave-test": "register"}
+        labels = dict(sveltos["metadata"]["labels"])
+        labels.pop("projectsveltos.io/k8s-version", None)  # the controller may have labelled it already
+        assert labels == {"fleetwave-test": "register"}
         fleet_member = kubectl.yaml("get memberclusters.cluster.kubernetes-fleet.io reg-probe -o yaml")
         assert fleet_member["metadata"]["labels"] == {"fleetwave-test": "register"}
         # The controller serving the Sveltos group reaches the member through what register wrote.
@@ -377,3 +381,141 @@ def test_register_also_registers_the_member_in_the_served_upstream_groups(
         kubectl("delete memberclusters.cluster.kubernetes-fleet.io reg-probe --ignore-not-found --wait=false")
         kubectl("delete memberclusters.fleetwave.io -n fleetwave-system reg-probe --ignore-not-found")
         kubectl("delete secret -n fleetwave-system reg-probe-kubeconfig --ignore-not-found")
+
+
+TENANT_ROLE = """apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: eng-full-access
+  namespace: default
+data:
+  role.yaml: |
+    apiVersion: rbac.authorization.k8s.io/v1
+    kind: Role
+    metadata:
+      name: eng-full-access
+      namespace: eng
+    rules:
+    - apiGroups: ["*"]
+      resources: ["*"]
+      verbs: ["*"]
+---
+apiVersion: lib.projectsveltos.io/v1beta1
+kind: RoleRequest
+metadata:
+  name: eng-full-access
+spec:
+  serviceAccountName: eng
+  serviceAccountNamespace: eng
+  clusterSelector:
+    matchLabels:
+      env: dev
+  roleRefs:
+  - name: eng-full-access
+    namespace: default
+    kind: ConfigMap
+"""
+
+
+def _tenant_content(*, with_cluster_role: bool) -> str:
+    """A tenant's profile (Sveltos' serviceaccount labels) and its content: a ConfigMap in its own
+    namespace and, when asked, a ClusterRole its RoleRequest does not grant."""
+    extra = (
+        """
+  clusterrole.yaml: |
+    apiVersion: rbac.authorization.k8s.io/v1
+    kind: ClusterRole
+    metadata:
+      name: eng-takes-over
+    rules:
+    - apiGroups: ["*"]
+      resources: ["*"]
+      verbs: ["*"]"""
+        if with_cluster_role
+        else ""
+    )
+    return f"""apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: eng-content
+  namespace: default
+data:
+  configmap.yaml: |
+    apiVersion: v1
+    kind: ConfigMap
+    metadata:
+      name: eng-settings
+      namespace: eng
+    data:
+      level: debug{extra}
+---
+apiVersion: config.projectsveltos.io/v1beta1
+kind: ClusterProfile
+metadata:
+  name: eng-settings
+  labels:
+    projectsveltos.io/serviceaccount-name: eng
+    projectsveltos.io/serviceaccount-namespace: eng
+spec:
+  clusterSelector:
+    matchLabels:
+      env: dev
+  policyRefs:
+  - name: eng-content
+    namespace: default
+    kind: ConfigMap
+"""
+
+
+def _feature(kubectl: Kubectl) -> dict[str, Any]:
+    got = kubectl.yaml("get clustersummary.config.projectsveltos.io eng-settings-sveltos-dev -n dev -o yaml")
+    features = (got.get("status") or {}).get("featureSummaries") or [{}]
+    return dict(features[0])
+
+
+def _exists(client: Client, kind: type[Any], name: str, namespace: str | None = None) -> bool:
+    try:
+        client.get(kind, name, namespace=namespace)
+    except ApiError as e:
+        if e.status.code == 404:
+            return False
+        raise
+    return True
+
+
+def test_a_tenant_admin_deploys_only_what_its_role_request_grants_and_nothing_half(
+    controller: ControllerThread, kubectl: Kubectl, members: dict[str, Client]
+) -> None:
+    dev = members["member-1"]
+    kubectl("apply -f -", stdin=TENANT_ROLE)
+    try:
+        wait_for(
+            lambda: _exists(dev, RoleBinding, "eng-full-access-role-eng-full-access", "eng"),
+            what="the RoleRequest's grant on the dev member",
+        )
+        assert _exists(dev, ServiceAccount, "eng", "eng")
+        assert _exists(dev, Role, "eng-full-access", "eng")
+        info = kubectl.yaml("get rolerequest.lib.projectsveltos.io eng-full-access -o yaml")["status"]
+        assert [(i["cluster"]["name"], i["status"]) for i in info["clusterInfo"]] == [("dev", "Provisioned")]
+
+        # The tenant's content holds a ClusterRole it was not granted: the member's API server
+        # refuses it (the delivery acts as the tenant), and nothing of the content is applied.
+        kubectl("apply -f -", stdin=_tenant_content(with_cluster_role=True))
+        wait_for(lambda: _feature(kubectl).get("status") == "Failed", what="the tenant's refused feature")
+        message = _feature(kubectl)["failureMessage"]
+        assert "refused for tenant admin eng/eng" in message, message
+        assert "forbidden" in message, message
+        assert not _exists(dev, ClusterRole, "eng-takes-over")
+        assert not _exists(dev, ConfigMap, "eng-settings", "eng")  # not half-applied
+
+        # Within its grant, the same tenant delivers.
+        kubectl("apply -f -", stdin=_tenant_content(with_cluster_role=False))
+        wait_for(lambda: _exists(dev, ConfigMap, "eng-settings", "eng"), what="the tenant's content")
+        wait_for(lambda: _feature(kubectl).get("status") == "Provisioned", what="the tenant's feature")
+    finally:
+        kubectl("delete clusterprofile.config.projectsveltos.io eng-settings --ignore-not-found --wait=false")
+        kubectl("delete rolerequest.lib.projectsveltos.io eng-full-access --ignore-not-found")
+    # Deleting the request withdraws the grant (the namespace stays: the tenant's content lives there).
+    wait_for(lambda: not _exists(dev, Role, "eng-full-access", "eng"), what="the grant withdrawn")
+    assert not _exists(dev, RoleBinding, "eng-full-access-role-eng-full-access", "eng")
+    assert _exists(dev, Namespace, "eng")

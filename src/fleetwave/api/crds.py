@@ -186,6 +186,7 @@ _UPSTREAM_NAMES: dict[tuple[str, str], dict[str, Any]] = {
     (_FLEET, "ClusterApprovalRequest"): {"shortNames": ["careq"], "columns": _SEED_APPROVAL_COLUMNS},
     (_FLEET, "ApprovalRequest"): {"shortNames": ["areq"], "columns": _SEED_APPROVAL_COLUMNS},
     ("lib.projectsveltos.io", "SveltosCluster"): {"shortNames": [], "columns": _MEMBER_COLUMNS},
+    ("lib.projectsveltos.io", "RoleRequest"): {"shortNames": [], "columns": []},
     ("cluster.kubernetes-fleet.io", "MemberCluster"): {"shortNames": ["cluster"], "columns": _MEMBER_COLUMNS},
     **{("config.projectsveltos.io", k): {"shortNames": [], "columns": []} for k in _SVELTOS_CONFIG},
     # KubeFleet's overrides, their snapshots and the envelopes have neither.

@@ -94,6 +94,7 @@ SVELTOS = Family(
         "ClusterPromotion": Served(SVELTOS_CONFIG, "ClusterPromotion", "clusterpromotions", False),
         "ClusterSummary": Served(SVELTOS_CONFIG, "ClusterSummary", "clustersummaries", True),
         "MemberCluster": Served(SVELTOS_LIB, "SveltosCluster", "sveltosclusters", True),
+        "RoleRequest": Served(SVELTOS_LIB, "RoleRequest", "rolerequests", False),
     },
     {"MemberCluster": upstream.sveltos_cluster},
 )

@@ -55,6 +55,7 @@ from fleetwave.api.sveltos import (
     Trigger,
     ValidateHealth,
 )
+from fleetwave.api.tenancy import RoleRequest, RoleRequestSpec, RoleRequestStatus
 from fleetwave.api.work import MemberWork, MemberWorkSpec, MemberWorkStatus
 
 ALL_KINDS: tuple[type[Resource], ...] = (
@@ -79,6 +80,7 @@ ALL_KINDS: tuple[type[Resource], ...] = (
     ClusterResourceEnvelope,
     ResourceEnvelope,
     MemberWork,
+    RoleRequest,
 )
 KINDS: dict[str, type[Resource]] = {k.kind_name: k for k in ALL_KINDS}
 
@@ -129,6 +131,9 @@ __all__ = [
     "ResourcePlacement",
     "ResourceSnapshot",
     "ResourceSnapshotSpec",
+    "RoleRequest",
+    "RoleRequestSpec",
+    "RoleRequestStatus",
     "Stage",
     "StageConfig",
     "StageStatus",

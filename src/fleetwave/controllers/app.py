@@ -17,7 +17,7 @@ from typing import Any
 
 from fleetwave.api import families, pullmode
 from fleetwave.controllers import kubefleet, watches
-from fleetwave.controllers.fleet import membercluster
+from fleetwave.controllers.fleet import membercluster, role_requests
 from fleetwave.controllers.fleet.member_watches import MemberWatches
 from fleetwave.controllers.fleet.ports import HealthAdapter, HelmAdapter
 from fleetwave.controllers.shared.context import Cache, Context
@@ -230,7 +230,7 @@ def _notifier(settings: Settings, secrets: Informer) -> notify.Notifier:
     return notify.Notifier(sink, source=f"fleetwave/{settings.namespace}")
 
 
-_SVELTOS_KINDS = ("ClusterPromotion", "ClusterProfile", "ClusterSummary", "MemberCluster")
+_SVELTOS_KINDS = ("ClusterPromotion", "ClusterProfile", "ClusterSummary", "MemberCluster", "RoleRequest")
 
 
 def _family(
@@ -383,6 +383,8 @@ def _add_controllers(
         scoped = ctx.family.served("MemberCluster").namespaced
         clusters.watch(informers["Secret"], lambda s: watches.member_of_secret(s, namespaced=scoped))
         clusters.watch(informers["Lease"], lambda lease: watches.member_of_lease(lease, namespaced=scoped))
+    if "RoleRequest" in ctx.family.kinds:
+        _add_role_requests(manager, ctx, informers)
     if "ClusterProfile" not in ctx.family.kinds:
         return
     keys = watches.Keys(ctx.cache)
@@ -421,6 +423,21 @@ def _add_controllers(
         summaries,
         watches.Writes(ctx.statuses.own, ctx.echoes, ctx.wakeups),
     )
+
+
+def _add_role_requests(manager: Manager, ctx: Context, informers: dict[str, Informer]) -> None:
+    """RoleRequests (ADR 0111): re-granted when a member changes (it may start or stop matching) or a
+    ConfigMap or Secret one of them reads changes."""
+    requests: Controller[str] = manager.add_controller(
+        ctx.family.controller_name("RoleRequest"),
+        lambda k: role_requests.reconcile(ctx, k),
+        workers=2,
+        keys=lambda: watches.all_keys(ctx.cache, "RoleRequest"),
+    )
+    requests.watch(informers["RoleRequest"], lambda o: [object_key(o)])
+    requests.watch(informers["MemberCluster"], lambda _o: watches.all_keys(ctx.cache, "RoleRequest"))
+    requests.watch(informers["ConfigMap"], lambda o: watches.role_requests_reading(ctx.cache, "ConfigMap", o))
+    requests.watch(informers["Secret"], lambda o: watches.role_requests_reading(ctx.cache, "Secret", o))
 
 
 def _summary_memory(manager: Manager) -> SummaryMemory:

@@ -16,7 +16,7 @@ from typing import Any
 
 from fleetwave.api import pullmode
 from fleetwave.controllers import fanout
-from fleetwave.controllers.fleet import members
+from fleetwave.controllers.fleet import members, role_requests
 from fleetwave.controllers.shared.context import Cache, as_dict
 from fleetwave.controllers.shared.echoes import Echoes
 from fleetwave.controllers.shared.own_writes import OwnWrites
@@ -35,6 +35,16 @@ def _labels(obj: Any) -> dict[str, str]:
 
 def all_keys(cache: Cache, kind: str) -> list[str]:
     return [object_key(o) for o in cache.objects(kind)]
+
+
+def role_requests_reading(cache: Cache, kind: str, obj: Any) -> list[str]:
+    """The RoleRequests whose roleRefs name this ConfigMap or Secret (few: a scan)."""
+    meta = obj.metadata
+    return [
+        str(raw["metadata"]["name"])
+        for raw in cache.list("RoleRequest")
+        if role_requests.references(raw, kind, str(meta.namespace), str(meta.name))
+    ]
 
 
 class Keys:

@@ -17,8 +17,9 @@ Where each rule comes from:
   `create` when absent) and deleted; a summary's finalizer is a merge patch; a promotion's manual
   approval is reset by a JSON patch; members' labels are merge-patched (Sveltos' registration labels,
   `projectsveltos.io/k8s-version` and `sveltos-agent`; SveltosClusters and native members, never a
-  KubeFleet MemberCluster); resource snapshots are created, relabelled and pruned; approval
-  requests are created; statuses are merge-patched through the `status` subresource;
+  KubeFleet MemberCluster); a RoleRequest's finalizer is a merge patch; resource snapshots are
+  created, relabelled and pruned; approval requests are created; statuses are merge-patched
+  through the `status` subresource;
 - `update` on the `finalizers` subresource of the kinds that own what the controller creates with
   `blockOwnerDeletion` (promotion -> profile, profile -> summary, update run -> approval request):
   API servers running the OwnerReferencesPermissionEnforcement admission plugin require it;
@@ -115,9 +116,16 @@ STATUS_WRITTEN = (
     "StagedUpdateRun",
     "ClusterApprovalRequest",
     "ApprovalRequest",
+    "RoleRequest",
 )
 # Kinds the controllers merge-patch besides their status (finalizers, a manual gate, labels).
-PATCHED = ("ClusterPromotion", "ClusterResourcePlacement", "ResourcePlacement", "MemberCluster")
+PATCHED = (
+    "ClusterPromotion",
+    "ClusterResourcePlacement",
+    "ResourcePlacement",
+    "MemberCluster",
+    "RoleRequest",
+)
 # Kinds that own (controller, blockOwnerDeletion) objects the controllers create.
 OWNERS = ("ClusterPromotion", "ClusterProfile", "ClusterStagedUpdateRun", "StagedUpdateRun")
 
@@ -209,7 +217,7 @@ def family_rules(family: Family) -> list[Rule]:
         rules.extend(Rule(g, tuple(sorted(p)), verbs) for g, p in sorted(groups.items()))
 
     grant(("ClusterProfile", "ClusterSummary"), ("create", "patch", "delete"))
-    grant(("ClusterPromotion", "ClusterResourcePlacement", "ResourcePlacement"), ("patch",))
+    grant(("ClusterPromotion", "ClusterResourcePlacement", "ResourcePlacement", "RoleRequest"), ("patch",))
     if "MemberCluster" in family.kinds and family.served("MemberCluster").kind == "SveltosCluster":
         grant(("MemberCluster",), ("patch",))  # Sveltos' registration labels
     grant(SNAPSHOTS, ("create", "patch", "delete"))

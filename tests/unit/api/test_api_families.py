@@ -39,6 +39,7 @@ def test_upstream_crds_use_upstream_names_scope_and_columns_and_are_marked_as_fl
         "clusterpromotions.config.projectsveltos.io",
         "clustersummaries.config.projectsveltos.io",
         "sveltosclusters.lib.projectsveltos.io",
+        "rolerequests.lib.projectsveltos.io",
     }
     # ten placement kinds, four override kinds, two envelopes and KubeFleet's MemberCluster
     assert len(made) == len(sveltos) + 17
@@ -80,15 +81,16 @@ def test_upstream_rbac_grants_the_native_verbs_on_the_upstream_groups_only() -> 
         ("create", "patch", "delete"),
     ) in rules
     assert ("config.projectsveltos.io", ("clusterpromotions",), ("patch",)) in rules
-    assert ("lib.projectsveltos.io", ("sveltosclusters",), ("get", "list", "watch")) in rules
-    assert ("lib.projectsveltos.io", ("sveltosclusters/status",), ("patch",)) in rules
+    assert ("lib.projectsveltos.io", ("rolerequests", "sveltosclusters"), ("get", "list", "watch")) in rules
+    assert ("lib.projectsveltos.io", ("rolerequests/status", "sveltosclusters/status"), ("patch",)) in rules
     assert all(
         r.group in ("config.projectsveltos.io", "lib.projectsveltos.io")
         for r in rbac.family_rules(families.SVELTOS)
     )
-    # Nothing on sveltosclusters beyond reading them and writing their status.
+    # Nothing on sveltosclusters beyond reading them, writing their status and their registration
+    # labels (a merge patch of metadata.labels).
     on_clusters = {v for g, res, verbs in rules if "sveltosclusters" in res for v in verbs}
-    assert on_clusters == {"get", "list", "watch"}
+    assert on_clusters == {"get", "list", "watch", "patch"}
     documents = rbac.upstream_documents("fleetwave-system", families.UPSTREAM)
     assert [d["kind"] for d in documents] == ["ClusterRole", "ClusterRoleBinding"]
     assert documents[1]["subjects"] == [

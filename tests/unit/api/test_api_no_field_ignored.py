@@ -78,6 +78,11 @@ PRIVATE_CHARTS = (
 )
 UP = "tests/integration/test_upstream_apis_kubefleet_seed.py::"
 DC = "tests/integration/test_delivery_conflicts.py::"
+RR = "tests/unit/controllers/test_controllers_role_requests.py::"
+TENANT = (
+    "tests/integration/test_upstream_apis_kubectl.py::"
+    "test_a_tenant_admin_deploys_only_what_its_role_request_grants_and_nothing_half"
+)
 PC = "tests/integration/test_profile_delivery_rules.py::"
 MT = "tests/integration/test_metric_checks.py::"
 METRIC_LUA = MT + "test_a_lua_check_passes_on_a_good_pushed_value_and_fails_on_a_bad_one"
@@ -458,6 +463,15 @@ REGISTRY: dict[str, dict[str, Entry]] = {
     "MemberWorkSpec": dict.fromkeys(
         ("cluster", "owner", "revision", "summary", "placement", "withdraw"), ("written", AGENT_REFUSES)
     ),
+    # Tenants (ADR 0111).
+    "RoleRequestSpec": {
+        "clusterSelector": h(TENANT),
+        "roleRefs": h(TENANT),
+        "serviceAccountName": h(TENANT),
+        "serviceAccountNamespace": h(TENANT),
+        "expirationSeconds": h(RR + "test_a_role_request_setting_expiration_seconds_is_refused_by_name"),
+    },
+    "RoleRef": {f: h(TENANT) for f in ("kind", "namespace", "name")},
     "KubeconfigSecretRef": {
         f: h(MC + "test_the_own_namespace_written_out_is_fine") for f in ("name", "namespace", "key")
     },

@@ -613,15 +613,9 @@ async def _resources(
 ) -> tuple[ss.Feature, dict[tuple[str, str, str | None, str], Mapping[str, Any]]]:
     """The resources feature, and the objects as their applies returned them."""
     before, inv = _previous_kinds(previous), inventory(key.namespace, key.name)
-    if target.tenant and not dry_run:
-        # A tenant's content is tried whole first (server-side dry run, as the tenant): what its
-        # rules refuse fails the feature before anything of it is applied (ADR 0111).
-        tried = await manifests.apply(
-            target, objects, inventory=inv, dry_run=True, policy=policy, owner=owner
-        )
-        if not tried.ok:
-            why = f"refused for tenant admin {target.tenant}: " + "; ".join(tried.errors)
-            return ss.Feature(ss.FEATURE_RESOURCES, "Failed", tried.content_hash, why), {}
+    refused = None if dry_run else await _tenant_refusal(target, objects, inv, policy, owner)
+    if refused is not None:
+        return refused, {}
     report = await manifests.apply(
         target, objects, inventory=inv, dry_run=dry_run, policy=policy, owner=owner, known=known
     )
@@ -629,12 +623,32 @@ async def _resources(
         failed = ss.Feature(ss.FEATURE_RESOURCES, "Failed", report.content_hash, "; ".join(report.errors))
         return failed, {}
     if not dry_run:
+        # As fleetwave: finding what to prune lists across namespaces, a tenant may read only its own.
         await manifests.prune_unless_done(
-            target, memory.prunes, key, inventory=inv, kinds=before | report.kinds, keep=report.refs
+            tenancy.as_controller(target),
+            memory.prunes,
+            key,
+            inventory=inv,
+            kinds=before | report.kinds,
+            keep=report.refs,
         )
     deployed = tuple(sorted({ss.gvk_string(g.api_version, g.kind) for g in report.kinds}))
     provisioned = ss.Feature(ss.FEATURE_RESOURCES, "Provisioned", report.content_hash, deployed=deployed)
     return provisioned, report.live
+
+
+async def _tenant_refusal(
+    target: MemberTarget, objects: list[dict[str, Any]], inv: str, policy: manifests.ApplyPolicy, owner: str
+) -> ss.Feature | None:
+    """A tenant's content is tried whole first (server-side dry run, as the tenant): what its rules
+    refuse fails the feature before anything of it is applied (ADR 0111). None: go ahead."""
+    if not target.tenant:
+        return None
+    tried = await manifests.apply(target, objects, inventory=inv, dry_run=True, policy=policy, owner=owner)
+    if tried.ok:
+        return None
+    why = f"refused for tenant admin {target.tenant}: " + "; ".join(tried.errors)
+    return ss.Feature(ss.FEATURE_RESOURCES, "Failed", tried.content_hash, why)
 
 
 def _previous_kinds(previous: Mapping[str, Any]) -> set[kinds.GVK]:
@@ -782,7 +796,7 @@ async def withdraw(
     if waiting:
         return waiting
     await manifests.withdraw(
-        target,
+        tenancy.as_controller(target),
         inventory=inventory(meta["namespace"], meta["name"]),
         kinds=_previous_kinds(previous)
         | {kinds.GVK(str(o["apiVersion"]), str(o["kind"])) for o in _objects(body)},
