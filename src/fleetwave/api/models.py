@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from fleetwave.api.cluster import MemberCluster, MemberClusterSpec, MemberClusterStatus
 from fleetwave.api.envelopes import ClusterResourceEnvelope, ResourceEnvelope
+from fleetwave.api.evictions import ClusterResourcePlacementDisruptionBudget, ClusterResourcePlacementEviction
 from fleetwave.api.kubefleet import (
     ApprovalRequest,
     ApprovalRequestSpec,
@@ -78,6 +79,8 @@ ALL_KINDS: tuple[type[Resource], ...] = (
     ResourceOverrideSnapshot,
     ClusterResourceEnvelope,
     ResourceEnvelope,
+    ClusterResourcePlacementEviction,
+    ClusterResourcePlacementDisruptionBudget,
     MemberWork,
 )
 KINDS: dict[str, type[Resource]] = {k.kind_name: k for k in ALL_KINDS}
@@ -101,6 +104,8 @@ __all__ = [
     "ClusterResourceOverride",
     "ClusterResourceOverrideSnapshot",
     "ClusterResourcePlacement",
+    "ClusterResourcePlacementDisruptionBudget",
+    "ClusterResourcePlacementEviction",
     "ClusterResourceSnapshot",
     "ClusterStagedUpdateRun",
     "ClusterStagedUpdateStrategy",

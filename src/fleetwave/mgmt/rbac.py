@@ -113,6 +113,7 @@ STATUS_WRITTEN = (
     "StagedUpdateRun",
     "ClusterApprovalRequest",
     "ApprovalRequest",
+    "ClusterResourcePlacementEviction",
 )
 # Kinds that own (controller, blockOwnerDeletion) objects the controllers create.
 OWNERS = ("ClusterPromotion", "ClusterProfile", "ClusterStagedUpdateRun", "StagedUpdateRun")
