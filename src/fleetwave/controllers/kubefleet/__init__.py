@@ -2,7 +2,8 @@
 
 `register(manager, ctx)` adds everything to a Manager built by `fleetwave.controllers.app`: informers
 for the KubeFleet kinds and for every kind a placement may select, a placement controller and a run
-controller per scope, and the watches that map changes to their keys.
+controller per scope, the eviction controller (ADR 0107), and the watches that map changes to their
+keys.
 
 Its floor: beside controllers.sveltos and independent of it, above gates, fleet and shared
 (pyproject's controllers-floor contract).
