@@ -12,9 +12,11 @@ from pydantic import ValidationError
 
 from fleetwave.api.evictions import PlacementDisruptionBudgetSpec
 from fleetwave.api.kubefleet import ClusterResourcePlacement, PlacementSpec, ResourcePlacement
+from fleetwave.controllers.kubefleet import eviction as eviction_controller
 from fleetwave.controllers.kubefleet import evictions as ev
 from fleetwave.controllers.kubefleet import history, parsed
 from fleetwave.controllers.shared.context import Cache, Context
+from fleetwave.controllers.shared.status_writer import Whose
 
 SELECTED = [{"group": "", "version": "v1", "kind": "Namespace", "name": "app"}]
 AT = "2030-01-01T00:00:00Z"
@@ -278,3 +280,21 @@ def test_pickn_leaves_out_a_cluster_while_its_executed_eviction_exists_and_picks
     assert "fleet/member-1" in parsed.fleet_of(_ctx([eviction("member-1", executed)]), other)[0].names
     namespaced = ResourcePlacement.model_validate({**body, "metadata": {"name": "web", "namespace": "n"}})
     assert "fleet/member-1" in parsed.fleet_of(_ctx([eviction("member-1", executed)]), namespaced)[0].names
+
+
+def test_a_placements_evictions_wait_while_the_cache_lags_a_verdict_written_on_any_of_them() -> None:
+    def eviction(name: str, placement: str, version: str) -> dict[str, Any]:
+        spec = {"placementName": placement, "clusterName": "member-1"}
+        return {"metadata": {"name": name, "resourceVersion": version}, "spec": spec}
+
+    def lagging(objs: list[dict[str, Any]], placement: str) -> bool:
+        ctx = _ctx(objs)
+        ctx.statuses.own.record(Whose.of(ev.EVICTION, None, "first"), "7")  # our verdict on `first`
+        return eviction_controller._behind_own_verdicts(ctx, placement)
+
+    # The cache still shows `first` before the verdict: `second` (and `first` itself) wait.
+    assert lagging([eviction("first", "web", "6"), eviction("second", "web", "9")], "web")
+    # Once the cache shows it (or anything newer), they go on; another placement never waited.
+    assert not lagging([eviction("first", "web", "7"), eviction("second", "web", "9")], "web")
+    assert not lagging([eviction("first", "web", "8")], "web")
+    assert not lagging([eviction("first", "web", "6"), eviction("other", "db", "2")], "db")

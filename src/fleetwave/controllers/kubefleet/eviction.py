@@ -28,8 +28,8 @@ from fleetwave.kube import ops
 from fleetwave.kube.status import StatusWrite, Versioned
 from fleetwave.runtime.controller import Result
 
-# How soon an eviction waits again while the cache lags this process's verdict on another eviction of
-# the same placement (that verdict may have taken a cluster away).
+# How soon an eviction waits again while the cache lags this process's verdict on an eviction of the
+# same placement.
 OWN_WRITE_WAIT = 0.2
 
 
@@ -42,7 +42,7 @@ async def reconcile(ctx: Context, key: str) -> Result:
         return Result()  # decided once, never again
     spec = raw.get("spec") or {}
     placement_name, cluster_name = str(spec.get("placementName", "")), str(spec.get("clusterName", ""))
-    if _behind_own_verdicts(ctx, key, placement_name):
+    if _behind_own_verdicts(ctx, placement_name):
         return Result(requeue_after=OWN_WRITE_WAIT)
     facts = await _facts(ctx, placement_name, cluster_name)
     verdict = evictions.decide(facts)
@@ -53,8 +53,9 @@ async def reconcile(ctx: Context, key: str) -> Result:
     return Result(requeue=True) if written is StatusWrite.CONFLICT else Result()
 
 
-def _behind_own_verdicts(ctx: Context, key: str, placement_name: str) -> bool:
-    """Whether the cache still lacks a verdict this process wrote on another eviction of the placement."""
+def _behind_own_verdicts(ctx: Context, placement_name: str) -> bool:
+    """Whether the cache still lacks a verdict this process wrote on an eviction of the placement:
+    another one (it may have taken a cluster away) or this one (decided already: never twice)."""
     by_placement = ctx.cache.memo(
         "evictions by placement",
         evictions.EVICTION,
@@ -63,7 +64,6 @@ def _behind_own_verdicts(ctx: Context, key: str, placement_name: str) -> bool:
     return any(
         ctx.statuses.behind(Whose.of(evictions.EVICTION, None, name), version)
         for name, version in by_placement.get(placement_name, ())
-        if name != key
     )
 
 
