@@ -99,6 +99,8 @@ CLUSTER_WIDE: dict[tuple[str, str], tuple[str, ...]] = {
             "StagedUpdateRun",
             "ClusterApprovalRequest",
             "ApprovalRequest",
+            # An eviction's verdict (ADR 0107).
+            "ClusterResourcePlacementEviction",
         )
     },
     **{

@@ -180,11 +180,15 @@ _SEED_APPROVAL_COLUMNS = [
     AGE,
 ]
 _FLEET = "placement.kubernetes-fleet.io"
+# `kubectl get crpe` (VALID EXECUTED), as upstream prints it; its budgets have no columns.
+_EVICTION_COLUMNS = [condition_column("Valid", "Valid"), condition_column("Executed", "Executed")]
 _UPSTREAM_NAMES: dict[tuple[str, str], dict[str, Any]] = {
     (_FLEET, "ClusterStagedUpdateRun"): {"shortNames": ["csur"], "columns": _SEED_RUN_COLUMNS},
     (_FLEET, "StagedUpdateRun"): {"shortNames": ["sur"], "columns": _SEED_RUN_COLUMNS},
     (_FLEET, "ClusterApprovalRequest"): {"shortNames": ["careq"], "columns": _SEED_APPROVAL_COLUMNS},
     (_FLEET, "ApprovalRequest"): {"shortNames": ["areq"], "columns": _SEED_APPROVAL_COLUMNS},
+    (_FLEET, "ClusterResourcePlacementEviction"): {"shortNames": ["crpe"], "columns": _EVICTION_COLUMNS},
+    (_FLEET, "ClusterResourcePlacementDisruptionBudget"): {"shortNames": ["crpdb"], "columns": []},
     ("lib.projectsveltos.io", "SveltosCluster"): {"shortNames": [], "columns": _MEMBER_COLUMNS},
     ("lib.projectsveltos.io", "RoleRequest"): {"shortNames": [], "columns": []},
     ("cluster.kubernetes-fleet.io", "MemberCluster"): {"shortNames": ["cluster"], "columns": _MEMBER_COLUMNS},

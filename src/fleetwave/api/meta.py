@@ -134,6 +134,19 @@ IntOrPercent = Annotated[
     ),
 ]
 
+BudgetValue = Annotated[
+    int | str,
+    PlainValidator(
+        lambda x: v.check_int_or_percent(x, minimum=0, pattern=v.BUDGET_PCT_PATTERN, what="value")
+    ),
+    _int_or_string_schema(
+        v.BUDGET_PCT_PATTERN,
+        v.INT_MIN_CEL.format(0),
+        "must be an integer >= 0 or 'N%' with N in 0..100",
+    ),
+]
+"""A disruption budget's count (an integer) or percentage (`N%`), as KubeFleet's."""
+
 
 def parse_duration(value: str) -> _dt.timedelta:
     """Parse a Go/metav1 duration (`5m`, `1h30m`, `1.5h`, `250ms`) into a timedelta."""

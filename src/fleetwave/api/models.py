@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from fleetwave.api.cluster import MemberCluster, MemberClusterSpec, MemberClusterStatus
 from fleetwave.api.envelopes import ClusterResourceEnvelope, ResourceEnvelope
+from fleetwave.api.evictions import ClusterResourcePlacementDisruptionBudget, ClusterResourcePlacementEviction
 from fleetwave.api.kubefleet import (
     ApprovalRequest,
     ApprovalRequestSpec,
@@ -79,6 +80,8 @@ ALL_KINDS: tuple[type[Resource], ...] = (
     ResourceOverrideSnapshot,
     ClusterResourceEnvelope,
     ResourceEnvelope,
+    ClusterResourcePlacementEviction,
+    ClusterResourcePlacementDisruptionBudget,
     MemberWork,
     RoleRequest,
 )
@@ -103,6 +106,8 @@ __all__ = [
     "ClusterResourceOverride",
     "ClusterResourceOverrideSnapshot",
     "ClusterResourcePlacement",
+    "ClusterResourcePlacementDisruptionBudget",
+    "ClusterResourcePlacementEviction",
     "ClusterResourceSnapshot",
     "ClusterStagedUpdateRun",
     "ClusterStagedUpdateStrategy",

@@ -31,6 +31,8 @@ KUBEFLEET_PLACEMENT_KINDS = (
     "ResourceOverrideSnapshot",
     "ClusterResourceEnvelope",
     "ResourceEnvelope",
+    "ClusterResourcePlacementEviction",
+    "ClusterResourcePlacementDisruptionBudget",
 )
 _SVELTOS_CONFIG = frozenset(SVELTOS_CONFIG_KINDS)
 _KUBEFLEET_PLACEMENT = frozenset(KUBEFLEET_PLACEMENT_KINDS)

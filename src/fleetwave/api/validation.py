@@ -41,6 +41,8 @@ MAX_UPDATE_PCT_PATTERN = r"^((100|[0-9]{1,2})%|[0-9]+)$"
 MAX_CONCURRENCY_PCT_PATTERN = r"^(100|[1-9][0-9]?)%$"
 # maxUnavailable / maxSurge: a non-negative int or "N%" with N in 0..100.
 PERCENT_OR_INT_PATTERN = r"^((100|[0-9]{1,2})%|[0-9]+)$"
+# A disruption budget's percentage (KubeFleet's): "N%" with N in 0..100; a count is an integer.
+BUDGET_PCT_PATTERN = r"^(100|[0-9]{1,2})%$"
 # CEL half of an int-or-percent check: `type(self) == int` values must be >= the bound.
 INT_MIN_CEL = "type(self) != int || self >= {0}"
 

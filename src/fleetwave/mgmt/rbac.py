@@ -117,6 +117,7 @@ STATUS_WRITTEN = (
     "ClusterApprovalRequest",
     "ApprovalRequest",
     "RoleRequest",
+    "ClusterResourcePlacementEviction",
 )
 # Kinds the controllers merge-patch besides their status (finalizers, a manual gate, labels).
 PATCHED = (

@@ -41,8 +41,20 @@ def test_upstream_crds_use_upstream_names_scope_and_columns_and_are_marked_as_fl
         "sveltosclusters.lib.projectsveltos.io",
         "rolerequests.lib.projectsveltos.io",
     }
-    # ten placement kinds, four override kinds, two envelopes and KubeFleet's MemberCluster
-    assert len(made) == len(sveltos) + 17
+    # ten placement kinds, four override kinds, two envelopes, eviction and disruption budget, and
+    # KubeFleet's MemberCluster
+    assert len(made) == len(sveltos) + 19
+    eviction = made["clusterresourceplacementevictions.placement.kubernetes-fleet.io"]["spec"]
+    assert (eviction["scope"], eviction["names"]["shortNames"]) == ("Cluster", ["crpe"])
+    assert [v["name"] for v in eviction["versions"]] == ["v1beta1", "v1"]
+    columns = eviction["versions"][0]["additionalPrinterColumns"]
+    assert [(c["name"], c["jsonPath"]) for c in columns] == [
+        ("Valid", '.status.conditions[?(@.type=="Valid")].status'),
+        ("Executed", '.status.conditions[?(@.type=="Executed")].status'),
+    ]
+    budget = made["clusterresourceplacementdisruptionbudgets.placement.kubernetes-fleet.io"]["spec"]
+    assert (budget["scope"], budget["names"]["shortNames"]) == ("Cluster", ["crpdb"])
+    assert "additionalPrinterColumns" not in budget["versions"][0]  # as upstream: none
     for kind in (
         "clusterresourceoverrides",
         "resourceoverrides",

@@ -77,6 +77,11 @@ PRIVATE_CHARTS = (
     "test_private_oci_and_http_charts_install_with_allowed_credentials_and_never_show_them"
 )
 UP = "tests/integration/test_upstream_apis_kubefleet_seed.py::"
+EVICT = (
+    "tests/integration/test_kubefleet_evictions.py::"
+    "test_a_budget_refuses_one_eviction_and_allows_the_next_which_moves_the_content"
+)
+EV = "tests/unit/kubefleet/test_kubefleet_evictions.py::"
 DC = "tests/integration/test_delivery_conflicts.py::"
 RR = "tests/unit/controllers/test_controllers_role_requests.py::"
 TENANT = (
@@ -626,6 +631,11 @@ REGISTRY: dict[str, dict[str, Entry]] = {
         ("overrideSpec", "overrideHash"), ("written", OSNAP)
     ),
     "ResourceOverrideSnapshotSpec": dict.fromkeys(("overrideSpec", "overrideHash"), ("written", OSNAP)),
+    "PlacementEvictionSpec": {"placementName": h(EVICT), "clusterName": h(EVICT)},
+    "PlacementDisruptionBudgetSpec": {
+        "minAvailable": h(EVICT),
+        "maxUnavailable": h(EV + "test_max_unavailable_counts_the_clusters_already_unavailable"),
+    },
 }
 
 

@@ -2,7 +2,8 @@
 
 `register(manager, ctx)` adds everything to a Manager built by `fleetwave.controllers.app`: informers
 for the KubeFleet kinds and for every kind a placement may select, a placement controller and a run
-controller per scope, and the watches that map changes to their keys.
+controller per scope, the eviction controller (ADR 0107), and the watches that map changes to their
+keys.
 
 Its floor: beside controllers.sveltos and independent of it, above gates, fleet and shared
 (pyproject's controllers-floor contract).
@@ -16,6 +17,8 @@ from typing import Any
 
 from fleetwave.controllers.kubefleet import (
     envelopes,
+    eviction,
+    evictions,
     executor,
     override_snapshots,
     placement,
@@ -72,6 +75,7 @@ def register(manager: Manager, ctx: Context) -> None:
         _informer(manager, ctx, kind, ctx.resource(kind))
         _informer(manager, ctx, snapshot_kind, ctx.resource(snapshot_kind))
     _register_overrides(manager, ctx)
+    _register_evictions(manager, ctx)
     memory = _delivery_memory(manager)
     for scope in nm.SCOPES:
         tag = "rp" if scope.namespaced else "crp"
@@ -110,6 +114,33 @@ def _register_overrides(manager: Manager, ctx: Context) -> None:
     """One controller per override kind: it keeps the override's snapshots (override_snapshots)."""
     for kind in ov.SNAPSHOT_KIND:
         _override_controller(manager, ctx, kind)
+
+
+def _register_evictions(manager: Manager, ctx: Context) -> None:
+    """The eviction controller (ADR 0107): one worker, each eviction on its placement's shard."""
+    _informer(manager, ctx, evictions.EVICTION, ctx.resource(evictions.EVICTION))
+    tag = "crpe" if ctx.family.native else f"crpe.{ctx.family.served(evictions.EVICTION).group}"
+
+    def keys() -> list[str]:
+        return [o["metadata"]["name"] for o in ctx.cache.list(evictions.EVICTION)]
+
+    controller: Controller[str] = manager.add_controller(
+        f"{tag}-eviction",
+        functools.partial(eviction.reconcile, ctx),
+        workers=1,
+        rollout=functools.partial(_rollout_of_eviction, ctx),
+        keys=keys,
+    )
+    _on_spec_change(ctx.cache.informers[evictions.EVICTION], controller)
+
+
+def _rollout_of_eviction(ctx: Context, key: str) -> str:
+    """An eviction goes to its placement's shard: the placement and its evictions in one process."""
+    obj = ctx.cache.get(evictions.EVICTION, None, key)
+    placement_name = ((obj or {}).get("spec") or {}).get("placementName")
+    if not placement_name:
+        return f"{evictions.EVICTION}/{key}"
+    return _rollout_of_placement(nm.CLUSTER, str(placement_name))
 
 
 def _override_controller(manager: Manager, ctx: Context, kind: str) -> None:
@@ -257,6 +288,8 @@ def _wire_placements(ctx: Context, scope: nm.Scope, placements: Controller[str])
 
     _on_spec_change(inf[scope.placement], placements)
     _watch(inf["MemberCluster"], placements, lambda _o: _placements(ctx, scope))
+    if not scope.namespaced:  # an eviction executed, or deleted, changes what its placement picks
+        _watch(inf[evictions.EVICTION], placements, lambda o: [str((o.spec or {}).get("placementName"))])
     _watch(inf[scope.snapshot], placements, parent)
     # A placement's status sums its runs up: the many status writes of a run in progress are
     # followed once every PLACEMENT_FOLLOWS_RUNS seconds, off the run's own critical path.

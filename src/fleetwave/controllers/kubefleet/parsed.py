@@ -27,8 +27,8 @@ from fleetwave.api.kubefleet import (
 from fleetwave.api.meta import Resource, parse_duration
 from fleetwave.api.objects import Obj
 from fleetwave.controllers.fleet import members
+from fleetwave.controllers.kubefleet import evictions, picking
 from fleetwave.controllers.kubefleet import naming as nm
-from fleetwave.controllers.kubefleet import picking
 from fleetwave.controllers.shared.context import Context
 from fleetwave.core import model as m
 from fleetwave.kube import kinds
@@ -67,10 +67,26 @@ def strategy(raw: Obj, kind: str) -> Strategy:
 
 
 def fleet_of(ctx: Context, placement: Placement) -> tuple[m.Fleet, dict[str, str]]:
-    """The members the placement picks, and how each is named in status."""
+    """The members the placement picks, and how each is named in status. A ClusterResourcePlacement
+    picking with PickAll or PickN leaves out the clusters its executed evictions name (ADR 0107)."""
     every = [members.from_object(o) for o in ctx.cache.list("MemberCluster")]
-    picked = picking.pick(placement.spec.policy, every)
+    out = _evicted(ctx, placement, [mb.key for mb in every])
+    picked = picking.pick(placement.spec.policy, [mb for mb in every if mb.key not in out])
     return members.fleet(picked), picking.namer(every)
+
+
+def _evicted(ctx: Context, placement: Placement, keys: list[str]) -> frozenset[str]:
+    policy = placement.spec.policy
+    if not isinstance(placement, ClusterResourcePlacement) or evictions.EVICTION not in ctx.cache.informers:
+        return frozenset()
+    if policy is not None and policy.placement_type == "PickFixed":
+        return frozenset()  # it names its clusters: evictions of it are refused
+    by_placement = ctx.cache.memo(
+        "executed evictions",
+        evictions.EVICTION,
+        lambda: evictions.evicted(ctx.cache.list(evictions.EVICTION)),
+    )
+    return evictions.left_out(by_placement.get(placement.metadata.name, ()), keys)
 
 
 def strategy_of(run: Run, scope: nm.Scope, spec: StagedUpdateStrategySpec) -> Strategy:
