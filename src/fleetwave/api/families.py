@@ -94,6 +94,8 @@ SVELTOS = Family(
         "ClusterPromotion": Served(SVELTOS_CONFIG, "ClusterPromotion", "clusterpromotions", False),
         "ClusterSummary": Served(SVELTOS_CONFIG, "ClusterSummary", "clustersummaries", True),
         "MemberCluster": Served(SVELTOS_LIB, "SveltosCluster", "sveltosclusters", True),
+        "ClusterSet": Served(SVELTOS_LIB, "ClusterSet", "clustersets", False),
+        "Set": Served(SVELTOS_LIB, "Set", "sets", True),
     },
     {"MemberCluster": upstream.sveltos_cluster},
 )

@@ -34,6 +34,7 @@ from fleetwave.api.overrides import (
     ResourceOverride,
     ResourceOverrideSnapshot,
 )
+from fleetwave.api.sets import ClusterSet, Set, SetSpec, SetStatus
 from fleetwave.api.sveltos import (
     AutoTrigger,
     ClusterProfile,
@@ -79,6 +80,8 @@ ALL_KINDS: tuple[type[Resource], ...] = (
     ClusterResourceEnvelope,
     ResourceEnvelope,
     MemberWork,
+    ClusterSet,
+    Set,
 )
 KINDS: dict[str, type[Resource]] = {k.kind_name: k for k in ALL_KINDS}
 
@@ -102,6 +105,7 @@ __all__ = [
     "ClusterResourceOverrideSnapshot",
     "ClusterResourcePlacement",
     "ClusterResourceSnapshot",
+    "ClusterSet",
     "ClusterStagedUpdateRun",
     "ClusterStagedUpdateStrategy",
     "ClusterSummary",
@@ -129,6 +133,9 @@ __all__ = [
     "ResourcePlacement",
     "ResourceSnapshot",
     "ResourceSnapshotSpec",
+    "Set",
+    "SetSpec",
+    "SetStatus",
     "Stage",
     "StageConfig",
     "StageStatus",

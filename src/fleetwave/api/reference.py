@@ -23,6 +23,7 @@ _GROUPS = (
     ("Sveltos-style rollouts", upstream.SVELTOS_CONFIG_KINDS),
     ("KubeFleet-style placements and staged runs", upstream.KUBEFLEET_PLACEMENT_KINDS),
     ("Member clusters", ("MemberCluster", "MemberWork")),
+    ("Cluster sets", upstream.SVELTOS_LIB_KINDS),
 )
 
 

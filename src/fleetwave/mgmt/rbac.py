@@ -113,6 +113,8 @@ STATUS_WRITTEN = (
     "StagedUpdateRun",
     "ClusterApprovalRequest",
     "ApprovalRequest",
+    "ClusterSet",
+    "Set",
 )
 # Kinds that own (controller, blockOwnerDeletion) objects the controllers create.
 OWNERS = ("ClusterPromotion", "ClusterProfile", "ClusterStagedUpdateRun", "StagedUpdateRun")
