@@ -55,6 +55,7 @@ class ClusterSet(Resource):
     kind_name: ClassVar[str] = "ClusterSet"
     plural: ClassVar[str] = "clustersets"
     namespaced: ClassVar[bool] = False
+    short_names: ClassVar[tuple[str, ...]] = ("cset",)  # fleetwave.io only: upstream has none
     printer_columns: ClassVar[tuple[dict[str, object], ...]] = _COLUMNS
 
     kind: Literal["ClusterSet"] = "ClusterSet"
@@ -73,6 +74,7 @@ class Set(Resource):
     kind_name: ClassVar[str] = "Set"
     plural: ClassVar[str] = "sets"
     namespaced: ClassVar[bool] = True
+    short_names: ClassVar[tuple[str, ...]] = ("nset",)  # fleetwave.io only: upstream has none
     printer_columns: ClassVar[tuple[dict[str, object], ...]] = _COLUMNS
 
     kind: Literal["Set"] = "Set"
