@@ -182,6 +182,9 @@ def test_a_cluster_set_fails_over_to_the_other_member_and_the_profile_follows(
             explain=_explain(kubectl),
         )
         wait_for(lambda: _has_marker(members[second]), what=f"the profile delivering to {second}")
+        # The member let go is one the profile no longer selects: reachable (only paused), it has
+        # the content withdrawn (stopMatchingBehavior WithdrawPolicies, the default).
+        wait_for(lambda: not _has_marker(members[first]), what=f"the content withdrawn from {first}")
         wait_for(
             lambda: _matching(kubectl) == [second],
             what="the profile matching the new choice only",

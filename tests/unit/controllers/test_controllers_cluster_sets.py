@@ -15,9 +15,12 @@ from lightkube.models import meta_v1
 
 from fleetwave.api import families
 from fleetwave.api.families import Family
+from fleetwave.api.sveltos import ClusterProfile
 from fleetwave.controllers.shared.context import Context
 from fleetwave.controllers.shared.status_writer import StatusWriter, Whose
-from fleetwave.controllers.sveltos import cluster_sets
+from fleetwave.controllers.sveltos import cluster_sets, rollout_common
+from fleetwave.core import selectors
+from fleetwave.translate import KEY_LABEL
 
 T0 = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
 
@@ -129,7 +132,8 @@ async def test_a_set_chooses_a_ready_cluster_and_writes_upstreams_status_shape()
         "selectedClusterRefs": [_ref("cluster1")],
     }
     assert events == [(False, cluster_sets.CHANGED, "chose civo/cluster1")]
-    assert not result.requeue and result.requeue_after is None
+    assert not result.requeue
+    assert result.requeue_after is None
 
 
 async def test_a_chosen_cluster_that_turns_not_ready_is_replaced_and_the_event_says_why() -> None:
@@ -172,13 +176,15 @@ async def test_an_unchanged_choice_writes_nothing_and_says_nothing() -> None:
     }
     cache = _Cache({"prod": _cluster_set(chosen)}, [_member("cluster1"), _member("cluster2")])
     client, events, _ = await _pass(cache)
-    assert client.patches == [] and events == []  # cluster2 stays chosen though cluster1 sorts first
+    assert client.patches == []
+    assert events == []
 
 
 async def test_a_conflict_decides_again_from_the_newer_state() -> None:
     cache = _Cache({"prod": _cluster_set()}, [_member("cluster1")])
     _, events, result = await _pass(cache, _Client(conflict=True))
-    assert result.requeue and events == []
+    assert result.requeue
+    assert events == []
 
 
 async def test_a_pass_behind_its_own_last_write_waits_for_the_cache() -> None:
@@ -187,7 +193,8 @@ async def test_a_pass_behind_its_own_last_write_waits_for_the_cache() -> None:
     statuses.own.record(Whose("ClusterSet", "prod"), "9")
     client = _Client()
     result = await cluster_sets.reconcile(_ctx(cache, client, statuses), "ClusterSet", "prod")
-    assert result.requeue_after == 1.0 and client.patches == []
+    assert result.requeue_after == 1.0
+    assert client.patches == []
 
 
 async def test_a_deleted_or_missing_set_is_left_alone() -> None:
@@ -195,7 +202,9 @@ async def test_a_deleted_or_missing_set_is_left_alone() -> None:
     deleting.metadata.deletionTimestamp = "2026-11-22T09:00:00Z"
     for sets in ({}, {"prod": deleting}):
         client, events, result = await _pass(_Cache(sets, [_member("cluster1")]))
-        assert client.patches == [] and events == [] and not result.requeue
+        assert client.patches == []
+        assert events == []
+        assert not result.requeue
 
 
 def test_a_long_change_names_ten_clusters_and_counts_the_rest() -> None:
@@ -203,4 +212,41 @@ def test_a_long_change_names_ten_clusters_and_counts_the_rest() -> None:
     choice = cluster_sets.Choice(matching, (), tuple(sorted(matching))[:25])
     fleet = SimpleNamespace(by_name={})
     text = cluster_sets.describe(choice, fleet, 25)  # type: ignore[arg-type]
-    assert text.startswith("chose n/c00, ") and text.endswith("(and 15 more)")
+    assert text.startswith("chose n/c00, ")
+    assert text.endswith("(and 15 more)")
+
+
+@dataclass
+class _SetsCache:
+    """A cache holding ClusterSets only, in native form."""
+
+    sets: dict[str, dict[str, Any]]
+    informers: dict[str, Any] = field(default_factory=lambda: {"ClusterSet": object()})
+
+    def get(self, kind: str, namespace: str | None, name: str) -> dict[str, Any] | None:
+        assert kind == "ClusterSet"
+        assert namespace is None
+        return self.sets.get(name)
+
+
+def test_a_profiles_engine_view_follows_what_its_cluster_sets_chose() -> None:
+    """The one translation the profile's pass, its summaries and a promotion's write-ahead share."""
+    profile = ClusterProfile.model_validate(
+        {"metadata": {"name": "p"}, "spec": {"setRefs": ["prod", "missing"], "clusterRefs": [{"name": "x"}]}}
+    )
+
+    def chose(*names: str) -> dict[str, Any]:
+        refs = [{"namespace": "civo", "name": n} for n in names]
+        return {"metadata": {"name": "prod"}, "status": {"selectedClusterRefs": refs}}
+
+    cache = _SetsCache({"prod": chose("cluster1")})
+    selector = rollout_common.profile_rollout(cache, profile).stages[0].selector  # type: ignore[arg-type]
+    assert selectors.matches(selector, {KEY_LABEL: "civo/cluster1"})
+    assert selectors.matches(selector, {KEY_LABEL: "default/x"})  # its own clusterRefs still count
+    cache.sets["prod"] = chose("cluster2")
+    selector = rollout_common.profile_rollout(cache, profile).stages[0].selector  # type: ignore[arg-type]
+    assert not selectors.matches(selector, {KEY_LABEL: "civo/cluster1"})
+    assert selectors.matches(selector, {KEY_LABEL: "civo/cluster2"})
+    no_sets = _SetsCache({"prod": chose("cluster2")}, informers={})  # a family without cluster sets
+    alone = rollout_common.profile_rollout(no_sets, profile).stages[0].selector  # type: ignore[arg-type]
+    assert not selectors.matches(alone, {KEY_LABEL: "civo/cluster2"})
