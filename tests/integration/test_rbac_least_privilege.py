@@ -99,6 +99,9 @@ CLUSTER_WIDE: dict[tuple[str, str], tuple[str, ...]] = {
             "StagedUpdateRun",
             "ClusterApprovalRequest",
             "ApprovalRequest",
+            # Cluster sets (ADR 0108): users write them, the controller writes what they chose.
+            "ClusterSet",
+            "Set",
         )
     },
     **{
