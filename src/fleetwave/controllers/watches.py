@@ -187,20 +187,19 @@ def wire(
     informers["ClusterSummary"].on_change(keys.summaries.on_change)
     informers["ClusterProfile"].on_change(keys.profiles.on_change)
     informers["ClusterPromotion"].on_change(keys.promotions.on_change)
-    _wire_members(informers["MemberCluster"], keys, [promotions, profiles], sets)
+    woken = [("ClusterPromotion", promotions), ("ClusterProfile", profiles), *sets.items()]
+    _wire_members(informers["MemberCluster"], keys, woken)
     _wire_promotions(promotions, informers, keys, writes)
     _wire_profiles(profiles, informers, keys, writes)
     _wire_summaries(summaries, informers, keys, writes)
     _wire_sets(sets, informers, keys, profiles)
 
 
-def _wire_members(
-    informer: Informer, keys: Keys, rollouts: list[Controller[str]], sets: Mapping[str, Controller[str]]
-) -> None:
+def _wire_members(informer: Informer, keys: Keys, woken: list[tuple[str, Controller[str]]]) -> None:
     """Any rollout may select or deliver to any member, and any cluster set choose it, so a member
-    change wakes them all: but only a change to what they read of it (labels, readiness, paused),
-    not the status the membercluster controller keeps writing."""
-    woken = [*zip(("ClusterPromotion", "ClusterProfile"), rollouts, strict=True), *sets.items()]
+    change wakes them all (`woken`: each controller with its kind): but only a change to what they
+    read of it (labels, readiness, paused), not the status the membercluster controller keeps
+    writing."""
 
     def on_member(event: EventType, obj: Any) -> None:
         if not keys.members.observe(event, obj):
