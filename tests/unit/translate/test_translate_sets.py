@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as hs
 
+from fleetwave.api.codec import parse_object
 from fleetwave.api.sets import SetSpec
 from fleetwave.core import model as m
-from fleetwave.translate import KEY_LABEL, NAME_LABEL, clusters_of_sets
+from fleetwave.translate import KEY_LABEL, NAME_LABEL, TranslateError, clusters_of_sets, from_manifests
 from fleetwave.translate.sets import MAX_CHOSEN, chosen, matching
 
 
@@ -117,3 +119,16 @@ def test_set_resolution_never_names_a_cluster_no_named_set_chose(
     sets = {n: _set([{"namespace": "ns", "name": c} for c in cs]) for n, cs in choices.items()}
     resolved = clusters_of_sets(names, sets)
     assert resolved == {f"ns/{c}" for n in names for c in choices.get(n, [])}
+
+
+def test_plan_refuses_a_profile_naming_cluster_sets_by_the_field() -> None:
+    profile = parse_object(
+        {
+            "apiVersion": "config.projectsveltos.io/v1beta1",
+            "kind": "ClusterProfile",
+            "metadata": {"name": "p"},
+            "spec": {"setRefs": ["prod"], "clusterSelector": {"matchLabels": {"env": "prod"}}},
+        }
+    )
+    with pytest.raises(TranslateError, match=r"^spec\.setRefs: cluster sets choose their clusters"):
+        from_manifests([profile])
