@@ -101,6 +101,9 @@ CLUSTER_WIDE: dict[tuple[str, str], tuple[str, ...]] = {
             "ApprovalRequest",
             # An eviction's verdict (ADR 0107).
             "ClusterResourcePlacementEviction",
+            # Cluster sets (ADR 0108): users write them, the controller writes what they chose.
+            "ClusterSet",
+            "Set",
         )
     },
     **{

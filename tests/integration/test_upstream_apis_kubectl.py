@@ -8,8 +8,6 @@ promotion is Sveltos' YAML as written; fleetwave reconciles them in their own gr
 from __future__ import annotations
 
 import base64
-import shlex
-import subprocess
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -23,6 +21,7 @@ from lightkube.resources.core_v1 import ConfigMap, Namespace, ServiceAccount
 from lightkube.resources.rbac_authorization_v1 import ClusterRole, Role, RoleBinding
 from promotion_support import CHARTS, ENVS, ControllerThread, chart_version, settings, wait_for
 from typer.testing import CliRunner
+from upstream_support import Kubectl
 
 from fleetwave.api import crds, families
 from fleetwave.cli import app
@@ -30,25 +29,6 @@ from fleetwave.local import binaries, chartrepo, fleet
 from fleetwave.mgmt import install
 
 CONFIG = "config.projectsveltos.io"
-
-
-class Kubectl:
-    def __init__(self, binary: str, kubeconfig: str, cache: Path) -> None:
-        self.binary, self.kubeconfig, self.cache = binary, kubeconfig, cache
-
-    def __call__(self, command: str, *, stdin: str | None = None, ok: bool = True) -> str:
-        """Run `kubectl <command>` as a shell would split it (the seeds' command lines, verbatim)."""
-        # This module's own discovery cache: another module's kubectl may have cached other groups.
-        argv = [self.binary, "--kubeconfig", self.kubeconfig, "--cache-dir", str(self.cache)]
-        argv += shlex.split(command)
-        done = subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=60, check=False)
-        if ok:
-            assert done.returncode == 0, f"kubectl {command}: {done.stderr}"
-        return done.stdout if ok else done.stdout + done.stderr
-
-    def yaml(self, command: str) -> dict[str, Any]:
-        loaded: dict[str, Any] = yaml.safe_load(self(command))
-        return loaded
 
 
 def _table(text: str) -> list[dict[str, str]]:

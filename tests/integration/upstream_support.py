@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import shlex
+import subprocess
+from pathlib import Path
 from typing import Any
 
+import yaml
 from lightkube import ApiError, Client
 from lightkube.types import PatchType
 from promotion_support import wait_for
@@ -80,3 +84,25 @@ def _drop_finalizers(management: Client, resource: Any, obj: Any) -> None:
             namespace=obj.metadata.namespace,
             patch_type=PatchType.MERGE,
         )
+
+
+class Kubectl:
+    """The real `kubectl` against one cluster, with a discovery cache of its own (the modules that
+    switch the upstream groups on and off must not read another module's cached discovery)."""
+
+    def __init__(self, binary: str, kubeconfig: str, cache: Path) -> None:
+        self.binary, self.kubeconfig, self.cache = binary, kubeconfig, cache
+
+    def __call__(self, command: str, *, stdin: str | None = None, ok: bool = True) -> str:
+        """Run `kubectl <command>` as a shell would split it (the seeds' command lines, verbatim)."""
+        # This module's own discovery cache: another module's kubectl may have cached other groups.
+        argv = [self.binary, "--kubeconfig", self.kubeconfig, "--cache-dir", str(self.cache)]
+        argv += shlex.split(command)
+        done = subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=60, check=False)
+        if ok:
+            assert done.returncode == 0, f"kubectl {command}: {done.stderr}"
+        return done.stdout if ok else done.stdout + done.stderr
+
+    def yaml(self, command: str) -> dict[str, Any]:
+        loaded: dict[str, Any] = yaml.safe_load(self(command))
+        return loaded

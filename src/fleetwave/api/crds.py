@@ -193,6 +193,8 @@ _UPSTREAM_NAMES: dict[tuple[str, str], dict[str, Any]] = {
     ("lib.projectsveltos.io", "RoleRequest"): {"shortNames": [], "columns": []},
     ("cluster.kubernetes-fleet.io", "MemberCluster"): {"shortNames": ["cluster"], "columns": _MEMBER_COLUMNS},
     **{("config.projectsveltos.io", k): {"shortNames": [], "columns": []} for k in _SVELTOS_CONFIG},
+    # Neither have ClusterSet and Set.
+    **{("lib.projectsveltos.io", k): {"shortNames": [], "columns": []} for k in upstream.SVELTOS_LIB_KINDS},
     # KubeFleet's overrides, their snapshots and the envelopes have neither.
     **{
         (_FLEET, k): {"shortNames": [], "columns": []}

@@ -95,6 +95,8 @@ SVELTOS = Family(
         "ClusterSummary": Served(SVELTOS_CONFIG, "ClusterSummary", "clustersummaries", True),
         "MemberCluster": Served(SVELTOS_LIB, "SveltosCluster", "sveltosclusters", True),
         "RoleRequest": Served(SVELTOS_LIB, "RoleRequest", "rolerequests", False),
+        "ClusterSet": Served(SVELTOS_LIB, "ClusterSet", "clustersets", False),
+        "Set": Served(SVELTOS_LIB, "Set", "sets", True),
     },
     {"MemberCluster": upstream.sveltos_cluster},
 )

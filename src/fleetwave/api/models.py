@@ -35,6 +35,7 @@ from fleetwave.api.overrides import (
     ResourceOverride,
     ResourceOverrideSnapshot,
 )
+from fleetwave.api.sets import ClusterSet, Set, SetSpec, SetStatus
 from fleetwave.api.sveltos import (
     AutoTrigger,
     ClusterProfile,
@@ -84,6 +85,8 @@ ALL_KINDS: tuple[type[Resource], ...] = (
     ClusterResourcePlacementDisruptionBudget,
     MemberWork,
     RoleRequest,
+    ClusterSet,
+    Set,
 )
 KINDS: dict[str, type[Resource]] = {k.kind_name: k for k in ALL_KINDS}
 
@@ -109,6 +112,7 @@ __all__ = [
     "ClusterResourcePlacementDisruptionBudget",
     "ClusterResourcePlacementEviction",
     "ClusterResourceSnapshot",
+    "ClusterSet",
     "ClusterStagedUpdateRun",
     "ClusterStagedUpdateStrategy",
     "ClusterSummary",
@@ -139,6 +143,9 @@ __all__ = [
     "RoleRequest",
     "RoleRequestSpec",
     "RoleRequestStatus",
+    "Set",
+    "SetSpec",
+    "SetStatus",
     "Stage",
     "StageConfig",
     "StageStatus",

@@ -24,6 +24,7 @@ _GROUPS = (
     ("KubeFleet-style placements and staged runs", upstream.KUBEFLEET_PLACEMENT_KINDS),
     ("Member clusters", ("MemberCluster", "MemberWork")),
     ("Tenants", ("RoleRequest",)),
+    ("Cluster sets", upstream.SVELTOS_LIB_KINDS),
 )
 
 

@@ -505,14 +505,17 @@ class ClusterProfileSpec(ProfileSpec):
     """What a ClusterProfile deploys, and to which member clusters."""
 
     cluster_selector: LabelSelector | None = None
-    """Selects the member clusters to deploy to by their labels. Omitted or empty (and no clusterRefs):
-    no cluster. Cannot be combined with clusterRefs."""
+    """Selects member clusters to deploy to by their labels. Omitted or empty: no cluster by label.
+    The profile deploys to the clusters of clusterSelector, clusterRefs and setRefs together."""
     cluster_refs: list[ObjectReference] | None = None
     """Member clusters to deploy to, by namespace and name (a reference without a namespace means
-    `default`). Cannot be combined with clusterSelector."""
-    set_refs: list[str] | None = None
-    """Sveltos: cluster sets to deploy to. Not supported by fleetwave yet: a profile that sets it is
-    refused."""
+    `default`), besides those of clusterSelector and setRefs."""
+    set_refs: list[str] | None = Field(None, max_length=MAX_LIST)
+    """Names of ClusterSets (up to 128) whose chosen clusters (`status.selectedClusterRefs`) the
+    profile deploys to, besides those of clusterSelector and clusterRefs. When a set chooses another
+    cluster (one it had chosen is no longer ready), the profile's rollout starts again over the new
+    choice, and the cluster the set let go is treated as one the profile stopped selecting
+    (stopMatchingBehavior). A ClusterSet that does not exist chooses no cluster."""
     extra_labels: dict[str, str] | None = None
     """Labels added to every object deployed from policyRefs and kustomizationRefs. Not supported
     together with helmCharts."""

@@ -13,6 +13,8 @@ from typing import Any
 from fleetwave.api.meta import API_VERSION
 
 SVELTOS_CONFIG_KINDS = ("ClusterProfile", "ClusterPromotion", "ClusterSummary")
+# The kinds of lib.projectsveltos.io served under their own names (SveltosCluster is MemberCluster).
+SVELTOS_LIB_KINDS = ("ClusterSet", "Set")
 # The kinds of placement.kubernetes-fleet.io, in the order CRDs and informers are made.
 KUBEFLEET_PLACEMENT_KINDS = (
     "ClusterResourcePlacement",
@@ -75,7 +77,11 @@ def _fleet_member_cluster(doc: dict[str, Any]) -> dict[str, Any]:
 # apiVersion -> kind -> (native kind, converter)
 UPSTREAM: dict[str, dict[str, tuple[str, Callable[[dict[str, Any]], dict[str, Any]]]]] = {
     "config.projectsveltos.io/v1beta1": {k: _same_kind(k) for k in _SVELTOS_CONFIG},
-    "lib.projectsveltos.io/v1beta1": {"SveltosCluster": ("MemberCluster", sveltos_cluster)},
+    "lib.projectsveltos.io/v1beta1": {
+        "SveltosCluster": ("MemberCluster", sveltos_cluster),
+        "RoleRequest": _same_kind("RoleRequest"),
+        **{k: _same_kind(k) for k in SVELTOS_LIB_KINDS},
+    },
     "placement.kubernetes-fleet.io/v1beta1": {k: _same_kind(k) for k in _KUBEFLEET_PLACEMENT},
     "placement.kubernetes-fleet.io/v1": {k: _same_kind(k) for k in _KUBEFLEET_PLACEMENT},
     "cluster.kubernetes-fleet.io/v1beta1": {"MemberCluster": ("MemberCluster", _fleet_member_cluster)},

@@ -21,7 +21,7 @@ from fleetwave.controllers.fleet import membercluster, role_requests
 from fleetwave.controllers.fleet.member_watches import MemberWatches
 from fleetwave.controllers.fleet.ports import HealthAdapter, HelmAdapter
 from fleetwave.controllers.shared.context import Cache, Context
-from fleetwave.controllers.sveltos import content_gc, profile, promotion, summary
+from fleetwave.controllers.sveltos import cluster_sets, content_gc, profile, promotion, summary
 from fleetwave.controllers.sveltos.profile_withdrawal import Withdrawals
 from fleetwave.controllers.sveltos.summary_memory import SummaryMemory
 from fleetwave.delivery import sessions
@@ -34,7 +34,7 @@ from fleetwave.kube.client import AsyncClient
 from fleetwave.kube.objects import ConfigMap, Lease, Secret
 from fleetwave.promapi import guards
 from fleetwave.runtime import events, logs, notify
-from fleetwave.runtime.controller import Controller
+from fleetwave.runtime.controller import Controller, Result
 from fleetwave.runtime.manager import Election, Manager
 from fleetwave.runtime.watching import Informer, object_key
 from fleetwave.sandbox.pool import Budget, CheckPool
@@ -230,7 +230,14 @@ def _notifier(settings: Settings, secrets: Informer) -> notify.Notifier:
     return notify.Notifier(sink, source=f"fleetwave/{settings.namespace}")
 
 
-_SVELTOS_KINDS = ("ClusterPromotion", "ClusterProfile", "ClusterSummary", "MemberCluster", "RoleRequest")
+_SVELTOS_KINDS = (
+    "ClusterPromotion",
+    "ClusterProfile",
+    "ClusterSummary",
+    "MemberCluster",
+    "RoleRequest",
+    *cluster_sets.KINDS,
+)
 
 
 def _family(
@@ -422,6 +429,22 @@ def _add_controllers(
         profiles,
         summaries,
         watches.Writes(ctx.statuses.own, ctx.echoes, ctx.wakeups),
+        sets=_set_controllers(manager, ctx, keys),
+    )
+
+
+def _set_controllers(manager: Manager, ctx: Context, keys: watches.Keys) -> dict[str, Controller[str]]:
+    """One controller per cluster-set kind the family serves (ADR 0108): a set's pass is one read of
+    the fleet and at most one status write, so two workers keep up with many sets."""
+    return {k: _set_controller(manager, ctx, keys, k) for k in cluster_sets.KINDS if k in ctx.family.kinds}
+
+
+def _set_controller(manager: Manager, ctx: Context, keys: watches.Keys, kind: str) -> Controller[str]:
+    async def reconcile(key: str) -> Result:
+        return await cluster_sets.reconcile(ctx, kind, key)
+
+    return manager.add_controller(
+        ctx.family.controller_name(kind), reconcile, workers=2, keys=lambda: keys.all_of(kind)
     )
 
 

@@ -6,7 +6,8 @@ indexes are kept in step by informer handlers instead, so a lookup costs what it
 
 - `SummaryIndex`: ClusterSummaries by the member they deliver to and the content snapshot they use;
 - `ReadIndex`: ClusterProfiles or ClusterPromotions by the ConfigMaps and Secrets their reconcile
-  reads (worked out from their specs the way the reconcile parses them);
+  reads (worked out from their specs the way the reconcile parses them), and profiles by the
+  ClusterSets they name;
 - `MemberChanges`: per MemberCluster, the fields rollout selection and delivery read, so an event that
   changed none of them (the status the membercluster controller writes) wakes no rollout; and the
   Secrets members name as their kubeconfigs.
@@ -34,9 +35,11 @@ from fleetwave.runtime.watching import EventType, object_key
 
 log = logging.getLogger(__name__)
 
-# (kind, namespace, name) of a ConfigMap or Secret; namespace None: the reader's default namespace,
-# matched against every namespace (the default is the reconcile's business, never a reason to miss).
+# (kind, namespace, name) of a ConfigMap or Secret (or of a ClusterSet a profile names); namespace
+# None: the reader's default namespace, matched against every namespace (the default is the
+# reconcile's business, never a reason to miss).
 Source = tuple[str, str | None, str]
+SET_KIND = "ClusterSet"
 Reads = Callable[[Mapping[str, Any]], frozenset[Source]]
 T = TypeVar("T")
 H = TypeVar("H")
@@ -100,12 +103,16 @@ def _parsed(raw: Mapping[str, Any], kind: str, model: type[T]) -> T | None:
 
 def profile_reads(raw: Mapping[str, Any]) -> frozenset[Source]:
     """What a ClusterProfile's reconcile reads. A stage profile (pinned) reads only the snapshot its
-    promotion pinned, never its policyRefs (`profile._content`); any other profile its references."""
+    promotion pinned, never its policyRefs (`profile._content`); any other profile its references,
+    and the ClusterSets its setRefs name (what they chose selects its clusters, ADR 0108)."""
     pinned = ((raw.get("metadata") or {}).get("annotations") or {}).get(common.PINNED_ANNOTATION)
     if pinned:
         return frozenset({(content.snapshot_kind(str(pinned)), None, str(pinned))})
     profile = _parsed(raw, "ClusterProfile", ClusterProfile)
-    return frozenset() if profile is None else spec_sources(profile.spec)
+    if profile is None:
+        return frozenset()
+    sets = {(SET_KIND, None, name) for name in profile.spec.set_refs or ()}
+    return spec_sources(profile.spec) | sets
 
 
 def promotion_reads(raw: Mapping[str, Any]) -> frozenset[Source]:

@@ -152,6 +152,10 @@ class Keys:
 
         return mapper
 
+    def profiles_of_set(self, obj: Any) -> Iterable[str]:
+        """The profiles whose setRefs name this ClusterSet (ADR 0108)."""
+        return sorted(self.profiles.readers(fanout.SET_KIND, None, str(obj.metadata.name)))
+
     def profiles_of_source(self, kind: str) -> Callable[[Any], Iterable[str]]:
         """The profiles a ConfigMap/Secret event concerns: those that name it (a stage profile: the
         snapshot it is pinned to); for a content snapshot also the profiles delivering it, which make
@@ -183,35 +187,57 @@ def wire(
     profiles: Controller[str],
     summaries: Controller[str],
     writes: Writes | None = None,
+    sets: Mapping[str, Controller[str]] | None = None,
 ) -> None:
     """The watches between the kinds; the indexes first, so that a mapper never reads one that has
     not yet taken in the event the mapper is handling. `writes`: this process's writes, whose
-    echoes do not wake their writer."""
+    echoes do not wake their writer. `sets`: the ClusterSet and Set controllers, by kind."""
     writes = writes or Writes(OwnWrites(), Echoes())
+    sets = sets or {}
     informers["ClusterSummary"].on_change(keys.summaries.on_change)
     informers["ClusterProfile"].on_change(keys.profiles.on_change)
     informers["ClusterPromotion"].on_change(keys.promotions.on_change)
-    _wire_members(informers["MemberCluster"], keys, promotions, profiles)
+    woken = [("ClusterPromotion", promotions), ("ClusterProfile", profiles), *sets.items()]
+    _wire_members(informers["MemberCluster"], keys, woken)
     _wire_promotions(promotions, informers, keys, writes)
     _wire_profiles(profiles, informers, keys, writes)
     _wire_summaries(summaries, informers, keys, writes)
+    _wire_sets(sets, informers, keys, profiles)
 
 
-def _wire_members(
-    informer: Informer, keys: Keys, promotions: Controller[str], profiles: Controller[str]
-) -> None:
-    """Any rollout may select or deliver to any member, so a member change wakes them all: but only
-    a change to what they read of it, not the status the membercluster controller keeps writing."""
+def _wire_members(informer: Informer, keys: Keys, woken: list[tuple[str, Controller[str]]]) -> None:
+    """Any rollout may select or deliver to any member, and any cluster set choose it, so a member
+    change wakes them all (`woken`: each controller with its kind): but only a change to what they
+    read of it (labels, readiness, paused), not the status the membercluster controller keeps
+    writing."""
 
     def on_member(event: EventType, obj: Any) -> None:
         if not keys.members.observe(event, obj):
             return
-        for key in keys.all_of("ClusterPromotion"):
-            promotions.enqueue(key)
-        for key in keys.all_of("ClusterProfile"):
-            profiles.enqueue(key)
+        for kind, controller in woken:
+            for key in keys.all_of(kind):
+                controller.enqueue(key)
 
     informer.on_change(on_member)
+
+
+def _chosen(obj: Any) -> Hashable:
+    """What a profile reads of a ClusterSet: the clusters it has chosen."""
+    return str((as_dict(obj).get("status") or {}).get("selectedClusterRefs"))
+
+
+def _wire_sets(
+    sets: Mapping[str, Controller[str]],
+    informers: Mapping[str, Informer],
+    keys: Keys,
+    profiles: Controller[str],
+) -> None:
+    """A set follows its own changes (its spec; its status, should anyone else write it); the
+    profiles naming a ClusterSet follow what it has chosen (ADR 0108)."""
+    for kind, controller in sets.items():
+        controller.watch(informers[kind], _itself)
+    if "ClusterSet" in informers:
+        profiles.watch(informers["ClusterSet"], keys.profiles_of_set, signature=_chosen)
 
 
 def _itself(obj: Any) -> list[str]:

@@ -77,9 +77,11 @@ def freeze_plan(spec: m.RolloutSpec, fleet: m.Fleet, now: st.Instant) -> st.Roll
     )
 
 
-def _selector_json(selector: m.Selector | None) -> object:
+def _selector_json(selector: m.Selection | None) -> object:
     if selector is None:
         return None
+    if isinstance(selector, m.AnyOf):  # a plain Selector hashes as it always did
+        return {"anyOf": [_selector_json(s) for s in selector.selectors]}
     return {
         "matchLabels": sorted(selector.match_labels),
         "matchExpressions": [[r.key, str(r.operator), sorted(r.values)] for r in selector.match_expressions],

@@ -40,6 +40,19 @@ class Selector:
 
 
 @dataclass(frozen=True, slots=True)
+class AnyOf:
+    """The clusters at least one of `selectors` matches: a union. Sveltos selects the clusters of a
+    profile's clusterSelector, its clusterRefs and its cluster sets together, and label selectors
+    alone can only narrow."""
+
+    selectors: tuple[Selector, ...]
+
+
+# What a stage's clusters are chosen by; `None` (on the stage) matches nothing.
+Selection = Selector | AnyOf
+
+
+@dataclass(frozen=True, slots=True)
 class MaxInFlight:
     """maxUpdate / maxConcurrency: a count or a percentage of the stage; 0 means unlimited.
 
@@ -197,7 +210,7 @@ class Measurements:
 @dataclass(frozen=True, slots=True)
 class StageSpec:
     name: str
-    selector: Selector | None
+    selector: Selection | None
     sorting_key: str | None = None
     max_in_flight: MaxInFlight = MaxInFlight()
     before: tuple[Gate, ...] = ()

@@ -23,10 +23,13 @@ def requirement_matches(req: m.Requirement, labels: Mapping[str, str]) -> bool:
             return value is None
 
 
-def matches(selector: m.Selector | None, labels: Mapping[str, str]) -> bool:
-    """None matches nothing; an empty selector matches everything."""
+def matches(selector: m.Selection | None, labels: Mapping[str, str]) -> bool:
+    """None matches nothing; an empty selector matches everything; `AnyOf` what any of its
+    selectors matches."""
     if selector is None:
         return False
+    if isinstance(selector, m.AnyOf):
+        return any(matches(s, labels) for s in selector.selectors)
     if any(labels.get(k) != v for k, v in selector.match_labels):
         return False
     return all(requirement_matches(r, labels) for r in selector.match_expressions)

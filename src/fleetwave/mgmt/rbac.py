@@ -118,6 +118,8 @@ STATUS_WRITTEN = (
     "ApprovalRequest",
     "RoleRequest",
     "ClusterResourcePlacementEviction",
+    "ClusterSet",
+    "Set",
 )
 # Kinds the controllers merge-patch besides their status (finalizers, a manual gate, labels).
 PATCHED = (

@@ -7,6 +7,7 @@ from fleetwave.translate.errors import Problem, TranslateError
 from fleetwave.translate.fleet import fleet_from_docs, fleet_from_yaml, fleet_of, from_member_cluster
 from fleetwave.translate.inputs import Rollout, from_manifests
 from fleetwave.translate.kubefleet import approval_request_name, from_staged_run, snapshot_hash
+from fleetwave.translate.sets import clusters_of_sets
 from fleetwave.translate.sveltos import from_profile, from_promotion, pre_approved, profile_content_hash
 from fleetwave.translate.validate import selector_problems
 
@@ -17,6 +18,7 @@ __all__ = [
     "Rollout",
     "TranslateError",
     "approval_request_name",
+    "clusters_of_sets",
     "fleet_from_docs",
     "fleet_from_yaml",
     "fleet_of",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable
 from datetime import timedelta
 
 from fleetwave.api.analyses import AnalysisGate
@@ -54,6 +55,17 @@ def cluster_key(namespace: str | None, name: str) -> str:
     return f"{namespace or DEFAULT_NAMESPACE}/{name}"
 
 
+def union(by_label: m.Selector | None, keys: Iterable[str]) -> m.Selection | None:
+    """The clusters `by_label` matches and those with these member keys (Sveltos' clusterSelector,
+    clusterRefs and cluster sets together). One part alone is that part as it is, so a profile
+    without the other keeps its selector (and its rollout's stages hash) unchanged."""
+    named = tuple(sorted(set(keys)))
+    by_key = keys_selector(named) if named else None
+    if by_label is None:
+        return by_key
+    return by_label if by_key is None else m.AnyOf((by_label, by_key))
+
+
 def duration(raw: str | None) -> timedelta | None:
     """A Go duration; None or zero means "no wait", so no gate is emitted for it."""
     if raw is None:
@@ -62,10 +74,12 @@ def duration(raw: str | None) -> timedelta | None:
     return value if value > timedelta(0) else None
 
 
-def describe_selector(sel: m.Selector | None) -> str:
-    """Short human form for messages: `env=prod, tier In (a,b)`."""
+def describe_selector(sel: m.Selection | None) -> str:
+    """Short human form for messages: `env=prod, tier In (a,b)`; a union as `(...) or (...)`."""
     if sel is None:
         return "<empty>"
+    if isinstance(sel, m.AnyOf):
+        return " or ".join(f"({describe_selector(s)})" for s in sel.selectors)
     parts = [f"{k}={v}" for k, v in sel.match_labels]
     for r in sel.match_expressions:
         values = f" ({','.join(r.values)})" if r.values else ""

@@ -77,6 +77,14 @@ def from_manifests(objs: Sequence[Resource]) -> Rollout:
             sveltos.pre_approved(rollout),
         )
     if isinstance(rollout, ClusterProfile):
+        if rollout.spec.set_refs:
+            # What a set chooses depends on readiness and on what it chose before: the management
+            # cluster knows, a file does not. Planning without them would plan for other clusters.
+            raise fail(
+                "spec.setRefs",
+                "cluster sets choose their clusters in the management cluster; plan cannot tell which "
+                "(plan the profile with clusterSelector or clusterRefs instead)",
+            )
         spec = sveltos.from_profile(rollout)
         return Rollout(
             rollout.kind_name, rollout.metadata.name, spec, sveltos.profile_selector_paths(rollout)

@@ -6,6 +6,7 @@ health checks, then the promotion window (auto) or the approval (manual). See AD
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from fleetwave.api.models import (
@@ -19,7 +20,6 @@ from fleetwave.api.models import (
 from fleetwave.core import batching
 from fleetwave.core import model as m
 from fleetwave.translate import common
-from fleetwave.translate.errors import fail
 
 # Sveltos hashes these lists sorted, so reordering them never restarts a rollout (spec §2.3).
 _UNORDERED = (
@@ -146,35 +146,32 @@ def pre_approved(promotion: ClusterPromotion) -> tuple[str, ...]:
     )
 
 
-def _profile_selector(profile: ClusterProfile) -> m.Selector | None:
+def _profile_selector(profile: ClusterProfile, set_clusters: Iterable[str]) -> m.Selection | None:
+    """Sveltos: the clusters of clusterSelector, of clusterRefs and of the cluster sets in setRefs,
+    together. A ref names its cluster's namespace (Sveltos requires it); one without is read as
+    `default`, as a namespaced object without a namespace is. An empty selector matches nothing."""
     spec = profile.spec
-    refs = tuple(r for r in spec.cluster_refs or [] if r.name)
-    has_selector = not common.is_empty(spec.cluster_selector)
-    if refs and has_selector:
-        # The engine's selector is a conjunction; "selector OR these names" is not expressible yet.
-        raise fail("spec.clusterRefs", "cannot be combined with spec.clusterSelector (not supported yet)")
-    if spec.set_refs:
-        raise fail("spec.setRefs", "cluster sets are not supported yet; use clusterSelector or clusterRefs")
-    if refs:
-        # A ref names its cluster's namespace (Sveltos requires it); one without is read as `default`,
-        # as a namespaced object without a namespace is.
-        return common.keys_selector(tuple(common.cluster_key(r.namespace, str(r.name)) for r in refs))
-    if has_selector:
-        assert spec.cluster_selector is not None
-        return common.selector(spec.cluster_selector)
-    return None
+    refs = (common.cluster_key(r.namespace, str(r.name)) for r in spec.cluster_refs or [] if r.name)
+    sel = spec.cluster_selector
+    by_label = None if sel is None or common.is_empty(sel) else common.selector(sel)
+    return common.union(by_label, (*refs, *set_clusters))
 
 
-def from_profile(profile: ClusterProfile, *, content_hash: str | None = None) -> m.RolloutSpec:
-    """A single-stage rolling update paced by maxUpdate.
+def from_profile(
+    profile: ClusterProfile, *, content_hash: str | None = None, set_clusters: Iterable[str] = ()
+) -> m.RolloutSpec:
+    """A single-stage rolling update paced by maxUpdate. `set_clusters`: the member keys the
+    ClusterSets of `spec.setRefs` have chosen (`sets.clusters_of_sets`); none when not given.
 
     validateHealths are per-cluster: the shell folds them into each cluster's `Delivery.ready`, so a
     cluster only frees its slot once healthy (ADR 0020) — no stage-level gate is emitted for them.
+    A set choosing other clusters changes the selector, so the rollout starts again over the new
+    choice, as an edit of clusterRefs does (ADR 0108).
     """
     name = profile.metadata.name
     stage = m.StageSpec(
         name=name,
-        selector=_profile_selector(profile),
+        selector=_profile_selector(profile, set_clusters),
         max_in_flight=m.MaxInFlight.parse(profile.spec.max_update, round_up=True),
     )
     revision = m.Revision(

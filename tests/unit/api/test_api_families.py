@@ -40,6 +40,8 @@ def test_upstream_crds_use_upstream_names_scope_and_columns_and_are_marked_as_fl
         "clustersummaries.config.projectsveltos.io",
         "sveltosclusters.lib.projectsveltos.io",
         "rolerequests.lib.projectsveltos.io",
+        "clustersets.lib.projectsveltos.io",
+        "sets.lib.projectsveltos.io",
     }
     # ten placement kinds, four override kinds, two envelopes, eviction and disruption budget, and
     # KubeFleet's MemberCluster
@@ -83,6 +85,17 @@ def test_upstream_crds_use_upstream_names_scope_and_columns_and_are_marked_as_fl
     promotion = made["clusterpromotions.config.projectsveltos.io"]["spec"]["versions"][0]
     native = crds.crd_for(crds.KINDS["ClusterPromotion"])["spec"]["versions"][0]
     assert promotion["schema"] == native["schema"]
+    # Cluster sets (ADR 0108): upstream's scope, no columns, the native schema.
+    for plural, kind, scope in (("clustersets", "ClusterSet", "Cluster"), ("sets", "Set", "Namespaced")):
+        served = made[f"{plural}.lib.projectsveltos.io"]["spec"]
+        assert (served["names"]["kind"], served["scope"]) == (kind, scope)
+        assert "additionalPrinterColumns" not in served["versions"][0]
+        own = crds.crd_for(crds.KINDS[kind])["spec"]["versions"][0]
+        assert served["versions"][0]["schema"] == own["schema"]
+        assert set(own["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]) == {
+            "matchingClusterRefs",
+            "selectedClusterRefs",
+        }
 
 
 def test_upstream_rbac_grants_the_native_verbs_on_the_upstream_groups_only() -> None:
@@ -93,8 +106,10 @@ def test_upstream_rbac_grants_the_native_verbs_on_the_upstream_groups_only() -> 
         ("create", "patch", "delete"),
     ) in rules
     assert ("config.projectsveltos.io", ("clusterpromotions",), ("patch",)) in rules
-    assert ("lib.projectsveltos.io", ("rolerequests", "sveltosclusters"), ("get", "list", "watch")) in rules
-    assert ("lib.projectsveltos.io", ("rolerequests/status", "sveltosclusters/status"), ("patch",)) in rules
+    reads = ("clustersets", "rolerequests", "sets", "sveltosclusters")
+    assert ("lib.projectsveltos.io", reads, ("get", "list", "watch")) in rules
+    status = ("clustersets/status", "rolerequests/status", "sets/status", "sveltosclusters/status")
+    assert ("lib.projectsveltos.io", status, ("patch",)) in rules
     assert all(
         r.group in ("config.projectsveltos.io", "lib.projectsveltos.io")
         for r in rbac.family_rules(families.SVELTOS)
@@ -103,6 +118,9 @@ def test_upstream_rbac_grants_the_native_verbs_on_the_upstream_groups_only() -> 
     # labels (a merge patch of metadata.labels).
     on_clusters = {v for g, res, verbs in rules if "sveltosclusters" in res for v in verbs}
     assert on_clusters == {"get", "list", "watch", "patch"}
+    # Nor on cluster sets: users write them, the controller only their status.
+    on_sets = {v for g, res, verbs in rules for r in ("clustersets", "sets") if r in res for v in verbs}
+    assert on_sets == {"get", "list", "watch"}
     documents = rbac.upstream_documents("fleetwave-system", families.UPSTREAM)
     assert [d["kind"] for d in documents] == ["ClusterRole", "ClusterRoleBinding"]
     assert documents[1]["subjects"] == [

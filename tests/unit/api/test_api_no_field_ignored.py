@@ -88,6 +88,10 @@ TENANT = (
     "tests/integration/test_upstream_apis_kubectl.py::"
     "test_a_tenant_admin_deploys_only_what_its_role_request_grants_and_nothing_half"
 )
+FAILOVER = (
+    "tests/integration/test_cluster_sets.py::"
+    "test_a_cluster_set_fails_over_to_the_other_member_and_the_profile_follows"
+)
 PC = "tests/integration/test_profile_delivery_rules.py::"
 MT = "tests/integration/test_metric_checks.py::"
 METRIC_LUA = MT + "test_a_lua_check_passes_on_a_good_pushed_value_and_fails_on_a_bad_one"
@@ -239,7 +243,7 @@ REGISTRY: dict[str, dict[str, Entry]] = {
         **PROFILE_SPEC,
         "clusterSelector": h(TS + "test_profile_is_one_stage_paced_by_max_update"),
         "clusterRefs": h(TS + "test_profile_cluster_refs_select_by_namespace_and_name"),
-        "setRefs": profile({"setRefs": ["set"]}),
+        "setRefs": h(FAILOVER),
         "extraLabels": h(
             CC + "test_extra_labels_and_annotations_are_stamped_on_every_delivered_object_and_change_the_hash"
         ),
@@ -618,6 +622,14 @@ REGISTRY: dict[str, dict[str, Entry]] = {
     "PlacementRef": {
         f: h(CO + "test_for_placement_keeps_overrides_aimed_at_it_that_select_its_objects")
         for f in ("name", "scope")
+    },
+    "SetSpec": {
+        "clusterSelector": h(FAILOVER),
+        "maxReplicas": h(FAILOVER),
+        "clusterRefs": h(
+            "tests/unit/translate/test_translate_sets.py::"
+            "test_a_cluster_set_matches_its_selector_and_its_refs_with_their_readiness"
+        ),
     },
     "OverrideSelector": {f: h(OVERRIDDEN) for f in ("group", "version", "kind", "name")},
     "OverridePolicy": {"overrideRules": h(OVERRIDDEN)},

@@ -95,7 +95,16 @@ class _Recorder(Controller[str]):
         self.delays[key] = delay
 
 
-KINDS = ("ConfigMap", "Secret", "ClusterPromotion", "ClusterProfile", "ClusterSummary", "MemberCluster")
+KINDS = (
+    "ConfigMap",
+    "Secret",
+    "ClusterPromotion",
+    "ClusterProfile",
+    "ClusterSummary",
+    "MemberCluster",
+    "ClusterSet",
+    "Set",
+)
 
 
 @dataclass
@@ -107,11 +116,22 @@ class World:
     own: OwnWrites = field(default_factory=OwnWrites)
     echoes: Echoes = field(default_factory=Echoes)
     wakeups: Wakeups = field(default_factory=Wakeups)
+    sets: dict[str, _Recorder] = field(
+        default_factory=lambda: {"ClusterSet": _Recorder("clustersets"), "Set": _Recorder("sets")}
+    )
 
     def __post_init__(self) -> None:
         self.keys = watches.Keys(Cache(self.informers))  # type: ignore[arg-type]
         writes = watches.Writes(self.own, self.echoes, self.wakeups)
-        watches.wire(self.keys, self.informers, self.promotions, self.profiles, self.summaries, writes)  # type: ignore[arg-type]
+        watches.wire(
+            self.keys,
+            self.informers,  # type: ignore[arg-type]
+            self.promotions,
+            self.profiles,
+            self.summaries,
+            writes,
+            sets=self.sets,  # type: ignore[arg-type]
+        )
 
     def emit(self, event: EventType, kind: str, body: dict[str, Any]) -> _Obj:
         obj = _Obj(body)
@@ -313,6 +333,51 @@ def test_member_readiness_spec_and_deletion_wake_the_rollouts(world: World) -> N
     assert world.woken()[:2] == everything
     world.emit("DELETED", "MemberCluster", _member("m1", status={"ready": False}, secret="other"))
     assert world.woken()[:2] == everything
+
+
+def _cluster_set(name: str, chosen: list[str], max_replicas: int = 1) -> dict[str, Any]:
+    refs = [{"namespace": "fleet", "name": c} for c in chosen]
+    return {
+        "apiVersion": API,
+        "kind": "ClusterSet",
+        "metadata": {"name": name},
+        "spec": {"clusterSelector": {"matchLabels": {"env": "prod"}}, "maxReplicas": max_replicas},
+        "status": {"selectedClusterRefs": refs},
+    }
+
+
+def test_a_cluster_sets_new_choice_wakes_the_profiles_naming_it_and_no_other(world: World) -> None:
+    """ADR 0108: a profile follows what the ClusterSets in its setRefs chose, not their other edits."""
+    world.emit("ADDED", "ClusterProfile", _profile("p-set", {"setRefs": ["prod", "edge"]}))
+    world.woken()
+    world.emit("ADDED", "ClusterSet", _cluster_set("prod", ["m1"]))
+    assert world.woken() == (set(), {"p-set"}, set())
+    world.emit("MODIFIED", "ClusterSet", _cluster_set("prod", ["m1"], max_replicas=2))
+    assert world.woken() == NOTHING  # its spec changed, not its choice: the set's own pass follows
+    world.emit("MODIFIED", "ClusterSet", _cluster_set("prod", ["m2"]))
+    assert world.woken() == (set(), {"p-set"}, set())
+    world.emit("ADDED", "ClusterSet", _cluster_set("unnamed", ["m1"]))
+    assert world.woken() == NOTHING
+    world.emit("DELETED", "ClusterSet", _cluster_set("prod", ["m2"]))
+    assert world.woken() == (set(), {"p-set"}, set())
+
+
+def test_a_set_follows_its_own_changes_and_every_member_change_it_reads(world: World) -> None:
+    world.emit("ADDED", "ClusterSet", _cluster_set("prod", []))
+    namespaced = {**_cluster_set("team-set", []), "kind": "Set"}
+    namespaced["metadata"] = {"name": "team-set", "namespace": "team"}
+    world.emit("ADDED", "Set", namespaced)
+    assert (world.sets["ClusterSet"].woken, world.sets["Set"].woken) == ({"prod"}, {"team/team-set"})
+    for recorder in world.sets.values():
+        recorder.woken = set()
+    world.emit("ADDED", "MemberCluster", _member("m1", status={"ready": True}))
+    assert (world.sets["ClusterSet"].woken, world.sets["Set"].woken) == ({"prod"}, {"team/team-set"})
+    for recorder in world.sets.values():
+        recorder.woken = set()
+    world.emit("MODIFIED", "MemberCluster", _member("m1", status={"ready": True, "version": "v1.31"}))
+    assert not world.sets["ClusterSet"].woken  # nothing a set reads changed
+    world.emit("MODIFIED", "MemberCluster", _member("m1", status={"ready": False, "version": "v1.31"}))
+    assert world.sets["ClusterSet"].woken == {"prod"}
 
 
 def test_summaries_of_a_member_are_looked_up_not_scanned() -> None:

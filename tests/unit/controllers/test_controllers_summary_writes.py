@@ -124,7 +124,7 @@ async def test_the_summaries_written_ahead_are_the_ones_the_profile_pass_writes(
     ("refs", "spec", "why"),
     [
         (["a"], {"dependsOn": ["base"]}, "dependsOn holds clusters only the profile's pass knows of"),
-        (["a"], {"clusterSelector": {"matchLabels": {"env": "dev"}}}, "invalid: refs and a selector"),
+        (["a"], {"syncMode": "Sometimes"}, "invalid: a syncMode the API refuses"),
         (["c"], {}, "a does not belong to the profile (yet)"),
     ],
 )

@@ -12,13 +12,12 @@ from hypothesis import strategies as hs
 
 from fleetwave.api.codec import load_manifests, parse_object
 from fleetwave.api.models import ClusterProfile, ClusterPromotion
-from fleetwave.core import engine, selectors
+from fleetwave.core import batching, engine, selectors
 from fleetwave.core import model as m
 from fleetwave.core import status as st
 from fleetwave.translate import (
     KEY_LABEL,
     NAME_LABEL,
-    TranslateError,
     from_profile,
     from_promotion,
     pre_approved,
@@ -250,10 +249,47 @@ def test_a_cluster_ref_never_matches_a_cluster_of_another_namespace(
         assert selectors.matches(selector, labels) == ((ns, name) in refs), key
 
 
-def test_profile_refs_with_selector_is_rejected_naming_the_field() -> None:
-    obj = profile({"clusterRefs": [{"name": "a"}], "clusterSelector": {"matchLabels": {"env": "x"}}})
-    with pytest.raises(TranslateError, match=r"^spec\.clusterRefs: cannot be combined"):
-        from_profile(obj)
+def _labels(key: str, **labels: str) -> dict[str, str]:
+    """A member's labels as the controller's fleet carries them."""
+    return {**labels, NAME_LABEL: key.partition("/")[2], KEY_LABEL: key}
+
+
+def test_profile_selects_clusters_of_its_selector_refs_and_sets_together() -> None:
+    """As upstream: clusterSelector, clusterRefs and the ClusterSets' choice are a union."""
+    obj = profile(
+        {
+            "clusterSelector": {"matchLabels": {"env": "x"}},
+            "clusterRefs": [{"namespace": "dev", "name": "a"}],
+            "setRefs": ["prod"],
+        }
+    )
+    selector = from_profile(obj, set_clusters=["prod/b"]).stages[0].selector
+    assert isinstance(selector, m.AnyOf)
+    assert selectors.matches(selector, _labels("any/c", env="x"))  # by label
+    assert selectors.matches(selector, _labels("dev/a"))  # by reference
+    assert selectors.matches(selector, _labels("prod/b"))  # chosen by the set
+    assert not selectors.matches(selector, _labels("prod/c", env="y"))
+
+
+def test_a_profile_naming_only_sets_selects_what_they_chose_and_nothing_before() -> None:
+    obj = profile({"setRefs": ["prod"]})
+    assert from_profile(obj).stages[0].selector is None  # no choice yet: no cluster
+    chosen = from_profile(obj, set_clusters=["prod/b"])
+    assert chosen.stages[0].selector == m.Selector(
+        match_expressions=(m.Requirement(KEY_LABEL, m.Operator.IN, ("prod/b",)),)
+    )
+
+
+def test_a_sets_new_choice_restarts_the_profile_but_selector_profiles_keep_their_hash() -> None:
+    """A set failing over changes the profile's stages hash (a new plan over the new cluster, as a
+    clusterRefs edit does); content is unchanged. A profile without sets hashes as before AnyOf."""
+    obj = profile({"clusterSelector": {"matchLabels": {"env": "x"}}, "setRefs": ["prod"]})
+    before, after = from_profile(obj, set_clusters=["prod/a"]), from_profile(obj, set_clusters=["prod/b"])
+    assert before.revision.content_hash == after.revision.content_hash
+    assert before.revision.stages_hash != after.revision.stages_hash
+    plain = from_profile(profile({"clusterSelector": {"matchLabels": {"env": "x"}}}))
+    alone = m.StageSpec("kyverno", m.Selector(match_labels=(("env", "x"),)))
+    assert plain.revision.stages_hash == batching.compute_stages_hash((alone,))
 
 
 def test_a_promotions_progress_deadline_fails_a_cluster_that_stays_unavailable_within_its_budget() -> None:

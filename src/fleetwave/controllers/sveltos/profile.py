@@ -13,7 +13,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from fleetwave import translate
 from fleetwave.api.conditions import is_true
 from fleetwave.api.models import ClusterProfile
 from fleetwave.controllers.shared import engine_state
@@ -55,7 +54,7 @@ def _matching(ctx: Context, run: Pass[ClusterProfile]) -> frozenset[str]:
     return matching
 
 
-_MATCHING: dict[str, tuple[m.Fleet, m.Selector | None, frozenset[str]]] = {}
+_MATCHING: dict[str, tuple[m.Fleet, m.Selection | None, frozenset[str]]] = {}
 
 
 class _Profiles:
@@ -64,7 +63,7 @@ class _Profiles:
     def prepare(self, ctx: Context, raw: Mapping[str, Any]) -> Prepared[ClusterProfile]:
         profile = common.parse_as(raw, KIND, ClusterProfile)
         resolved = _content(ctx, raw, profile)
-        spec = translate.from_profile(profile, content_hash=resolved.hash)
+        spec = common.profile_rollout(ctx.cache, profile, content_hash=resolved.hash)
         return Prepared(profile, resolved, spec, held=_held(ctx, profile))
 
     async def observe(self, ctx: Context, run: Pass[ClusterProfile]) -> Observation[_Facts]:

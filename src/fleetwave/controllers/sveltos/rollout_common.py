@@ -11,12 +11,12 @@ import contextlib
 import hashlib
 import json
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
 
 from fleetwave import translate
 from fleetwave.api import codec
-from fleetwave.api.sveltos import KustomizationRef, PolicyRef, ProfileSpec
+from fleetwave.api.sveltos import ClusterProfile, KustomizationRef, PolicyRef, ProfileSpec
 from fleetwave.controllers.fleet import members
 from fleetwave.controllers.fleet.boundary import content_boundary
 from fleetwave.controllers.shared.context import Cache, Context
@@ -94,6 +94,23 @@ def fleet_of(cache: Cache) -> m.Fleet:
         "MemberCluster",
         lambda: members.fleet(members.from_object(o) for o in cache.list("MemberCluster")),
     )
+
+
+def set_clusters(cache: Cache, names: Iterable[str]) -> frozenset[str]:
+    """The member keys the named ClusterSets have chosen now (ADR 0108), from the cache."""
+    wanted = sorted(set(names))
+    if not wanted or "ClusterSet" not in cache.informers:
+        return frozenset()
+    return translate.clusters_of_sets(wanted, {n: cache.get("ClusterSet", None, n) for n in wanted})
+
+
+def profile_rollout(
+    cache: Cache, profile: ClusterProfile, *, content_hash: str | None = None
+) -> m.RolloutSpec:
+    """The engine's view of a ClusterProfile, its setRefs resolved to what the sets chose: the one
+    translation the profile's pass, its summaries and a promotion's write-ahead all judge by."""
+    chosen = set_clusters(cache, profile.spec.set_refs or ())
+    return translate.from_profile(profile, content_hash=content_hash, set_clusters=chosen)
 
 
 def summaries_of(cache: Cache, profile: str) -> dict[str, dict[str, Any]]:

@@ -20,7 +20,6 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from fleetwave import translate
 from fleetwave.api import conditions
 from fleetwave.api.models import ClusterProfile
 from fleetwave.api.sveltos import ClusterProfileSpec, HelmChart, ValidateHealth
@@ -184,8 +183,11 @@ def _standing(ctx: Context, raw: Mapping[str, Any]) -> tuple[str, str]:
 
 
 def _selected(ctx: Context, owner: Mapping[str, Any], spec: Mapping[str, Any]) -> bool:
-    """Whether the owner selects the summary's cluster now (the profile's own matching rule)."""
-    valid, selector = _SELECTORS.get(owner, None, _selector_of)
+    """Whether the owner selects the summary's cluster now (the profile's own matching rule, its
+    cluster sets' choice included)."""
+    names = ((owner.get("spec") or {}).get("setRefs")) or ()
+    chosen = common.set_clusters(ctx.cache, [str(n) for n in names] if isinstance(names, list) else ())
+    valid, selector = _SELECTORS.get(owner, chosen, lambda o: _selector_of(ctx, o))
     if not valid:
         return True  # the profile reports its invalid spec itself; it does not withdraw for it
     fleet = common.fleet_of(ctx.cache)
@@ -193,17 +195,18 @@ def _selected(ctx: Context, owner: Mapping[str, Any], spec: Mapping[str, Any]) -
     return cluster is None or selectors.matches(selector, cluster.labels)
 
 
-def _selector_of(profile: Mapping[str, Any]) -> tuple[bool, m.Selector | None]:
-    """Whether the profile's spec is valid, and its cluster selector."""
+def _selector_of(ctx: Context, profile: Mapping[str, Any]) -> tuple[bool, m.Selection | None]:
+    """Whether the profile's spec is valid, and what selects its clusters."""
     try:
         parsed = common.parse_as(profile, "ClusterProfile", ClusterProfile)
-        return True, translate.from_profile(parsed).stages[0].selector
+        return True, common.profile_rollout(ctx.cache, parsed).stages[0].selector
     except common.INVALID:
         return False, None
 
 
-# A summary judges its profile's selector at every pass: derived once per version of the profile.
-_SELECTORS: VersionedMemo[tuple[bool, m.Selector | None]] = VersionedMemo(4096)
+# A summary judges its profile's selector at every pass: derived once per version of the profile
+# and choice of its cluster sets.
+_SELECTORS: VersionedMemo[tuple[bool, m.Selection | None]] = VersionedMemo(4096)
 
 
 async def _ignore(ctx: Context, obj: Any, raw: Mapping[str, Any], problem: str) -> Result:

@@ -12,7 +12,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from fleetwave import translate
 from fleetwave.api.models import ClusterProfile
 from fleetwave.controllers.fleet import tenancy
 from fleetwave.controllers.shared.context import Context, as_dict
@@ -80,7 +79,7 @@ async def write_ahead(ctx: Context, owner: Any, resolved: content.Resolved, clus
     raw = as_dict(owner)
     try:
         parsed = common.parse_as(raw, KIND, ClusterProfile)
-        selector = translate.from_profile(parsed).stages[0].selector
+        selector = common.profile_rollout(ctx.cache, parsed).stages[0].selector
     except common.INVALID:
         return False  # its own pass reports it, and writes nothing
     if parsed.spec.depends_on or raw["metadata"].get("deletionTimestamp"):
