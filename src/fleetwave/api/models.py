@@ -48,7 +48,9 @@ from fleetwave.api.sveltos import (
     HelmChart,
     ManualTrigger,
     PolicyRef,
+    Profile,
     ProfileSpec,
+    ProfileStatus,
     Stage,
     StageStatus,
     TimeWindow,
@@ -59,6 +61,7 @@ from fleetwave.api.work import MemberWork, MemberWorkSpec, MemberWorkStatus
 
 ALL_KINDS: tuple[type[Resource], ...] = (
     ClusterProfile,
+    Profile,
     ClusterPromotion,
     ClusterSummary,
     MemberCluster,
@@ -121,7 +124,9 @@ __all__ = [
     "PlacementSpec",
     "PlacementStatus",
     "PolicyRef",
+    "Profile",
     "ProfileSpec",
+    "ProfileStatus",
     "Resource",
     "ResourceEnvelope",
     "ResourceOverride",

@@ -21,7 +21,7 @@ from fleetwave.controllers.fleet import membercluster
 from fleetwave.controllers.fleet.member_watches import MemberWatches
 from fleetwave.controllers.fleet.ports import HealthAdapter, HelmAdapter
 from fleetwave.controllers.shared.context import Cache, Context
-from fleetwave.controllers.sveltos import content_gc, profile, promotion, summary
+from fleetwave.controllers.sveltos import content_gc, namespaced_profile, profile, promotion, summary
 from fleetwave.controllers.sveltos.profile_withdrawal import Withdrawals
 from fleetwave.controllers.sveltos.summary_memory import SummaryMemory
 from fleetwave.delivery import sessions
@@ -230,7 +230,7 @@ def _notifier(settings: Settings, secrets: Informer) -> notify.Notifier:
     return notify.Notifier(sink, source=f"fleetwave/{settings.namespace}")
 
 
-_SVELTOS_KINDS = ("ClusterPromotion", "ClusterProfile", "ClusterSummary", "MemberCluster")
+_SVELTOS_KINDS = ("ClusterPromotion", "ClusterProfile", "ClusterSummary", "MemberCluster", "Profile")
 
 
 def _family(
@@ -410,6 +410,8 @@ def _add_controllers(
         keys=lambda: keys.all_of("ClusterSummary"),
         bulk=True,
     )
+    if "Profile" in ctx.family.kinds:
+        _add_namespaced_profiles(manager, ctx, informers, settings)
     ctx.queues.add("ClusterPromotion", promotions.enqueue)
     ctx.queues.add("ClusterProfile", profiles.enqueue)
     ctx.queues.add("ClusterSummary", summaries.enqueue)
@@ -421,6 +423,23 @@ def _add_controllers(
         summaries,
         watches.Writes(ctx.statuses.own, ctx.echoes, ctx.wakeups),
     )
+
+
+def _add_namespaced_profiles(
+    manager: Manager, ctx: Context, informers: dict[str, Informer], settings: Settings
+) -> None:
+    """Profiles (ADR 0110): each compiled into a generated ClusterProfile, whose changes wake it; it
+    goes to the shard of that profile."""
+    profiles: Controller[str] = manager.add_controller(
+        ctx.family.controller_name("Profile"),
+        lambda k: namespaced_profile.reconcile(ctx, k),
+        workers=settings.rollout_workers,
+        rollout=lambda k: f"ClusterProfile/{namespaced_profile.generated_of(k)}",
+        keys=lambda: watches.all_keys(ctx.cache, "Profile"),
+    )
+    profiles.watch(informers["Profile"], lambda o: [object_key(o)])
+    profiles.watch(informers["ClusterProfile"], namespaced_profile.profile_of)
+    ctx.queues.add("Profile", profiles.enqueue)
 
 
 def _summary_memory(manager: Manager) -> SummaryMemory:

@@ -107,6 +107,7 @@ SNAPSHOTS = (
 STATUS_WRITTEN = (
     "ClusterPromotion",
     "ClusterProfile",
+    "Profile",
     "ClusterSummary",
     "MemberCluster",
     "ClusterResourcePlacement",
@@ -117,7 +118,7 @@ STATUS_WRITTEN = (
     "ApprovalRequest",
 )
 # Kinds the controllers merge-patch besides their status (finalizers, a manual gate, labels).
-PATCHED = ("ClusterPromotion", "ClusterResourcePlacement", "ResourcePlacement", "MemberCluster")
+PATCHED = ("ClusterPromotion", "Profile", "ClusterResourcePlacement", "ResourcePlacement", "MemberCluster")
 # Kinds that own (controller, blockOwnerDeletion) objects the controllers create.
 OWNERS = ("ClusterPromotion", "ClusterProfile", "ClusterStagedUpdateRun", "StagedUpdateRun")
 
@@ -209,7 +210,7 @@ def family_rules(family: Family) -> list[Rule]:
         rules.extend(Rule(g, tuple(sorted(p)), verbs) for g, p in sorted(groups.items()))
 
     grant(("ClusterProfile", "ClusterSummary"), ("create", "patch", "delete"))
-    grant(("ClusterPromotion", "ClusterResourcePlacement", "ResourcePlacement"), ("patch",))
+    grant(("ClusterPromotion", "Profile", "ClusterResourcePlacement", "ResourcePlacement"), ("patch",))
     if "MemberCluster" in family.kinds and family.served("MemberCluster").kind == "SveltosCluster":
         grant(("MemberCluster",), ("patch",))  # Sveltos' registration labels
     grant(SNAPSHOTS, ("create", "patch", "delete"))
