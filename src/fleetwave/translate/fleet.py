@@ -13,7 +13,7 @@ from fleetwave.api import yamlsafe
 from fleetwave.api.codec import ManifestError, parse_object
 from fleetwave.api.models import MemberCluster
 from fleetwave.core import model as m
-from fleetwave.translate.common import KEY_LABEL, NAME_LABEL, NAMESPACE_LABEL, cluster_key
+from fleetwave.translate.common import KEY_LABEL, NAME_LABEL, cluster_key
 from fleetwave.translate.errors import Problem, TranslateError
 
 _ENTRY_FIELDS = frozenset({"name", "labels", "ready"})
@@ -122,8 +122,7 @@ def fleet_of(clusters: Iterable[m.Cluster], problems: list[Problem] | None = Non
             problems.append(Problem("clusters", f"duplicate cluster name {c.name!r}"))
         seen.add(c.name)
         key = c.name if "/" in c.name else cluster_key(None, c.name)
-        labels = {**c.labels, NAME_LABEL: c.name, KEY_LABEL: key, NAMESPACE_LABEL: key.partition("/")[0]}
-        named.append(m.Cluster(c.name, labels, c.ready))
+        named.append(m.Cluster(c.name, {**c.labels, NAME_LABEL: c.name, KEY_LABEL: key}, c.ready))
     if not named and not problems:
         problems.append(Problem("clusters", "the fleet has no clusters"))
     if problems:
