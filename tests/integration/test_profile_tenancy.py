@@ -172,8 +172,11 @@ def test_a_profile_delivers_only_to_its_namespaces_cluster_and_withdraws_when_de
     ]
     assert status["clusterProfileName"] == "p--tenant-a.web"
     assert status["clusterSummaries"] == [f"p--tenant-a.web-sveltos-{CLUSTER}"]
-    summaries = kubectl("get clustersummary.config.projectsveltos.io -A -o name")
-    assert f"p--tenant-a.web-sveltos-{CLUSTER}" in summaries
+    # Found as Sveltos users find a Profile's summaries: by its label.
+    summaries = kubectl(
+        "get clustersummary.config.projectsveltos.io -A -l projectsveltos.io/profile-name=web -o name"
+    )
+    assert summaries.split() == [f"clustersummary.config.projectsveltos.io/p--tenant-a.web-sveltos-{CLUSTER}"]
     assert _on_member(theirs, "from-tenant-a") is None  # same name, same labels, other namespace
 
     kubectl("delete profile.config.projectsveltos.io/web -n tenant-a --wait=false")

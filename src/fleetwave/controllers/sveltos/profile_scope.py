@@ -30,6 +30,8 @@ PREFIX = "p--"
 # and to confine its content boundary) and `namespace/name` (an annotation: names may pass 63 chars).
 PROFILE_NAMESPACE_LABEL = "fleetwave.io/profile-namespace"
 PROFILE_ANNOTATION = "fleetwave.io/profile"
+# Sveltos' label on the ClusterSummaries of a Profile: its name.
+SVELTOS_PROFILE_NAME_LABEL = "projectsveltos.io/profile-name"
 MAX_NAME = 63  # the generated name is also a label value (its summaries' profile label)
 
 # Parts of a profile spec whose namespaces are on the member cluster, not content in the management
