@@ -318,3 +318,35 @@ def test_a_profile_never_selects_another_namespaces_cluster_nor_names_its_conten
     fleet = _fleet(clusters)
     selected = [c for c in fleet.names if selectors.matches(selector, fleet.by_name[c].labels)]
     assert all(c.startswith(f"{OWN}/") for c in selected), selected
+
+
+def test_a_generated_profile_as_the_api_server_stores_it_is_not_written_again() -> None:
+    """The spec is dumped with every default the schema fills in, so the stored profile holds it and
+    a pass writes nothing; a changed spec, a lost label or a deletion in progress is written again."""
+    parsed = ClusterProfile.model_validate(
+        {
+            "apiVersion": "fleetwave.io/v1alpha1",
+            "kind": "ClusterProfile",
+            "metadata": {"name": "x"},
+            "spec": {
+                "clusterSelector": {"matchLabels": {"env": "prod"}},
+                "policyRefs": [{"kind": "ConfigMap", "name": "c"}],
+            },
+        }
+    )
+    spec = parsed.spec.model_dump(mode="json", by_alias=True, exclude_none=True)
+    wanted = profile_scope.generate(OWN, "web", spec)
+    stored_spec = ClusterProfile.model_validate(
+        {
+            "apiVersion": "fleetwave.io/v1alpha1",
+            "kind": "ClusterProfile",
+            "metadata": {"name": "x"},
+            "spec": wanted.spec,
+        }
+    ).spec.model_dump(mode="json", by_alias=True, exclude_none=True)
+    meta = {"name": wanted.name, "labels": dict(wanted.labels), "annotations": dict(wanted.annotations)}
+    stored = {"metadata": meta, "spec": stored_spec}
+    assert namespaced_profile._holds(stored, wanted)
+    assert not namespaced_profile._holds({**stored, "spec": {**stored_spec, "tier": 1}}, wanted)
+    assert not namespaced_profile._holds({**stored, "metadata": {**meta, "labels": {}}}, wanted)
+    assert not namespaced_profile._holds({**stored, "metadata": {**meta, "deletionTimestamp": "t"}}, wanted)
