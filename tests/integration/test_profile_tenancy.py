@@ -204,3 +204,69 @@ def test_a_profile_naming_another_namespaces_content_is_refused_and_delivers_not
     for member in members.values():
         assert _on_member(member, "from-tenant-b") is None
     kubectl("delete profile.config.projectsveltos.io/steal -n tenant-a")
+
+
+def _native_members(state: fleet.FleetState) -> str:
+    """The same two tenants' clusters as fleetwave.io MemberClusters (`native`, labelled env=prod),
+    with content naming the group it went through."""
+    by_name = {m.name: m for m in state.members}
+    docs: list[dict[str, Any]] = []
+    for namespace, member in TENANTS.items():
+        docs += [
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {
+                    "name": "native-kubeconfig",
+                    "namespace": namespace,
+                    "labels": {"fleetwave.io/member-cluster": "native"},
+                },
+                "stringData": {"kubeconfig": Path(by_name[member].kubeconfig).read_text()},
+            },
+            {
+                "apiVersion": "fleetwave.io/v1alpha1",
+                "kind": "MemberCluster",
+                "metadata": {"name": "native", "namespace": namespace, "labels": {"env": "prod"}},
+                "spec": {"kubeconfigSecretRef": {"name": "native-kubeconfig", "key": "kubeconfig"}},
+            },
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": "native-content", "namespace": namespace},
+                "data": {"cm.yaml": _delivered(namespace).replace("from-", "native-from-")},
+            },
+        ]
+    return yaml.safe_dump_all(docs)
+
+
+def test_the_native_group_serves_profiles_with_the_same_confinement(
+    controller: ControllerThread, kubectl: Kubectl, members: dict[str, Client], local_fleet: fleet.FleetState
+) -> None:
+    kubectl("apply -f -", stdin=_native_members(local_fleet))
+    try:
+        profile = _profile("native-web", "tenant-a", "kind: ConfigMap\n    name: native-content")
+        kubectl(
+            "apply -f -", stdin=profile.replace("config.projectsveltos.io/v1beta1", "fleetwave.io/v1alpha1")
+        )
+        mine, theirs = members[TENANTS["tenant-a"]], members[TENANTS["tenant-b"]]
+        wait_for(lambda: _on_member(mine, "native-from-tenant-a"), what="tenant-a's content, natively")
+        got = wait_for(
+            lambda: _when(
+                dict(
+                    kubectl.yaml("get profile.fleetwave.io/native-web -n tenant-a -o yaml").get("status")
+                    or {}
+                ),
+                lambda s: _ready(s).get("status") == "True",
+            ),
+            what="the native Profile Ready",
+        )
+        assert [c["namespace"] + "/" + c["name"] for c in got["matchingClusters"]] == ["tenant-a/native"]
+        assert _on_member(theirs, "native-from-tenant-a") is None
+        kubectl("delete profile.fleetwave.io/native-web -n tenant-a --wait=false")
+        wait_for(
+            lambda: _on_member(mine, "native-from-tenant-a") is None, what="the native content withdrawn"
+        )
+    finally:
+        kubectl("delete profile.fleetwave.io --all -n tenant-a --wait=false", ok=False)
+        kubectl("delete memberclusters.fleetwave.io native -n tenant-a", ok=False)
+        kubectl("delete memberclusters.fleetwave.io native -n tenant-b", ok=False)
