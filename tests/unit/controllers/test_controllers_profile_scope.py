@@ -350,3 +350,15 @@ def test_a_generated_profile_as_the_api_server_stores_it_is_not_written_again() 
     assert not namespaced_profile._holds({**stored, "spec": {**stored_spec, "tier": 1}}, wanted)
     assert not namespaced_profile._holds({**stored, "metadata": {**meta, "labels": {}}}, wanted)
     assert not namespaced_profile._holds({**stored, "metadata": {**meta, "deletionTimestamp": "t"}}, wanted)
+
+
+def test_a_namespace_deep_in_a_free_form_part_is_found_without_recursing() -> None:
+    nested: dict[str, Any] = {"namespace": "team-b"}
+    for _ in range(5000):
+        nested = {"x": [nested]}
+    chart = {"releaseName": "r", "signatureVerification": nested}
+    message = _refused({"helmCharts": [chart]})
+    assert message.startswith("spec.helmCharts[0].signatureVerification.x[0].x[0]")
+    assert message.endswith(
+        ".namespace: team-b: a Profile reads content only from its own namespace (team-a)"
+    )

@@ -72,7 +72,9 @@ def _generate(raw: Mapping[str, Any]) -> profile_scope.Generated:
     try:
         parsed = sveltos.Profile.model_validate({**raw, "status": None})
     except ValidationError as e:
-        raise profile_scope.Refused(f"spec: {e.errors()[0].get('msg', 'invalid')}") from None
+        first = e.errors()[0]
+        where = ".".join(str(part) for part in first.get("loc", ())) or "spec"
+        raise profile_scope.Refused(f"{where}: {first.get('msg', 'invalid')}") from None
     spec = parsed.spec.model_dump(mode="json", by_alias=True, exclude_none=True)
     return profile_scope.generate(str(meta["namespace"]), str(meta["name"]), spec)
 

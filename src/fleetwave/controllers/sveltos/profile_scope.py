@@ -175,21 +175,27 @@ def _with_credentials(namespace: str, chart: Mapping[str, Any]) -> dict[str, Any
     return {**chart, "registryCredentialsConfig": {**config, **refs}}
 
 
-def _no_foreign_namespace(namespace: str, value: Any, path: str) -> None:
-    """Fail-closed: every `namespace` outside the member-side parts must be the Profile's."""
-    if isinstance(value, Mapping):
-        for key, item in value.items():
-            where = f"{path}.{key}"
-            if key in _MEMBER_SIDE or (path == "spec" and key in ("clusterRefs", "clusterSelector")):
-                continue
-            if key == "namespace" and item != namespace:
-                raise Refused(
-                    f"{where}: {item}: a Profile reads content only from its own namespace ({namespace})"
-                )
-            _no_foreign_namespace(namespace, item, where)
-    elif isinstance(value, list):
-        for i, item in enumerate(value):
-            _no_foreign_namespace(namespace, item, f"{path}[{i}]")
+def _no_foreign_namespace(namespace: str, spec: Mapping[str, Any], path: str) -> None:
+    """Fail-closed: every `namespace` outside the member-side parts must be the Profile's. A walk
+    with its own stack: free-form parts may nest deeper than Python's recursion allows."""
+    stack: list[tuple[str, Any]] = [
+        (f"{path}.{k}", v)
+        for k, v in spec.items()
+        if k not in _MEMBER_SIDE and k not in ("clusterRefs", "clusterSelector")
+    ]
+    while stack:
+        where, value = stack.pop()
+        if isinstance(value, Mapping):
+            for key, item in value.items():
+                if key == "namespace" and item != namespace:
+                    raise Refused(
+                        f"{where}.{key}: {item}: a Profile reads content only from its own namespace "
+                        f"({namespace})"
+                    )
+                if key not in _MEMBER_SIDE:
+                    stack.append((f"{where}.{key}", item))
+        elif isinstance(value, list):
+            stack.extend((f"{where}[{i}]", item) for i, item in enumerate(value))
 
 
 def _no_local(spec: Mapping[str, Any]) -> None:
