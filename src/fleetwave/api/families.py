@@ -93,6 +93,7 @@ SVELTOS = Family(
         "ClusterProfile": Served(SVELTOS_CONFIG, "ClusterProfile", "clusterprofiles", False),
         "ClusterPromotion": Served(SVELTOS_CONFIG, "ClusterPromotion", "clusterpromotions", False),
         "ClusterSummary": Served(SVELTOS_CONFIG, "ClusterSummary", "clustersummaries", True),
+        "Profile": Served(SVELTOS_CONFIG, "Profile", "profiles", True),
         "MemberCluster": Served(SVELTOS_LIB, "SveltosCluster", "sveltosclusters", True),
         "RoleRequest": Served(SVELTOS_LIB, "RoleRequest", "rolerequests", False),
         "ClusterSet": Served(SVELTOS_LIB, "ClusterSet", "clustersets", False),

@@ -50,7 +50,9 @@ from fleetwave.api.sveltos import (
     HelmChart,
     ManualTrigger,
     PolicyRef,
+    Profile,
     ProfileSpec,
+    ProfileStatus,
     Stage,
     StageStatus,
     TimeWindow,
@@ -62,6 +64,7 @@ from fleetwave.api.work import MemberWork, MemberWorkSpec, MemberWorkStatus
 
 ALL_KINDS: tuple[type[Resource], ...] = (
     ClusterProfile,
+    Profile,
     ClusterPromotion,
     ClusterSummary,
     MemberCluster,
@@ -132,7 +135,9 @@ __all__ = [
     "PlacementSpec",
     "PlacementStatus",
     "PolicyRef",
+    "Profile",
     "ProfileSpec",
+    "ProfileStatus",
     "Resource",
     "ResourceEnvelope",
     "ResourceOverride",

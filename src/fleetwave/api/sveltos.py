@@ -590,6 +590,44 @@ class ClusterProfile(Resource):
     """Set by the controller: how the profile's rollout is going."""
 
 
+class ProfileStatus(ClusterProfileStatus):
+    """Set by the controller: how the profile's rollout is going, mirrored from the ClusterProfile
+    fleetwave generated for it, and where its deliveries are."""
+
+    cluster_profile_name: str | None = None
+    """Set by the controller: the cluster-scoped ClusterProfile fleetwave generated to deliver this
+    Profile (`p--<namespace>.<name>`), whose status this one mirrors."""
+    cluster_summaries: list[str] | None = None
+    """Set by the controller: the names of the ClusterSummaries of this Profile, one per matching
+    cluster, in the Profile's namespace."""
+
+
+class Profile(Resource):
+    """A ClusterProfile confined to its own namespace (Sveltos' Profile): it deploys only to member
+    clusters of its namespace, and reads ConfigMaps, Secrets and Flux sources only from there. A
+    platform team grants it to a tenant through a namespaced Role."""
+
+    kind_name: ClassVar[str] = "Profile"
+    plural: ClassVar[str] = "profiles"
+    namespaced: ClassVar[bool] = True
+    short_names: ClassVar[tuple[str, ...]] = ("prof",)
+    printer_columns: ClassVar[tuple[dict[str, object], ...]] = (
+        column("Sync-Mode", ".spec.syncMode"),
+        column("Max-Update", ".spec.maxUpdate"),
+        condition_column("Ready", "Ready"),
+        AGE,
+    )
+
+    kind: Literal["Profile"] = "Profile"
+    """The object's kind: `Profile`."""
+    spec: ClusterProfileSpec = Field(default_factory=ClusterProfileSpec)
+    """What the profile deploys, and to which member clusters of its namespace. Cluster references
+    and content references that name another namespace are refused; an empty namespace is the
+    Profile's own."""
+    status: ProfileStatus | None = None
+    """Set by the controller: how the profile's rollout is going."""
+
+
 # ---- ClusterPromotion ----
 
 

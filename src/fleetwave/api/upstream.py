@@ -12,7 +12,7 @@ from typing import Any
 
 from fleetwave.api.meta import API_VERSION
 
-SVELTOS_CONFIG_KINDS = ("ClusterProfile", "ClusterPromotion", "ClusterSummary")
+SVELTOS_CONFIG_KINDS = ("ClusterProfile", "ClusterPromotion", "ClusterSummary", "Profile")
 # The kinds of lib.projectsveltos.io served under their own names (SveltosCluster is MemberCluster).
 SVELTOS_LIB_KINDS = ("ClusterSet", "Set")
 # The kinds of placement.kubernetes-fleet.io, in the order CRDs and informers are made.
@@ -124,7 +124,7 @@ def _normalise_doc_forms(doc: dict[str, Any]) -> None:
     if not isinstance(spec, dict):
         return
     kind = doc["kind"]
-    if kind == "ClusterProfile":
+    if kind in ("ClusterProfile", "Profile"):
         _normalise_profile(spec, "spec")
     elif kind == "ClusterSummary" and isinstance(spec.get("clusterProfileSpec"), dict):
         _normalise_profile(spec["clusterProfileSpec"], "spec.clusterProfileSpec")

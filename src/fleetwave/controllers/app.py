@@ -20,8 +20,15 @@ from fleetwave.controllers import kubefleet, watches
 from fleetwave.controllers.fleet import membercluster, role_requests
 from fleetwave.controllers.fleet.member_watches import MemberWatches
 from fleetwave.controllers.fleet.ports import HealthAdapter, HelmAdapter
-from fleetwave.controllers.shared.context import Cache, Context
-from fleetwave.controllers.sveltos import cluster_sets, content_gc, profile, promotion, summary
+from fleetwave.controllers.shared.context import Cache, Context, as_dict
+from fleetwave.controllers.sveltos import (
+    cluster_sets,
+    content_gc,
+    namespaced_profile,
+    profile,
+    promotion,
+    summary,
+)
 from fleetwave.controllers.sveltos.profile_withdrawal import Withdrawals
 from fleetwave.controllers.sveltos.summary_memory import SummaryMemory
 from fleetwave.delivery import sessions
@@ -235,6 +242,7 @@ _SVELTOS_KINDS = (
     "ClusterProfile",
     "ClusterSummary",
     "MemberCluster",
+    "Profile",
     "RoleRequest",
     *cluster_sets.KINDS,
 )
@@ -419,6 +427,8 @@ def _add_controllers(
         keys=lambda: keys.all_of("ClusterSummary"),
         bulk=True,
     )
+    if "Profile" in ctx.family.kinds:
+        _add_namespaced_profiles(manager, ctx, informers, settings)
     ctx.queues.add("ClusterPromotion", promotions.enqueue)
     ctx.queues.add("ClusterProfile", profiles.enqueue)
     ctx.queues.add("ClusterSummary", summaries.enqueue)
@@ -448,6 +458,10 @@ def _set_controller(manager: Manager, ctx: Context, keys: watches.Keys, kind: st
     )
 
 
+def _profiles_in(ctx: Context, namespace: Any) -> list[str]:
+    return [k for k in watches.all_keys(ctx.cache, "Profile") if k.partition("/")[0] == namespace]
+
+
 def _add_role_requests(manager: Manager, ctx: Context, informers: dict[str, Informer]) -> None:
     """RoleRequests (ADR 0111): re-granted when a member changes (it may start or stop matching) or a
     ConfigMap or Secret one of them reads changes."""
@@ -461,6 +475,28 @@ def _add_role_requests(manager: Manager, ctx: Context, informers: dict[str, Info
     requests.watch(informers["MemberCluster"], lambda _o: watches.all_keys(ctx.cache, "RoleRequest"))
     requests.watch(informers["ConfigMap"], lambda o: watches.role_requests_reading(ctx.cache, "ConfigMap", o))
     requests.watch(informers["Secret"], lambda o: watches.role_requests_reading(ctx.cache, "Secret", o))
+
+
+def _add_namespaced_profiles(
+    manager: Manager, ctx: Context, informers: dict[str, Informer], settings: Settings
+) -> None:
+    """Profiles (ADR 0110): each compiled into a generated ClusterProfile, whose changes wake it; it
+    goes to the shard of that profile."""
+    profiles: Controller[str] = manager.add_controller(
+        ctx.family.controller_name("Profile"),
+        lambda k: namespaced_profile.reconcile(ctx, k),
+        workers=settings.rollout_workers,
+        rollout=lambda k: f"ClusterProfile/{namespaced_profile.generated_of(k)}",
+        keys=lambda: watches.all_keys(ctx.cache, "Profile"),
+    )
+    profiles.watch(informers["Profile"], lambda o: [object_key(o)])
+    profiles.watch(informers["ClusterProfile"], namespaced_profile.profile_of)
+    if "RoleRequest" in informers:  # a namespace's tenant admins decide who its Profiles act as
+        profiles.watch(
+            informers["RoleRequest"],
+            lambda o: _profiles_in(ctx, (as_dict(o).get("spec") or {}).get("serviceAccountNamespace")),
+        )
+    ctx.queues.add("Profile", profiles.enqueue)
 
 
 def _summary_memory(manager: Manager) -> SummaryMemory:

@@ -108,6 +108,7 @@ SNAPSHOTS = (
 STATUS_WRITTEN = (
     "ClusterPromotion",
     "ClusterProfile",
+    "Profile",
     "ClusterSummary",
     "MemberCluster",
     "ClusterResourcePlacement",
@@ -124,6 +125,7 @@ STATUS_WRITTEN = (
 # Kinds the controllers merge-patch besides their status (finalizers, a manual gate, labels).
 PATCHED = (
     "ClusterPromotion",
+    "Profile",
     "ClusterResourcePlacement",
     "ResourcePlacement",
     "MemberCluster",
@@ -220,7 +222,10 @@ def family_rules(family: Family) -> list[Rule]:
         rules.extend(Rule(g, tuple(sorted(p)), verbs) for g, p in sorted(groups.items()))
 
     grant(("ClusterProfile", "ClusterSummary"), ("create", "patch", "delete"))
-    grant(("ClusterPromotion", "ClusterResourcePlacement", "ResourcePlacement", "RoleRequest"), ("patch",))
+    grant(
+        ("ClusterPromotion", "Profile", "ClusterResourcePlacement", "ResourcePlacement", "RoleRequest"),
+        ("patch",),
+    )
     if "MemberCluster" in family.kinds and family.served("MemberCluster").kind == "SveltosCluster":
         grant(("MemberCluster",), ("patch",))  # Sveltos' registration labels
     grant(SNAPSHOTS, ("create", "patch", "delete"))

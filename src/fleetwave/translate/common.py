@@ -18,6 +18,9 @@ NAME_LABEL = "fleetwave.io/cluster-name"
 # And `namespace/name`, the member's key: a clusterRef that names a namespace matches only there, so
 # `dev/c1` never selects `prod/c1`. Clusters of a fleet file have no namespace: theirs is `default`.
 KEY_LABEL = "fleetwave.io/cluster-key"
+# And its namespace alone: a namespaced Profile's generated ClusterProfile ANDs it into its selector,
+# so it never selects a cluster of another namespace (ADR 0110).
+NAMESPACE_LABEL = "fleetwave.io/cluster-namespace"
 DEFAULT_NAMESPACE = "default"
 
 

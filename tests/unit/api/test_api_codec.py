@@ -193,8 +193,8 @@ def test_unknown_kind_and_api_version() -> None:
         "ConfigMap/x: apiVersion: unsupported",
     )
     _reject(
-        {"apiVersion": "config.projectsveltos.io/v1beta1", "kind": "Profile", "metadata": {"name": "x"}},
-        "Profile/x: kind: unknown kind 'Profile'",
+        {"apiVersion": "config.projectsveltos.io/v1beta1", "kind": "ClusterSet", "metadata": {"name": "x"}},
+        "ClusterSet/x: kind: unknown kind 'ClusterSet'",
     )
     _reject({"kind": "ClusterProfile", "metadata": {"name": "x"}}, "ClusterProfile/x: apiVersion: missing")
 

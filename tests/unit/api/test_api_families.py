@@ -38,6 +38,7 @@ def test_upstream_crds_use_upstream_names_scope_and_columns_and_are_marked_as_fl
         "clusterprofiles.config.projectsveltos.io",
         "clusterpromotions.config.projectsveltos.io",
         "clustersummaries.config.projectsveltos.io",
+        "profiles.config.projectsveltos.io",
         "sveltosclusters.lib.projectsveltos.io",
         "rolerequests.lib.projectsveltos.io",
         "clustersets.lib.projectsveltos.io",
@@ -105,7 +106,10 @@ def test_upstream_rbac_grants_the_native_verbs_on_the_upstream_groups_only() -> 
         ("clusterprofiles", "clustersummaries"),
         ("create", "patch", "delete"),
     ) in rules
-    assert ("config.projectsveltos.io", ("clusterpromotions",), ("patch",)) in rules
+    # A Profile's finalizer is a merge patch (ADR 0110); its status is written like a ClusterProfile's.
+    assert ("config.projectsveltos.io", ("clusterpromotions", "profiles"), ("patch",)) in rules
+    on_status = {res for g, res, verbs in rules if verbs == ("patch",) and any("/status" in r for r in res)}
+    assert any("profiles/status" in res for res in on_status)
     reads = ("clustersets", "rolerequests", "sets", "sveltosclusters")
     assert ("lib.projectsveltos.io", reads, ("get", "list", "watch")) in rules
     status = ("clustersets/status", "rolerequests/status", "sets/status", "sveltosclusters/status")

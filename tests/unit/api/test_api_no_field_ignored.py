@@ -31,10 +31,10 @@ from fleetwave.api.codec import parse_object
 from fleetwave.api.kubefleet import PlacementSpec
 from fleetwave.api.meta import API_VERSION
 from fleetwave.api.models import ALL_KINDS
-from fleetwave.api.sveltos import ClusterProfile, ValidateHealth
+from fleetwave.api.sveltos import ClusterProfile, ClusterProfileSpec, Profile, ValidateHealth
 from fleetwave.controllers.fleet import members
 from fleetwave.controllers.kubefleet import unhonoured
-from fleetwave.controllers.sveltos import content
+from fleetwave.controllers.sveltos import content, profile_scope
 from fleetwave.health import checks
 from fleetwave.translate import TranslateError
 from fleetwave.translate import sveltos as translate_sveltos
@@ -776,3 +776,34 @@ def test_the_figures() -> None:
     counts = Counter(e[0] for _, _, e in _entries())
     print(f"\nfields: {sum(counts.values())}; " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
     assert counts["ignored"] == 0
+
+
+def test_a_profile_hands_every_field_to_its_generated_cluster_profile() -> None:
+    """A Profile (ADR 0110) is served with ClusterProfileSpec, so the registry's word on each field
+    holds for it only because its compilation carries every field into the generated ClusterProfile,
+    dropping none; setRefs, which a Profile refuses itself, is refused by name."""
+    assert Profile.model_fields["spec"].annotation is ClusterProfileSpec
+    samples: dict[str, Any] = {
+        "clusterSelector": {"matchLabels": {"a": "b"}},
+        "clusterRefs": [{"name": "c"}],
+        "dependsOn": ["other"],
+    }
+    spec: dict[str, Any] = {}
+    for name, info in ClusterProfileSpec.model_fields.items():
+        alias = info.alias or name
+        if alias == "setRefs":
+            continue
+        origin = typing.get_origin(info.annotation) or info.annotation
+        args = [typing.get_origin(a) or a for a in typing.get_args(info.annotation)]
+        if alias in samples:
+            spec[alias] = samples[alias]
+        elif list in (origin, *args):
+            spec[alias] = [{}]
+        elif dict in (origin, *args):
+            spec[alias] = {"k": "v"}
+        else:
+            spec[alias] = "x"
+    generated = profile_scope.confine("team", spec)
+    assert set(generated) == set(spec)
+    with pytest.raises(profile_scope.Refused, match=r"^spec\.setRefs: "):
+        profile_scope.confine("team", {"setRefs": ["s"]})

@@ -15,7 +15,13 @@ import pytest
 from fleetwave.api import families
 from fleetwave.api.sveltos import ClusterProfile
 from fleetwave.controllers.shared.context import Context
-from fleetwave.controllers.sveltos import content, promotion, rollout_common, summary_writes
+from fleetwave.controllers.sveltos import (
+    content,
+    profile_scope,
+    promotion,
+    rollout_common,
+    summary_writes,
+)
 from fleetwave.controllers.sveltos import summary_status as ss
 
 RESOLVED = content.Resolved(hash="h" * 64, body={})
@@ -344,3 +350,28 @@ async def test_a_refused_profile_write_leaves_no_summary_write_behind() -> None:
         )
     await asyncio.sleep(0)  # the cancellations land
     assert server.cancelled == 2
+
+
+async def _labels_written(labels: dict[str, str], annotations: dict[str, str]) -> dict[str, str]:
+    body = _stage_profile(["a"]).to_dict()
+    # Parses are memoised by name and version: this body is neither of another test's.
+    version = f"labelled-{next(_VERSIONS)}"
+    meta = {"name": "p--fleet.web", "resourceVersion": version, "labels": labels, "annotations": annotations}
+    body["metadata"] = {**body["metadata"], **meta}
+    parsed = rollout_common.parse_as(body, "ClusterProfile", ClusterProfile)
+    client = _Client()
+    await summary_writes.apply_all(_ctx(client), parsed, RESOLVED, ["fleet/a"])
+    return dict(client.applied[0]["metadata"]["labels"])
+
+
+async def test_a_profiles_generated_profile_labels_its_summaries_with_the_profiles_name() -> None:
+    """Sveltos labels a Profile's summaries `projectsveltos.io/profile-name` (ADR 0110); a label that
+    does not match the annotation's namespace is nobody's, and other profiles' summaries are as
+    they were."""
+    generated = profile_scope.generate("fleet", "web", {})
+    labels = await _labels_written(dict(generated.labels), dict(generated.annotations))
+    assert labels[profile_scope.SVELTOS_PROFILE_NAME_LABEL] == "web"
+    forged = {profile_scope.PROFILE_ANNOTATION: "other/web"}
+    labels = await _labels_written(dict(generated.labels), forged)
+    assert profile_scope.SVELTOS_PROFILE_NAME_LABEL not in labels
+    assert profile_scope.SVELTOS_PROFILE_NAME_LABEL not in await _labels_written({}, {})

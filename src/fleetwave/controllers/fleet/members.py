@@ -26,7 +26,7 @@ from fleetwave.core import model as m
 from fleetwave.delivery.target import MemberTarget
 from fleetwave.kube import kubeconfig_policy
 from fleetwave.mgmt.registration import ALLOW_INSECURE_ANNOTATION, MEMBER_SECRET_LABEL
-from fleetwave.translate import KEY_LABEL, NAME_LABEL
+from fleetwave.translate import KEY_LABEL, NAME_LABEL, NAMESPACE_LABEL
 
 PULL_ANNOTATION = pullmode.PULL_ANNOTATION
 SECRET_LABEL = MEMBER_SECRET_LABEL  # on a kubeconfig Secret: the member it serves
@@ -174,7 +174,7 @@ def fleet(members: Iterable[Member]) -> m.Fleet:
     return m.Fleet.of(
         m.Cluster(
             mb.key,
-            {**mb.labels, NAME_LABEL: mb.name, KEY_LABEL: mb.key},
+            {**mb.labels, NAME_LABEL: mb.name, KEY_LABEL: mb.key, NAMESPACE_LABEL: mb.namespace},
             ready=mb.ready and not mb.paused,
             why="paused" if mb.paused else ("" if mb.ready else mb.failure_message),
         )

@@ -26,7 +26,7 @@ from fleetwave.controllers.kubefleet import naming as nm
 from fleetwave.core import model as m
 from fleetwave.core import overrides as co
 from fleetwave.kube import kinds
-from fleetwave.translate import KEY_LABEL, NAME_LABEL
+from fleetwave.translate import KEY_LABEL, NAME_LABEL, NAMESPACE_LABEL
 from fleetwave.translate.common import selector
 
 CLUSTER_KIND, RESOURCE_KIND = "ClusterResourceOverride", "ResourceOverride"
@@ -117,7 +117,7 @@ def latest(lookup: Any) -> list[co.Override]:
 
 
 def member(cluster: m.Cluster) -> co.Member:
-    labels = {k: v for k, v in cluster.labels.items() if k not in (NAME_LABEL, KEY_LABEL)}
+    labels = {k: v for k, v in cluster.labels.items() if k not in (NAME_LABEL, KEY_LABEL, NAMESPACE_LABEL)}
     return co.Member(str(cluster.labels.get(NAME_LABEL) or cluster.name.rpartition("/")[2]), labels)
 
 

@@ -17,7 +17,13 @@ from fleetwave.api.conditions import is_true
 from fleetwave.api.models import ClusterProfile
 from fleetwave.controllers.shared import engine_state
 from fleetwave.controllers.shared.context import Context
-from fleetwave.controllers.sveltos import content, profile_withdrawal, rollout_reconcile, summary_writes
+from fleetwave.controllers.sveltos import (
+    content,
+    profile_scope,
+    profile_withdrawal,
+    rollout_reconcile,
+    summary_writes,
+)
 from fleetwave.controllers.sveltos import rollout_common as common
 from fleetwave.controllers.sveltos import rollout_facts as rf
 from fleetwave.controllers.sveltos.rollout_reconcile import Observation, Pass, Prepared
@@ -171,7 +177,9 @@ def _content(ctx: Context, raw: Mapping[str, Any], profile: ClusterProfile) -> c
     annotations = raw["metadata"].get("annotations") or {}
     pinned = annotations.get(common.PINNED_ANNOTATION)
     if not pinned:
-        return common.resolve(ctx, profile.spec, "spec")
+        # Only ever narrows what is read: a hand-made profile with the label confines itself.
+        own = (raw["metadata"].get("labels") or {}).get(profile_scope.PROFILE_NAMESPACE_LABEL)
+        return common.resolve(ctx, profile.spec, "spec", own_namespace=str(own) if own else None)
     where = f"metadata.annotations[{common.PINNED_ANNOTATION}]"
     if not common.owned_by_promotion(ctx, raw):
         raise content.ContentError(f"{where}: only a ClusterPromotion's stage profile may pin content")

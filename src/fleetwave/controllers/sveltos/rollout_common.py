@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import hashlib
 import json
 from collections import OrderedDict
@@ -200,14 +201,18 @@ async def parse_ahead(ctx: Context, kind: str, raw: Mapping[str, Any]) -> None:
         await asyncio.to_thread(dc.parse_ahead, pending)
 
 
-def resolve(ctx: Context, spec: Any, path: str) -> content.Resolved:
-    """Resolve a cluster-scoped profile's content within its boundary (ADR 0046)."""
+def resolve(ctx: Context, spec: Any, path: str, *, own_namespace: str | None = None) -> content.Resolved:
+    """Resolve a cluster-scoped profile's content within its boundary (ADR 0046); a Profile's
+    generated profile reads only its `own_namespace` (ADR 0110)."""
+    boundary = content_boundary(ctx)
+    if own_namespace is not None:
+        boundary = dataclasses.replace(boundary, own_namespace=own_namespace)
     return content.resolve(
         spec,
         ctx.cache,
         default_namespace=ctx.namespace,
         path=path,
-        boundary=content_boundary(ctx),
+        boundary=boundary,
         artifacts=ctx.artifacts,
     )
 

@@ -9,14 +9,14 @@ import copy
 import hashlib
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from fleetwave.api.models import ClusterProfile
 from fleetwave.controllers.fleet import tenancy
 from fleetwave.controllers.shared.context import Context, as_dict
 from fleetwave.controllers.shared.echoes import tracked
-from fleetwave.controllers.sveltos import content
+from fleetwave.controllers.sveltos import content, profile_scope
 from fleetwave.controllers.sveltos import rollout_common as common
 from fleetwave.controllers.sveltos import summary_status as ss
 from fleetwave.core import selectors
@@ -112,9 +112,10 @@ class _Shared:
     annotations: Mapping[str, str]
     owner_reference: Mapping[str, Any]
     profile_spec: Mapping[str, Any]
-    # The profile's tenant-admin labels (ADR 0111): the summary delivers as that ServiceAccount.
-    tenant: Mapping[str, str]
     digest: str  # of all of the above
+    # Sveltos' `projectsveltos.io/profile-name` on the summaries of a Profile's generated profile, and
+    # the profile's tenant-admin labels (ADR 0111): the summary delivers as that ServiceAccount.
+    labels: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
     def of(cls, ctx: Context, profile: ClusterProfile, resolved: content.Resolved) -> _Shared:
@@ -130,14 +131,11 @@ class _Shared:
             "owner_reference": common.owner_reference(ctx, KIND, profile),
             "profile_spec": summary_spec(profile),
         }
-        tenant = tenancy.tenant_labels(profile.metadata.labels)
-        # Only a tenant's summaries hash it: the others keep the hash they were written with.
-        text = json.dumps(
-            {**fields, "layout": _LAYOUT, **({"tenant": tenant} if tenant else {})},
-            sort_keys=True,
-            default=str,
-        )
-        return cls(**fields, tenant=tenant, digest=hashlib.sha256(text.encode()).hexdigest())
+        labels = {**_profile_labels(profile), **tenancy.tenant_labels(profile.metadata.labels)}
+        # Only when there are any: the hash of every other profile's summaries stays as it was.
+        hashed = {**fields, **({"labels": labels} if labels else {}), "layout": _LAYOUT}
+        text = json.dumps(hashed, sort_keys=True, default=str)
+        return cls(**fields, digest=hashlib.sha256(text.encode()).hexdigest(), labels=labels)
 
     def annotations_of(self, cluster: str) -> dict[str, str]:
         written = hashlib.sha256(f"{self.digest}/{cluster}".encode()).hexdigest()[:32]
@@ -155,7 +153,7 @@ class _Shared:
                     ss.PROFILE_LABEL: self.profile,
                     ss.SVELTOS_PROFILE_LABEL: self.profile,
                     ss.CLUSTER_LABEL: name,
-                    **self.tenant,
+                    **self.labels,
                 },
                 "annotations": self.annotations_of(cluster),
                 "ownerReferences": [dict(self.owner_reference)],
@@ -171,6 +169,16 @@ class _Shared:
                 "clusterProfileSpec": copy.deepcopy(dict(self.profile_spec)),
             },
         }
+
+
+def _profile_labels(profile: ClusterProfile) -> dict[str, str]:
+    """The Profile a generated profile delivers, as Sveltos labels its summaries (ADR 0110); none
+    for any other profile, or when the name cannot be a label value."""
+    meta = profile.metadata.model_dump(by_alias=True, exclude_none=True)
+    owner = profile_scope.owner_of({"metadata": meta})
+    if owner is None or len(owner[1]) > profile_scope.MAX_NAME:
+        return {}
+    return {profile_scope.SVELTOS_PROFILE_NAME_LABEL: owner[1]}
 
 
 def _held(ctx: Context, shared: _Shared, cluster: str) -> bool:
