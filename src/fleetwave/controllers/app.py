@@ -17,7 +17,7 @@ from typing import Any
 
 from fleetwave.api import families, pullmode
 from fleetwave.controllers import kubefleet, watches
-from fleetwave.controllers.fleet import membercluster
+from fleetwave.controllers.fleet import capi, membercluster, members
 from fleetwave.controllers.fleet.member_watches import MemberWatches
 from fleetwave.controllers.fleet.ports import HealthAdapter, HelmAdapter
 from fleetwave.controllers.shared.context import Cache, Context
@@ -136,6 +136,8 @@ def build(
         for kind, resource in kinds.flux_source_resources().items():
             shared[kind] = manager.add_informer(Informer(watcher, resource, namespaces=watched))
     _pull_informers(manager, shared, watched)
+    if any(family.capi for family in settings.upstream):
+        shared[members.CAPI_CACHE_KIND] = manager.add_informer(_capi_informer(watcher, watched))
     recorder = events.EventRecorder(client, "fleetwave")
     manager.recorder = recorder
     notifier = _notifier(settings, shared["Secret"]) if settings.notify_secret else None
@@ -160,6 +162,21 @@ def _pull_informers(manager: Manager, shared: dict[str, Informer], watched: Iter
     shared["Lease"] = manager.add_informer(
         Informer(watcher, Lease, namespaces=watched, labels={pullmode.LEASE_LABEL: "true"})
     )
+
+
+# How often the controller looks again for Cluster API's Cluster kind while it is not served.
+CAPI_POLL_SECONDS = 60.0
+
+
+def _capi_informer(watcher: AsyncClient, watched: Iterable[str]) -> Informer:
+    """Cluster API clusters, members of the Sveltos family (ADR 0109): v1beta2, else v1beta1, in
+    whichever of the two Cluster API serves; where it is not installed the informer is empty and
+    synced, and looks again every CAPI_POLL_SECONDS."""
+    first, *others = (
+        kinds.served_resource(f"{capi.API_GROUP}/{version}", capi.KIND, capi.PLURAL, True)
+        for version in capi.VERSIONS
+    )
+    return Informer(watcher, first, namespaces=watched, unserved_poll=CAPI_POLL_SECONDS, fallbacks=others)
 
 
 def _families(

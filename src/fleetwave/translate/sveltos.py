@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from fleetwave.api.meta import ObjectReference
 from fleetwave.api.models import (
     AutoTrigger,
     ClusterProfile,
@@ -156,13 +157,26 @@ def _profile_selector(profile: ClusterProfile) -> m.Selector | None:
     if spec.set_refs:
         raise fail("spec.setRefs", "cluster sets are not supported yet; use clusterSelector or clusterRefs")
     if refs:
-        # A ref names its cluster's namespace (Sveltos requires it); one without is read as `default`,
-        # as a namespaced object without a namespace is.
-        return common.keys_selector(tuple(common.cluster_key(r.namespace, str(r.name)) for r in refs))
+        return common.keys_selector(_ref_keys(spec.cluster_refs or []))
     if has_selector:
         assert spec.cluster_selector is not None
         return common.selector(spec.cluster_selector)
     return None
+
+
+def _ref_keys(refs: list[ObjectReference]) -> tuple[str, ...]:
+    """The keys of the clusters the refs name, by kind (ADR 0109): a SveltosCluster dev/c1 and a
+    Cluster API Cluster dev/c1 are two clusters. A ref names its cluster's namespace (Sveltos requires
+    it); one without is read as `default`, as a namespaced object without a namespace is."""
+    keys = []
+    for i, ref in enumerate(refs):
+        if not ref.name:
+            continue
+        try:
+            keys.append(common.ref_key(ref.api_version, ref.kind, ref.namespace, ref.name))
+        except common.RefProblem as e:
+            raise fail(f"spec.clusterRefs[{i}].{e.field}", e.message) from None
+    return tuple(keys)
 
 
 def from_profile(profile: ClusterProfile, *, content_hash: str | None = None) -> m.RolloutSpec:
