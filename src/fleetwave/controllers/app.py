@@ -132,12 +132,8 @@ def build(
         "ConfigMap": manager.add_informer(Informer(watcher, ConfigMap, namespaces=watched)),
         "Secret": manager.add_informer(Informer(watcher, Secret, namespaces=watched)),
     }
-    if settings.flux_sources:
-        for kind, resource in kinds.flux_source_resources().items():
-            shared[kind] = manager.add_informer(Informer(watcher, resource, namespaces=watched))
+    _chosen_informers(manager, shared, settings)
     _pull_informers(manager, shared, watched)
-    if any(family.capi for family in settings.upstream):
-        shared[members.CAPI_CACHE_KIND] = manager.add_informer(_capi_informer(watcher, watched))
     recorder = events.EventRecorder(client, "fleetwave")
     manager.recorder = recorder
     notifier = _notifier(settings, shared["Secret"]) if settings.notify_secret else None
@@ -150,6 +146,16 @@ def build(
     placements = [c for c in contexts if "ClusterResourcePlacement" in c.family.kinds]
     kubefleet.register(manager, placements[-1])
     return manager
+
+
+def _chosen_informers(manager: Manager, shared: dict[str, Informer], settings: Settings) -> None:
+    """Flux's sources (`--flux-sources`), and Cluster API clusters where a family served has them."""
+    watcher, watched = manager.watch_client, settings.watched or ()
+    if settings.flux_sources:
+        for kind, resource in kinds.flux_source_resources().items():
+            shared[kind] = manager.add_informer(Informer(watcher, resource, namespaces=watched))
+    if any(family.capi for family in settings.upstream):
+        shared[members.CAPI_CACHE_KIND] = manager.add_informer(_capi_informer(watcher, watched))
 
 
 def _pull_informers(manager: Manager, shared: dict[str, Informer], watched: Iterable[str]) -> None:
