@@ -508,8 +508,12 @@ class ClusterProfileSpec(ProfileSpec):
     """Selects the member clusters to deploy to by their labels. Omitted or empty (and no clusterRefs):
     no cluster. Cannot be combined with clusterRefs."""
     cluster_refs: list[ObjectReference] | None = None
-    """Member clusters to deploy to, by namespace and name (a reference without a namespace means
-    `default`). Cannot be combined with clusterSelector."""
+    """Member clusters to deploy to, by kind, namespace and name (a reference without a namespace
+    means `default`). `kind: Cluster` (apiVersion `cluster.x-k8s.io/...`) names a Cluster API
+    cluster; `SveltosCluster`, `MemberCluster` or no kind names a registered member cluster, so a
+    SveltosCluster and a Cluster of the same namespace and name are two clusters. Any other kind, or
+    an apiVersion whose group does not serve the kind, makes the spec invalid. Cannot be combined
+    with clusterSelector."""
     set_refs: list[str] | None = None
     """Sveltos: cluster sets to deploy to. Not supported by fleetwave yet: a profile that sets it is
     refused."""
@@ -806,7 +810,9 @@ class ClusterSummarySpec(Model):
     cluster_name: str
     """Name of the member cluster."""
     cluster_type: Literal["Capi", "Sveltos"] = "Sveltos"
-    """Sveltos' kind of cluster. fleetwave always writes `Sveltos` and does not act on it."""
+    """Sveltos' kind of cluster: `Capi` for a Cluster API cluster (a `Cluster` of
+    `cluster.x-k8s.io`, whose kubeconfig is the Secret `<clusterName>-kubeconfig`), `Sveltos` for a
+    registered member cluster. The summary delivers to the cluster of this type, namespace and name."""
     cluster_profile_spec: ClusterProfileSpec = Field(default_factory=ClusterProfileSpec)
     """A copy of the spec of the profile this summary delivers."""
 

@@ -6,6 +6,7 @@ import hashlib
 import json
 from datetime import timedelta
 
+from fleetwave.api import groups
 from fleetwave.api.analyses import AnalysisGate
 from fleetwave.api.meta import FailureBudget, LabelSelector, parse_duration
 from fleetwave.api.webhooks import WebhookGate
@@ -27,8 +28,7 @@ DEFAULT_NAMESPACE = "default"
 # namespace's name never holds a ':', so no registered member's `namespace/name` is ever read as one,
 # and a SveltosCluster dev/c1 and a Cluster dev/c1, which commonly coexist, stay two clusters.
 CAPI_KEY_PREFIX = "capi:"
-CAPI_GROUP = "cluster.x-k8s.io"
-CAPI_KIND = "Cluster"
+CAPI_GROUP, CAPI_KIND = groups.CAPI_GROUP, groups.CAPI_KIND
 # The kinds a clusterRef may name, each with the API groups it may be written with (an empty
 # apiVersion is fine): a registered member by any family's name for it, a Cluster API cluster by its own.
 _REF_GROUPS = {

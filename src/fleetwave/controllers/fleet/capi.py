@@ -18,12 +18,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-API_GROUP = "cluster.x-k8s.io"
-# Tried in this order: v1beta2 is what Cluster API 1.11+ stores and Sveltos reads; older ones serve
-# v1beta1 only.
-VERSIONS = ("v1beta2", "v1beta1")
-KIND = "Cluster"
-PLURAL = "clusters"
+from fleetwave.api import groups
+
+API_GROUP, VERSIONS, KIND, PLURAL = (
+    groups.CAPI_GROUP,
+    groups.CAPI_VERSIONS,
+    groups.CAPI_KIND,
+    groups.CAPI_PLURAL,
+)
 # What ClusterRefs and profile statuses call a Cluster API cluster (upstream Sveltos' form).
 REF_API_VERSION = f"{API_GROUP}/v1beta1"
 KUBECONFIG_SUFFIX = "-kubeconfig"
