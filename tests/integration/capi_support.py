@@ -99,16 +99,32 @@ def create(
         "data": {"value": base64.b64encode(kubeconfig).decode()},
     }
     management.create(SECRETS.from_dict(secret))
-    cluster = {
-        "apiVersion": "cluster.x-k8s.io/v1beta2",
-        "kind": "Cluster",
-        "metadata": {"name": name, "namespace": namespace, "labels": labels},
-        "spec": {},
-    }
-    management.create(V1BETA2.from_dict(cluster))
+    management.create(V1BETA2.from_dict(cluster_body(name, namespace, labels)))
     provisioning(management, name, namespace=namespace)
     if ready:
         mark_ready(management, name, namespace=namespace)
+
+
+def cluster_body(name: str, namespace: str, labels: dict[str, str]) -> dict[str, Any]:
+    """A v1beta2 Cluster as a kubeadm-based template writes it (its references name objects no
+    controller here reconciles: only the status tells fleetwave anything)."""
+    return {
+        "apiVersion": "cluster.x-k8s.io/v1beta2",
+        "kind": "Cluster",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels},
+        "spec": {
+            "controlPlaneRef": {
+                "apiGroup": "controlplane.cluster.x-k8s.io",
+                "kind": "KubeadmControlPlane",
+                "name": f"{name}-control-plane",
+            },
+            "infrastructureRef": {
+                "apiGroup": "infrastructure.cluster.x-k8s.io",
+                "kind": "DockerCluster",
+                "name": name,
+            },
+        },
+    }
 
 
 def _now() -> str:

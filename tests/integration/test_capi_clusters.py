@@ -62,11 +62,8 @@ async def test_the_informer_on_clusters_waits_for_the_kind_and_picks_it_up_once_
         await asyncio.wait_for(informer.has_synced.wait(), 30)
         assert (informer.served, dict(informer.store)) == (False, {})
         capi_support.install_crd(management, capi_dir)
-        management.create(
-            capi_support.V1BETA2.from_dict(
-                {"metadata": {"name": "seen-later", "namespace": "default"}, "spec": {}}
-            )
-        )
+        body = capi_support.cluster_body("seen-later", "default", {})
+        management.create(capi_support.V1BETA2.from_dict(body))
         deadline = time.monotonic() + 30
         while "default/seen-later" not in informer.store:
             assert time.monotonic() < deadline, "the informer never listed the Cluster"
