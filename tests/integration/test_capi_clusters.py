@@ -52,10 +52,7 @@ async def test_the_informer_on_clusters_waits_for_the_kind_and_picks_it_up_once_
     capi_support.remove_crd(management)
     config = kubeclient.config_from_file(local_fleet.cluster(fleet.MANAGEMENT).kubeconfig)
     client = kubeclient.async_client(config)
-    first, second = (
-        kinds.served_resource(f"cluster.x-k8s.io/{v}", "Cluster", "clusters", True)
-        for v in ("v1beta2", "v1beta1")
-    )
+    first, second = kinds.capi_cluster_resources()  # what the controller watches
     informer = watching.Informer(client, first, unserved_poll=0.5, fallbacks=[second])
     task = asyncio.create_task(informer.run())
     try:

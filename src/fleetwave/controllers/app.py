@@ -17,7 +17,7 @@ from typing import Any
 
 from fleetwave.api import families, pullmode
 from fleetwave.controllers import kubefleet, watches
-from fleetwave.controllers.fleet import capi, membercluster, members
+from fleetwave.controllers.fleet import membercluster, members
 from fleetwave.controllers.fleet.member_watches import MemberWatches
 from fleetwave.controllers.fleet.ports import HealthAdapter, HelmAdapter
 from fleetwave.controllers.shared.context import Cache, Context
@@ -178,10 +178,7 @@ def _capi_informer(watcher: AsyncClient, watched: Iterable[str]) -> Informer:
     """Cluster API clusters, members of the Sveltos family (ADR 0109): v1beta2, else v1beta1, in
     whichever of the two Cluster API serves; where it is not installed the informer is empty and
     synced, and looks again every CAPI_POLL_SECONDS."""
-    first, *others = (
-        kinds.served_resource(f"{capi.API_GROUP}/{version}", capi.KIND, capi.PLURAL, True)
-        for version in capi.VERSIONS
-    )
+    first, *others = kinds.capi_cluster_resources()
     return Informer(watcher, first, namespaces=watched, unserved_poll=CAPI_POLL_SECONDS, fallbacks=others)
 
 

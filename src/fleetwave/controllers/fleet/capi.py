@@ -20,12 +20,7 @@ from typing import Any
 
 from fleetwave.api import groups
 
-API_GROUP, VERSIONS, KIND, PLURAL = (
-    groups.CAPI_GROUP,
-    groups.CAPI_VERSIONS,
-    groups.CAPI_KIND,
-    groups.CAPI_PLURAL,
-)
+API_GROUP, KIND = groups.CAPI_GROUP, groups.CAPI_KIND
 # What ClusterRefs and profile statuses call a Cluster API cluster (upstream Sveltos' form).
 REF_API_VERSION = f"{API_GROUP}/v1beta1"
 KUBECONFIG_SUFFIX = "-kubeconfig"
