@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import capi_support
 import httpx2
 import pytest
 from lightkube import ApiError, Client
@@ -124,6 +125,45 @@ def oci_registry(
         yield started
     finally:
         local_registry.stop(started)
+
+
+@pytest.fixture(scope="session")
+def capi_dir() -> Path:
+    """The directory holding Cluster API's `Cluster` CRD (ADR 0109): $FLEETWAVE_CAPI_DIR (scripts/test
+    sets it; refused if not the pinned CRD), else fetched here by tools/capi/fetch.sh. Skipped only
+    when that variable is unset and the fetch is impossible."""
+    try:
+        return capi_support.crd_dir()
+    except capi_support.Unavailable as e:
+        if os.environ.get("FLEETWAVE_CAPI_DIR"):
+            raise
+        pytest.skip(f"FLEETWAVE_CAPI_DIR is unset and tools/capi/fetch.sh could not fetch the CRD: {e}")
+
+
+@pytest.fixture(scope="module")
+def capi_crd(management: Client, capi_dir: Path) -> Iterator[None]:
+    """Cluster API's `Cluster` CRD on the management cluster for a module, and the namespace its
+    Clusters live in; removed afterwards (Clusters, their Secrets, the CRD), so that later modules run
+    where Cluster API is not installed."""
+    capi_support.install_crd(management, capi_dir)
+    management.create(Namespace(metadata=ObjectMeta(name=capi_support.NAMESPACE)))
+    try:
+        yield
+    finally:
+        capi_support.remove_crd(management)
+        management.delete(Namespace, capi_support.NAMESPACE)
+
+
+@pytest.fixture(scope="module")
+def capi_clusters(local_fleet: fleet.FleetState, management: Client, capi_crd: None) -> dict[str, str]:
+    """One Cluster API Cluster per member, named after it, in capi_support.NAMESPACE, labelled
+    `capi-env: dev|staging|prod` (member-1, -2, -3), with its `<name>-kubeconfig` Secret holding the
+    member's own kubeconfig, and marked ready through the status subresource: member -> Cluster key."""
+    envs = ("dev", "staging", "prod")
+    for member, env in zip(local_fleet.members, envs, strict=False):
+        kubeconfig = Path(member.kubeconfig).read_bytes()
+        capi_support.create(management, member.name, kubeconfig, {"capi-env": env})
+    return {m.name: f"capi:{capi_support.NAMESPACE}/{m.name}" for m in local_fleet.members}
 
 
 @pytest.fixture(scope="session")

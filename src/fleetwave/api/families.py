@@ -54,6 +54,9 @@ class Family:
     kinds: Mapping[str, Served]
     # native kind -> how a served object's body becomes the native body (apiVersion/kind set by `view`)
     converters: Mapping[str, Callable[[dict[str, Any]], dict[str, Any]]] = field(default_factory=dict)
+    # Whether Cluster API clusters (cluster.x-k8s.io `Cluster`) are members of this family's fleet
+    # next to its registered ones, as in Sveltos (ADR 0109). They are not a kind the family serves.
+    capi: bool = False
 
     @property
     def native(self) -> bool:
@@ -100,6 +103,7 @@ SVELTOS = Family(
         "Set": Served(SVELTOS_LIB, "Set", "sets", True),
     },
     {"MemberCluster": upstream.sveltos_cluster},
+    capi=True,
 )
 
 FLEET_PLACEMENT_KINDS = upstream.KUBEFLEET_PLACEMENT_KINDS

@@ -508,8 +508,12 @@ class ClusterProfileSpec(ProfileSpec):
     """Selects member clusters to deploy to by their labels. Omitted or empty: no cluster by label.
     The profile deploys to the clusters of clusterSelector, clusterRefs and setRefs together."""
     cluster_refs: list[ObjectReference] | None = None
-    """Member clusters to deploy to, by namespace and name (a reference without a namespace means
-    `default`), besides those of clusterSelector and setRefs."""
+    """Member clusters to deploy to, by kind, namespace and name (a reference without a namespace
+    means `default`), besides those of clusterSelector and setRefs. `kind: Cluster` (apiVersion
+    `cluster.x-k8s.io/...`) names a Cluster API cluster; `SveltosCluster`, `MemberCluster` or no kind
+    names a registered member cluster, so a SveltosCluster and a Cluster of the same namespace and
+    name are two clusters. Any other kind, or an apiVersion whose group does not serve the kind, makes
+    the spec invalid."""
     set_refs: list[str] | None = Field(None, max_length=MAX_LIST)
     """Names of ClusterSets (up to 128) whose chosen clusters (`status.selectedClusterRefs`) the
     profile deploys to, besides those of clusterSelector and clusterRefs. When a set chooses another
@@ -847,7 +851,9 @@ class ClusterSummarySpec(Model):
     cluster_name: str
     """Name of the member cluster."""
     cluster_type: Literal["Capi", "Sveltos"] = "Sveltos"
-    """Sveltos' kind of cluster. fleetwave always writes `Sveltos` and does not act on it."""
+    """Sveltos' kind of cluster: `Capi` for a Cluster API cluster (a `Cluster` of
+    `cluster.x-k8s.io`, whose kubeconfig is the Secret `<clusterName>-kubeconfig`), `Sveltos` for a
+    registered member cluster. The summary delivers to the cluster of this type, namespace and name."""
     cluster_profile_spec: ClusterProfileSpec = Field(default_factory=ClusterProfileSpec)
     """A copy of the spec of the profile this summary delivers."""
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from fleetwave.api import families, pullmode
 from fleetwave.controllers import kubefleet, watches
-from fleetwave.controllers.fleet import membercluster, role_requests
+from fleetwave.controllers.fleet import membercluster, members, role_requests
 from fleetwave.controllers.fleet.member_watches import MemberWatches
 from fleetwave.controllers.fleet.ports import HealthAdapter, HelmAdapter
 from fleetwave.controllers.shared.context import Cache, Context, as_dict
@@ -139,9 +139,7 @@ def build(
         "ConfigMap": manager.add_informer(Informer(watcher, ConfigMap, namespaces=watched)),
         "Secret": manager.add_informer(Informer(watcher, Secret, namespaces=watched)),
     }
-    if settings.flux_sources:
-        for kind, resource in kinds.flux_source_resources().items():
-            shared[kind] = manager.add_informer(Informer(watcher, resource, namespaces=watched))
+    _chosen_informers(manager, shared, settings)
     _pull_informers(manager, shared, watched)
     recorder = events.EventRecorder(client, "fleetwave")
     manager.recorder = recorder
@@ -157,6 +155,16 @@ def build(
     return manager
 
 
+def _chosen_informers(manager: Manager, shared: dict[str, Informer], settings: Settings) -> None:
+    """Flux's sources (`--flux-sources`), and Cluster API clusters where a family served has them."""
+    watcher, watched = manager.watch_client, settings.watched or ()
+    if settings.flux_sources:
+        for kind, resource in kinds.flux_source_resources().items():
+            shared[kind] = manager.add_informer(Informer(watcher, resource, namespaces=watched))
+    if any(family.capi for family in settings.upstream):
+        shared[members.CAPI_CACHE_KIND] = manager.add_informer(_capi_informer(watcher, watched))
+
+
 def _pull_informers(manager: Manager, shared: dict[str, Informer], watched: Iterable[str]) -> None:
     """Pull members' work and their agents' leases (ADR 0106), in every namespace (a member's hub
     namespace is its own, `fleet-member-<name>`), unless the controller watches named ones."""
@@ -167,6 +175,18 @@ def _pull_informers(manager: Manager, shared: dict[str, Informer], watched: Iter
     shared["Lease"] = manager.add_informer(
         Informer(watcher, Lease, namespaces=watched, labels={pullmode.LEASE_LABEL: "true"})
     )
+
+
+# How often the controller looks again for Cluster API's Cluster kind while it is not served.
+CAPI_POLL_SECONDS = 60.0
+
+
+def _capi_informer(watcher: AsyncClient, watched: Iterable[str]) -> Informer:
+    """Cluster API clusters, members of the Sveltos family (ADR 0109): v1beta2, else v1beta1, in
+    whichever of the two Cluster API serves; where it is not installed the informer is empty and
+    synced, and looks again every CAPI_POLL_SECONDS."""
+    first, *others = kinds.capi_cluster_resources()
+    return Informer(watcher, first, namespaces=watched, unserved_poll=CAPI_POLL_SECONDS, fallbacks=others)
 
 
 def _families(

@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 from fleetwave.api import codec
 from fleetwave.api.families import Family
 from fleetwave.api.sveltos import ClusterProfile, ClusterPromotion, PolicyRef, ProfileSpec, ValueFrom
-from fleetwave.controllers.fleet import members
+from fleetwave.controllers.fleet import capi, members
 from fleetwave.controllers.shared.context import as_dict
 from fleetwave.controllers.sveltos import content
 from fleetwave.controllers.sveltos import rollout_common as common
@@ -189,7 +189,7 @@ def _basis(raw: Mapping[str, Any]) -> tuple[Any, Any]:
 
 @dataclass(frozen=True, slots=True)
 class _Summary:
-    member: tuple[Any, Any]  # (spec.clusterNamespace, spec.clusterName), as written
+    member: str  # the member key of spec.clusterType, clusterNamespace and clusterName, as written
     content: str | None  # the snapshot it delivers
     profile: str | None  # the profile that made it (its label)
 
@@ -199,7 +199,7 @@ class SummaryIndex:
 
     def __init__(self) -> None:
         self._entries: dict[str, _Summary] = {}
-        self._by_member: dict[tuple[Any, Any], set[str]] = {}
+        self._by_member: dict[str, set[str]] = {}
         self._by_content: dict[str, set[str]] = {}
 
     def on_change(self, event: EventType, obj: Any) -> None:
@@ -213,8 +213,9 @@ class SummaryIndex:
         if entry.content is not None:
             _add(self._by_content, entry.content, key)
 
-    def of_member(self, namespace: str | None, name: str | None) -> list[str]:
-        return sorted(self._by_member.get((namespace, name), ()))
+    def of_member(self, member: str) -> list[str]:
+        """The summaries delivering to the member `member` (its key: `capi:` for Cluster API's)."""
+        return sorted(self._by_member.get(member, ()))
 
     def of_content(self, snapshot: str | None) -> list[str]:
         return sorted(self._by_content.get(snapshot, ())) if snapshot else []
@@ -238,7 +239,7 @@ def _summary_of(obj: Any) -> _Summary:
     meta = obj.metadata
     snapshot = (meta.annotations or {}).get(ss.CONTENT_ANNOTATION)
     return _Summary(
-        member=(spec.get("clusterNamespace"), spec.get("clusterName")),
+        member=ss.cluster_of(spec),
         content=str(snapshot) if snapshot is not None else None,
         profile=(meta.labels or {}).get(ss.PROFILE_LABEL),
     )
@@ -252,17 +253,20 @@ _UNSEEN = object()
 class MemberChanges:
     """Per MemberCluster, what a rollout reads of it (selection: labels, readiness, paused; delivery:
     the kubeconfig reference, the insecure opt-in; the content boundary: every kubeconfig reference),
-    to tell events that change it from those that do not; and which Secrets members name."""
+    to tell events that change it from those that do not; and which Secrets members name. With
+    `capi`, the same of Cluster API clusters (ADR 0109), keyed `capi:namespace/name`, whose status is
+    read only for what makes them ready or not."""
 
-    def __init__(self, family: Family) -> None:
+    def __init__(self, family: Family, *, capi: bool = False) -> None:
         self._family = family
+        self._capi = capi
         self._facts: dict[str, Any] = {}
         self._secret_of: dict[str, tuple[str, str]] = {}  # member key -> the kubeconfig Secret it names
         self._named: dict[tuple[str, str], set[str]] = {}  # Secret (namespace, name) -> member keys
 
     def observe(self, event: EventType, obj: Any) -> bool:
         """Take in one event; whether a rollout's reconcile may now read the member differently."""
-        key = object_key(obj)
+        key = self.key_of(obj)
         self._forget_secret(key)
         if event == "DELETED":
             self._facts.pop(key, None)
@@ -274,6 +278,12 @@ class MemberChanges:
             self._name_secret(key, view)
         # Unreadable (facts None): assume the worst, as the rollouts would read whatever it became.
         return event == "ADDED" or facts is None or before != facts
+
+    def key_of(self, obj: Any) -> str:
+        """The member key of a member object of this index's kind."""
+        if self._capi:
+            return members.member_key(str(obj.metadata.namespace), str(obj.metadata.name), capi=True)
+        return object_key(obj)
 
     def names(self, namespace: str, name: str) -> set[str]:
         """The members (keys) that name this Secret as their kubeconfig."""
@@ -289,6 +299,9 @@ class MemberChanges:
         """The member in native form and what rollouts read of it; (None, None) when it cannot be
         read (the family cannot convert it): then it counts as changed."""
         try:
+            if self._capi:
+                raw = as_dict(obj)
+                return raw, _capi_facts(raw)
             view = self._family.view("MemberCluster", as_dict(obj))
             return view, _rollout_facts(view)
         except Exception:
@@ -297,7 +310,7 @@ class MemberChanges:
 
     def _name_secret(self, key: str, view: Mapping[str, Any]) -> None:
         try:
-            secret = members.from_object(view).secret[:2]
+            secret = (members.from_capi(view) if self._capi else members.from_object(view)).secret[:2]
         except Exception:  # no name to index: nothing names a Secret
             return
         self._secret_of[key] = (secret[0], secret[1])
@@ -319,4 +332,18 @@ def _rollout_facts(view: Mapping[str, Any]) -> tuple[Any, ...]:
         bool(meta.get("deletionTimestamp")),
         view.get("spec"),
         (view.get("status") or {}).get("ready"),
+    )
+
+
+def _capi_facts(raw: Mapping[str, Any]) -> tuple[Any, ...]:
+    """What `members.from_capi` reads of a Cluster API cluster: labels, annotations, whether it is
+    paused, and its standing (ready, deleting, why not) rather than its status as a whole, which
+    Cluster API rewrites far more often than it changes any of that."""
+    meta = raw.get("metadata") or {}
+    spec = raw.get("spec") or {}
+    return (
+        meta.get("labels") or {},
+        meta.get("annotations") or {},
+        isinstance(spec, Mapping) and spec.get("paused") is True,
+        capi.standing(raw),
     )

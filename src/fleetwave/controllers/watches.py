@@ -16,7 +16,7 @@ from typing import Any
 
 from fleetwave.api import pullmode
 from fleetwave.controllers import fanout
-from fleetwave.controllers.fleet import members, role_requests
+from fleetwave.controllers.fleet import capi, members, role_requests
 from fleetwave.controllers.shared.context import Cache, as_dict
 from fleetwave.controllers.shared.echoes import Echoes
 from fleetwave.controllers.shared.own_writes import OwnWrites
@@ -58,6 +58,7 @@ class Keys:
         self.profiles = fanout.ReadIndex(fanout.profile_reads)
         self.promotions = fanout.ReadIndex(fanout.promotion_reads)
         self.members = fanout.MemberChanges(cache.family)
+        self.capi_clusters = fanout.MemberChanges(cache.family, capi=True)  # Sveltos' (ADR 0109)
 
     def all_of(self, kind: str) -> Iterable[str]:
         return all_keys(self.cache, kind)
@@ -122,20 +123,24 @@ class Keys:
         return keys
 
     def summaries_of_member(self, obj: Any) -> Iterable[str]:
-        return self.summaries.of_member(obj.metadata.namespace, obj.metadata.name)
+        return self.summaries.of_member(object_key(obj))
+
+    def summaries_of_capi_cluster(self, obj: Any) -> Iterable[str]:
+        return self.summaries.of_member(self.capi_clusters.key_of(obj))
 
     def summaries_of_content(self, obj: Any) -> Iterable[str]:
         return self.summaries.of_content(obj.metadata.name)
 
     def summaries_of_member_secret(self, secret: Any) -> Iterable[str]:
         """A kubeconfig Secret concerns the summaries delivering with it: the member its label names,
-        and every member whose kubeconfigSecretRef names it (labelled or not)."""
+        every member whose kubeconfigSecretRef names it (labelled or not), and the Cluster API
+        cluster it is the kubeconfig of."""
         meta = secret.metadata
         member = (meta.labels or {}).get(members.SECRET_LABEL)
-        keys = set(self.summaries.of_member(meta.namespace, member)) if member else set()
-        for named in self.members.names(str(meta.namespace), str(meta.name)):
-            namespace, _, name = named.partition("/")
-            keys.update(self.summaries.of_member(namespace, name))
+        keys = set(self.summaries.of_member(f"{meta.namespace}/{member}")) if member else set()
+        where = (str(meta.namespace), str(meta.name))
+        for named in self.members.names(*where) | self.capi_clusters.names(*where):
+            keys.update(self.summaries.of_member(named))
         return sorted(keys)
 
     def promotions_of_source(self, kind: str) -> Callable[[Any], Iterable[str]]:
@@ -143,7 +148,9 @@ class Keys:
         preHealthCheckDeployment) names it; for a member's kubeconfig, every promotion."""
 
         def mapper(obj: Any) -> Iterable[str]:
-            if kind == "Secret" and self.members.is_kubeconfig(obj):
+            if kind == "Secret" and (
+                self.members.is_kubeconfig(obj) or self.capi_clusters.is_kubeconfig(obj)
+            ):
                 # postDelayHealthChecks reach members through it (promotion._verdict); which promotion
                 # judges which member lives in its status, unindexed: kubeconfig events are rare.
                 return self.all_of("ClusterPromotion")
@@ -198,21 +205,25 @@ def wire(
     informers["ClusterProfile"].on_change(keys.profiles.on_change)
     informers["ClusterPromotion"].on_change(keys.promotions.on_change)
     woken = [("ClusterPromotion", promotions), ("ClusterProfile", profiles), *sets.items()]
-    _wire_members(informers["MemberCluster"], keys, woken)
+    _wire_members(informers["MemberCluster"], keys.members, keys, woken)
+    if keys.cache.family.capi and members.CAPI_CACHE_KIND in informers:
+        _wire_members(informers[members.CAPI_CACHE_KIND], keys.capi_clusters, keys, woken)
     _wire_promotions(promotions, informers, keys, writes)
     _wire_profiles(profiles, informers, keys, writes)
     _wire_summaries(summaries, informers, keys, writes)
     _wire_sets(sets, informers, keys, profiles)
 
 
-def _wire_members(informer: Informer, keys: Keys, woken: list[tuple[str, Controller[str]]]) -> None:
+def _wire_members(
+    informer: Informer, changes: fanout.MemberChanges, keys: Keys, woken: list[tuple[str, Controller[str]]]
+) -> None:
     """Any rollout may select or deliver to any member, and any cluster set choose it, so a member
     change wakes them all (`woken`: each controller with its kind): but only a change to what they
-    read of it (labels, readiness, paused), not the status the membercluster controller keeps
-    writing."""
+    read of it (labels, readiness, paused), not the status the membercluster controller (or Cluster
+    API) keeps writing."""
 
     def on_member(event: EventType, obj: Any) -> None:
-        if not keys.members.observe(event, obj):
+        if not changes.observe(event, obj):
             return
         for kind, controller in woken:
             for key in keys.all_of(kind):
@@ -391,10 +402,20 @@ def _wire_summaries(
         informers["ClusterProfile"], lambda p: [s.key for s in writes.wakeups.take_waiting(object_key(p))]
     )
     summaries.watch(informers["MemberCluster"], keys.summaries_of_member)
+    if keys.cache.family.capi and members.CAPI_CACHE_KIND in informers:
+        # Cluster API rewrites a Cluster's status often: only its standing (ready, deleting) and what
+        # else a summary reads (metadata, and the spec through `generation`) wake its summaries.
+        summaries.watch(
+            informers[members.CAPI_CACHE_KIND], keys.summaries_of_capi_cluster, signature=_capi_reads
+        )
     summaries.watch(informers["Secret"], keys.summaries_of_member_secret)
     # A summary reads its snapshot, kept as a Secret when any content came from one.
     summaries.watch(informers["ConfigMap"], keys.summaries_of_content)
     summaries.watch(informers["Secret"], keys.summaries_of_content)
+
+
+def _capi_reads(obj: Any) -> Hashable:
+    return besides_status(obj), capi.standing(as_dict(obj))
 
 
 def member_of_lease(lease: Any, *, namespaced: bool = True) -> Iterable[str]:

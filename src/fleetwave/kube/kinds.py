@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from fleetwave.api import models
+from fleetwave.api import groups, models
 from fleetwave.api.families import Family
 from fleetwave.api.meta import API_VERSION
 from fleetwave.kube import internals
@@ -101,6 +101,17 @@ def flux_source_resources() -> dict[str, Any]:
         kind: internals.registered_class(group, version, kind, plural, namespaced=True)
         for kind, plural in FLUX_SOURCE_PLURALS.items()
     }
+
+
+def capi_cluster_resources() -> tuple[Any, ...]:
+    """Cluster API's `Cluster`, one class per version read, preferred first (ADR 0109): dict-in,
+    dict-out and not registered with lightkube, as for any kind fleetwave reads but does not own."""
+    return tuple(
+        resource_class(
+            KindInfo(GVK(f"{groups.CAPI_GROUP}/{version}", groups.CAPI_KIND), groups.CAPI_PLURAL, True)
+        )
+        for version in groups.CAPI_VERSIONS
+    )
 
 
 def family_resource(family: Family, kind: str) -> Any:

@@ -26,6 +26,8 @@ Where each rule comes from:
 - pull members (ADR 0106): MemberWork `create`, `patch` (server-side apply) and `delete`, and
   Leases read (`get`, `list`, `watch`) to see which pull members' agents are connected; nothing in
   a pull member's hub namespace is written but its work;
+- with the Sveltos groups (`install --upstream-apis`), Cluster API's `clusters.cluster.x-k8s.io`:
+  `get`/`list`/`watch` only, the members Sveltos takes from Cluster API (ADR 0109);
 - core Events: `create`, and `patch` to count repeats, in whatever namespace the object lives in
   (cluster-scoped objects: `default`);
 - with `--watch-namespace` (ADR 0074) every rule on a namespaced resource moves out of the
@@ -48,7 +50,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from fleetwave.api import families, models
+from fleetwave.api import families, groups, models
 from fleetwave.api.families import Family
 from fleetwave.api.meta import API_VERSION
 from fleetwave.kube import kinds, placeable
@@ -232,6 +234,10 @@ def family_rules(family: Family) -> list[Rule]:
     grant(("ClusterApprovalRequest", "ApprovalRequest"), ("create",))
     grant(STATUS_WRITTEN, ("patch",), "/status")
     grant(OWNERS, ("update",), "/finalizers")
+    if family.capi:
+        # Cluster API clusters are members of the family's fleet (ADR 0109): read, nothing else. Their
+        # kubeconfig Secrets are read by the Secret rule every member's kubeconfig is.
+        rules.append(Rule(groups.CAPI_GROUP, (groups.CAPI_PLURAL,), READ))
     return rules
 
 

@@ -7,6 +7,12 @@ Bookmarks are requested through lightkube's request builder, which has no public
 An informer of a namespaced kind may be limited to some namespaces (`--watch-namespace`): it then
 runs one list-and-watch per namespace — the API has no multi-namespace watch, and a namespaced Role
 grants no cluster-wide one — over one store, each relist diffing only its own namespace's slice.
+
+An informer may watch a kind that is not always installed (another project's, such as Cluster API's
+`Cluster`, ADR 0109): with `unserved_poll`, a kind the API server does not serve is an empty store
+that counts as synced, looked for again every `unserved_poll` seconds, so the controller starts and
+runs without it and picks it up once its CRD is installed. `fallbacks` are other versions of the
+kind, tried in order when the first is not served.
 """
 
 from __future__ import annotations
@@ -74,8 +80,13 @@ class Informer:
         labels: dict[str, str] | None = None,
         server_timeout: int = 300,
         backoff: queueing.Backoff = _RELIST_BACKOFF,
+        unserved_poll: float | None = None,
+        fallbacks: Iterable[type[Any]] = (),
     ) -> None:
         self.resource = resource
+        self._candidates = (resource, *fallbacks)
+        self._unserved_poll = unserved_poll
+        self.served: bool | None = None  # None until the first list; False: not served (yet)
         self._api = client
         namespaced = internals.is_namespaced(resource)
         chosen: list[str | None] = [*sorted({*namespaces, *([namespace] if namespace else [])})]
@@ -140,6 +151,11 @@ class Informer:
                     failures = 0  # the stream is healthy again; restart backoff from the base
             except asyncio.CancelledError:
                 raise
+            except _Unserved:
+                failures = 0
+                self._replace(scope, {})  # what it held (served before) is gone with the kind
+                synced.set()
+                await asyncio.sleep(self._unserved_poll or 0)
             except Exception as exc:  # any failure means our view may be stale: relist
                 failures += 1
                 self.last_error = exc
@@ -150,9 +166,37 @@ class Informer:
                 await asyncio.sleep(delay)
 
     async def _relist(self, scope: str | None) -> str:
-        listing = self._api.list(self.resource, namespace=scope, labels=self._labels, chunk_size=500)
-        fresh = {object_key(obj): slimmed(obj) async for obj in listing}
+        listing, fresh = await self._list(scope)
         resource_version: str = listing.resourceVersion
+        self._replace(scope, fresh)
+        return resource_version
+
+    async def _list(self, scope: str | None) -> tuple[Any, dict[str, Any]]:
+        """The listing and its objects, of the first candidate version served; _Unserved when none
+        is and that is allowed (`unserved_poll`)."""
+        for resource in self._candidates:
+            listing = self._api.list(resource, namespace=scope, labels=self._labels, chunk_size=500)
+            try:
+                fresh = {object_key(obj): slimmed(obj) async for obj in listing}
+            except ops.StatusError as e:
+                if self._unserved_poll is None or not ops.is_unserved(e):
+                    raise
+                continue
+            if self.served is not True:
+                log.info("informer %s: %s is served", self.name, _api_version(resource))
+            self.resource, self.served = resource, True
+            return listing, fresh
+        if self.served is not False:
+            log.info(
+                "informer %s: not served by the API server; looking again every %ss",
+                self.name,
+                self._unserved_poll,
+            )
+        self.served = False
+        raise _Unserved()
+
+    def _replace(self, scope: str | None, fresh: dict[str, Any]) -> None:
+        """Make the store (this scope's slice of it) `fresh`, telling the handlers what changed."""
         if len(self._scopes) == 1:
             old, self._store = self._store, fresh
         else:  # this scope's slice of the store; the other namespaces' loops keep theirs
@@ -171,7 +215,6 @@ class Informer:
         for key, obj in old.items():
             if key not in fresh:
                 self._dispatch("DELETED", obj)
-        return resource_version
 
     async def _watch(self, scope: str | None, resource_version: str) -> AsyncIterator[None]:
         """Apply watch events to the store; yields after each so `run` can see the stream is alive."""
@@ -204,6 +247,16 @@ class Informer:
                 handler(event_type, obj)
             except Exception:  # one faulty handler must not stop the informer or its siblings
                 log.exception("informer %s: handler failed on %s", self.name, event_type)
+
+
+class _Unserved(Exception):
+    """None of an informer's versions is served, and it may wait for one (`unserved_poll`)."""
+
+
+def _api_version(resource: type[Any]) -> str:
+    info = getattr(resource, "_api_info", None)
+    version = getattr(getattr(info, "resource", None), "api_version", None)
+    return str(version or resource.__name__)
 
 
 def _upsert(event_type: str) -> EventType:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fleetwave.translate.common import KEY_LABEL, NAME_LABEL, NAMESPACE_LABEL
+from fleetwave.translate.common import KEY_LABEL, KIND_LABEL, NAME_LABEL, NAMESPACE_LABEL
 from fleetwave.translate.errors import Problem, TranslateError
 from fleetwave.translate.fleet import fleet_from_docs, fleet_from_yaml, fleet_of, from_member_cluster
 from fleetwave.translate.inputs import Rollout, from_manifests
@@ -13,6 +13,7 @@ from fleetwave.translate.validate import selector_problems
 
 __all__ = [
     "KEY_LABEL",
+    "KIND_LABEL",
     "NAMESPACE_LABEL",
     "NAME_LABEL",
     "Problem",

@@ -7,6 +7,7 @@ import json
 from collections.abc import Iterable
 from datetime import timedelta
 
+from fleetwave.api import groups
 from fleetwave.api.analyses import AnalysisGate
 from fleetwave.api.meta import FailureBudget, LabelSelector, parse_duration
 from fleetwave.api.webhooks import WebhookGate
@@ -21,7 +22,24 @@ KEY_LABEL = "fleetwave.io/cluster-key"
 # And its namespace alone: a namespaced Profile's generated ClusterProfile ANDs it into its selector,
 # so it never selects a cluster of another namespace (ADR 0110).
 NAMESPACE_LABEL = "fleetwave.io/cluster-namespace"
+# And the kind the cluster is known by (ADR 0109): `Cluster` for a Cluster API cluster, otherwise the
+# kind its API family registers members as (`SveltosCluster`, `MemberCluster`). Selectable like any
+# label: `fleetwave.io/cluster-kind: Cluster` picks the Cluster API clusters alone.
+KIND_LABEL = "fleetwave.io/cluster-kind"
 DEFAULT_NAMESPACE = "default"
+
+# A Cluster API cluster (cluster.x-k8s.io `Cluster`) is keyed `capi:namespace/name` (ADR 0109): a
+# namespace's name never holds a ':', so no registered member's `namespace/name` is ever read as one,
+# and a SveltosCluster dev/c1 and a Cluster dev/c1, which commonly coexist, stay two clusters.
+CAPI_KEY_PREFIX = "capi:"
+CAPI_GROUP, CAPI_KIND = groups.CAPI_GROUP, groups.CAPI_KIND
+# The kinds a clusterRef may name, each with the API groups it may be written with (an empty
+# apiVersion is fine): a registered member by any family's name for it, a Cluster API cluster by its own.
+_REF_GROUPS = {
+    "SveltosCluster": ("lib.projectsveltos.io",),
+    "MemberCluster": ("fleetwave.io", "cluster.kubernetes-fleet.io"),
+    CAPI_KIND: (CAPI_GROUP,),
+}
 
 
 def canonical_json(value: object) -> str:
@@ -50,12 +68,51 @@ def names_selector(names: tuple[str, ...]) -> m.Selector:
 
 
 def keys_selector(keys: tuple[str, ...]) -> m.Selector:
-    """The clusters with these `namespace/name` keys, and no other."""
+    """The clusters with these keys (`namespace/name`, `capi:namespace/name`), and no other."""
     return m.Selector(match_expressions=(m.Requirement(KEY_LABEL, m.Operator.IN, tuple(sorted(keys))),))
 
 
-def cluster_key(namespace: str | None, name: str) -> str:
-    return f"{namespace or DEFAULT_NAMESPACE}/{name}"
+def cluster_key(namespace: str | None, name: str, *, capi: bool = False) -> str:
+    """A member's key: `namespace/name`, or `capi:namespace/name` for a Cluster API cluster."""
+    key = f"{namespace or DEFAULT_NAMESPACE}/{name}"
+    return f"{CAPI_KEY_PREFIX}{key}" if capi else key
+
+
+def split_key(key: str) -> tuple[bool, str, str]:
+    """(whether it is a Cluster API cluster, namespace, name) of a member's key."""
+    capi = key.startswith(CAPI_KEY_PREFIX)
+    namespace, _, name = key.removeprefix(CAPI_KEY_PREFIX).partition("/")
+    return capi, namespace, name
+
+
+class RefProblem(ValueError):
+    """A clusterRef that names no kind of cluster; `field` is the ref's field at fault."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+def ref_key(api_version: str | None, kind: str | None, namespace: str | None, name: str) -> str:
+    """The key of the cluster a clusterRef names. Its kind decides: `Cluster` is a Cluster API
+    cluster, `SveltosCluster` or `MemberCluster` a registered member; without a kind, its apiVersion's
+    group does (Sveltos reads a ref's group), and a ref without either is a registered member, as
+    upstream. RefProblem for any other kind, or a group not the kind's."""
+    group = (api_version or "").rpartition("/")[0]
+    if api_version and not group:
+        raise RefProblem("apiVersion", f"{api_version} is not the group/version of a kind of cluster")
+    if not kind:
+        if group and not any(group in groups for groups in _REF_GROUPS.values()):
+            raise RefProblem("apiVersion", f"{group} serves no kind of cluster")
+        return cluster_key(namespace, name, capi=group == CAPI_GROUP)
+    groups = _REF_GROUPS.get(kind)
+    if groups is None:
+        allowed = ", ".join(sorted(_REF_GROUPS))
+        raise RefProblem("kind", f"{kind} is not a kind of cluster (expected one of {allowed})")
+    if group and group not in groups:
+        raise RefProblem("apiVersion", f"{kind} is served by {' or '.join(groups)}, not {group}")
+    return cluster_key(namespace, name, capi=kind == CAPI_KIND)
 
 
 def union(by_label: m.Selector | None, keys: Iterable[str]) -> m.Selection | None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from fleetwave.api.meta import ObjectReference
 from fleetwave.api.models import (
     AutoTrigger,
     ClusterProfile,
@@ -20,6 +21,7 @@ from fleetwave.api.models import (
 from fleetwave.core import batching
 from fleetwave.core import model as m
 from fleetwave.translate import common
+from fleetwave.translate.errors import fail
 
 # Sveltos hashes these lists sorted, so reordering them never restarts a rollout (spec §2.3).
 _UNORDERED = (
@@ -151,10 +153,25 @@ def _profile_selector(profile: ClusterProfile, set_clusters: Iterable[str]) -> m
     together. A ref names its cluster's namespace (Sveltos requires it); one without is read as
     `default`, as a namespaced object without a namespace is. An empty selector matches nothing."""
     spec = profile.spec
-    refs = (common.cluster_key(r.namespace, str(r.name)) for r in spec.cluster_refs or [] if r.name)
+    refs = _ref_keys(spec.cluster_refs or [])
     sel = spec.cluster_selector
     by_label = None if sel is None or common.is_empty(sel) else common.selector(sel)
     return common.union(by_label, (*refs, *set_clusters))
+
+
+def _ref_keys(refs: list[ObjectReference]) -> tuple[str, ...]:
+    """The keys of the clusters the refs name, by kind (ADR 0109): a SveltosCluster dev/c1 and a
+    Cluster API Cluster dev/c1 are two clusters. A ref names its cluster's namespace (Sveltos requires
+    it); one without is read as `default`, as a namespaced object without a namespace is."""
+    keys = []
+    for i, ref in enumerate(refs):
+        if not ref.name:
+            continue
+        try:
+            keys.append(common.ref_key(ref.api_version, ref.kind, ref.namespace, ref.name))
+        except common.RefProblem as e:
+            raise fail(f"spec.clusterRefs[{i}].{e.field}", e.message) from None
+    return tuple(keys)
 
 
 def from_profile(

@@ -114,9 +114,19 @@ def test_upstream_rbac_grants_the_native_verbs_on_the_upstream_groups_only() -> 
     assert ("lib.projectsveltos.io", reads, ("get", "list", "watch")) in rules
     status = ("clustersets/status", "rolerequests/status", "sets/status", "sveltosclusters/status")
     assert ("lib.projectsveltos.io", status, ("patch",)) in rules
+    # And Cluster API's clusters, the members Sveltos takes from Cluster API (ADR 0109): read only,
+    # and nothing else of Cluster API.
+    assert ("cluster.x-k8s.io", ("clusters",), ("get", "list", "watch")) in rules
     assert all(
         r.group in ("config.projectsveltos.io", "lib.projectsveltos.io")
         for r in rbac.family_rules(families.SVELTOS)
+        if r.group != "cluster.x-k8s.io"
+        or (r.resources, r.verbs) != (("clusters",), ("get", "list", "watch"))
+    )
+    assert not any(
+        r.group == "cluster.x-k8s.io"
+        for f in (families.NATIVE, families.KUBEFLEET)
+        for r in rbac.family_rules(f)
     )
     # Nothing on sveltosclusters beyond reading them, writing their status and their registration
     # labels (a merge patch of metadata.labels).

@@ -43,6 +43,8 @@ ROOT = Path(__file__).resolve().parents[3]
 
 # Test references (file::function) used below.
 TS = "tests/unit/translate/test_translate_sveltos.py::"
+REFS = "tests/unit/translate/test_translate_cluster_refs.py::"
+CAPI = "tests/unit/controllers/test_controllers_capi_clusters.py::"
 TK = "tests/unit/translate/test_translate_kubefleet.py::"
 CC = "tests/unit/controllers/test_controllers_content.py::"
 TC = "tests/unit/controllers/test_controllers_templated_content.py::"
@@ -259,8 +261,10 @@ REGISTRY: dict[str, dict[str, Entry]] = {
         "watchFields": template_ref({"watchFields": ["data"]}),
     },
     "ObjectReference": {
-        "apiVersion": h(TS + "test_profile_cluster_refs_select_by_namespace_and_name"),
-        "kind": h(TS + "test_profile_cluster_refs_select_by_namespace_and_name"),
+        "apiVersion": h(
+            REFS + "test_kind_cluster_names_a_cluster_api_cluster_any_other_kind_a_registered_one"
+        ),
+        "kind": h(REFS + "test_kind_cluster_names_a_cluster_api_cluster_any_other_kind_a_registered_one"),
         "name": h(TS + "test_profile_cluster_refs_select_by_namespace_and_name"),
         "namespace": h(TS + "test_profile_cluster_refs_select_by_namespace_and_name"),
         "uid": h(TS + "test_profile_cluster_refs_select_by_namespace_and_name"),
@@ -443,9 +447,13 @@ REGISTRY: dict[str, dict[str, Entry]] = {
         "approved": h(MANUAL),
         "automaticReset": h(PG + "test_automatic_reset_false_keeps_a_manual_approval_for_the_next_revision"),
     },
-    "ClusterSummarySpec": dict.fromkeys(
-        ("clusterNamespace", "clusterName", "clusterType", "clusterProfileSpec"), ("written", WRITTEN)
-    ),
+    "ClusterSummarySpec": {
+        **dict.fromkeys(("clusterNamespace", "clusterName", "clusterProfileSpec"), ("written", WRITTEN)),
+        # Written by the controller too, and read back: the summary delivers to the cluster of its type.
+        "clusterType": h(
+            CAPI + "test_a_summary_of_a_cluster_api_cluster_is_named_typed_and_labelled_as_sveltos_does"
+        ),
+    },
     "MemberClusterSpec": {
         "kubeconfigSecretRef": h(MC + "test_the_own_namespace_written_out_is_fine"),
         "paused": h(MC + "test_a_paused_member_stays_in_the_fleet_but_is_not_delivered_to"),

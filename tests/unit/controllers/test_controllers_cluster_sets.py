@@ -74,6 +74,9 @@ class _Cache:
     def memo(self, name: str, kind: str, build: Any, *, everywhere: bool = False) -> Any:
         return build()
 
+    def has(self, kind: str) -> bool:
+        return kind in ("ClusterSet", "MemberCluster")
+
 
 @dataclass
 class _Client:

@@ -370,3 +370,18 @@ def test_inline_helm_values_go_through_the_bounded_loader() -> None:
         content.ContentError, match=r"spec\.helmCharts\[0\]\.values: not valid YAML .*expands"
     ):
         _resolve(spec, Objects({}))  # refused by counting, before anything is expanded
+
+
+def test_a_cluster_api_clusters_kubeconfig_is_never_read_as_content() -> None:
+    """`<name>-kubeconfig` of a Cluster API Cluster (ADR 0109) is a credential even when its type is
+    the add-on one (whoever could write it so could not make it content): refused unread."""
+    cluster = {"metadata": {"name": "c1", "namespace": "dev"}, "spec": {}}
+    refs = fleet_members.kubeconfig_secrets([], [cluster])
+    assert refs == {("dev", "c1-kubeconfig")}
+    boundary = Boundary(controller_namespace=CONTROLLER_NS, kubeconfig_secrets=refs)
+    objects = Objects({("Secret", "dev", "c1-kubeconfig"): _secret("x")})
+    with pytest.raises(
+        content.ContentError, match=r"Secret dev/c1-kubeconfig is a member cluster's kubeconfig"
+    ):
+        _resolve(_spec({"kind": "Secret", "namespace": "dev", "name": "c1-kubeconfig"}), objects, boundary)
+    assert objects.reads == []

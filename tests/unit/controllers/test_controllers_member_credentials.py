@@ -93,6 +93,9 @@ class _Cache:
         self.objects = objects
         self.reads: list[tuple[str, str, str]] = []
 
+    def has(self, kind: str) -> bool:
+        return False  # no Cluster API clusters here
+
     def obj(self, kind: str, namespace: str | None, name: str) -> Any:
         body = self.objects.get((kind, namespace or "", name))
         return None if body is None else _Obj(body)

@@ -68,6 +68,9 @@ class _Cache:
     def memo(self, *_: Any, **__: Any) -> frozenset[tuple[str, str]]:
         return frozenset()
 
+    def has(self, kind: str) -> bool:
+        return False
+
 
 class _Ctx:
     cache, namespace, watched, local_content_kinds = _Cache(), "fleetwave-system", None, None

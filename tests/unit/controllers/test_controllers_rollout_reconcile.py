@@ -56,6 +56,9 @@ class _Cache:
     def __init__(self, objects: Mapping[tuple[str, str], Any]) -> None:
         self.objects_ = dict(objects)
 
+    def has(self, kind: str) -> bool:
+        return False  # no Cluster API clusters here
+
     def obj(self, kind: str, namespace: str | None, name: str) -> Any:
         return self.objects_.get((kind, name))
 

@@ -47,6 +47,9 @@ class _Cache:
             (o["kind"], o["metadata"].get("namespace") or "", o["metadata"]["name"]): o for o in objects
         }
 
+    def has(self, kind: str) -> bool:
+        return False  # no Cluster API clusters here
+
     def obj(self, kind: str, namespace: str | None, name: str) -> Any:
         body = self.objects.get((kind, namespace or "", name))
         return None if body is None else _Obj(body)

@@ -52,6 +52,9 @@ class _Cache:
     def list(self, kind: str) -> list[dict[str, Any]]:
         return self.members if kind == "MemberCluster" else []
 
+    def has(self, kind: str) -> bool:
+        return False  # no Cluster API clusters here
+
     def get(self, kind: str, namespace: str | None, name: str) -> dict[str, Any] | None:
         return None  # no summary written yet
 
@@ -241,6 +244,9 @@ class _ProfileCache:
 
     def list(self, kind: str) -> list[dict[str, Any]]:
         return self.members if kind == "MemberCluster" else []
+
+    def has(self, kind: str) -> bool:
+        return False  # no Cluster API clusters here
 
     def get(self, kind: str, namespace: str | None, name: str) -> dict[str, Any] | None:
         return self.profile if kind == "ClusterProfile" else None

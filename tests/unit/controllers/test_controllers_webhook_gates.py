@@ -27,6 +27,9 @@ VALUE = "s3cret-value"
 class _Cache:
     secrets: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
 
+    def has(self, kind: str) -> bool:
+        return False  # no Cluster API clusters here
+
     def obj(self, kind: str, namespace: str | None, name: str) -> dict[str, Any] | None:
         assert kind == "Secret"
         return self.secrets.get((namespace or "", name))

@@ -21,7 +21,8 @@ class Boundary:
 
     `controller_namespace`: fleetwave's own namespace, never a source. `own_namespace`: set for a
     namespaced profile, which reads only there. `kubeconfig_secrets`: (namespace, name) of every
-    Secret a MemberCluster references, never a source whatever its type or labels. `watched`: the
+    Secret a MemberCluster references and of every Cluster API cluster's kubeconfig (ADR 0109),
+    never a source whatever its type or labels. `watched`: the
     namespaces the controller reads (`--watch-namespace`), None for all.
     """
 
@@ -56,12 +57,7 @@ def content_boundary(ctx: Context) -> Boundary:
     members' kubeconfigs."""
     return Boundary(
         controller_namespace=ctx.namespace,
-        kubeconfig_secrets=ctx.cache.memo(
-            "kubeconfig secrets",
-            "MemberCluster",
-            lambda: members.kubeconfig_secrets(ctx.cache.members_everywhere()),
-            everywhere=True,
-        ),
+        kubeconfig_secrets=members.credential_secrets(ctx.cache),
         watched=ctx.watched,
         local_kinds=ctx.local_content_kinds,
     )

@@ -18,6 +18,8 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Any
 
+from fleetwave.controllers.fleet.capi import SECRET_TYPE as CAPI_SECRET_TYPE
+
 # API groups whose every kind configures the control plane the controller itself runs on.
 DENIED_GROUPS = frozenset(
     {
@@ -71,6 +73,10 @@ def problem(
         return f"fleetwave's own namespace {controller_namespace} is never written by Local content"
     if group == "" and kind == "Secret" and _member_secret(meta, name, namespace, kubeconfig_secrets):
         return "a member cluster's kubeconfig Secret is never written by Local content"
+    if group == "" and kind == "Secret" and obj.get("type") == CAPI_SECRET_TYPE:
+        return (
+            f"a Secret of type {CAPI_SECRET_TYPE} (Cluster API credentials) is never written by Local content"
+        )
     return None
 
 

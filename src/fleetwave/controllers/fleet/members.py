@@ -1,7 +1,10 @@
-"""The fleet as the controllers see it: MemberCluster objects -> engine clusters and delivery targets.
+"""The fleet as the controllers see it: MemberCluster objects (and, in the Sveltos family, Cluster API
+clusters) -> engine clusters and delivery targets.
 
 A member is identified as `namespace/name` everywhere (engine plans, ClusterSummary specs, status
-messages), so two clusters with one name in different namespaces never collide.
+messages), so two clusters with one name in different namespaces never collide; a Cluster API
+cluster as `capi:namespace/name` (ADR 0109), so it never collides with a registered member of the
+same namespace and name.
 
 A MemberCluster uses only a kubeconfig Secret in its own namespace: one naming another namespace is
 never read (`secret_problem` says why), so a namespace tenant cannot deliver with another team's
@@ -22,11 +25,14 @@ from typing import Any, Protocol
 from fleetwave.api import pullmode
 from fleetwave.api.kubefleet import property_number
 from fleetwave.api.objects import Obj
+from fleetwave.controllers.fleet import capi
+from fleetwave.controllers.shared.context import Cache
 from fleetwave.core import model as m
 from fleetwave.delivery.target import MemberTarget
 from fleetwave.kube import kubeconfig_policy
 from fleetwave.mgmt.registration import ALLOW_INSECURE_ANNOTATION, MEMBER_SECRET_LABEL
-from fleetwave.translate import KEY_LABEL, NAME_LABEL, NAMESPACE_LABEL
+from fleetwave.translate import KEY_LABEL, KIND_LABEL, NAME_LABEL, NAMESPACE_LABEL
+from fleetwave.translate.common import CAPI_KIND, cluster_key, split_key
 
 PULL_ANNOTATION = pullmode.PULL_ANNOTATION
 SECRET_LABEL = MEMBER_SECRET_LABEL  # on a kubeconfig Secret: the member it serves
@@ -49,14 +55,20 @@ class Member:
     # Joined by its agent (ADR 0106): the hub holds no kubeconfig of it and never connects to it.
     pull: bool = False
     failure_message: str = ""  # status.failureMessage: why it is not ready
+    capi: bool = False  # a Cluster API cluster (ADR 0109), keyed `capi:namespace/name`
+    deleting: bool = False  # a Cluster API cluster being deleted: out of the fleet, withdrawn from
 
 
 class Lookup(Protocol):
     def get(self, kind: str, namespace: str, name: str) -> Mapping[str, Any] | None: ...
 
 
-def member_key(namespace: str, name: str) -> str:
-    return f"{namespace}/{name}"
+# The cache's name for the informer of Cluster API clusters (not a kind any family serves).
+CAPI_CACHE_KIND = "CapiCluster"
+
+
+def member_key(namespace: str, name: str, *, capi: bool = False) -> str:
+    return cluster_key(namespace, name, capi=capi)
 
 
 def from_object(obj: Obj) -> Member:
@@ -86,6 +98,29 @@ def from_object(obj: Obj) -> Member:
         properties=_properties(meta.get("labels"), status),
         pull=_pull(spec, meta),
         failure_message=str(status.get("failureMessage") or "")[:256],
+    )
+
+
+def from_capi(obj: Obj) -> Member:
+    """A Cluster API Cluster as a member: its labels, `spec.paused`, readiness from its status as
+    Sveltos reads it, and its kubeconfig in `<name>-kubeconfig` (key `value`) of its own namespace,
+    under the same kubeconfig policy (and insecure opt-in annotation) as every member."""
+    meta = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+    ns, name = str(meta.get("namespace") or "default"), str(meta["name"])
+    standing = capi.standing(obj)
+    return Member(
+        key=member_key(ns, name, capi=True),
+        namespace=ns,
+        name=name,
+        labels=dict(meta.get("labels") or {}),
+        ready=standing.ready,
+        paused=isinstance(spec, Mapping) and spec.get("paused") is True,
+        secret=(ns, capi.kubeconfig_secret(name), capi.KUBECONFIG_KEY),
+        allow_insecure=(meta.get("annotations") or {}).get(ALLOW_INSECURE_ANNOTATION) == "true",
+        failure_message=standing.why,
+        capi=True,
+        deleting=standing.deleting,
     )
 
 
@@ -155,30 +190,48 @@ def _taints(raw: Any) -> tuple[tuple[str, str, str], ...]:
     )
 
 
-def kubeconfig_secrets(member_clusters: Iterable[Obj]) -> frozenset[tuple[str, str]]:
+def kubeconfig_secrets(
+    member_clusters: Iterable[Obj], capi_clusters: Iterable[Obj] = ()
+) -> frozenset[tuple[str, str]]:
     """(namespace, name) of every Secret a MemberCluster names as its kubeconfig, as written
-    (whether or not it may use it): credentials, never content."""
-    return frozenset(from_object(mc).secret[:2] for mc in member_clusters)
+    (whether or not it may use it), and of every Cluster API cluster's kubeconfig: credentials,
+    never content."""
+    named = {from_object(mc).secret[:2] for mc in member_clusters}
+    for cluster in capi_clusters:
+        meta = cluster.get("metadata") or {}
+        if meta.get("name"):
+            named.add((str(meta.get("namespace") or "default"), capi.kubeconfig_secret(str(meta["name"]))))
+    return frozenset(named)
 
 
 def is_kubeconfig_secret(secret: Obj, referenced: frozenset[tuple[str, str]]) -> bool:
-    """Labelled by `cluster register`, or named by a MemberCluster (`kubeconfig_secrets`)."""
+    """Labelled by `cluster register`, named by a member (`kubeconfig_secrets`), or one of the
+    Secrets Cluster API writes for its clusters (their type)."""
     meta = secret.get("metadata") or {}
-    if SECRET_LABEL in (meta.get("labels") or {}):
+    if SECRET_LABEL in (meta.get("labels") or {}) or secret.get("type") == capi.SECRET_TYPE:
         return True
     return (str(meta.get("namespace") or ""), str(meta.get("name") or "")) in referenced
 
 
-def fleet(members: Iterable[Member]) -> m.Fleet:
-    """Paused members stay in the fleet (their place in the plan is kept) but count as not ready."""
+def fleet(members: Iterable[Member], registered_kind: str = "MemberCluster") -> m.Fleet:
+    """Paused members stay in the fleet (their place in the plan is kept) but count as not ready; a
+    Cluster API cluster being deleted leaves it. `registered_kind`: what the family calls its
+    registered members (KIND_LABEL)."""
     return m.Fleet.of(
         m.Cluster(
             mb.key,
-            {**mb.labels, NAME_LABEL: mb.name, KEY_LABEL: mb.key, NAMESPACE_LABEL: mb.namespace},
+            {
+                **mb.labels,
+                NAME_LABEL: mb.name,
+                KEY_LABEL: mb.key,
+                NAMESPACE_LABEL: mb.namespace,
+                KIND_LABEL: CAPI_KIND if mb.capi else registered_kind,
+            },
             ready=mb.ready and not mb.paused,
             why="paused" if mb.paused else ("" if mb.ready else mb.failure_message),
         )
         for mb in members
+        if not mb.deleting
     )
 
 
@@ -269,14 +322,58 @@ def target(member: Member, secret: Obj | None) -> MemberTarget | None:
     return MemberTarget(name=member.key, kubeconfig=raw, allow_insecure=member.allow_insecure)
 
 
-def target_for(cache: Lookup, cluster: str) -> MemberTarget | None:
-    """The delivery target of a registered member (`namespace/name`); None if it or its Secret is
-    gone, its Secret reference is refused, or its kubeconfig fails the policy."""
-    namespace, _, name = cluster.partition("/")
-    mc = cache.get("MemberCluster", namespace, name)
-    if mc is None:
+def with_capi(cache: Cache) -> bool:
+    """Whether Cluster API clusters are members where `cache` reads: its family has them (Sveltos',
+    ADR 0109) and the controller watches them."""
+    return cache.family.capi and cache.has(CAPI_CACHE_KIND)
+
+
+def of_family(cache: Cache) -> list[Member]:
+    """The members of the cache's family: its registered ones, and its Cluster API clusters."""
+    found = [from_object(o) for o in cache.list("MemberCluster")]
+    if with_capi(cache):
+        found += [from_capi(o) for o in cache.list(CAPI_CACHE_KIND)]
+    return found
+
+
+def credential_secrets(cache: Cache) -> frozenset[tuple[str, str]]:
+    """Every Secret any family's member names as its kubeconfig, and every Cluster API cluster's
+    (whichever family has them): `kubeconfig_secrets` over all of them, once per state of theirs."""
+    capi_too = cache.has(CAPI_CACHE_KIND)
+    return cache.memo(
+        "kubeconfig secrets",
+        ("MemberCluster", CAPI_CACHE_KIND) if capi_too else ("MemberCluster",),
+        lambda: kubeconfig_secrets(
+            cache.members_everywhere(), cache.list(CAPI_CACHE_KIND) if capi_too else ()
+        ),
+        everywhere=True,
+    )
+
+
+def member_object(cache: Lookup, cluster: str, *, with_capi: bool) -> Obj | None:
+    """The object a member key names: its MemberCluster (in native form), or its Cluster API
+    Cluster where the family has them (`with_capi`); None when there is none."""
+    is_capi, namespace, name = split_key(cluster)
+    if is_capi:
+        return cache.get(CAPI_CACHE_KIND, namespace, name) if with_capi else None
+    return cache.get("MemberCluster", namespace, name)
+
+
+def lookup(cache: Lookup, cluster: str, *, with_capi: bool) -> Member | None:
+    """The member a key names (`member_object`), None when there is none."""
+    found = member_object(cache, cluster, with_capi=with_capi)
+    if found is None:
         return None
-    member = from_object(mc)
+    return from_capi(found) if split_key(cluster)[0] else from_object(found)
+
+
+def target_for(cache: Lookup, cluster: str, *, with_capi: bool = False) -> MemberTarget | None:
+    """The delivery target of a member (`namespace/name`, or `capi:namespace/name` where the family
+    has Cluster API clusters); None if it or its Secret is gone, its Secret reference is refused, or
+    its kubeconfig fails the policy."""
+    member = lookup(cache, cluster, with_capi=with_capi)
+    if member is None:
+        return None
     found = credentials(cache, member)
     if found.kubeconfig is None:
         return None

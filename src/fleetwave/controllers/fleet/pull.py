@@ -27,6 +27,7 @@ from fleetwave.controllers.fleet import members
 from fleetwave.controllers.shared.context import Context
 from fleetwave.core import timestamps
 from fleetwave.kube import kinds, ops
+from fleetwave.translate.common import split_key
 
 FIELD_MANAGER = "fleetwave-controller"
 
@@ -38,8 +39,11 @@ def is_pull(member: Obj) -> bool:
 
 
 def is_pull_member(ctx: Context, cluster_key: str) -> bool:
-    """Whether the registered member `namespace/name` is in pull mode (False when unregistered)."""
-    namespace, _, name = cluster_key.partition("/")
+    """Whether the registered member `namespace/name` is in pull mode (False when unregistered, and
+    for a Cluster API cluster: the hub always holds its kubeconfig)."""
+    capi_cluster, namespace, name = split_key(cluster_key)
+    if capi_cluster:
+        return False
     found = ctx.cache.get("MemberCluster", namespace, name)
     return found is not None and is_pull(found)
 

@@ -83,12 +83,7 @@ def _select(ctx: Context, placement: parsed.Placement, namespace: str | None) ->
         placement.spec,
         ctx.cache.list,
         namespace=namespace,
-        credentials=ctx.cache.memo(
-            "member kubeconfig secrets",
-            "MemberCluster",
-            lambda: members.kubeconfig_secrets(ctx.cache.members_everywhere()),
-            everywhere=True,
-        ),
+        credentials=members.credential_secrets(ctx.cache),
         watched=ctx.watched,
         extra=(
             *selection.envelope_kinds(ctx.api_version("ResourceEnvelope")),

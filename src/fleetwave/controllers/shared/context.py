@@ -56,6 +56,10 @@ class Cache:
         self._memo: dict[str, tuple[tuple[int, ...], Any]] = {}
         self._indexes: dict[tuple[str, str], _LabelIndex] = {}
 
+    def has(self, kind: str) -> bool:
+        """Whether an informer of `kind` feeds this cache (Cluster API clusters may not: ADR 0109)."""
+        return kind in self.informers
+
     def obj(self, kind: str, namespace: str | None, name: str) -> Any | None:
         if kind in self.family.kinds and not self.family.served(kind).namespaced:
             namespace = None  # a kind the family serves cluster-scoped (a KubeFleet MemberCluster)
@@ -87,11 +91,17 @@ class Cache:
         found = (informer.get(key) for key in sorted(index.keys_of(value)))
         return [self._view(kind, as_dict(o)) for o in found if o is not None]
 
-    def memo(self, name: str, kind: str, build: Callable[[], T], *, everywhere: bool = False) -> T:
-        """`build()` once per state of the `kind` informer (of every family's cache when
-        `everywhere`): what is derived from a whole kind is not rebuilt on every reconcile."""
+    def memo(
+        self, name: str, kind: str | tuple[str, ...], build: Callable[[], T], *, everywhere: bool = False
+    ) -> T:
+        """`build()` once per state of the `kind` informer, or of each of several kinds (of every
+        family's cache when `everywhere`): what is derived from a whole kind is not rebuilt on every
+        reconcile."""
         caches = (self, *self.peers) if everywhere else (self,)
-        stamps = [getattr(c.informers[kind], "revision", None) for c in caches if kind in c.informers]
+        kinds_read = (kind,) if isinstance(kind, str) else kind
+        stamps = [
+            getattr(c.informers[k], "revision", None) for c in caches for k in kinds_read if k in c.informers
+        ]
         if None in stamps:  # an informer that does not count its changes: nothing can be kept
             return build()
         stamp = tuple(int(s) for s in stamps if s is not None)

@@ -319,7 +319,10 @@ async def _verdict(
     of them are listed for the failure budget."""
     failing: list[tuple[str, str]] = []
     for cluster in clusters:
-        target = members.target_for(ctx.cache, cluster) if cluster in fleet.names else None
+        found = cluster in fleet.names
+        target = (
+            members.target_for(ctx.cache, cluster, with_capi=members.with_capi(ctx.cache)) if found else None
+        )
         if target is None:
             failing.append((cluster, "cluster is not reachable"))
             continue

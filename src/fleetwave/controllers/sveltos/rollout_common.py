@@ -89,11 +89,13 @@ def _parse(raw: Mapping[str, Any], kind: str, model: type[T]) -> T:
 
 
 def fleet_of(cache: Cache) -> m.Fleet:
-    """The fleet as rollouts see it, rebuilt only when a MemberCluster changed."""
+    """The fleet as rollouts see it: the family's registered members, and in Sveltos' its Cluster API
+    clusters (ADR 0109); rebuilt only when one of them changed."""
+    kinds_read = ("MemberCluster", members.CAPI_CACHE_KIND) if members.with_capi(cache) else "MemberCluster"
     return cache.memo(
         "fleet",
-        "MemberCluster",
-        lambda: members.fleet(members.from_object(o) for o in cache.list("MemberCluster")),
+        kinds_read,
+        lambda: members.fleet(members.of_family(cache), cache.family.served("MemberCluster").kind),
     )
 
 
@@ -139,8 +141,7 @@ def _own_key(summary: Mapping[str, Any], profile: str, uid: Any, api_version: st
     """The member key of a summary the profile made (None: not one of its own)."""
     if ss.foreign(summary, profile, uid, api_version):
         return None
-    spec = summary.get("spec") or {}
-    return members.member_key(spec["clusterNamespace"], spec["clusterName"])
+    return ss.cluster_of(summary.get("spec") or {})
 
 
 def owned_by_promotion(ctx: Context, raw: Mapping[str, Any]) -> bool:

@@ -12,10 +12,12 @@ from typing import Any
 from fleetwave.api import families
 from fleetwave.api.conditions import find
 from fleetwave.api.families import Family
+from fleetwave.controllers.fleet import capi
 from fleetwave.controllers.shared.versioned_memo import VersionedMemo
 from fleetwave.controllers.sveltos import summary_status as ss
 from fleetwave.core import model as m
 from fleetwave.core import status as st
+from fleetwave.translate.common import split_key
 
 _DELIVERIES: VersionedMemo[m.Delivery] = VersionedMemo(65_536)
 
@@ -50,8 +52,11 @@ def _read(summary: Mapping[str, Any], content_hash: str) -> m.Delivery:
 
 
 def cluster_ref(key: str, family: Family = families.NATIVE) -> dict[str, str]:
-    """A reference to a member as its family serves it (a SveltosCluster in the Sveltos groups)."""
-    namespace, _, name = key.partition("/")
+    """A reference to a member as its family serves it (a SveltosCluster in the Sveltos groups), or
+    to a Cluster API cluster as Sveltos refers to one (`capi:` keys, ADR 0109)."""
+    capi_cluster, namespace, name = split_key(key)
+    if capi_cluster:
+        return {"apiVersion": capi.REF_API_VERSION, "kind": capi.KIND, "namespace": namespace, "name": name}
     served = family.served("MemberCluster")
     return {"apiVersion": served.api_version, "kind": served.kind, "namespace": namespace, "name": name}
 

@@ -191,7 +191,7 @@ def _selected(ctx: Context, owner: Mapping[str, Any], spec: Mapping[str, Any]) -
     if not valid:
         return True  # the profile reports its invalid spec itself; it does not withdraw for it
     fleet = common.fleet_of(ctx.cache)
-    cluster = fleet.by_name.get(members.member_key(str(spec["clusterNamespace"]), str(spec["clusterName"])))
+    cluster = fleet.by_name.get(ss.cluster_of(spec))
     return cluster is None or selectors.matches(selector, cluster.labels)
 
 
@@ -272,9 +272,13 @@ def _template_inputs(ctx: Context, raw: Mapping[str, Any]) -> str | None:
     """The cluster's fingerprint now, when the summary's content was rendered for it (else None)."""
     if not (raw.get("status") or {}).get("templateInputsHash"):
         return None
-    spec = raw.get("spec") or {}
-    cluster = ctx.cache.get("MemberCluster", spec.get("clusterNamespace"), str(spec.get("clusterName")))
+    cluster = _cluster_object(ctx, raw.get("spec") or {})
     return None if cluster is None else templated_content.inputs_fingerprint(cluster)
+
+
+def _cluster_object(ctx: Context, spec: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The object of the summary's cluster: its MemberCluster, or its Cluster API Cluster."""
+    return members.member_object(ctx.cache, ss.cluster_of(spec), with_capi=members.with_capi(ctx.cache))
 
 
 def fingerprint(target: MemberTarget) -> str:
@@ -306,11 +310,10 @@ def requeue_for(ctx: Context, raw: Mapping[str, Any], outcome: ss.Outcome) -> Re
 def _target(ctx: Context, raw: Mapping[str, Any]) -> tuple[MemberTarget | None, str]:
     """The member to deliver to, acting as the summary's tenant admin when its profile names one
     (ADR 0111)."""
-    spec = raw.get("spec") or {}
-    mc = ctx.cache.get("MemberCluster", spec.get("clusterNamespace"), str(spec.get("clusterName")))
-    if mc is None:
-        return None, f"cluster {spec.get('clusterNamespace')}/{spec.get('clusterName')} is not registered"
-    member = members.from_object(mc)
+    cluster = ss.cluster_of(raw.get("spec") or {})
+    member = members.lookup(ctx.cache, cluster, with_capi=members.with_capi(ctx.cache))
+    if member is None:
+        return None, f"cluster {cluster} is not registered"
     found = members.credentials(ctx.cache, member)
     if found.kubeconfig is None:
         return None, f"cluster {member.key}: {found.message}"
@@ -398,7 +401,7 @@ async def _for_cluster(
     the fingerprint of the cluster it was rendered for ("" when nothing is templated)."""
     if not templated_content.needs_instantiation(body):
         return body, ""
-    cluster = ctx.cache.get("MemberCluster", spec.get("clusterNamespace"), str(spec.get("clusterName")))
+    cluster = _cluster_object(ctx, spec)
     if cluster is None:
         raise templated_content.InstantiationError("the cluster is not registered")
     rendered = await templated_content.instantiate(

@@ -43,8 +43,8 @@ ContentOf = Callable[[Context, Mapping[str, Any], str], Awaitable[tuple[dict[str
 
 
 def cluster_of(raw: Mapping[str, Any]) -> str:
-    spec = raw.get("spec") or {}
-    return f"{spec.get('clusterNamespace')}/{spec.get('clusterName')}"
+    """The member key of the summary's cluster (a Cluster API cluster's is never a pull member's)."""
+    return ss.cluster_of(raw.get("spec") or {})
 
 
 def work_name(raw: Mapping[str, Any]) -> str:

@@ -18,6 +18,7 @@ from fleetwave.api.conditions import cond, find
 from fleetwave.api.meta import API_VERSION
 from fleetwave.core import timestamps
 from fleetwave.kube import status as kstatus
+from fleetwave.translate.common import cluster_key, split_key
 
 PROFILE_LABEL = "fleetwave.io/cluster-profile"
 CLUSTER_LABEL = "fleetwave.io/cluster"
@@ -39,9 +40,29 @@ FEATURE_HELM = "Helm"
 FEATURE_KUSTOMIZE = "Kustomize"
 
 
-def summary_name(profile: str, cluster: str) -> str:
-    """Sveltos' naming (`<profile>-sveltos-<cluster>`), hashed down when it would exceed 253 chars."""
-    name = f"{profile}-sveltos-{cluster}"
+# Sveltos' `spec.clusterType` of a summary, and the label it is copied to (with the cluster's name).
+SVELTOS_TYPE = "Sveltos"
+CAPI_TYPE = "Capi"
+SVELTOS_CLUSTER_TYPE_LABEL = "projectsveltos.io/cluster-type"
+SVELTOS_CLUSTER_NAME_LABEL = "projectsveltos.io/cluster-name"
+
+
+def cluster_of(spec: Mapping[str, Any]) -> str:
+    """The member key of a summary's cluster: `spec.clusterType` Capi is a Cluster API cluster
+    (`capi:namespace/name`, ADR 0109), anything else a registered member (`namespace/name`)."""
+    capi = spec.get("clusterType") == CAPI_TYPE
+    return cluster_key(str(spec.get("clusterNamespace")), str(spec.get("clusterName")), capi=capi)
+
+
+def cluster_type(cluster: str) -> str:
+    """The `clusterType` of a summary delivering to the member `cluster` (a key)."""
+    return CAPI_TYPE if split_key(cluster)[0] else SVELTOS_TYPE
+
+
+def summary_name(profile: str, cluster: str, cluster_type: str = SVELTOS_TYPE) -> str:
+    """Sveltos' naming (`<profile>-sveltos-<cluster>`, `<profile>-capi-<cluster>` for a Cluster API
+    cluster), hashed down when it would exceed 253 chars."""
+    name = f"{profile}-{'capi' if cluster_type == CAPI_TYPE else 'sveltos'}-{cluster}"
     if len(name) <= 253:
         return name
     digest = hashlib.sha256(name.encode()).hexdigest()[:10]
@@ -71,7 +92,7 @@ def foreign(
         return f"its {CLUSTER_LABEL} label does not name spec.clusterName"
     if spec.get("clusterNamespace") != meta.get("namespace"):
         return "spec.clusterNamespace is not its own namespace"
-    if meta.get("name") != summary_name(str(named), str(cluster)):
+    if meta.get("name") != summary_name(str(named), str(cluster), str(spec.get("clusterType"))):
         return f"its name is not the one fleetwave gives ({PROFILE_LABEL} + spec.clusterName)"
     controllers = [r for r in meta.get("ownerReferences") or [] if r.get("controller")]
     owner = next(

@@ -21,6 +21,7 @@ from fleetwave.controllers.sveltos import rollout_common as common
 from fleetwave.controllers.sveltos import summary_status as ss
 from fleetwave.core import selectors
 from fleetwave.kube import ops
+from fleetwave.translate.common import split_key
 
 KIND = "ClusterProfile"  # the summaries' owner, and their writer as echoes know it (the profile's controller)
 
@@ -100,7 +101,7 @@ def _version(obj: Any) -> str | None:
     return getattr(obj.metadata, "resourceVersion", None)
 
 
-_LAYOUT = "2"  # part of every written hash: a change of the body's layout rewrites every summary
+_LAYOUT = "3"  # part of every written hash: a change of the body's layout rewrites every summary
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,18 +143,21 @@ class _Shared:
         return {**self.annotations, ss.WRITTEN_HASH_ANNOTATION: written}
 
     def body(self, cluster: str) -> dict[str, Any]:
-        namespace, _, name = cluster.partition("/")
+        _, namespace, name = split_key(cluster)
+        cluster_type = ss.cluster_type(cluster)
         return {
             "apiVersion": self.api_version,
             "kind": "ClusterSummary",
             "metadata": {
-                "name": ss.summary_name(self.profile, name),
+                "name": ss.summary_name(self.profile, name, cluster_type),
                 "namespace": namespace,
                 "labels": {
                     ss.PROFILE_LABEL: self.profile,
                     ss.SVELTOS_PROFILE_LABEL: self.profile,
                     ss.CLUSTER_LABEL: name,
                     **self.labels,
+                    ss.SVELTOS_CLUSTER_NAME_LABEL: name,
+                    ss.SVELTOS_CLUSTER_TYPE_LABEL: cluster_type,
                 },
                 "annotations": self.annotations_of(cluster),
                 "ownerReferences": [dict(self.owner_reference)],
@@ -165,7 +169,7 @@ class _Shared:
             "spec": {
                 "clusterNamespace": namespace,
                 "clusterName": name,
-                "clusterType": "Sveltos",
+                "clusterType": cluster_type,
                 "clusterProfileSpec": copy.deepcopy(dict(self.profile_spec)),
             },
         }
@@ -184,6 +188,8 @@ def _profile_labels(profile: ClusterProfile) -> dict[str, str]:
 def _held(ctx: Context, shared: _Shared, cluster: str) -> bool:
     """Whether the cache shows the cluster's summary as `shared` would write it: by the hash written
     with it (a summary written before that hash existed, or with another, is written once more)."""
-    namespace, _, name = cluster.partition("/")
-    current = ctx.cache.get("ClusterSummary", namespace, ss.summary_name(shared.profile, name))
+    _, namespace, name = split_key(cluster)
+    current = ctx.cache.get(
+        "ClusterSummary", namespace, ss.summary_name(shared.profile, name, ss.cluster_type(cluster))
+    )
     return current is not None and common.annotations_hold(current, shared.annotations_of(cluster))
