@@ -33,15 +33,27 @@ import yaml
 from lightkube import ApiError, Client
 from lightkube.models.authorization_v1 import ResourceAttributes, SubjectAccessReviewSpec
 from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.models.rbac_v1 import RoleRef, Subject
 from lightkube.resources.apps_v1 import Deployment
 from lightkube.resources.authentication_v1 import SelfSubjectReview
 from lightkube.resources.authorization_v1 import SubjectAccessReview
-from lightkube.resources.core_v1 import ConfigMap, Event, Namespace, Pod
+from lightkube.resources.core_v1 import ConfigMap, Event, Namespace, Pod, ServiceAccount
+from lightkube.resources.rbac_authorization_v1 import ClusterRole, RoleBinding
 from lightkube.types import PatchType
-from promotion_support import ControllerThread, deleted_after, settings, stage_phases, wait_for
+from promotion_support import (
+    ControllerThread,
+    deleted_after,
+    service_account_kubeconfig,
+    settings,
+    stage_phases,
+    wait_for,
+)
+from typer.testing import CliRunner
 
 from fleetwave import __version__
 from fleetwave.api import crds, models
+from fleetwave.cli import app
+from fleetwave.cli.exit_codes import EXIT_FORBIDDEN
 from fleetwave.kube import client as kubeclient
 from fleetwave.kube import kinds
 from fleetwave.local import binaries, fleet
@@ -383,6 +395,55 @@ def test_the_charts_account_is_denied_what_it_does_not_need(installed: str, hub_
         ("update", "leases", "coordination.k8s.io", NS),
     ):
         assert _review(hub_client, verb, resource, group, namespace), (verb, resource, namespace)
+
+
+def _tenant(hub_client: Client, hub: fleet.FleetState, tenant: str, tmp_path: Path) -> str:
+    """A tenant as a platform team makes one with the chart's roles: a ServiceAccount bound to
+    fleetwave-view and fleetwave-edit in its own namespace only; its token's kubeconfig."""
+    hub_client.apply(Namespace(metadata=ObjectMeta(name=tenant)), force=True)
+    hub_client.apply(ServiceAccount(metadata=ObjectMeta(name="admin", namespace=tenant)), force=True)
+    for role in ("view", "edit"):
+        binding = RoleBinding(
+            metadata=ObjectMeta(name=f"tenant-{role}", namespace=tenant),
+            roleRef=RoleRef(
+                apiGroup="rbac.authorization.k8s.io", kind="ClusterRole", name=f"{RELEASE}-{role}"
+            ),
+            subjects=[Subject(kind="ServiceAccount", name="admin", namespace=tenant)],
+        )
+        hub_client.apply(binding, force=True)
+    path = tmp_path / f"{tenant}.kubeconfig"
+    admin = hub.cluster(fleet.MANAGEMENT).kubeconfig
+    path.write_bytes(service_account_kubeconfig(admin, namespace=tenant, name="admin"))
+    return str(path)
+
+
+def test_two_tenants_each_approve_only_their_own_runs_and_neither_grants_itself_member_rights(
+    installed: str, hub_client: Client, hub: fleet.FleetState, tmp_path: Path
+) -> None:
+    tenants = {t: _tenant(hub_client, hub, t, tmp_path) for t in ("tenant-a", "tenant-b")}
+
+    def approve(who: str, where: str) -> Any:
+        argv = ["approve", "run", "web", "--stage", "prod", "-n", where, "--kubeconfig", tenants[who]]
+        return CliRunner().invoke(app, argv)
+
+    for who, other in (("tenant-a", "tenant-b"), ("tenant-b", "tenant-a")):
+        foreign = approve(who, other)
+        assert foreign.exit_code == EXIT_FORBIDDEN, foreign.output
+        said = " ".join(foreign.output.split())
+        assert "approvalrequests/status" in said
+        assert f"in namespace {other}" in said
+        own = approve(who, who)  # allowed: what stops it is that no such run exists there
+        assert "StagedUpdateRun web not found" in own.output, own.output
+        assert own.exit_code not in (0, EXIT_FORBIDDEN), own.output
+        assert "not allowed" not in " ".join(own.output.split())
+    # A RoleRequest grants rules in members: admin's, never part of edit or view.
+    for role in ("view", "edit"):
+        rules = hub_client.get(ClusterRole, f"{RELEASE}-{role}").rules or []
+        assert not any(
+            "rolerequests" in (r.resources or []) and set(r.verbs) - {"get", "list", "watch"} for r in rules
+        )
+    admin_rules = hub_client.get(ClusterRole, f"{RELEASE}-admin").rules or []
+    assert any("rolerequests" in (r.resources or []) and "create" in r.verbs for r in admin_rules)
 
 
 @pytest.fixture

@@ -1,7 +1,8 @@
 """Cluster sets: ClusterSet (cluster-scoped) and Set (namespaced), Sveltos' lib.projectsveltos.io
 kinds. A set chooses up to `maxReplicas` of the ready clusters it matches and keeps them chosen
 while they stay usable; ClusterProfiles name ClusterSets in `setRefs` to deliver to whatever the set
-has chosen (active/passive failover). Field names and shapes follow libsveltos v1beta1; ADR 0108.
+has chosen (active/passive failover), Profiles the Sets of their namespace. Field names and shapes
+follow libsveltos v1beta1; ADR 0108.
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ class ClusterSet(Resource):
 class Set(Resource):
     """A namespaced set of the member clusters of its namespace that chooses up to `maxReplicas` of
     the ready ones it matches and fails over to another when a chosen one stops being ready
-    (Sveltos' Set). Nothing delivers to a Set's choice yet: ClusterProfiles name ClusterSets."""
+    (Sveltos' Set). A Profile of the same namespace names it in `setRefs` to deliver to its choice."""
 
     kind_name: ClassVar[str] = "Set"
     plural: ClassVar[str] = "sets"

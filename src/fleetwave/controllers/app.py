@@ -511,6 +511,8 @@ def _add_namespaced_profiles(
     )
     profiles.watch(informers["Profile"], lambda o: [object_key(o)])
     profiles.watch(informers["ClusterProfile"], namespaced_profile.profile_of)
+    if "Set" in informers:  # what a named Set has chosen becomes the Profile's clusterRefs
+        profiles.watch(informers["Set"], lambda o: namespaced_profile.profiles_naming_set(ctx, o))
     if "RoleRequest" in informers:  # a namespace's tenant admins decide who its Profiles act as
         profiles.watch(
             informers["RoleRequest"],

@@ -29,8 +29,11 @@ def candidates(kind: str) -> list[Family]:
 
 
 def locate(client: Client, kind: str, name: str, namespace: str | None = None) -> Located | None:
-    """The first family holding `kind` `name` (a group that is not served counts as not holding it)."""
-    for family in candidates(kind):
+    """The first family holding `kind` `name` (a group that is not served counts as not holding it).
+    A 403 from a later group, after an earlier one answered "not found", is read as not found too:
+    the API server authorizes before it routes, so a tenant with rights in fleetwave's group alone is
+    refused on a group that may not even be served (ADR 0111)."""
+    for index, family in enumerate(candidates(kind)):
         resource = kinds.family_resource(family, kind)
         try:
             found = client.get(resource, name, namespace=namespace)
@@ -38,6 +41,11 @@ def locate(client: Client, kind: str, name: str, namespace: str | None = None) -
             # fleetwave's own group is always installed: not served there means its CRDs are missing.
             if ops.is_not_found(e) and not (family is families.NATIVE and ops.is_unserved(e)):
                 continue
+            if ops.code_of(e) == FORBIDDEN and index > 0:
+                continue
             raise
         return Located(family, resource, found)
     return None
+
+
+FORBIDDEN = 403

@@ -5,7 +5,7 @@
 - `chosen`: the members a set object's status says it has chosen.
 - `clusters_of_sets`: the set resolution of a profile's `setRefs`: set names and the sets' objects
   in, the member keys they have chosen out. A ClusterProfile resolves ClusterSets with it; a
-  namespaced profile would resolve the Sets of its own namespace the same way.
+  namespaced Profile resolves the Sets of its own namespace the same way.
 
 Members are named by their key, `namespace/name` (`common.cluster_key`), as everywhere else.
 """

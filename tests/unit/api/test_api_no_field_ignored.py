@@ -80,7 +80,7 @@ PRIVATE_CHARTS = (
 )
 UP = "tests/integration/test_upstream_apis_kubefleet_seed.py::"
 EVICT = (
-    "tests/integration/test_kubefleet_evictions.py::"
+    "tests/integration/test_kubefleet_eviction_flows.py::"
     "test_a_budget_refuses_one_eviction_and_allows_the_next_which_moves_the_content"
 )
 EV = "tests/unit/kubefleet/test_kubefleet_evictions.py::"

@@ -178,10 +178,9 @@ def test_namespaces_on_the_member_are_the_tenants_to_choose() -> None:
     assert spec["patches"] == [patch]
 
 
-def test_local_deployment_set_refs_are_refused_and_depends_on_names_the_generated_profiles() -> None:
+def test_local_deployment_is_refused_and_depends_on_names_the_generated_profiles() -> None:
     local = {"kind": "ConfigMap", "name": "x", "namespace": OWN, "deploymentType": "Local"}
     assert _refused({"policyRefs": [local]}).startswith("spec.policyRefs[0].deploymentType: Local")
-    assert _refused({"setRefs": ["s"]}).startswith("spec.setRefs:")
     spec = profile_scope.confine(OWN, {"dependsOn": ["base"]})
     assert spec["dependsOn"] == ["p--team-a.base"]
 
@@ -384,3 +383,16 @@ def test_in_a_tenants_namespace_a_profile_without_labels_acts_as_its_one_tenant_
     with pytest.raises(profile_scope.Refused, match="several tenant admins"):
         profile_scope.generate(OWN, "web", {}, None, ("eng", "ops"))
     assert "projectsveltos.io/serviceaccount-name" not in profile_scope.generate(OWN, "web", {}).labels
+
+
+def test_the_clusters_a_profiles_sets_chose_join_its_cluster_refs_and_only_its_namespaces() -> None:
+    spec = {"setRefs": ["blue"], "clusterRefs": [{"name": "c0"}]}
+    chosen = {f"{OWN}/c2", f"{OWN}/c1", "team-b/c9"}  # a Set of another namespace cannot be named
+    confined = profile_scope.confine(OWN, spec, chosen)
+    assert "setRefs" not in confined
+    assert confined["clusterRefs"] == [
+        {"name": "c0", "namespace": OWN},
+        {"namespace": OWN, "name": "c1"},
+        {"namespace": OWN, "name": "c2"},
+    ]
+    assert "clusterRefs" not in profile_scope.confine(OWN, {"setRefs": ["empty"]})  # chose nothing yet

@@ -29,6 +29,7 @@ from fleetwave.core import timestamps
 from fleetwave.kube import ops
 from fleetwave.kube.status import StatusWrite, Versioned
 from fleetwave.runtime.controller import Result
+from fleetwave.translate import sets
 
 KIND = "Profile"
 FINALIZER = "fleetwave.io/withdraw-generated-profile"
@@ -52,7 +53,7 @@ async def reconcile(ctx: Context, key: str) -> Result:
         await _set_finalizers(ctx, meta, [*finalizers, FINALIZER])
         return Result()  # the edit's own event brings us back
     try:
-        wanted = _generate(raw, _tenants(ctx, str(raw["metadata"]["namespace"])))
+        wanted = _generate(raw, _tenants(ctx, namespace), set_clusters(ctx, namespace, raw))
     except profile_scope.Refused as e:
         return await rollout_common.report_invalid(ctx, obj, raw, KIND, str(e))
     current = ctx.cache.get("ClusterProfile", None, wanted.name)
@@ -80,7 +81,29 @@ def _tenants(ctx: Context, namespace: str) -> tuple[str, ...]:
     return tuple(sorted(names))
 
 
-def _generate(raw: Mapping[str, Any], tenants: tuple[str, ...] = ()) -> profile_scope.Generated:
+def set_clusters(ctx: Context, namespace: str, raw: Mapping[str, Any]) -> frozenset[str]:
+    """The members the Sets named by the Profile's setRefs (Sets of its own namespace) have chosen."""
+    names = [str(n) for n in (raw.get("spec") or {}).get("setRefs") or []]
+    if not names or "Set" not in ctx.cache.informers:
+        return frozenset()
+    return sets.clusters_of_sets(names, {n: ctx.cache.get("Set", namespace, n) for n in names})
+
+
+def profiles_naming_set(ctx: Context, obj: Any) -> list[str]:
+    """The Profiles of a Set's namespace whose setRefs name it (the Profile controller's watch)."""
+    meta = as_dict(obj).get("metadata") or {}
+    namespace, name = meta.get("namespace"), meta.get("name")
+    return [
+        f"{namespace}/{p['metadata']['name']}"
+        for p in ctx.cache.list(KIND)
+        if p["metadata"].get("namespace") == namespace
+        and name in ((p.get("spec") or {}).get("setRefs") or [])
+    ]
+
+
+def _generate(
+    raw: Mapping[str, Any], tenants: tuple[str, ...] = (), chosen: frozenset[str] = frozenset()
+) -> profile_scope.Generated:
     meta = raw["metadata"]
     try:
         parsed = sveltos.Profile.model_validate({**raw, "status": None})
@@ -90,7 +113,7 @@ def _generate(raw: Mapping[str, Any], tenants: tuple[str, ...] = ()) -> profile_
         raise profile_scope.Refused(f"{where}: {first.get('msg', 'invalid')}") from None
     spec = parsed.spec.model_dump(mode="json", by_alias=True, exclude_none=True)
     return profile_scope.generate(
-        str(meta["namespace"]), str(meta["name"]), spec, meta.get("labels"), tenants
+        str(meta["namespace"]), str(meta["name"]), spec, meta.get("labels"), tenants, chosen
     )
 
 

@@ -7,7 +7,8 @@ delivery path; this module decides that profile's body, or why the Profile is re
 
 - selection: the Profile's clusterSelector is ANDed with the member's namespace label
   (`translate.NAMESPACE_LABEL`, set on every member by the fleet builder); clusterRefs default to the
-  Profile's namespace and a reference to another namespace is refused; setRefs are refused.
+  Profile's namespace and a reference to another namespace is refused; setRefs name Sets of the
+  Profile's namespace, whose chosen clusters become clusterRefs of the generated profile.
 - content: every `namespace` of a reference to management-cluster content defaults to the Profile's
   namespace; any other value is refused, naming the field. The walk is fail-closed: every
   `namespace` key of the spec is content-side unless it lies under a part that names objects on the
@@ -19,7 +20,7 @@ delivery path; this module decides that profile's body, or why the Profile is re
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -94,6 +95,7 @@ def generate(
     spec: Mapping[str, Any],
     labels: Mapping[str, str] | None = None,
     tenants: tuple[str, ...] = (),
+    set_clusters: Iterable[str] = (),
 ) -> Generated:
     """The generated ClusterProfile of Profile `namespace/name` whose spec (as JSON, by alias) is
     `spec` and whose labels are `labels`; Refused names the first field that would leave the
@@ -103,7 +105,7 @@ def generate(
         name=generated_name(namespace, name),
         labels={**_tenant(namespace, labels, tenants), PROFILE_NAMESPACE_LABEL: namespace},
         annotations={PROFILE_ANNOTATION: f"{namespace}/{name}"},
-        spec=confine(namespace, spec),
+        spec=confine(namespace, spec, set_clusters),
     )
 
 
@@ -128,10 +130,11 @@ def _tenant(namespace: str, labels: Mapping[str, str] | None, tenants: tuple[str
     return tenancy.tenant_labels(labels)
 
 
-def confine(namespace: str, spec: Mapping[str, Any]) -> dict[str, Any]:
-    """`spec` with its selection and its content references held to `namespace` (pure)."""
-    if spec.get("setRefs"):
-        raise Refused("spec.setRefs: not supported on a Profile yet")
+def confine(namespace: str, spec: Mapping[str, Any], set_clusters: Iterable[str] = ()) -> dict[str, Any]:
+    """`spec` with its selection and its content references held to `namespace` (pure).
+    `set_clusters`: the member keys the Sets its setRefs name (Sets of this namespace) have chosen;
+    they join its clusterRefs, so the generated profile selects them with the rest (ADR 0108)."""
+    spec = _sets_as_refs(namespace, spec, set_clusters)
     out = _content(namespace, dict(spec))
     _no_foreign_namespace(namespace, out, "spec")
     _no_local(out)
@@ -145,6 +148,17 @@ def confine(namespace: str, spec: Mapping[str, Any]) -> dict[str, Any]:
         out["clusterSelector"] = selector
     if out.get("dependsOn"):
         out["dependsOn"] = [generated_name(namespace, str(d)) for d in out["dependsOn"]]
+    return out
+
+
+def _sets_as_refs(namespace: str, spec: Mapping[str, Any], set_clusters: Iterable[str]) -> dict[str, Any]:
+    out = {k: v for k, v in spec.items() if k != "setRefs"}
+    if not spec.get("setRefs"):
+        return out
+    chosen = [k.partition("/") for k in sorted(set_clusters)]
+    refs = [{"namespace": ns, "name": n} for ns, _, n in chosen if ns == namespace]
+    if refs:
+        out["clusterRefs"] = [*(spec.get("clusterRefs") or []), *refs]
     return out
 
 
