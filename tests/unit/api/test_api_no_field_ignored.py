@@ -789,7 +789,7 @@ def test_the_figures() -> None:
 def test_a_profile_hands_every_field_to_its_generated_cluster_profile() -> None:
     """A Profile (ADR 0110) is served with ClusterProfileSpec, so the registry's word on each field
     holds for it only because its compilation carries every field into the generated ClusterProfile,
-    dropping none; setRefs, which a Profile refuses itself, is refused by name."""
+    dropping none; setRefs, the one it rewrites, becomes the clusterRefs of what its Sets chose."""
     assert Profile.model_fields["spec"].annotation is ClusterProfileSpec
     samples: dict[str, Any] = {
         "clusterSelector": {"matchLabels": {"a": "b"}},
@@ -813,5 +813,5 @@ def test_a_profile_hands_every_field_to_its_generated_cluster_profile() -> None:
             spec[alias] = "x"
     generated = profile_scope.confine("team", spec)
     assert set(generated) == set(spec)
-    with pytest.raises(profile_scope.Refused, match=r"^spec\.setRefs: "):
-        profile_scope.confine("team", {"setRefs": ["s"]})
+    chosen = profile_scope.confine("team", {"setRefs": ["s"]}, {"team/c1"})
+    assert chosen == {"clusterRefs": [{"namespace": "team", "name": "c1"}]}
