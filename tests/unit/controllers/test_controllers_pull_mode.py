@@ -362,3 +362,27 @@ def test_only_a_new_report_wakes_the_waiters_not_the_hubs_own_writes_of_the_work
     assert calls == []
     reports.on_change("MODIFIED", work({"observedRevision": "r2"}))  # the agent reported
     assert calls == ["woken"]
+
+
+async def test_a_tenants_summary_is_never_handed_to_a_pull_members_agent(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The agent would deliver with its own rights, not the tenant's (ADR 0111): nothing is read or
+    handed over, and the summary says why."""
+    written: list[tuple[dict[str, Any], str]] = []
+
+    async def write(_ctx: Any, _key: str, _obj: Any, _raw: Any, status: Any, failed: str) -> Any:
+        written.append((dict(status), failed))
+        return None
+
+    monkeypatch.setattr(summary_pull, "_write", write)
+    summary = _summary()
+    summary["metadata"]["labels"] |= {
+        "projectsveltos.io/serviceaccount-name": "eng",
+        "projectsveltos.io/serviceaccount-namespace": "eng",
+    }
+    _, read = await _pass(summary, None)
+    assert read == []
+    ((status, failed),) = written
+    assert failed == f"Resources: {summary_pull.TENANT_REFUSED}"
+    assert status["featureSummaries"][0]["status"] == "Failed"

@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from fleetwave.api import pullmode
-from fleetwave.controllers.fleet import pull
+from fleetwave.controllers.fleet import pull, tenancy
 from fleetwave.controllers.shared.context import Context
 from fleetwave.controllers.shared.echoes import tracked
 from fleetwave.controllers.sveltos import summary_status as ss
@@ -94,10 +94,21 @@ def status_from(report: pull.Report, previous: Mapping[str, Any], rendered_for: 
     return body
 
 
+TENANT_REFUSED = (
+    "a tenant admin's profile is not delivered to pull members yet (ADR 0111): nothing was handed to "
+    "the cluster's agent"
+)
+
+
 async def reconcile(
     ctx: Context, key: str, obj: Any, raw: Mapping[str, Any], wanted: str, content_of: ContentOf
 ) -> Result:
     """One pass for a pull member's summary: the work as wanted now, then the status its report says."""
+    if tenancy.admin_of((raw.get("metadata") or {}).get("labels")) is not None:
+        # Its agent would deliver with its own rights, not the tenant's: nothing is handed over.
+        why = ss.Feature(ss.FEATURE_RESOURCES, "Failed", wanted, TENANT_REFUSED)
+        outcome = ss.Outcome(wanted, features=(why,))
+        return await _write(ctx, key, obj, raw, _status(ctx, raw, outcome), outcome.failed)
     if _reported_as_is(ctx, key, raw):
         return Result(requeue_after=PULL_POLL_SECONDS)
     found = await content_of(ctx, raw, wanted)
