@@ -218,7 +218,7 @@ def test_upstream_apis_add_their_crds_and_rules_and_hide_the_native_placement_ki
         "--upstream-apis" in _kind(docs, "Deployment")[0]["spec"]["template"]["spec"]["containers"][0]["args"]
     )
     roles = {d["metadata"]["name"] for d in _kind(docs, "ClusterRole")}
-    users = {f"{RELEASE}-{role}" for role in ("view", "edit", "admin")}
+    users = {f"{RELEASE}-{role}" for role in ("view", "edit", "admin", "profile-editor")}
     assert roles == {CONTROLLER, f"{CONTROLLER}-upstream-apis", *users}
 
 
