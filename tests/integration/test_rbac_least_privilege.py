@@ -82,6 +82,11 @@ CLUSTER_WIDE: dict[tuple[str, str], tuple[str, ...]] = {
     (FW, _fw("ResourceOverrideSnapshot")): (*READ, "create", "patch", "delete"),
     (FW, _fw("ClusterApprovalRequest")): (*READ, "create"),
     (FW, _fw("ApprovalRequest")): (*READ, "create"),
+    # Members carry Sveltos' registration labels (a merge patch of metadata.labels).
+    (FW, _fw("MemberCluster")): (*READ, "patch"),
+    # A Profile's and a RoleRequest's finalizer is a merge patch (ADR 0110, ADR 0111).
+    (FW, _fw("Profile")): (*READ, "patch"),
+    (FW, _fw("RoleRequest")): (*READ, "patch"),
     # Pull members' work (ADR 0106): applied into their hub namespaces, deleted once withdrawn.
     (FW, _fw("MemberWork")): (*READ, "create", "patch", "delete"),
     # Pull members' agents' leases: their liveness, read in every namespace (written in none).
@@ -104,6 +109,8 @@ CLUSTER_WIDE: dict[tuple[str, str], tuple[str, ...]] = {
             # Cluster sets (ADR 0108): users write them, the controller writes what they chose.
             "ClusterSet",
             "Set",
+            "Profile",  # its generated profile's status, mirrored (ADR 0110)
+            "RoleRequest",  # where its grants are in place (ADR 0111)
         )
     },
     **{
