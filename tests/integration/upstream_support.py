@@ -63,12 +63,18 @@ def remove_upstream_groups(management: Client) -> None:
 
 
 def _drop_all(management: Client, resource: Any, namespaced: bool) -> None:
-    try:
-        objects = list(management.list(resource, namespace="*") if namespaced else management.list(resource))
-    except ApiError as e:
-        if e.status.code == 404:  # not installed, or this version not served
-            return
-        raise
+    def listed() -> tuple[list[Any]] | None:
+        try:
+            found = management.list(resource, namespace="*") if namespaced else management.list(resource)
+            return (list(found),)  # truthy even when empty
+        except ApiError as e:
+            if e.status.code == 404:  # not installed, or this version not served
+                return ([],)
+            if e.status.code == 429:  # a CRD installed moments ago: its storage still initializes
+                return None
+            raise
+
+    (objects,) = wait_for(listed, timeout=30, what="upstream objects listable")
     for obj in objects:
         _drop_finalizers(management, resource, obj)
         with contextlib.suppress(ApiError):
