@@ -41,7 +41,7 @@ from fleetwave.kube.client import AsyncClient
 from fleetwave.kube.objects import ConfigMap, Lease, Secret
 from fleetwave.promapi import guards
 from fleetwave.runtime import events, logs, notify
-from fleetwave.runtime.controller import Controller, Result
+from fleetwave.runtime.controller import Controller, Result, besides_status
 from fleetwave.runtime.manager import Election, Manager
 from fleetwave.runtime.watching import Informer, object_key
 from fleetwave.sandbox.pool import Budget, CheckPool
@@ -492,7 +492,13 @@ def _add_role_requests(manager: Manager, ctx: Context, informers: dict[str, Info
         keys=lambda: watches.all_keys(ctx.cache, "RoleRequest"),
     )
     requests.watch(informers["RoleRequest"], lambda o: [object_key(o)])
-    requests.watch(informers["MemberCluster"], lambda _o: watches.all_keys(ctx.cache, "RoleRequest"))
+    # A request picks members by labels (and skips pull members, a spec field): their probes'
+    # status writes change neither, and would otherwise re-grant every request in every member.
+    requests.watch(
+        informers["MemberCluster"],
+        lambda _o: watches.all_keys(ctx.cache, "RoleRequest"),
+        signature=besides_status,
+    )
     requests.watch(informers["ConfigMap"], lambda o: watches.role_requests_reading(ctx.cache, "ConfigMap", o))
     requests.watch(informers["Secret"], lambda o: watches.role_requests_reading(ctx.cache, "Secret", o))
 
