@@ -570,6 +570,52 @@ def test_a_promotion_failing_its_prod_health_check_rolls_every_updated_cluster_b
         assert revisions[1]["rolledBackTo"] == "revision 1"
 
 
+ALWAYS_DEGRADED = """
+function evaluate()
+  return {status = "Degraded", message = "this check is wrong: it fails every revision"}
+end
+"""
+
+
+def test_a_rollback_never_waits_on_the_check_that_failed_and_leaves_no_cluster_on_the_bad_revision(
+    controller: ControllerThread,
+    management: Client,
+    members: dict[str, Client],
+    repo: chartrepo.ChartRepo,
+) -> None:
+    """ADR 0078: 1.0.0 succeeds everywhere; revision 2 moves to 1.1.0 and adds a staging health check
+    that fails on every revision (a wrong check). Past the grace the promotion rolls back: staging,
+    whose check still fails on 1.0.0, and then dev are put back — the rollback is not held at the
+    gate that failed — and it ends RolledBack with no cluster on 1.1.0, the check's verdict on record."""
+    name = "wrong-check"
+    doc = promotion_doc(name, repo.url, dev_delay="0s")
+    doc["spec"]["onFailure"] = "Rollback"
+    doc["spec"]["failureBudget"] = {"gracePeriod": "2s"}
+    apply(management, doc)
+    with deleted_after(management, name):
+        wait_for(
+            lambda: status(management, name).get("rollout", {}).get("phase") == "Succeeded", what="1.0.0"
+        )
+        check = {"name": "wrong", "group": "", "version": "v1", "kind": "ConfigMap"}
+        check |= {"namespace": name, "resourceName": f"{name}-config", "script": ALWAYS_DEGRADED}
+        doc["spec"]["profileSpec"]["helmCharts"][0]["chartVersion"] = "1.1.0"
+        doc["spec"]["stages"][1]["trigger"] = {"auto": {"postDelayHealthChecks": [check]}}
+        apply(management, doc)
+        ended = wait_for(
+            lambda: (st := status(management, name)).get("rollout", {}).get("phase") == "RolledBack" and st,
+            what="the promotion rolled back past its failing check",
+            timeout=180,
+        )
+        assert versions(members, name) == {"member-1": "1.0.0", "member-2": "1.0.0", "member-3": "1.0.0"}
+        back = ended["rollout"]["rollback"]
+        assert [(s["name"], s["phase"]) for s in back["stages"]] == [
+            ("staging", "Succeeded"),
+            ("dev", "Succeeded"),
+        ]
+        assert "fails every revision" in back["stages"][0]["message"]  # the health it saw, reported
+        assert ended["rollout"]["stages"][2]["phase"] == "Pending"  # production never ran 1.1.0
+
+
 def test_fleetwave_rollback_returns_a_succeeded_promotion_to_its_previous_revision(
     controller: ControllerThread,
     management: Client,

@@ -8,15 +8,16 @@ changes. Rollback stages wait on no gate — undoing a bad revision is not held 
 rolling it out, and least of all behind the health check that failed it (a check that is simply
 wrong would strand every earlier stage on the bad revision): a stage is rolled back when its
 clusters are back on the target, and its record and Event say what its health checks see at that
-moment. A failing rollback delivery holds its stage (a person has to look); pausing the rollout
-pauses a rollback too.
+moment. A failing rollback delivery holds its stage (a person has to look) and the message says
+which clusters are back on the target, which still run the failed revision and which failed to
+roll back; pausing the rollout pauses a rollback too.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from fleetwave.core import delivery, gates
 from fleetwave.core import effects as fx
@@ -24,6 +25,8 @@ from fleetwave.core import model as m
 from fleetwave.core import status as st
 
 SP = st.StagePhase
+# How long a rolled-back stage waits for its health checks' first verdict, to report it.
+HEALTH_READ_BOUND = timedelta(seconds=30)
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +131,9 @@ def _step(
             last_progress_at=now if moved else stage.last_progress_at,
             message=f"rolling back: {progress.message}",
         )
+        if progress.failed:
+            where = whereabouts(record, stage, deliveries)
+            stage = replace(stage, message=f"rolling back held for a person: {progress.message}; {where}")
         if not progress.complete:
             return stage, effects, None, True
         stage = replace(stage, phase=SP.WAITING_AFTER, delivered_at=now)
@@ -138,7 +144,16 @@ def _step(
             stage.name, stage.delivered_at, now, observed, record.started_at, stage.clusters
         )
         verdict = gates.evaluate(checks, ctx)
+        unread = any((stage.name, name) not in observed.health for gate in checks for name in gate.names)
+        deadline = stage.delivered_at + HEALTH_READ_BOUND
+        if unread and now < deadline:
+            # Not a gate: one more pass so the shell reads the checks over the rolled-back clusters,
+            # and the record says what they see. Bounded, so a check that never answers holds nothing.
+            wake = now if stage.delivered_at == now else deadline
+            return replace(stage, message="rolled back; reading its health checks"), effects, wake, True
         health = "healthy" if verdict.open else verdict.message
+        if unread:
+            health = f"no verdict from its health checks within {int(HEALTH_READ_BOUND.total_seconds())} s"
         effects.append(
             fx.Event("RollbackStageSucceeded", f"stage {stage.name} rolled back to {record.label} ({health})")
         )
@@ -150,6 +165,29 @@ def _step(
             message=f"rolled back ({health})",
         )
     return stage, effects, None, False
+
+
+def whereabouts(
+    record: st.RollbackStatus, stage: st.StageStatus, deliveries: Mapping[str, m.Delivery]
+) -> str:
+    """Which clusters are back on the target and which still run the failed revision, while a
+    rollback delivery failure holds `stage` (the current one): what a person needs to decide."""
+    back = [c for s in record.stages[: record.current] for c in s.clusters]
+    back += [c for c in stage.started if deliveries.get(c, m.PENDING).done]
+    failing = {c for c, _ in stage.failed}
+    later = [c for s in record.stages[record.current + 1 :] for c in s.clusters]
+    still = [c for c in stage.clusters if c not in back and c not in failing] + later
+    parts = [f"back on {record.label}: {_names(back)}", f"still on the failed revision: {_names(still)}"]
+    if failing:
+        parts.append(f"failed to roll back: {_names(sorted(failing))}")
+    return "; ".join(parts)
+
+
+def _names(clusters: list[str], most: int = 5) -> str:
+    if not clusters:
+        return "none"
+    shown = ", ".join(clusters[:most])
+    return shown if len(clusters) <= most else f"{shown} and {len(clusters) - most} more"
 
 
 def _after_gates(spec: m.RolloutSpec, stage: str) -> tuple[m.Gate, ...]:

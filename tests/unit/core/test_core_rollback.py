@@ -194,6 +194,29 @@ def test_a_failing_rollback_delivery_holds_its_stage_and_says_so() -> None:
     assert progressing is not None
     assert progressing.reason is st.Reason.CLUSTER_FAILED
     assert "cluster dev-0 failed" in held.status.message
+    # Where each cluster stands, for the person who has to look.
+    assert "back on revision 1: none; still on the failed revision: none" in held.status.message
+    assert "failed to roll back: dev-0" in held.status.message
+
+
+def test_a_held_rollback_names_the_clusters_still_on_the_failed_revision() -> None:
+    """prod fails forward; rolling back, staging's second cluster fails to go back: prod is back,
+    staging-1 is not, dev (not reached yet) still runs the failed revision."""
+    d = _driver(_three_stages(), fleet(dev=1, staging=2, prod=1))
+    d.step()
+    d.delivery["dev-0"] = DONE
+    d.step(T0 + minutes(1))
+    d.delivery |= {"staging-0": DONE, "staging-1": DONE}
+    d.step(T0 + minutes(2))
+    d.delivery["prod-0"] = BROKEN
+    assert d.step(T0 + minutes(3)).status.phase is RP.ROLLING_BACK
+    d.target_delivery |= {"prod-0": DONE, "staging-0": DONE, "staging-1": BROKEN}
+    d.step(T0 + minutes(4))
+    held = d.step(T0 + minutes(5))
+    assert held.status.phase is RP.ROLLING_BACK
+    message = held.status.message
+    assert "back on revision 1: prod-0, staging-0; still on the failed revision: dev-0" in message
+    assert "failed to roll back: staging-1" in message
 
 
 def test_a_paused_rollback_starts_no_new_stage() -> None:
@@ -327,3 +350,44 @@ def test_a_rollback_never_touches_a_cluster_outside_the_updated_set_and_never_ru
         at += minutes(1)
         d.step(at)
     raise AssertionError("the rollback never finished")
+
+
+def test_a_rolled_back_stage_reads_its_checks_once_and_never_waits_past_the_bound() -> None:
+    """The shell reads a stage's checks only while the record shows it waiting after delivery, so a
+    rolled-back stage with checks takes one more pass to report what they see; a check that never
+    answers holds it no longer than the bound."""
+    checked = (m.HealthChecks(("probe",)),)
+    d = _driver(spec(stage("dev", after=checked), stage("prod"), content="v2"), fleet(dev=1, prod=1))
+    d.step()
+    d.delivery["dev-0"] = DONE
+    d.health[("dev", "probe")] = m.HealthVerdict(True)
+    d.step(T0 + minutes(1))
+    d.request = "aborted"
+    d.health.clear()
+    d.step(T0 + minutes(2))
+    d.target_delivery |= {"dev-0": DONE, "prod-0": DONE}
+    d.step(T0 + minutes(3))
+    reading = d.step(T0 + minutes(4))
+    assert reading.status.phase is RP.ROLLING_BACK
+    assert reading.wake_at == T0 + minutes(4)  # come back at once to read the checks
+    d.health[("dev", "probe")] = m.HealthVerdict(False, "dev-0", "probe says no")
+    done = d.step(T0 + minutes(4) + timedelta(seconds=1))
+    assert done.status.phase is RP.ROLLED_BACK
+    assert done.status.rollback is not None
+    assert (
+        done.status.rollback.stages[-1].message
+        == "rolled back (health check probe failing on cluster dev-0: probe says no)"
+    )
+    # Never answered: past the bound the stage is rolled back all the same.
+    d2 = _driver(spec(stage("dev", after=checked), content="v2"), fleet(dev=1))
+    d2.step()
+    d2.delivery["dev-0"] = DONE
+    d2.request = "aborted"
+    d2.step(T0 + minutes(1))
+    d2.target_delivery["dev-0"] = DONE
+    assert d2.step(T0 + minutes(2)).status.phase is RP.ROLLING_BACK
+    assert d2.step(T0 + minutes(2) + timedelta(seconds=29)).status.phase is RP.ROLLING_BACK
+    assert d2.step(T0 + minutes(3)).status.phase is RP.ROLLED_BACK
+    record = d2.status.rollback if d2.status else None
+    assert record is not None
+    assert record.stages[-1].message == "rolled back (no verdict from its health checks within 30 s)"
