@@ -138,33 +138,40 @@ def _step(
             return stage, effects, None, True
         stage = replace(stage, phase=SP.WAITING_AFTER, delivered_at=now)
     if stage.phase is SP.WAITING_AFTER:
-        assert stage.delivered_at is not None
-        checks = tuple(g for g in _after_gates(spec, stage.name) if isinstance(g, m.HealthChecks))
-        ctx = gates.GateContext(
-            stage.name, stage.delivered_at, now, observed, record.started_at, stage.clusters
-        )
-        verdict = gates.evaluate(checks, ctx)
-        unread = any((stage.name, name) not in observed.health for gate in checks for name in gate.names)
-        deadline = stage.delivered_at + HEALTH_READ_BOUND
-        if unread and now < deadline:
-            # Not a gate: one more pass so the shell reads the checks over the rolled-back clusters,
-            # and the record says what they see. Bounded, so a check that never answers holds nothing.
-            wake = now if stage.delivered_at == now else deadline
-            return replace(stage, message="rolled back; reading its health checks"), effects, wake, True
-        health = "healthy" if verdict.open else verdict.message
-        if unread:
-            health = f"no verdict from its health checks within {int(HEALTH_READ_BOUND.total_seconds())} s"
-        effects.append(
-            fx.Event("RollbackStageSucceeded", f"stage {stage.name} rolled back to {record.label} ({health})")
-        )
-        stage = replace(
-            stage,
-            phase=SP.SUCCEEDED,
-            succeeded_at=now,
-            gates=verdict.gates,
-            message=f"rolled back ({health})",
-        )
+        return _after_delivery(spec, observed, now, record, stage, effects)
     return stage, effects, None, False
+
+
+def _after_delivery(
+    spec: m.RolloutSpec,
+    observed: m.Observed,
+    now: datetime,
+    record: st.RollbackStatus,
+    stage: st.StageStatus,
+    effects: list[fx.Effect],
+) -> tuple[st.StageStatus, list[fx.Effect], datetime | None, bool]:
+    """The stage's clusters are back: say what its health checks see, then it is rolled back."""
+    assert stage.delivered_at is not None
+    checks = tuple(g for g in _after_gates(spec, stage.name) if isinstance(g, m.HealthChecks))
+    ctx = gates.GateContext(stage.name, stage.delivered_at, now, observed, record.started_at, stage.clusters)
+    verdict = gates.evaluate(checks, ctx)
+    unread = any((stage.name, name) not in observed.health for gate in checks for name in gate.names)
+    deadline = stage.delivered_at + HEALTH_READ_BOUND
+    if unread and now < deadline:
+        # Not a gate: one more pass so the shell reads the checks over the rolled-back clusters,
+        # and the record says what they see. Bounded, so a check that never answers holds nothing.
+        wake = now if stage.delivered_at == now else deadline
+        return replace(stage, message="rolled back; reading its health checks"), effects, wake, True
+    health = "healthy" if verdict.open else verdict.message
+    if unread:
+        health = f"no verdict from its health checks within {int(HEALTH_READ_BOUND.total_seconds())} s"
+    effects.append(
+        fx.Event("RollbackStageSucceeded", f"stage {stage.name} rolled back to {record.label} ({health})")
+    )
+    done = replace(
+        stage, phase=SP.SUCCEEDED, succeeded_at=now, gates=verdict.gates, message=f"rolled back ({health})"
+    )
+    return done, effects, None, False
 
 
 def whereabouts(
