@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Callable, Iterator
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -18,12 +17,10 @@ import upstream_support
 import yaml
 from lightkube import ApiError, Client
 from lightkube.resources.core_v1 import ConfigMap
-from promotion_support import ControllerThread, settings, wait_for
+from promotion_support import ControllerThread, wait_for
 from upstream_support import Kubectl
 
-from fleetwave.api import families
 from fleetwave.local import binaries, fleet
-from fleetwave.mgmt import install
 
 NS = "civo"  # the SveltosClusters' namespace, as on the docs page
 CONTENT_NS = "failover-content"  # where the profile's policyRefs ConfigMap lives
@@ -79,24 +76,18 @@ def _registration(state: fleet.FleetState) -> str:
 def controller(
     local_fleet: fleet.FleetState, management: Client, bins: binaries.Binaries, kubectl: Kubectl
 ) -> Iterator[ControllerThread]:
-    install.install(management)
-    upstream_support.clear_native_kubefleet_objects(management)
-    install.install(management, upstream_apis=True)
-    wait_for(lambda: install.upstream_installed(management), timeout=30, what="upstream mode seen")
-    kubectl("api-resources")  # refresh kubectl's discovery after switching (ADR 0062)
-    kubectl("apply -f -", stdin=_registration(local_fleet))
-    upstream = replace(settings(bins.path("helm"), "sets"), upstream=families.UPSTREAM)
-    thread = ControllerThread(local_fleet.cluster(fleet.MANAGEMENT).kubeconfig, upstream)
-    thread.start()
-    try:
-        yield thread
-    finally:
-        thread.stop()
+    def register() -> None:
+        kubectl("api-resources")  # refresh kubectl's discovery after switching (ADR 0062)
+        kubectl("apply -f -", stdin=_registration(local_fleet))
+
+    def cleanup() -> None:
         kubectl(f"delete sveltoscluster --all -n {NS} --wait=false")
         kubectl(f"delete namespace {CONTENT_NS} --wait=false")
-        install.install(management)  # serve fleetwave.io's KubeFleet kinds again for later modules
-        upstream_support.remove_upstream_groups(management)
-    assert thread.error is None, thread.error
+
+    with upstream_support.upstream_controller(
+        local_fleet, management, bins, "sets", register, cleanup=cleanup
+    ) as thread:
+        yield thread
 
 
 # The docs page's ClusterSet and ClusterProfile, with this fleet's content in place of its chart.

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterator
-from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -20,13 +19,12 @@ import yaml
 from lightkube import ApiError, Client
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import ConfigMap, Namespace
-from promotion_support import ControllerThread, settings, wait_for
+from promotion_support import ControllerThread, wait_for
 from test_upstream_apis_kubefleet_seed import Shell, table
 from test_upstream_apis_kubefleet_seed import _members as fleet_members
 
 from fleetwave.api import families
 from fleetwave.local import binaries, fleet
-from fleetwave.mgmt import install
 
 FLEET_API = "placement.kubernetes-fleet.io/v1beta1"
 PLACEMENTS = "clusterresourceplacements.placement.kubernetes-fleet.io"
@@ -44,24 +42,28 @@ def shell(
 def controller(
     local_fleet: fleet.FleetState, management: Client, bins: binaries.Binaries, shell: Shell
 ) -> Iterator[ControllerThread]:
-    install.install(management)
-    upstream_support.clear_native_kubefleet_objects(management)
-    install.install(management, upstream_apis=True)
-    shell("kubectl api-resources > /dev/null")  # kubectl caches discovery (ADR 0062)
-    shell(f"kubectl apply -f - << EOF\n{yaml.safe_dump_all(fleet_members(local_fleet))}EOF\n")
-    upstream = replace(settings(bins.path("helm"), "evictions"), upstream=families.upstream_families())
-    thread = ControllerThread(local_fleet.cluster(fleet.MANAGEMENT).kubeconfig, upstream)
-    thread.start()
-    try:
-        yield thread
-    finally:
+    def register() -> None:
+        shell("kubectl api-resources > /dev/null")  # kubectl caches discovery (ADR 0062)
+        shell(f"kubectl apply -f - << EOF\n{yaml.safe_dump_all(fleet_members(local_fleet))}EOF\n")
+
+    def withdraw() -> None:
         # While the controller runs: a placement's cleanup finalizer withdraws its content.
         shell(f"kubectl delete {PLACEMENTS} --all --timeout=120s")
-        thread.stop()
+
+    def cleanup() -> None:
         shell("kubectl delete memberclusters.cluster.kubernetes-fleet.io --all --wait=false")
-        install.install(management)
-        upstream_support.remove_upstream_groups(management)
-    assert thread.error is None, thread.error
+
+    with upstream_support.upstream_controller(
+        local_fleet,
+        management,
+        bins,
+        "evictions",
+        register,
+        upstream=families.upstream_families(),
+        withdraw=withdraw,
+        cleanup=cleanup,
+    ) as thread:
+        yield thread
 
 
 @pytest.fixture

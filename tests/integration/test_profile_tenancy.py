@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Callable, Iterator
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -22,12 +21,10 @@ import upstream_support
 import yaml
 from lightkube import ApiError, Client
 from lightkube.resources.core_v1 import ConfigMap
-from promotion_support import ControllerThread, settings, wait_for
-from test_upstream_apis_kubectl import Kubectl
+from promotion_support import ControllerThread, wait_for
+from upstream_support import Kubectl
 
-from fleetwave.api import families
 from fleetwave.local import binaries, fleet
-from fleetwave.mgmt import install
 
 TENANTS = {"tenant-a": "member-1", "tenant-b": "member-2"}  # namespace -> the member its cluster is
 CLUSTER = "edge"  # the same SveltosCluster name in both namespaces
@@ -86,25 +83,19 @@ def _delivered(namespace: str) -> str:
 def controller(
     local_fleet: fleet.FleetState, management: Client, bins: binaries.Binaries, kubectl: Kubectl
 ) -> Iterator[ControllerThread]:
-    install.install(management)
-    upstream_support.clear_native_kubefleet_objects(management)
-    install.install(management, upstream_apis=True)
-    wait_for(lambda: install.upstream_installed(management), timeout=30, what="upstream mode seen")
-    kubectl("api-resources")  # kubectl caches discovery: refresh it after switching (ADR 0062)
-    kubectl("apply -f -", stdin=_tenants(local_fleet))
-    upstream = replace(settings(bins.path("helm"), "tenancy"), upstream=families.UPSTREAM)
-    thread = ControllerThread(local_fleet.cluster(fleet.MANAGEMENT).kubeconfig, upstream)
-    thread.start()
-    try:
-        yield thread
-    finally:
-        thread.stop()
+    def register() -> None:
+        kubectl("api-resources")  # kubectl caches discovery: refresh it after switching (ADR 0062)
+        kubectl("apply -f -", stdin=_tenants(local_fleet))
+
+    def cleanup() -> None:
         kubectl("delete profile.config.projectsveltos.io --all -A --wait=false", ok=False)
         kubectl("delete sveltoscluster --all -A --wait=false")
-        install.install(management)
-        upstream_support.remove_upstream_groups(management)
-        kubectl(f"delete namespace {' '.join(TENANTS)} --wait=false", ok=False)
-    assert thread.error is None, thread.error
+
+    with upstream_support.upstream_controller(
+        local_fleet, management, bins, "tenancy", register, cleanup=cleanup
+    ) as thread:
+        yield thread
+    kubectl(f"delete namespace {' '.join(TENANTS)} --wait=false", ok=False)
 
 
 def _profile(name: str, namespace: str, policy_ref: str) -> str:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -19,14 +18,13 @@ import yaml
 from lightkube import ApiError, Client
 from lightkube.resources.core_v1 import ConfigMap, Namespace, ServiceAccount
 from lightkube.resources.rbac_authorization_v1 import ClusterRole, Role, RoleBinding
-from promotion_support import CHARTS, ENVS, ControllerThread, chart_version, settings, wait_for
+from promotion_support import CHARTS, ENVS, ControllerThread, chart_version, wait_for
 from typer.testing import CliRunner
 from upstream_support import Kubectl
 
 from fleetwave.api import crds, families
 from fleetwave.cli import app
 from fleetwave.local import binaries, chartrepo, fleet
-from fleetwave.mgmt import install
 
 CONFIG = "config.projectsveltos.io"
 
@@ -84,26 +82,17 @@ def _sveltos_clusters(state: fleet.FleetState) -> str:
 def controller(
     local_fleet: fleet.FleetState, management: Client, bins: binaries.Binaries, kubectl: Kubectl
 ) -> Iterator[ControllerThread]:
-    install.install(management)
-    upstream_support.clear_native_kubefleet_objects(management)
-    assert not install.upstream_installed(management)
-    install.install(management, upstream_apis=True)
-    # What `controller run` follows by default (discovery catches up with the CRDs within moments).
-    wait_for(lambda: install.upstream_installed(management), timeout=30, what="upstream mode seen")
-    kubectl("api-resources")  # kubectl caches discovery: refresh it after switching (ADR 0062)
-    kubectl("apply -f -", stdin=_sveltos_clusters(local_fleet))
-    upstream = replace(settings(bins.path("helm"), "upstream"), upstream=families.UPSTREAM)
-    thread = ControllerThread(local_fleet.cluster(fleet.MANAGEMENT).kubeconfig, upstream)
-    thread.start()
-    try:
-        yield thread
-    finally:
-        thread.stop()
+    def register() -> None:
+        kubectl("api-resources")  # kubectl caches discovery: refresh it after switching (ADR 0062)
+        kubectl("apply -f -", stdin=_sveltos_clusters(local_fleet))
+
+    def cleanup() -> None:
         kubectl("delete sveltoscluster --all -A --wait=false")
-        install.install(management)  # serve fleetwave.io's KubeFleet kinds again for later modules
-        # and serve no upstream group: later modules' Sveltos-form manifests go to fleetwave.io.
-        upstream_support.remove_upstream_groups(management)
-    assert thread.error is None, thread.error
+
+    with upstream_support.upstream_controller(
+        local_fleet, management, bins, "upstream", register, cleanup=cleanup
+    ) as thread:
+        yield thread
 
 
 def promotion(name: str, repo_url: str, *, staging: str) -> str:

@@ -5,16 +5,62 @@ from __future__ import annotations
 import contextlib
 import shlex
 import subprocess
+from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import yaml
 from lightkube import ApiError, Client
 from lightkube.types import PatchType
-from promotion_support import wait_for
+from promotion_support import ControllerThread, settings, wait_for
 
 from fleetwave.api import crds, families
 from fleetwave.kube import kinds
+from fleetwave.local import binaries, fleet
+from fleetwave.mgmt import install
+
+
+def _nothing() -> None:
+    pass
+
+
+@contextlib.contextmanager
+def upstream_controller(
+    local_fleet: fleet.FleetState,
+    management: Client,
+    bins: binaries.Binaries,
+    identity: str,
+    register: Callable[[], None],
+    *,
+    upstream: tuple[families.Family, ...] = families.UPSTREAM,
+    withdraw: Callable[[], None] = _nothing,
+    cleanup: Callable[[], None] = _nothing,
+) -> Iterator[ControllerThread]:
+    """A controller following the upstream groups, for a module that uses them.
+
+    fleetwave.io's KubeFleet objects are cleared, the upstream groups served, `register` run (the
+    module's members and content) and the controller started. On the way out `withdraw` runs while
+    the controller still does (finalizers that withdraw content need it), then the controller stops,
+    `cleanup` runs, and the hub is left as later modules expect it: fleetwave.io's kinds, no
+    upstream group."""
+    install.install(management)
+    clear_native_kubefleet_objects(management)
+    install.install(management, upstream_apis=True)
+    wait_for(lambda: install.upstream_installed(management), timeout=30, what="upstream mode seen")
+    register()
+    chosen = replace(settings(bins.path("helm"), identity), upstream=upstream)
+    thread = ControllerThread(local_fleet.cluster(fleet.MANAGEMENT).kubeconfig, chosen)
+    thread.start()
+    try:
+        yield thread
+    finally:
+        withdraw()
+        thread.stop()
+        cleanup()
+        install.install(management)
+        remove_upstream_groups(management)
+    assert thread.error is None, thread.error
 
 
 def clear_native_kubefleet_objects(management: Client) -> None:
