@@ -12,6 +12,7 @@ Members are named by their key, `namespace/name` (`common.cluster_key`), as ever
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -28,27 +29,45 @@ MAX_CHOSEN = 10_000
 def matching(spec: SetSpec, namespace: str | None, fleet: m.Fleet) -> dict[str, bool]:
     """Every member the set matches (its clusterSelector or its clusterRefs) -> whether it is ready.
     `namespace`: a Set's, whose members and references are all of that namespace (Sveltos rewrites
-    a Set's references to its own namespace); None for a ClusterSet. An empty or absent
-    clusterSelector matches no cluster by label, as for profiles."""
-    named = {
-        common.cluster_key(namespace or ref.namespace, ref.name)
-        for ref in spec.cluster_refs or ()
-        if ref.name
-    }
+    a Set's references to its own namespace); None for a ClusterSet. A reference names its cluster
+    by kind, as a profile's do (`kind: Cluster` is a Cluster API cluster, ADR 0109); one naming no
+    kind of cluster matches nothing (`ref_problems` says why). An empty or absent clusterSelector
+    matches no cluster by label, as for profiles."""
+    named = set(_ref_keys(spec, namespace))
     sel = spec.cluster_selector
     by_label = None if sel is None or common.is_empty(sel) else common.selector(sel)
-    prefix = f"{namespace}/" if namespace is not None else ""
     return {
         key: cluster.ready
         for key, cluster in fleet.by_name.items()
-        if key.startswith(prefix) and (key in named or selectors.matches(by_label, cluster.labels))
+        if (namespace is None or common.split_key(key)[1] == namespace)
+        and (key in named or selectors.matches(by_label, cluster.labels))
     }
 
 
+def ref_problems(spec: SetSpec) -> list[str]:
+    """What is wrong with each clusterRef that names no kind of cluster, by field."""
+    problems = []
+    for i, ref in enumerate(spec.cluster_refs or ()):
+        try:
+            common.ref_key(ref.api_version, ref.kind, ref.namespace, ref.name or "")
+        except common.RefProblem as e:
+            problems.append(f"spec.clusterRefs[{i}].{e.field}: {e.message}")
+    return problems
+
+
+def _ref_keys(spec: SetSpec, namespace: str | None) -> list[str]:
+    keys = []
+    for ref in spec.cluster_refs or ():
+        if ref.name:
+            with contextlib.suppress(common.RefProblem):
+                keys.append(common.ref_key(ref.api_version, ref.kind, namespace or ref.namespace, ref.name))
+    return keys
+
+
 def chosen(obj: Mapping[str, Any] | None) -> tuple[str, ...]:
-    """The member keys a set's `status.selectedClusterRefs` names, in its order; a reference without
-    a namespace is to one of the set's own namespace (a ClusterSet's: `default`). Malformed entries
-    are skipped."""
+    """The member keys a set's `status.selectedClusterRefs` names, in its order, by kind (a Cluster
+    API cluster's ref has `kind: Cluster`); a reference without a namespace is to one of the set's own
+    namespace (a ClusterSet's: `default`). Malformed entries are skipped."""
     if not isinstance(obj, Mapping):
         return ()
     meta, status = obj.get("metadata"), obj.get("status")
@@ -58,11 +77,30 @@ def chosen(obj: Mapping[str, Any] | None) -> tuple[str, ...]:
         return ()
     keys: list[str] = []
     for ref in refs[:MAX_CHOSEN]:
-        name = ref.get("name") if isinstance(ref, Mapping) else None
-        namespace = ref.get("namespace") if isinstance(ref, Mapping) else None
-        if isinstance(name, str) and name:
-            keys.append(common.cluster_key(namespace if isinstance(namespace, str) else own, name))
+        key = _chosen_key(ref, own)
+        if key:
+            keys.append(key)
     return tuple(dict.fromkeys(keys))
+
+
+def _chosen_key(ref: object, own: object) -> str:
+    """The member key of one `selectedClusterRefs` entry, by kind; "" for a malformed one."""
+    if not isinstance(ref, Mapping):
+        return ""
+    name, namespace = ref.get("name"), ref.get("namespace")
+    api_version, kind = ref.get("apiVersion"), ref.get("kind")
+    if not isinstance(name, str) or not name:
+        return ""
+    namespace = namespace if isinstance(namespace, str) else own if isinstance(own, str) else None
+    try:
+        return common.ref_key(
+            api_version if isinstance(api_version, str) else None,
+            kind if isinstance(kind, str) else None,
+            namespace,
+            name,
+        )
+    except common.RefProblem:
+        return ""
 
 
 def clusters_of_sets(names: Iterable[str], sets: Mapping[str, Mapping[str, Any] | None]) -> frozenset[str]:

@@ -13,7 +13,7 @@ from fleetwave.api.codec import parse_object
 from fleetwave.api.sets import SetSpec
 from fleetwave.core import model as m
 from fleetwave.translate import KEY_LABEL, NAME_LABEL, TranslateError, clusters_of_sets, from_manifests
-from fleetwave.translate.sets import MAX_CHOSEN, chosen, matching
+from fleetwave.translate.sets import MAX_CHOSEN, chosen, matching, ref_problems
 
 
 def _member(key: str, ready: bool = True, **labels: str) -> m.Cluster:
@@ -65,6 +65,31 @@ def test_a_set_matches_only_clusters_of_its_namespace_and_reads_its_refs_there()
         "civo/cluster2": False,
         "civo/cluster3": True,
     }
+
+
+CAPI = "cluster.x-k8s.io/v1beta1"
+
+
+def test_a_set_names_clusters_by_kind_and_a_cluster_api_cluster_is_not_a_member_of_its_name() -> None:
+    """A ref of kind Cluster names the Cluster API cluster civo/cluster1, not the registered member
+    of that name; a ref naming no kind of cluster matches nothing and is said, by field."""
+    fleet = m.Fleet.of([*FLEET.by_name.values(), _member("capi:civo/cluster1", env="edge")])
+    spec = _spec(
+        clusterRefs=[
+            {"apiVersion": CAPI, "kind": "Cluster", "namespace": "civo", "name": "cluster1"},
+            {"kind": "ConfigMap", "namespace": "civo", "name": "cluster3"},
+        ]
+    )
+    assert matching(spec, None, fleet) == {"capi:civo/cluster1": True}
+    assert matching(spec, "civo", fleet) == {"capi:civo/cluster1": True}
+    assert matching(_spec(clusterSelector={"matchLabels": {"env": "edge"}}), "other", fleet) == {}
+    assert ref_problems(spec) == [
+        "spec.clusterRefs[1].kind: ConfigMap is not a kind of cluster "
+        "(expected one of Cluster, MemberCluster, SveltosCluster)"
+    ]
+    refs = [{"apiVersion": CAPI, "kind": "Cluster", "namespace": "civo", "name": "cluster1"}]
+    refs.append({"apiVersion": "v1", "kind": "Secret", "namespace": "civo", "name": "x"})
+    assert chosen(_set(refs)) == ("capi:civo/cluster1",)
 
 
 def _set(refs: Any, namespace: str | None = None) -> dict[str, Any]:

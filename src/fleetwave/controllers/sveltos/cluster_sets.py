@@ -99,6 +99,8 @@ async def reconcile(ctx: Context, kind: str, key: str) -> Result:
     except codec.ManifestError as e:  # the CRD's schema refuses what the model would
         log.warning("%s %s cannot be read, its choice is left as it is: %s", kind, key, e)
         return Result()
+    for problem in sets.ref_problems(parsed.spec)[:_NAMED]:  # such a ref matches nothing
+        await ctx.event(obj, True, "ClusterRefInvalid", problem)
     fleet = common.fleet_of(ctx.cache)
     choice = decide(parsed.spec, namespace or None, fleet, sets.chosen(raw))
     written, _ = await ctx.write_status(kind, Versioned.of_cached(obj), status_body(choice, ctx.family))
