@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 import time
 from collections.abc import Iterator
 from dataclasses import replace
@@ -25,8 +26,10 @@ import pytest
 import upstream_support
 from lightkube import ApiError, Client
 from promotion_support import CHARTS, ControllerThread, chart_version, settings, wait_for
+from typer.testing import CliRunner
 
 from fleetwave.api import families
+from fleetwave.cli import app
 from fleetwave.kube import client as kubeclient
 from fleetwave.kube import kinds
 from fleetwave.local import binaries, chartrepo, fleet
@@ -255,6 +258,13 @@ def test_a_provisioning_cluster_waits_until_its_status_says_ready_then_is_delive
 
         said = wait_for(waiting, what="the profile saying it waits for the provisioning cluster")
         assert "control plane is not initialized" in said, said
+        row = _listed(local_fleet, cluster)
+        assert (row["mode"], row["ready"], row["kubeconfigSecret"]) == (
+            "capi",
+            False,
+            f"{cluster}-kubeconfig",
+        )
+        assert "control plane is not initialized" in row["message"]
         time.sleep(2)  # a few passes more: still nothing may be delivered
         assert not _summaries(management, name)
         assert chart_version(members["member-3"], name, name) is None
@@ -265,6 +275,7 @@ def test_a_provisioning_cluster_waits_until_its_status_says_ready_then_is_delive
             lambda: chart_version(members["member-3"], name, name) == "1.0.0", what="delivered once ready"
         )
         delivered = time.monotonic() - became_ready
+        assert _listed(local_fleet, cluster)["ready"] is True
         wait_for(lambda: all(_ready(s) for s in _summaries(management, name).values()), what="summary Ready")
         healthy = time.monotonic() - became_ready
         print(  # the figure the issue asks for (docs/adr/0109)
@@ -274,6 +285,14 @@ def test_a_provisioning_cluster_waits_until_its_status_says_ready_then_is_delive
     finally:
         _delete_profile(management, name)
         management.delete(capi_support.V1BETA2, cluster, namespace=NS)
+
+
+def _listed(local_fleet: fleet.FleetState, cluster: str) -> dict[str, Any]:
+    """`fleetwave cluster list -o json`'s row of a Cluster API cluster."""
+    kubeconfig = local_fleet.cluster(fleet.MANAGEMENT).kubeconfig
+    said = CliRunner().invoke(app, ["cluster", "list", "-n", NS, "-o", "json", "--kubeconfig", kubeconfig])
+    assert said.exit_code == 0, said.output
+    return next(r for r in json.loads(said.output)["clusters"] if r["name"] == cluster)
 
 
 def _stage_phases(management: Client, name: str) -> dict[str, str]:

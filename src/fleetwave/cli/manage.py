@@ -14,7 +14,7 @@ from rich.table import Table
 
 from fleetwave.api import yamlsafe
 from fleetwave.api.codec import ManifestError
-from fleetwave.cli import inputs
+from fleetwave.cli import capi_rows, inputs
 from fleetwave.cli.common import (
     KubeconfigOption,
     ListOutput,
@@ -370,17 +370,21 @@ def list_clusters(
     output: ListOutputOption = ListOutput.TABLE,
     kubeconfig: KubeconfigOption = None,
 ) -> None:
-    """List registered member clusters with labels, readiness and version."""
+    """List registered member clusters with labels, readiness and version, and the Cluster API
+    clusters the Sveltos family delivers to (mode `capi`)."""
+    where = namespace or ops.ALL_NAMESPACES
     with management_client(kubeconfig) as client:
-        found = client.list(kinds.resource("MemberCluster"), namespace=namespace or ops.ALL_NAMESPACES)
-        rows = [_cluster_row(mc.to_dict()) for mc in found]
+        found = client.list(kinds.resource("MemberCluster"), namespace=where)
+        rows = [_cluster_row(mc.to_dict()) for mc in found] + capi_rows.rows(client, where)
     if output in (ListOutput.JSON, ListOutput.YAML):
         emit({"clusters": rows}, output.value)
     elif output is ListOutput.NAME:
         for row in rows:
-            typer.echo(f"membercluster/{row['name']}")
+            kind = "cluster.cluster.x-k8s.io" if row["mode"] == "capi" else "membercluster"
+            typer.echo(f"{kind}/{row['name']}")
     else:
-        console.print(_clusters_table(rows, wide=output is ListOutput.WIDE))
+        wide = output is ListOutput.WIDE or any(row["mode"] == "capi" for row in rows)
+        console.print(_clusters_table(rows, wide=wide))
 
 
 def _cluster_row(obj: dict[str, Any]) -> dict[str, Any]:

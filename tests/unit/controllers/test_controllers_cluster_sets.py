@@ -258,7 +258,7 @@ def test_a_profiles_engine_view_follows_what_its_cluster_sets_chose() -> None:
 async def test_a_cluster_ref_naming_no_kind_of_cluster_is_said_by_field_and_matches_nothing() -> None:
     bad = _cluster_set()
     bad._body["spec"] = {"clusterRefs": [{"kind": "Secret", "namespace": "civo", "name": "cluster1"}]}
-    client, events, _ = await _pass(_Cache({"prod": bad}, [_member("cluster1")]))
+    _client, events, _ = await _pass(_Cache({"prod": bad}, [_member("cluster1")]))
     assert (True, "ClusterRefInvalid") in [(warning, reason) for warning, reason, _ in events]
     said = next(message for _, reason, message in events if reason == "ClusterRefInvalid")
     assert said.startswith("spec.clusterRefs[0].kind: Secret is not a kind of cluster")
