@@ -65,7 +65,8 @@ class _Followed:
         ident = _ident(
             str(obj.get("apiVersion", "")), str(obj.get("kind")), meta.get("namespace"), str(meta.get("name"))
         )
-        if ident not in self.idents:
+        # Content that names no namespace is deployed to the default one: it matches any.
+        if ident not in self.idents and (*ident[:2], None, ident[3]) not in self.idents:
             return False
         digest = fingerprint(obj)
         if self.seen.get(ident) == digest:
