@@ -49,7 +49,6 @@ from fleetwave.runtime.controller import Result
 
 log = logging.getLogger(__name__)
 
-DRIFT_POLL = drift_detection.DRIFT_POLL  # where no member watch notices drift (ADR 0114)
 UNREACHABLE_RETRY = 5.0
 PROBE_TIMEOUT = 5.0
 PROBE_FRESH = 5.0
