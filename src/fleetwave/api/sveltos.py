@@ -437,8 +437,10 @@ class ProfileSpec(Model):
 
     sync_mode: Literal["OneTime", "Continuous", "ContinuousWithDriftDetection", "DryRun"] = "Continuous"
     """How the content is kept on the clusters: `Continuous` (the default) applies every change;
-    `ContinuousWithDriftDetection` also checks every 30s for objects changed on the cluster and puts
-    them back; `OneTime` deploys once and never applies later changes; `DryRun` changes nothing."""
+    `ContinuousWithDriftDetection` also puts back objects changed or deleted on the cluster, those of
+    Helm releases included (from the deployed revision, without a new one), as soon as a watch on
+    the cluster sees the change (every 30s where the cluster is not watched); `OneTime` deploys once
+    and never applies later changes; `DryRun` changes nothing."""
     tier: int = Field(100, ge=1)
     """Priority against other profiles that deploy the same object or Helm release: the one with the
     lower tier takes it over; with equal tiers, the first to deploy it keeps it. Defaults to 100."""
@@ -494,8 +496,8 @@ class ProfileSpec(Model):
     `target`), applied after `patches`, to the same objects."""
     drift_exclusions: list[DriftExclusion] | None = Field(None, max_length=MAX_LIST)
     """Fields of the deployed objects that fleetwave neither sets nor checks for drift, so another
-    controller may own them (`/spec/replicas` under an autoscaler). Not supported together with
-    helmCharts."""
+    controller may own them (`/spec/replicas` under an autoscaler). For Helm releases' objects, helm
+    still sets what the chart renders; drift detection leaves the excluded fields as they are."""
     max_consecutive_failures: int | None = Field(None, ge=0)
     """After this many failed deliveries of the same content in a row, a cluster stops retrying until
     a new revision or a change of the spec. Omitted or 0: retry forever."""

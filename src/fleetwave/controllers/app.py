@@ -18,6 +18,7 @@ from typing import Any
 from fleetwave.api import families, pullmode
 from fleetwave.controllers import kubefleet, watches
 from fleetwave.controllers.fleet import membercluster, members, role_requests
+from fleetwave.controllers.fleet.drift_watches import DriftWatches
 from fleetwave.controllers.fleet.member_watches import MemberWatches
 from fleetwave.controllers.fleet.ports import HealthAdapter, HelmAdapter
 from fleetwave.controllers.shared.context import Cache, Context, as_dict
@@ -299,6 +300,7 @@ def _family(
         renderer=Renderer(tool(settings.render_binary, "fleetwave-render", settings.helm_binary)),
         kustomizer=Kustomizer(kustomize),
         health=health,
+        drift_watches=DriftWatches(health.watches) if health.watches is not None else None,
         # Not `known or ...`: an empty KnownVersions is falsy, and the families must share one.
         known_versions=known if known is not None else KnownVersions(),
         namespace=settings.namespace,

@@ -122,7 +122,7 @@ class MemberWatches:
         since: float | None = None,
         only: Only | None = None,
         note: Note | None = None,
-    ) -> None:
+    ) -> bool:
         """Call `wake` when something of `interests` changes on `target`, until `release(key)` (or
         `idle_seconds` without a renewal: a subscriber that vanished must not keep streams alive).
         `only`: which changed objects wake it (a deletion, or a stream listing again, always does).
@@ -130,28 +130,34 @@ class MemberWatches:
 
         `since`: when the judgement began reading (`now()`); a change a stream saw after that and
         before this call wakes at once, so nothing that happened while judging is missed. A new
-        stream wakes its subscribers once it has listed, for the same reason."""
+        stream wakes its subscribers once it has listed, for the same reason. False when a bound
+        left some of `interests` without a stream (the subscriber's poll must cover them)."""
         credentials = hashlib.sha256(target.kubeconfig).hexdigest()[:16]
         now = self._clock()
         self._expire(now)
-        missed = False
+        missed, covered, wanted = False, True, set()
         for interest in _covering(interests):
             skey = _StreamKey(target.name, credentials, interest)
+            wanted.add(skey)
             stream = self._streams.get(skey) or self._open(target, skey, interest)
             if stream is None:
+                covered = False
                 continue
             stream.subscribers[key] = (wake, now, only, note)
             stream.idle_since = None
             missed = missed or (since is not None and stream.last_event >= since)
-        # A subscriber reads only what it named last: drop it from streams it no longer needs.
-        wanted = {_StreamKey(target.name, credentials, i) for i in _covering(interests)}
-        for skey, stream in list(self._streams.items()):
-            if skey not in wanted and skey.member == target.name and key in stream.subscribers:
-                self._leave(skey, stream, key)
+        self._leave_others(target.name, wanted, key)
         if missed:
             if note is not None:
                 note(None)
             wake()
+        return covered
+
+    def _leave_others(self, member: str, wanted: set[_StreamKey], key: Hashable) -> None:
+        """A subscriber reads only what it named last: drop it from streams it no longer needs."""
+        for skey, stream in list(self._streams.items()):
+            if skey not in wanted and skey.member == member and key in stream.subscribers:
+                self._leave(skey, stream, key)
 
     def _open(self, target: MemberTarget, skey: _StreamKey, interest: Interest) -> _Stream | None:
         """A new stream of `interest` on `target`, or None past the bound of streams per member."""

@@ -240,6 +240,33 @@ class HealthPort(Protocol):
         ...
 
 
+class DriftWatchPort(Protocol):
+    """Member watches on the kinds of a summary's deployed objects, for drift detection (ADR 0114)."""
+
+    def now(self) -> float:
+        """The watches' clock: pass it as `since` to `follow` when a delivery starts reading."""
+        ...
+
+    def follow(
+        self,
+        target: MemberTarget,
+        key: Hashable,
+        objects: Iterable[tuple[str, str, str | None, str]],
+        wake: Callable[[], None],
+        *,
+        since: float | None = None,
+    ) -> bool:
+        """Call `wake` when one of `objects` changes on `target` (status aside), until `forget(key)`
+        or a later `follow` names others; False when they are not all watched (bounds)."""
+        ...
+
+    def watched(self, key: Hashable) -> bool:
+        """Whether every object `key` last followed is watched."""
+        ...
+
+    def forget(self, key: Hashable) -> None: ...
+
+
 @dataclass(frozen=True)
 class Context:
     client: AsyncClient
@@ -283,6 +310,8 @@ class Context:
     artifacts: ArtifactStore | None = None
     # Reconciles waiting for a pull member's agent to report (ADR 0106): woken by MemberWork events.
     reports: Reports = field(default_factory=Reports)
+    # Drift noticed through member watches (ADR 0114); None: drift is polled for.
+    drift_watches: DriftWatchPort | None = None
 
     def record_rollout(
         self, kind: str, key: str, previous: st.RolloutStatus | None, new: st.RolloutStatus

@@ -215,8 +215,6 @@ def _extras(spec: ProfileSpec, path: str) -> tuple[dict[str, str], dict[str, str
 def _exclusions(spec: ProfileSpec, path: str) -> list[DriftExclusion]:
     """driftExclusions, checked (controllers/sveltos/drift_exclusions.py)."""
     excluded = list(spec.drift_exclusions or [])
-    if excluded and spec.helm_charts:
-        raise ContentError(f"{path}.driftExclusions: not supported together with helmCharts by fleetwave yet")
     try:
         drift_exclusions.check(excluded, path)
     except drift_exclusions.DriftExclusionError as e:

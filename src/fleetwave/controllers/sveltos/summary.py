@@ -32,6 +32,7 @@ from fleetwave.controllers.shared.status_writer import Whose
 from fleetwave.controllers.shared.versioned_memo import VersionedMemo
 from fleetwave.controllers.sveltos import content, registry_credentials, summary_pull, templated_content
 from fleetwave.controllers.sveltos import rollout_common as common
+from fleetwave.controllers.sveltos import summary_drift as drift_detection
 from fleetwave.controllers.sveltos import summary_status as ss
 from fleetwave.controllers.sveltos.summary_memory import SummaryMemory
 from fleetwave.core import model as m
@@ -48,7 +49,6 @@ from fleetwave.runtime.controller import Result
 
 log = logging.getLogger(__name__)
 
-DRIFT_POLL = 30.0
 UNREACHABLE_RETRY = 5.0
 PROBE_TIMEOUT = 5.0
 PROBE_FRESH = 5.0
@@ -303,7 +303,7 @@ def requeue_for(ctx: Context, raw: Mapping[str, Any], outcome: ss.Outcome) -> Re
     if (raw.get("spec") or {}).get("clusterProfileSpec", {}).get(
         "syncMode"
     ) == "ContinuousWithDriftDetection":
-        return Result(requeue_after=DRIFT_POLL)
+        return Result(requeue_after=drift_detection.poll_after(ctx, SummaryKey.of(raw).key))
     return Result()
 
 
@@ -548,11 +548,10 @@ async def _deliver_to(
     dry_run: bool,
 ) -> ss.Outcome:
     key = SummaryKey.of(raw)
-    inv = inventory(key.namespace, key.name)
-    owner = owner_of(raw)
+    inv, owner = inventory(key.namespace, key.name), owner_of(raw)
     previous = raw.get("status") or {}
     objects = _objects(body, profile.tier)
-    drift = await _drift(target, profile, objects, inv, owner)
+    since, drift = drift_detection.began(ctx), await _drift(target, profile, objects, inv, owner)
     resources, applied = await _resources(
         target, objects, key, previous, dry_run, _apply_policy(profile), owner, memory, ctx.known_versions
     )
@@ -560,6 +559,7 @@ async def _deliver_to(
     ownership = Ownership(dc.inventory_key(owner), profile.tier, formerly=(dc.inventory_key(inv),))
     charts = body.get("helmCharts") or []
     releases = await _charts(ctx, target, charts, previous, dry_run, profile.continue_on_error, ownership)
+    drift += await drift_detection.settle(ctx, key.key, target, profile, (_ids(objects), releases), since)
     features = _features(body, objects, resources, releases)
     outcome = ss.Outcome(wanted_hash, features, tuple(releases), dry_run=dry_run, drift=drift)
     if outcome.failed or dry_run:
@@ -772,6 +772,7 @@ async def _finalize(ctx: Context, memory: SummaryMemory, obj: Any, raw: Mapping[
     finalizers = [f for f in meta.get("finalizers") or [] if f != ss.FINALIZER]
     await _patch_meta(ctx, meta["namespace"], meta["name"], {"finalizers": finalizers})
     memory.forget(SummaryKey.of(raw))
+    drift_detection.forget(ctx, SummaryKey.of(raw).key)
     ctx.forget_rollout("ClusterSummary", f"{meta['namespace']}/{meta['name']}")
     return Result()
 
