@@ -97,6 +97,7 @@ def test_manual_trigger_checks_then_sticky_or_resetting_approval() -> None:
         "manual": {
             "delay": "1m",
             "automaticReset": False,
+            "preHealthCheckDeployment": {"configMapRefs": [{"name": "smoke-job", "namespace": "ns"}]},
             "postDelayHealthChecks": [
                 {"name": "ok", "kind": "Deployment", "group": "apps", "version": "v1", "script": "return {}"}
             ],
@@ -105,6 +106,7 @@ def test_manual_trigger_checks_then_sticky_or_resetting_approval() -> None:
     spec = from_promotion(promotion([stage("qa", "qa", manual), stage("prod", "prod", {"manual": {}})]))
     assert spec.stages[0].after == (
         m.Delay(timedelta(minutes=1)),
+        m.PreHealthDeployment("preverification-rollout-qa"),
         m.HealthChecks(("ok",)),
         m.Approval("qa", auto_reset=False),
     )
