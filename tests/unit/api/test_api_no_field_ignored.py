@@ -135,6 +135,11 @@ TEMPLATES_IT = (
     "tests/integration/test_profile_templates.py::"
     "test_templates_kustomize_and_patches_reach_each_cluster_as_that_cluster_needs_them"
 )
+CF = "tests/integration/test_profile_content_fields.py::"
+CONTENT_FIELDS = (
+    CF + "test_optional_sources_kustomize_patches_extra_metadata_and_exclusions_shape_what_a_member_gets"
+)
+CHART_FIELDS = CF + "test_a_charts_values_from_and_options_reach_helm_and_uninstall_removes_the_release"
 TIERS = PC + "test_a_lower_tier_takes_an_object_over_and_the_other_profile_gives_up_after_its_failures"
 PICKFIXED = KS + "test_a_pickfixed_rolling_update_placement_delivers_only_to_the_clusters_it_names"
 ANY_KIND = (
@@ -216,39 +221,14 @@ PENDING_ALLOWED = {
     "AnalysisPrometheus.path",
     "ApplyStrategy.serverSideApplyConfig",
     "ClusterProfileSpec.continueOnError",
-    "ClusterProfileSpec.driftExclusions",
-    "ClusterProfileSpec.extraAnnotations",
-    "ClusterProfileSpec.extraLabels",
-    "ClusterProfileSpec.patchesFrom",
-    "ClusterProfileSpec.stopMatchingBehavior",
-    "DriftExclusion.paths",
-    "DriftExclusion.target",
-    "HelmChart.helmChartAction",
-    "HelmChart.options",
-    "HelmChart.valuesFrom",
-    "KustomizationRef.components",
-    "KustomizationRef.optional",
     "KustomizationRef.tier",
-    "KustomizationRef.valuesFrom",
     "ManualTrigger.preHealthCheckDeployment",
     "OverrideRule.overrideType",
-    "PatchSelector.group",
-    "PatchSelector.namespace",
-    "PatchSelector.version",
     "PlacementSpec.revisionHistoryLimit",
-    "PolicyRef.optional",
     "ProfileSpec.continueOnError",
-    "ProfileSpec.driftExclusions",
-    "ProfileSpec.patchesFrom",
-    "ProfileSpec.stopMatchingBehavior",
     "ResourceSelector.selectionScope",
     "ServerSideApplyConfig.force",
-    "TemplateResourceRef.optional",
     "ValidateHealth.featureID",
-    "ValueFrom.kind",
-    "ValueFrom.name",
-    "ValueFrom.namespace",
-    "ValueFrom.optional",
 }
 
 # Fields a cited test sets through the fleetwave command or function that writes them (the test's
@@ -326,7 +306,7 @@ PROFILE_SPEC: dict[str, Entry] = {
     ),
     "continueOnError": pending("no test sets it on a profile delivered to a member"),
     "maxUpdate": h(PH + "test_max_update_admits_one_cluster_at_a_time_and_waits_for_validate_healths"),
-    "stopMatchingBehavior": pending("no test sets it"),
+    "stopMatchingBehavior": h(CONTENT_FIELDS),
     "reloader": profile({"reloader": True}),
     "templateResourceRefs": h(TEMPLATES_IT),
     "dependsOn": h(
@@ -341,8 +321,8 @@ PROFILE_SPEC: dict[str, Entry] = {
     "preDeleteChecks": h(CHECKS),
     "postDeleteChecks": h(CHECKS),
     "patches": h(TEMPLATES_IT),
-    "patchesFrom": pending("no integration test sets it"),
-    "driftExclusions": pending("no integration test sets it"),
+    "patchesFrom": h(CONTENT_FIELDS),
+    "driftExclusions": h(CONTENT_FIELDS),
     "maxConsecutiveFailures": h(
         PC + "test_a_lower_tier_takes_an_object_over_and_the_other_profile_gives_up_after_its_failures"
     ),
@@ -355,13 +335,13 @@ REGISTRY: dict[str, dict[str, Entry]] = {
         "clusterSelector": h(TS + "test_profile_is_one_stage_paced_by_max_update"),
         "clusterRefs": h(TS + "test_profile_cluster_refs_select_by_namespace_and_name"),
         "setRefs": h(FAILOVER),
-        "extraLabels": pending("no integration test sets it"),
-        "extraAnnotations": pending("no integration test sets it"),
+        "extraLabels": h(CONTENT_FIELDS),
+        "extraAnnotations": h(CONTENT_FIELDS),
     },
     "TemplateResourceRef": {
         "resource": h(TEMPLATES_IT),
         "identifier": h(TEMPLATES_IT),
-        "optional": pending("no integration test sets it"),
+        "optional": h(CONTENT_FIELDS),
         "ignoreStatusChanges": template_ref({"ignoreStatusChanges": True}),
         "watchFields": template_ref({"watchFields": ["data"]}),
     },
@@ -389,7 +369,7 @@ REGISTRY: dict[str, dict[str, Entry]] = {
         "deploymentType": h(
             PC + "test_local_content_goes_to_the_management_cluster_once_and_leaves_with_its_owner"
         ),
-        "optional": pending("no integration test sets it"),
+        "optional": h(CONTENT_FIELDS),
         "tier": h(TIERS),
         "skipNamespaceCreation": ref({"skipNamespaceCreation": False}),
         "force": ref({"force": False}),
@@ -413,9 +393,7 @@ REGISTRY: dict[str, dict[str, Entry]] = {
                 "values",
             )
         },
-        "helmChartAction": pending("no test sets it (Uninstall never tested)"),
-        "valuesFrom": pending("no integration test sets it"),
-        "options": pending("no integration test sets it"),
+        **{f: h(CHART_FIELDS) for f in ("helmChartAction", "valuesFrom", "options")},
         "registryCredentialsConfig": h(PRIVATE_CHARTS),
         "signatureVerification": chart({"signatureVerification": {"provider": "cosign"}}),
         "provenanceVerification": chart({"provenanceVerification": {"keyring": "k"}}),
@@ -425,15 +403,11 @@ REGISTRY: dict[str, dict[str, Entry]] = {
         "ca": h(PRIVATE_CHARTS),
         **{f: h(RC_ACCESS) for f in ("key", "insecureSkipTLSVerify", "plainHTTP")},
     },
-    "ValueFrom": {
-        f: pending("no integration test sets it") for f in ("kind", "namespace", "name", "optional")
-    },
+    "ValueFrom": {f: h(CHART_FIELDS) for f in ("kind", "namespace", "name", "optional")},
     "KustomizationRef": {
         **{f: h(TEMPLATES_IT) for f in ("kind", "namespace", "name", "path", "targetNamespace", "values")},
-        **{
-            f: pending("no integration test sets it")
-            for f in ("components", "valuesFrom", "tier", "optional")
-        },
+        **{f: h(CONTENT_FIELDS) for f in ("components", "valuesFrom", "optional")},
+        "tier": pending("no integration test sets it"),
         "remoteURL": kustomization({"remoteURL": {"url": "https://example.com/k.tgz"}}),
         "deploymentType": kustomization({"deploymentType": "Local"}),
         "skipNamespaceCreation": kustomization({"skipNamespaceCreation": False}),
@@ -464,7 +438,7 @@ REGISTRY: dict[str, dict[str, Entry]] = {
     # Reached from patches (kustomize honours every selector) and from driftExclusions (literal targets only).
     "PatchSelector": {
         **{f: h(TEMPLATES_IT) for f in ("kind", "name")},
-        **{f: pending("no integration test sets it") for f in ("group", "version", "namespace")},
+        **{f: h(CONTENT_FIELDS) for f in ("group", "version", "namespace")},
         "labelSelector": profile(
             {"driftExclusions": [{"paths": ["/x"], "target": {"labelSelector": "a=b"}}]}
         ),
@@ -472,7 +446,7 @@ REGISTRY: dict[str, dict[str, Entry]] = {
             {"driftExclusions": [{"paths": ["/x"], "target": {"annotationSelector": "a=b"}}]}
         ),
     },
-    "DriftExclusion": {f: pending("no integration test sets it") for f in ("paths", "target")},
+    "DriftExclusion": {f: h(CONTENT_FIELDS) for f in ("paths", "target")},
     "LabelSelector": {
         "matchLabels": h(TS + "test_profile_is_one_stage_paced_by_max_update"),
         "matchExpressions": h(TEMPLATES_IT),
