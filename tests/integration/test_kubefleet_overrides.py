@@ -309,3 +309,108 @@ def test_a_staged_run_pins_the_override_snapshots_it_started_with(
                 management.delete(kinds.resource(kind), name)
         wait_for(lambda: _found(management, "ClusterResourcePlacement", crp) is None, what="placement gone")
         management.delete(Namespace, ns)
+
+
+def _present(client: Client, kind: Any, name: str, namespace: str | None = None) -> bool:
+    try:
+        client.get(kind, name, namespace=namespace)
+    except ApiError as e:
+        if e.status.code == 404:
+            return False
+        raise
+    return True
+
+
+def _level(member: Client, namespace: str) -> str | None:
+    got = member_objects(member, namespace)
+    return None if got is None else got[1].get("level")
+
+
+def test_namespace_only_selection_a_delete_override_and_forced_server_side_apply_shape_what_members_hold(
+    controller: None, management: Client, members: dict[str, Client]
+) -> None:
+    """`selectionScope: NamespaceOnly` places the namespace without what is in it; a ResourceOverride
+    rule of `overrideType: Delete` keeps its object off the prod clusters; `ServerSideApply` with
+    `serverSideApplyConfig.force: false` leaves a field another manager owns as a conflict, and
+    `force: true` takes it over."""
+    bare, full = f"ns-only-{uuid.uuid4().hex[:6]}", f"ns-full-{uuid.uuid4().hex[:6]}"
+    crp = f"{full}-crp"
+    for ns in (bare, full):
+        management.create(Namespace(metadata=ObjectMeta(name=ns)))
+    management.create(ConfigMap(metadata=ObjectMeta(name="inside", namespace=bare), data={"x": "y"}))
+    management.create(
+        ConfigMap(metadata=ObjectMeta(name="app-config", namespace=full), data={"level": "base"})
+    )
+    management.create(ConfigMap(metadata=ObjectMeta(name="drop-me", namespace=full), data={"x": "y"}))
+    dev = members["member-1"]  # already holds full/app-config, its level owned by another manager
+    dev.create(Namespace(metadata=ObjectMeta(name=full)))
+    owned = ConfigMap(metadata=ObjectMeta(name="app-config", namespace=full), data={"level": "member-owned"})
+    dev.apply(owned, field_manager="someone-else")
+    apply(
+        management,
+        {
+            "apiVersion": API,
+            "kind": "ResourceOverride",
+            "metadata": {"name": "drop", "namespace": full},
+            "spec": {
+                "placement": {"name": crp},
+                "resourceSelectors": [{"group": "", "version": "v1", "kind": "ConfigMap", "name": "drop-me"}],
+                "policy": {"overrideRules": [{"clusterSelector": PROD, "overrideType": "Delete"}]},
+            },
+        },
+    )
+    wait_for(
+        lambda: _found(management, "ResourceOverrideSnapshot", "drop-0", full), what="the override snapshot"
+    )
+    selectors = [
+        {"group": "", "version": "v1", "kind": "Namespace", "name": bare, "selectionScope": "NamespaceOnly"},
+        {"group": "", "version": "v1", "kind": "Namespace", "name": full},
+    ]
+    server_side = {"type": "ServerSideApply", "serverSideApplyConfig": {"force": False}}
+    placement = {
+        "apiVersion": API,
+        "kind": "ClusterResourcePlacement",
+        "metadata": {"name": crp},
+        "spec": {
+            "resourceSelectors": selectors,
+            "policy": {"placementType": "PickAll"},
+            "strategy": {
+                "type": "RollingUpdate",
+                "rollingUpdate": {"maxUnavailable": 3},
+                "applyStrategy": server_side,
+            },
+        },
+    }
+    apply(management, placement)
+    try:
+        prod = [members["member-2"], members["member-3"]]
+        wait_for(lambda: all(_level(m, full) == "base" for m in prod) or None, what="the content on prod")
+        for member in members.values():
+            assert _present(member, Namespace, bare)
+            assert not _present(member, ConfigMap, "inside", bare)  # NamespaceOnly
+        assert [_present(m, ConfigMap, "drop-me", full) for m in prod] == [False, False]  # Delete on prod
+        wait_for(lambda: _present(dev, ConfigMap, "drop-me", full) or None, what="drop-me on dev")
+
+        def conflict() -> str | None:
+            status = _found(management, "ClusterResourcePlacement", crp).status or {}
+            error = str(
+                ((status.get("deliveries") or {}).get(f"{MEMBER_NS}/member-1") or {}).get("error") or ""
+            )
+            return error if "app-config" in error else None
+
+        wait_for(conflict, what="force: false leaves the other manager's field as a conflict")
+        assert _level(dev, full) == "member-owned"
+        placement["spec"]["strategy"]["applyStrategy"] = {
+            **server_side,
+            "serverSideApplyConfig": {"force": True},
+        }
+        apply(management, placement)
+        wait_for(lambda: _level(dev, full) == "base" or None, what="force: true takes the field over")
+    finally:
+        management.delete(kinds.resource("ClusterResourcePlacement"), crp)
+        wait_for(lambda: _found(management, "ClusterResourcePlacement", crp) is None, what="placement gone")
+        management.delete(kinds.resource("ResourceOverride"), "drop", namespace=full)
+        for ns in (bare, full):
+            management.delete(Namespace, ns)
+        if _present(dev, Namespace, full):  # withdrawn with the placement, or still the member's own
+            dev.delete(Namespace, full)

@@ -128,6 +128,10 @@ OSNAP = (
     "tests/unit/kubefleet/test_kubefleet_override_wiring.py::"
     "test_an_override_is_snapshotted_once_per_spec_and_its_snapshots_go_with_it"
 )
+KF_FIELDS = (
+    "tests/integration/test_kubefleet_overrides.py::"
+    "test_namespace_only_selection_a_delete_override_and_forced_server_side_apply_shape_what_members_hold"
+)
 SNAPSHOTS = (
     "tests/unit/kubefleet/test_kubefleet_snapshots.py::test_history_is_trimmed_oldest_first_to_the_limit"
 )
@@ -219,15 +223,11 @@ def pending(reason: str) -> Entry:
 # ValidateHealth.featureID is parsed but not yet acted on (issue 46 implements it).
 PENDING_ALLOWED = {
     "AnalysisPrometheus.path",
-    "ApplyStrategy.serverSideApplyConfig",
     "ClusterProfileSpec.continueOnError",
     "KustomizationRef.tier",
     "ManualTrigger.preHealthCheckDeployment",
-    "OverrideRule.overrideType",
     "PlacementSpec.revisionHistoryLimit",
     "ProfileSpec.continueOnError",
-    "ResourceSelector.selectionScope",
-    "ServerSideApplyConfig.force",
     "ValidateHealth.featureID",
 }
 
@@ -583,7 +583,7 @@ REGISTRY: dict[str, dict[str, Entry]] = {
     "ResourceSelector": {
         **{f: h(ANY_KIND) for f in ("group", "version", "kind", "name")},
         "labelSelector": h(SEED_RUN),
-        "selectionScope": pending("no integration test sets it"),
+        "selectionScope": h(KF_FIELDS),
     },
     "PlacementPolicy": {
         "placementType": h(PICKFIXED),
@@ -641,9 +641,9 @@ REGISTRY: dict[str, dict[str, Entry]] = {
         "whenToApply": h(APPLY_RULES),
         "whenToTakeOver": h(APPLY_RULES),
         "allowCoOwnership": placement({"strategy": {"applyStrategy": {"allowCoOwnership": True}}}),
-        "serverSideApplyConfig": pending("no integration test sets it"),
+        "serverSideApplyConfig": h(KF_FIELDS),
     },
-    "ServerSideApplyConfig": {"force": pending("no integration test sets it")},
+    "ServerSideApplyConfig": {"force": h(KF_FIELDS)},
     "DeleteStrategy": {"propagationPolicy": h(DELETE)},
     "ReportBackStrategy": {
         "type": placement({"strategy": {"reportBackStrategy": {"type": "Mirror"}}}),
@@ -702,7 +702,7 @@ REGISTRY: dict[str, dict[str, Entry]] = {
     "OverridePolicy": {"overrideRules": h(OVERRIDDEN)},
     "OverrideRule": {
         "clusterSelector": h(OVERRIDDEN),
-        "overrideType": pending("no test sets it"),
+        "overrideType": h(KF_FIELDS),
         "jsonPatchOverrides": h(OVERRIDDEN),
     },
     "JSONPatchOverride": {f: h(OVERRIDDEN) for f in ("op", "path", "value")},
