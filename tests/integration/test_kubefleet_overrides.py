@@ -366,20 +366,18 @@ def test_namespace_only_selection_a_delete_override_and_forced_server_side_apply
         {"group": "", "version": "v1", "kind": "Namespace", "name": bare, "selectionScope": "NamespaceOnly"},
         {"group": "", "version": "v1", "kind": "Namespace", "name": full},
     ]
-    server_side = {"type": "ServerSideApply", "serverSideApplyConfig": {"force": False}}
-    placement = {
+    server_side: dict[str, Any] = {"type": "ServerSideApply", "serverSideApplyConfig": {"force": False}}
+    strategy: dict[str, Any] = {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 3}}
+    spec: dict[str, Any] = {
+        "resourceSelectors": selectors,
+        "policy": {"placementType": "PickAll"},
+        "strategy": {**strategy, "applyStrategy": server_side},
+    }
+    placement: dict[str, Any] = {
         "apiVersion": API,
         "kind": "ClusterResourcePlacement",
         "metadata": {"name": crp},
-        "spec": {
-            "resourceSelectors": selectors,
-            "policy": {"placementType": "PickAll"},
-            "strategy": {
-                "type": "RollingUpdate",
-                "rollingUpdate": {"maxUnavailable": 3},
-                "applyStrategy": server_side,
-            },
-        },
+        "spec": spec,
     }
     apply(management, placement)
     try:
@@ -392,18 +390,15 @@ def test_namespace_only_selection_a_delete_override_and_forced_server_side_apply
         wait_for(lambda: _present(dev, ConfigMap, "drop-me", full) or None, what="drop-me on dev")
 
         def conflict() -> str | None:
-            status = _found(management, "ClusterResourcePlacement", crp).status or {}
-            error = str(
-                ((status.get("deliveries") or {}).get(f"{MEMBER_NS}/member-1") or {}).get("error") or ""
-            )
+            status = management.get(kinds.resource("ClusterResourcePlacement"), crp).status or {}
+            delivery = (status.get("deliveries") or {}).get(f"{MEMBER_NS}/member-1") or {}
+            error = str(delivery.get("error") or "")
             return error if "app-config" in error else None
 
         wait_for(conflict, what="force: false leaves the other manager's field as a conflict")
         assert _level(dev, full) == "member-owned"
-        placement["spec"]["strategy"]["applyStrategy"] = {
-            **server_side,
-            "serverSideApplyConfig": {"force": True},
-        }
+        forced = {**server_side, "serverSideApplyConfig": {"force": True}}
+        placement["spec"] = {**spec, "strategy": {**strategy, "applyStrategy": forced}}
         apply(management, placement)
         wait_for(lambda: _level(dev, full) == "base" or None, what="force: true takes the field over")
     finally:
