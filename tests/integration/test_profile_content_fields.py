@@ -290,3 +290,62 @@ def test_a_charts_values_from_and_options_reach_helm_and_uninstall_removes_the_r
         management.get(kinds.resource("ClusterProfile"), release)  # the profile itself stays
     finally:
         management.delete(kinds.resource("ClusterProfile"), release)
+
+
+def _failure(management: Client, profile: str, cluster: str) -> str | None:
+    try:
+        found = management.get(
+            kinds.resource("ClusterSummary"), ss.summary_name(profile, cluster), namespace=HOME
+        )
+    except ApiError:
+        return None
+    features = (found.status or {}).get("featureSummaries") or []
+    failed = [str(f.get("failureMessage") or "") for f in features if f.get("status") == "Failed"]
+    return " ".join(failed) or None
+
+
+def test_continue_on_error_applies_what_follows_a_failed_object(
+    controller: ControllerThread,
+    management: Client,
+    members: dict[str, Client],
+    namespace: str,
+    local_fleet: fleet.FleetState,
+) -> None:
+    """A ConfigMap the API server refuses (a number as data) before a good one: without
+    `continueOnError` the good one is not applied; with `continueOnError: true` it is."""
+    profile = f"errors-{uuid.uuid4().hex[:5]}"
+    dev = next(c.name for c in local_fleet.members if c.labels.get("env") == "dev")
+    objects = (
+        f"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a-bad\n  namespace: {namespace}\n"
+        "data:\n  n: 1\n---\n"
+        f"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: b-good\n  namespace: {namespace}\n"
+        "data:\n  v: '1'\n"
+    )
+    management.apply(
+        codecs.from_dict(_cm(namespace, "errors", {"objects.yaml": objects})), field_manager="test"
+    )
+
+    def doc(continue_on_error: bool) -> dict[str, Any]:
+        return {
+            "apiVersion": "fleetwave.io/v1alpha1",
+            "kind": "ClusterProfile",
+            "metadata": {"name": profile},
+            "spec": {
+                "clusterSelector": {"matchLabels": {"env": "dev"}},
+                "continueOnError": continue_on_error,
+                "policyRefs": [{"kind": "ConfigMap", "name": "errors", "namespace": namespace}],
+            },
+        }
+
+    management.apply(codecs.from_dict(doc(False)), field_manager="test")
+    try:
+        wait_for(lambda: _failure(management, profile, dev), what="the refused ConfigMap reported on dev")
+        assert _configmap(members[dev], namespace, "b-good") is None  # stopped at the failure
+        management.apply(codecs.from_dict(doc(True)), field_manager="test")
+        wait_for(
+            lambda: _configmap(members[dev], namespace, "b-good"), what="b-good applied past the failure"
+        )
+        assert _configmap(members[dev], namespace, "a-bad") is None
+        assert _failure(management, profile, dev)  # the failure is still reported
+    finally:
+        management.delete(kinds.resource("ClusterProfile"), profile)

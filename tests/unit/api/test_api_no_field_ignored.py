@@ -223,11 +223,9 @@ def pending(reason: str) -> Entry:
 # ValidateHealth.featureID is parsed but not yet acted on (issue 46 implements it).
 PENDING_ALLOWED = {
     "AnalysisPrometheus.path",
-    "ClusterProfileSpec.continueOnError",
     "KustomizationRef.tier",
     "ManualTrigger.preHealthCheckDeployment",
     "PlacementSpec.revisionHistoryLimit",
-    "ProfileSpec.continueOnError",
     "ValidateHealth.featureID",
 }
 
@@ -304,7 +302,7 @@ PROFILE_SPEC: dict[str, Entry] = {
     "continueOnConflict": h(
         PC + "test_a_lower_tier_takes_an_object_over_and_the_other_profile_gives_up_after_its_failures"
     ),
-    "continueOnError": pending("no test sets it on a profile delivered to a member"),
+    "continueOnError": h(CF + "test_continue_on_error_applies_what_follows_a_failed_object"),
     "maxUpdate": h(PH + "test_max_update_admits_one_cluster_at_a_time_and_waits_for_validate_healths"),
     "stopMatchingBehavior": h(CONTENT_FIELDS),
     "reloader": profile({"reloader": True}),
