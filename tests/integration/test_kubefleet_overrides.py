@@ -2,7 +2,8 @@
 namespace and its ConfigMap; a ClusterResourceOverride labels what lands on the env=prod clusters
 with the member's name, a ResourceOverride replaces a ConfigMap value there. The members' objects
 and the placement's per-cluster status are checked; then a bad path fails those clusters without
-touching what they hold."""
+touching what they hold. Beside them, placement fields seen on the members with the same fleet: a
+Delete override rule, NamespaceOnly selection, ServerSideApply's force, revisionHistoryLimit."""
 
 from __future__ import annotations
 
@@ -409,3 +410,46 @@ def test_namespace_only_selection_a_delete_override_and_forced_server_side_apply
             management.delete(Namespace, ns)
         if _present(dev, Namespace, full):  # withdrawn with the placement, or still the member's own
             dev.delete(Namespace, full)
+
+
+def test_revision_history_limit_keeps_only_the_newest_resource_snapshots(
+    controller: None, management: Client, members: dict[str, Client]
+) -> None:
+    """`revisionHistoryLimit: 2`: each edit of the placed ConfigMap cuts a snapshot; only the two
+    newest are kept, the latest delivered."""
+    ns = f"hist-{uuid.uuid4().hex[:6]}"
+    crp = f"{ns}-crp"
+    management.create(Namespace(metadata=ObjectMeta(name=ns)))
+    management.create(ConfigMap(metadata=ObjectMeta(name="app-config", namespace=ns), data={"level": "v0"}))
+    placement = {
+        "apiVersion": API,
+        "kind": "ClusterResourcePlacement",
+        "metadata": {"name": crp},
+        "spec": {
+            "resourceSelectors": [{"group": "", "version": "v1", "kind": "Namespace", "name": ns}],
+            "policy": {"placementType": "PickAll"},
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 3}},
+            "revisionHistoryLimit": 2,
+        },
+    }
+    apply(management, placement)
+
+    def snapshots() -> list[str]:
+        found = management.list(kinds.resource("ClusterResourceSnapshot"))
+        return sorted(s.metadata.name for s in found if s.metadata.name.startswith(f"{crp}-"))
+
+    try:
+        for version in ("v1", "v2", "v3"):
+            previous = f"v{int(version[1:]) - 1}"
+            wait_for(
+                lambda p=previous: all(_level(m, ns) == p for m in members.values()) or None,
+                what=f"{previous} on every member",
+            )
+            management.patch(ConfigMap, "app-config", {"data": {"level": version}}, namespace=ns)
+        wait_for(lambda: all(_level(m, ns) == "v3" for m in members.values()) or None, what="v3 delivered")
+        kept = wait_for(lambda: s if len(s := snapshots()) == 2 else None, what="history trimmed to 2")
+        assert kept == [f"{crp}-2-snapshot", f"{crp}-3-snapshot"]
+    finally:
+        management.delete(kinds.resource("ClusterResourcePlacement"), crp)
+        wait_for(lambda: _found(management, "ClusterResourcePlacement", crp) is None, what="placement gone")
+        management.delete(Namespace, ns)

@@ -224,7 +224,6 @@ def pending(reason: str) -> Entry:
 PENDING_ALLOWED = {
     "KustomizationRef.tier",
     "ManualTrigger.preHealthCheckDeployment",
-    "PlacementSpec.revisionHistoryLimit",
     "ValidateHealth.featureID",
 }
 
@@ -577,7 +576,10 @@ REGISTRY: dict[str, dict[str, Entry]] = {
         "resourceSelectors": h(ANY_KIND),
         "policy": h(PICKFIXED),
         "strategy": h(SEED_RUN),
-        "revisionHistoryLimit": pending("no test sets it"),
+        "revisionHistoryLimit": h(
+            "tests/integration/test_kubefleet_overrides.py::"
+            "test_revision_history_limit_keeps_only_the_newest_resource_snapshots"
+        ),
         "statusReportingScope": placement({"statusReportingScope": "NamespaceAccessible"}),
     },
     "ResourceSelector": {
