@@ -3,9 +3,10 @@ tests/unit/api/test_api_no_field_ignored.py, cites these):
 
 - optional sources (a policyRef, a kustomizationRef, a template resource, a chart's valuesFrom)
   that do not exist are left out and the rest is delivered;
-- kustomize `components` and `valuesFrom`; `patchesFrom`; `extraLabels` and `extraAnnotations`;
+- kustomize `components`, `valuesFrom` and `tier` (against another profile's copy); `patchesFrom`; `extraLabels` and `extraAnnotations`;
   `driftExclusions` leaving their paths out of what is applied;
 - `stopMatchingBehavior: LeavePolicies` leaving the content on a cluster that stops matching;
+- `continueOnError` deciding whether what follows a refused object is applied;
 - a chart's `valuesFrom` and `options` reaching helm, and `helmChartAction: Uninstall` removing the
   release while the profile stays.
 """
@@ -349,3 +350,86 @@ def test_continue_on_error_applies_what_follows_a_failed_object(
         assert _failure(management, profile, dev)  # the failure is still reported
     finally:
         management.delete(kinds.resource("ClusterProfile"), profile)
+
+
+def _messages(management: Client, profile: str, cluster: str) -> str:
+    try:
+        found = management.get(
+            kinds.resource("ClusterSummary"), ss.summary_name(profile, cluster), namespace=HOME
+        )
+    except ApiError:
+        return ""
+    features = (found.status or {}).get("featureSummaries") or []
+    return " ".join(str(f.get("failureMessage") or "") for f in features)
+
+
+def test_a_kustomization_refs_tier_decides_who_holds_an_object_two_profiles_deliver(
+    controller: ControllerThread,
+    management: Client,
+    members: dict[str, Client],
+    namespace: str,
+    local_fleet: fleet.FleetState,
+) -> None:
+    """A ConfigMap delivered by one profile's policyRefs (tier 100): another profile building the same
+    object with kustomize is in conflict at the same tier, and takes it over at `tier: 50`."""
+    base, built = f"base-{uuid.uuid4().hex[:5]}", f"built-{uuid.uuid4().hex[:5]}"
+    dev = next(c.name for c in local_fleet.members if c.labels.get("env") == "dev")
+
+    def shared(owner: str, namespaced: bool) -> str:
+        where = f"\n  namespace: {namespace}" if namespaced else ""
+        return f"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: shared{where}\ndata:\n  owner: {owner}\n"
+
+    tree = {
+        "base/kustomization.yaml": "resources: [shared.yaml]\n",
+        "base/shared.yaml": shared("kustomize", False),
+    }
+    source = _cm(namespace, "kz-shared", {})
+    source["binaryData"] = {"kustomize.tar.gz": _tgz(tree)}
+    plain = _cm(namespace, "plain-shared", {"shared.yaml": shared("policy", True)})
+
+    def profile(name: str, spec: dict[str, Any]) -> dict[str, Any]:
+        selector = {"clusterSelector": {"matchLabels": {"env": "dev"}}}
+        return {
+            "apiVersion": "fleetwave.io/v1alpha1",
+            "kind": "ClusterProfile",
+            "metadata": {"name": name},
+            "spec": {**selector, **spec},
+        }
+
+    def kustomized(tier: int | None) -> dict[str, Any]:
+        ref: dict[str, Any] = {
+            "kind": "ConfigMap",
+            "name": "kz-shared",
+            "namespace": namespace,
+            "path": "./base/",
+            "targetNamespace": namespace,
+        }
+        if tier is not None:
+            ref["tier"] = tier
+        return profile(built, {"kustomizationRefs": [ref]})
+
+    def owner() -> str | None:
+        found = _configmap(members[dev], namespace, "shared")
+        return None if found is None else str(found["data"]["owner"])
+
+    for doc in (
+        source,
+        plain,
+        profile(
+            base, {"policyRefs": [{"kind": "ConfigMap", "name": "plain-shared", "namespace": namespace}]}
+        ),
+    ):
+        management.apply(codecs.from_dict(doc), field_manager="test")
+    try:
+        wait_for(lambda: owner() == "policy" or None, what="the policyRefs copy on dev")
+        management.apply(codecs.from_dict(kustomized(None)), field_manager="test")
+        wait_for(
+            lambda: "already deployed" in _messages(management, built, dev) or None,
+            what="the kustomize copy in conflict at the same tier",
+        )
+        assert owner() == "policy"
+        management.apply(codecs.from_dict(kustomized(50)), field_manager="test")
+        wait_for(lambda: owner() == "kustomize" or None, what="tier 50 takes the object over")
+    finally:
+        for name in (built, base):
+            management.delete(kinds.resource("ClusterProfile"), name)

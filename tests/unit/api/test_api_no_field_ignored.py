@@ -222,7 +222,6 @@ def pending(reason: str) -> Entry:
 # only shrink (test_pending_fields_only_shrink): a field leaves it when a test that sets it is cited.
 # ValidateHealth.featureID is parsed but not yet acted on (issue 46 implements it).
 PENDING_ALLOWED = {
-    "KustomizationRef.tier",
     "ManualTrigger.preHealthCheckDeployment",
     "ValidateHealth.featureID",
 }
@@ -403,7 +402,7 @@ REGISTRY: dict[str, dict[str, Entry]] = {
     "KustomizationRef": {
         **{f: h(TEMPLATES_IT) for f in ("kind", "namespace", "name", "path", "targetNamespace", "values")},
         **{f: h(CONTENT_FIELDS) for f in ("components", "valuesFrom", "optional")},
-        "tier": pending("no integration test sets it"),
+        "tier": h(CF + "test_a_kustomization_refs_tier_decides_who_holds_an_object_two_profiles_deliver"),
         "remoteURL": kustomization({"remoteURL": {"url": "https://example.com/k.tgz"}}),
         "deploymentType": kustomization({"deploymentType": "Local"}),
         "skipNamespaceCreation": kustomization({"skipNamespaceCreation": False}),
