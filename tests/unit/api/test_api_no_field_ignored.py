@@ -222,7 +222,6 @@ def pending(reason: str) -> Entry:
 # only shrink (test_pending_fields_only_shrink): a field leaves it when a test that sets it is cited.
 # ValidateHealth.featureID is parsed but not yet acted on (issue 46 implements it).
 PENDING_ALLOWED = {
-    "ManualTrigger.preHealthCheckDeployment",
     "ValidateHealth.featureID",
 }
 
@@ -259,6 +258,9 @@ REACHES_A_MEMBER: dict[str, set[str] | None] = {
     "ProfileSpec": CONTENT,
     "ClusterProfileSpec": CONTENT,
     "ClusterPromotionSpec": {"profileSpec"},
+    # The content a stage deploys to its clusters before their post-delay checks.
+    "AutoTrigger": {"preHealthCheckDeployment"},
+    "ManualTrigger": {"preHealthCheckDeployment"},
     "TemplateResourceRef": ALL,
     "PolicyRef": ALL,
     "HelmChart": ALL,
@@ -517,7 +519,9 @@ REGISTRY: dict[str, dict[str, Entry]] = {
     },
     "ManualTrigger": {
         "delay": h(TS + "test_manual_trigger_checks_then_sticky_or_resetting_approval"),
-        "preHealthCheckDeployment": pending("unit-tested only (translation); no integration test"),
+        "preHealthCheckDeployment": h(
+            PG + "test_a_manual_stages_pre_health_check_deployment_lands_before_its_approval"
+        ),
         "postDelayHealthChecks": h(TS + "test_manual_trigger_checks_then_sticky_or_resetting_approval"),
         "approved": h(MANUAL),
         "automaticReset": h(PG + "test_automatic_reset_false_keeps_a_manual_approval_for_the_next_revision"),
