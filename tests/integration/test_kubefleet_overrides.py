@@ -327,17 +327,20 @@ def _level(member: Client, namespace: str) -> str | None:
     return None if got is None else got[1].get("level")
 
 
-def test_namespace_only_selection_a_delete_override_and_forced_server_side_apply_shape_what_members_hold(
+def test_selection_by_scope_and_label_a_delete_override_and_forced_server_side_apply_shape_members(
     controller: None, management: Client, members: dict[str, Client]
 ) -> None:
-    """`selectionScope: NamespaceOnly` places the namespace without what is in it; a ResourceOverride
+    """`selectionScope: NamespaceOnly` places the namespace without what is in it; a `labelSelector`
+    places the namespaces carrying its labels, with their content; a ResourceOverride
     rule of `overrideType: Delete` keeps its object off the prod clusters; `ServerSideApply` with
     `serverSideApplyConfig.force: false` leaves a field another manager owns as a conflict, and
     `force: true` takes it over."""
     bare, full = f"ns-only-{uuid.uuid4().hex[:6]}", f"ns-full-{uuid.uuid4().hex[:6]}"
-    crp = f"{full}-crp"
+    crp, picked = f"{full}-crp", f"ns-picked-{uuid.uuid4().hex[:6]}"
     for ns in (bare, full):
         management.create(Namespace(metadata=ObjectMeta(name=ns)))
+    management.create(Namespace(metadata=ObjectMeta(name=picked, labels={"fields-pick": picked})))
+    management.create(ConfigMap(metadata=ObjectMeta(name="picked", namespace=picked), data={"x": "y"}))
     management.create(ConfigMap(metadata=ObjectMeta(name="inside", namespace=bare), data={"x": "y"}))
     management.create(
         ConfigMap(metadata=ObjectMeta(name="app-config", namespace=full), data={"level": "base"})
@@ -366,6 +369,12 @@ def test_namespace_only_selection_a_delete_override_and_forced_server_side_apply
     selectors = [
         {"group": "", "version": "v1", "kind": "Namespace", "name": bare, "selectionScope": "NamespaceOnly"},
         {"group": "", "version": "v1", "kind": "Namespace", "name": full},
+        {
+            "group": "",
+            "version": "v1",
+            "kind": "Namespace",
+            "labelSelector": {"matchLabels": {"fields-pick": picked}},
+        },
     ]
     server_side: dict[str, Any] = {"type": "ServerSideApply", "serverSideApplyConfig": {"force": False}}
     strategy: dict[str, Any] = {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 3}}
@@ -387,6 +396,7 @@ def test_namespace_only_selection_a_delete_override_and_forced_server_side_apply
         for member in members.values():
             assert _present(member, Namespace, bare)
             assert not _present(member, ConfigMap, "inside", bare)  # NamespaceOnly
+            assert _present(member, ConfigMap, "picked", picked)  # by its namespace's label
         assert [_present(m, ConfigMap, "drop-me", full) for m in prod] == [False, False]  # Delete on prod
         wait_for(lambda: _present(dev, ConfigMap, "drop-me", full) or None, what="drop-me on dev")
 
@@ -406,7 +416,7 @@ def test_namespace_only_selection_a_delete_override_and_forced_server_side_apply
         management.delete(kinds.resource("ClusterResourcePlacement"), crp)
         wait_for(lambda: _found(management, "ClusterResourcePlacement", crp) is None, what="placement gone")
         management.delete(kinds.resource("ResourceOverride"), "drop", namespace=full)
-        for ns in (bare, full):
+        for ns in (bare, full, picked):
             management.delete(Namespace, ns)
         if _present(dev, Namespace, full):  # withdrawn with the placement, or still the member's own
             dev.delete(Namespace, full)

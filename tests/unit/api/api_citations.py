@@ -13,15 +13,19 @@ The source of a citation `path::function` is, all parsed with `ast`:
 
 Following stops after MAX_DEPTH hops, so a citation cannot borrow a whole support module.
 
-A field is set by that source when its YAML/JSON name (the alias) appears as a dict key, a key
-assigned by subscript, a YAML or JSON key inside a string (`name:` at a line start or after `{`,
-`,` or `- `; `"name":`), or when its alias or Python attribute name is a keyword argument or an
-attribute assigned to. Reading a field (`x.field`, `x["field"]` in an assert) is not setting it.
+A field is set by that source when its YAML/JSON name (the alias) is a key of a mapping whose
+keys are all fields of the field's model (a dict literal, a YAML or JSON document inside a string
+or data file, the keyword arguments of a call), a key assigned by subscript, an attribute assigned
+to, or a key in a string YAML cannot read (`name:` at a line start or after `{`, `,` or `- `). The
+Python attribute name counts as the alias does. Reading a field (`x.field`, `x["field"]` in an
+assert) is not setting it.
 
-A field of a nested model is only set where the source also sets a field that leads to that model
-(`kind` of a PolicyRef counts only beside `policyRefs`) or names the model's class (a unit test
-building a ValidateHealth itself), so a common word such as `name` or `kind` does not pass because it
-appears anywhere.
+A field of a nested model is set only under a field that leads to that model (`kind` of a PolicyRef
+in a mapping under `policyRefs`); where the source does not show the enclosing field (a literal
+built on its own, keywords), it must set such a field elsewhere or name the model's class (a unit
+test building a ValidateHealth itself). So a common word such as `name` or `kind` does not pass
+because it appears anywhere. The limit: two models reached under one field name with the same
+field (a LabelSelector's and a PropertySelector's `matchExpressions[].values`) are not told apart.
 """
 
 from __future__ import annotations
@@ -32,19 +36,32 @@ from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
+import yaml
+
 ROOT = Path(__file__).resolve().parents[3]
 TESTS = ROOT / "tests"
 MAX_DEPTH = 4
+MAX_NODES = 20_000
+MAX_NESTING = 64
+MAX_TEXT = 200_000
 DATA_SUFFIXES = (".yaml", ".yml", ".json")
+
+
+UNKNOWN = ""  # the parent of a key whose enclosing field the source does not show
+
+
+Mapping = tuple[str, frozenset[str]]  # (parent, its keys)
 
 
 @dataclass
 class Source:
-    """What a citation's source sets: keys (dict keys, keywords, assigned names) and text (strings
-    and data files, searched for YAML/JSON keys)."""
+    """What a citation's source sets: mappings as (parent, keys), the parent being the key of the
+    nearest enclosing mapping (UNKNOWN for keywords, assignments and a literal built on its own), and
+    the strings that are not YAML or JSON, searched for keys with an UNKNOWN parent."""
 
-    keys: set[str] = field(default_factory=set)
+    mappings: set[Mapping] = field(default_factory=set)
     texts: list[str] = field(default_factory=list)
+    unparsed: list[str] = field(default_factory=list)
     names: set[str] = field(default_factory=set)
     attributes: set[str] = field(default_factory=set)
 
@@ -53,11 +70,87 @@ class Source:
         that sets a field for it: ("pause", "promotion") for `_cli(..., "pause", "promotion", name)`)."""
         return all(w in self.names or w in self.attributes or w in self.texts for w in words)
 
-    def sets(self, alias: str, attribute: str) -> bool:
-        if alias in self.keys or attribute in self.keys:
-            return True
+    def parents_of(self, alias: str, attribute: str, fields: frozenset[str] | None = None) -> set[str]:
+        """The parents under which the source sets the field (UNKNOWN among them if unsure), in a
+        mapping whose keys are all `fields` (the model's: a `labelSelector` beside `maxConcurrency`
+        is a stage's, not a resource selector's)."""
+        found = {
+            parent
+            for parent, keys in self.mappings
+            if (alias in keys or attribute in keys) and (fields is None or keys <= fields)
+        }
         key = re.compile(rf'(^|[{{,]|- )\s*"?{re.escape(alias)}"?\s*:', re.MULTILINE)
-        return any(key.search(text) for text in self.texts)
+        if any(key.search(text) for text in self.unparsed):
+            found.add(UNKNOWN)
+        return found
+
+    def sets(self, alias: str, attribute: str, fields: frozenset[str] | None = None) -> bool:
+        return bool(self.parents_of(alias, attribute, fields))
+
+    def add(self, parent: str, keys: set[str]) -> None:
+        if keys:
+            self.mappings.add((parent, frozenset(keys)))
+
+
+def _record_literal(node: ast.AST, parent: str, source: Source) -> None:
+    """(parent, key) of every string key of the literals in `node`, nested literals under their key."""
+    if isinstance(node, ast.Dict):
+        source.add(
+            parent, {k.value for k in node.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)}
+        )
+        for k, v in zip(node.keys, node.values, strict=True):
+            if isinstance(k, ast.Constant) and isinstance(k.value, str):
+                _record_literal(v, k.value, source)
+            else:  # **spread or a computed key: its values stay under this parent
+                _record_literal(v, parent, source)
+    elif isinstance(node, ast.List | ast.Tuple | ast.Set):
+        for element in node.elts:
+            _record_literal(element, parent, source)
+    elif isinstance(node, ast.Assign) and _assigned_key(node.targets):
+        _record_literal(node.value, _assigned_key(node.targets), source)  # doc["spec"]["policy"] = {...}
+    else:
+        for child in ast.iter_child_nodes(node):
+            _record_literal(child, UNKNOWN, source)
+
+
+def _assigned_key(targets: list[ast.expr]) -> str:
+    last = targets[-1]
+    if isinstance(last, ast.Subscript) and isinstance(last.slice, ast.Constant):
+        return str(last.slice.value)
+    return ""
+
+
+def _record_data(value: object, parent: str, source: Source, budget: list[int], depth: int = 0) -> None:
+    """Keys of parsed YAML/JSON under their parent; `budget` and MAX_NESTING bound the walk (a
+    hostile test document's aliases, of themselves or of aliases, would otherwise never end)."""
+    budget[0] -= 1
+    if budget[0] < 0 or depth > MAX_NESTING:
+        return
+    if isinstance(value, dict):
+        source.add(parent, {k for k in value if isinstance(k, str)})
+        for k, v in value.items():
+            if isinstance(k, str):
+                _record_data(v, k, source, budget, depth + 1)
+    elif isinstance(value, list):
+        for element in value:
+            _record_data(element, parent, source, budget, depth + 1)
+
+
+def _record_text(text: str, source: Source) -> None:
+    """A string holding YAML or JSON mappings is read as data; any other string is kept as text."""
+    source.texts.append(text)
+    if ":" not in text or len(text) > MAX_TEXT:
+        return
+    try:
+        documents = list(yaml.safe_load_all(text))
+    except (yaml.YAMLError, ValueError, RecursionError):  # tests hold malformed and hostile YAML
+        source.unparsed.append(text)
+        return
+    if not any(isinstance(d, dict | list) for d in documents):
+        source.unparsed.append(text)  # a sentence with a colon, or a template yaml cannot read
+    budget = [MAX_NODES]
+    for document in documents:
+        _record_data(document, UNKNOWN, source, budget)
 
 
 @cache
@@ -111,28 +204,25 @@ def _function(path: Path, name: str) -> ast.AST | None:
 def _collect(node: ast.AST, source: Source) -> set[str]:
     """Record what `node` sets into `source`; return the names it mentions (to follow)."""
     names: set[str] = set()
+    _record_literal(node, UNKNOWN, source)
     for n in ast.walk(node):
         if isinstance(n, ast.Name):
             names.add(n.id)
         elif isinstance(n, ast.arg):
             names.add(n.arg)
-        elif isinstance(n, ast.Dict):
-            source.keys.update(
-                k.value for k in n.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)
-            )
         elif isinstance(n, ast.Attribute):
             source.attributes.add(n.attr)
-        elif isinstance(n, ast.keyword) and n.arg:
-            source.keys.add(n.arg)
+        elif isinstance(n, ast.Call):
+            source.add(UNKNOWN, {k.arg for k in n.keywords if k.arg})
         elif isinstance(n, ast.Constant) and isinstance(n.value, str):
-            source.texts.append(n.value)
+            _record_text(n.value, source)
         elif isinstance(n, ast.Assign | ast.AugAssign | ast.AnnAssign):
             targets = n.targets if isinstance(n, ast.Assign) else [n.target]
             for t in targets:
                 if isinstance(t, ast.Attribute):
-                    source.keys.add(t.attr)
+                    source.add(UNKNOWN, {t.attr})
                 elif isinstance(t, ast.Subscript) and isinstance(t.slice, ast.Constant):
-                    source.keys.add(str(t.slice.value))
+                    source.add(UNKNOWN, {str(t.slice.value)})
     source.names.update(names)
     return names
 
@@ -163,5 +253,6 @@ def source_of(reference: str) -> Source | None:
                     seen.add(id(target[1]))
                     following.append(target)
         frontier = following
-    source.texts.extend(_data_files(source.texts))
+    for text in _data_files(source.texts):
+        _record_text(text, source)
     return source

@@ -227,6 +227,9 @@ def test_profile_cluster_refs_select_by_namespace_and_name() -> None:
     spec = from_profile(profile({"clusterRefs": refs}))
     req = m.Requirement(KEY_LABEL, m.Operator.IN, ("default/a", "dev/b"))
     assert spec.stages[0].selector == m.Selector(match_expressions=(req,))
+    # A uid (kubectl may fill it in) selects as upstream does: by namespace and name, the same cluster.
+    with_uid = [{**refs[0], "uid": "3f6c1a0e-uid-of-an-older-b"}, refs[1]]
+    assert from_profile(profile({"clusterRefs": with_uid})).stages[0].selector == spec.stages[0].selector
 
 
 @given(
