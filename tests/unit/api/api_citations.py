@@ -24,8 +24,9 @@ A field of a nested model is set only under a field that leads to that model (`k
 in a mapping under `policyRefs`); where the source does not show the enclosing field (a literal
 built on its own, keywords), it must set such a field elsewhere or name the model's class (a unit
 test building a ValidateHealth itself). So a common word such as `name` or `kind` does not pass
-because it appears anywhere. The limit: two models reached under one field name with the same
-field (a LabelSelector's and a PropertySelector's `matchExpressions[].values`) are not told apart.
+because it appears anywhere. The limits: a mapping whose keys fit two models reached under one
+field name is counted for both, and setting a field is not asserting its effect (that stays the
+cited test's job, read by a person).
 """
 
 from __future__ import annotations

@@ -3,7 +3,20 @@
 Every spec-side field of every kind fleetwave serves (both API families use these models) is listed
 here as one of:
 
-- honoured: acted on; the entry names a test that shows it (checked to exist);
+- honoured: acted on; the entry names a test (`path::function`) that sets the field. Not taken on
+  the test's name: its source is read (api_citations.py says exactly what is read: the function,
+  the module-level helpers, constants and fixtures it names, what it imports from other test
+  modules, YAML data files it names) and must set the field in a mapping of the field's model, under
+  a field leading to that model. A field that changes what reaches a member (REACHES_A_MEMBER: which
+  objects, in which form, how they are applied or removed — the content and delivery fields of
+  profiles, resource selection, overrides, apply and delete strategies, the revision a run
+  delivers, a stage's preHealthCheckDeployment) needs an integration test (tests/integration: a
+  real API server and real members). Choosing clusters, pacing, gates, windows and checks are pure
+  decisions: a unit test of the decision may prove them. A field a test sets through the fleetwave
+  command that writes it (`fleetwave pause promotion`) names that command (VIA);
+- pending: acted on, or about to be, but no test sets it as the rules above require yet; each
+  entry says what is missing. Never counted as honoured, and the set may only shrink
+  (PENDING_ALLOWED);
 - refused: fleetwave does not act on it yet and says so by name. These are not taken on trust: each
   entry carries a value, and the test runs the refusal the controllers run (profile content, a Helm
   chart, a placement, a member, a health check) and expects the field named in the message;
