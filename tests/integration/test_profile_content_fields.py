@@ -3,8 +3,8 @@ tests/unit/api/test_api_no_field_ignored.py, cites these):
 
 - optional sources (a policyRef, a kustomizationRef, a template resource, a chart's valuesFrom)
   that do not exist are left out and the rest is delivered;
-- kustomize `components`, `valuesFrom` and `tier` (against another profile's copy); `patchesFrom`; `extraLabels` and `extraAnnotations`;
-  `driftExclusions` leaving their paths out of what is applied;
+- kustomize `components`, `valuesFrom` and `tier` (against another profile's copy); `patchesFrom`;
+  `extraLabels` and `extraAnnotations`; `driftExclusions` leaving their paths out of what is applied;
 - `stopMatchingBehavior: LeavePolicies` leaving the content on a cluster that stops matching;
 - `continueOnError` deciding whether what follows a refused object is applied;
 - a chart's `valuesFrom` and `options` reaching helm, and `helmChartAction: Uninstall` removing the
