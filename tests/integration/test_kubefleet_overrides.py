@@ -2,7 +2,8 @@
 namespace and its ConfigMap; a ClusterResourceOverride labels what lands on the env=prod clusters
 with the member's name, a ResourceOverride replaces a ConfigMap value there. The members' objects
 and the placement's per-cluster status are checked; then a bad path fails those clusters without
-touching what they hold."""
+touching what they hold. Beside them, placement fields seen on the members with the same fleet: a
+Delete override rule, NamespaceOnly selection, ServerSideApply's force, revisionHistoryLimit."""
 
 from __future__ import annotations
 
@@ -307,5 +308,158 @@ def test_a_staged_run_pins_the_override_snapshots_it_started_with(
         ):
             if _found(management, kind, name) is not None:
                 management.delete(kinds.resource(kind), name)
+        wait_for(lambda: _found(management, "ClusterResourcePlacement", crp) is None, what="placement gone")
+        management.delete(Namespace, ns)
+
+
+def _present(client: Client, kind: Any, name: str, namespace: str | None = None) -> bool:
+    try:
+        client.get(kind, name, namespace=namespace)
+    except ApiError as e:
+        if e.status.code == 404:
+            return False
+        raise
+    return True
+
+
+def _level(member: Client, namespace: str) -> str | None:
+    got = member_objects(member, namespace)
+    return None if got is None else got[1].get("level")
+
+
+def test_selection_by_scope_and_label_a_delete_override_and_forced_server_side_apply_shape_members(
+    controller: None, management: Client, members: dict[str, Client]
+) -> None:
+    """`selectionScope: NamespaceOnly` places the namespace without what is in it; a `labelSelector`
+    places the namespaces carrying its labels, with their content; a ResourceOverride
+    rule of `overrideType: Delete` keeps its object off the prod clusters; `ServerSideApply` with
+    `serverSideApplyConfig.force: false` leaves a field another manager owns as a conflict, and
+    `force: true` takes it over."""
+    bare, full = f"ns-only-{uuid.uuid4().hex[:6]}", f"ns-full-{uuid.uuid4().hex[:6]}"
+    crp, picked = f"{full}-crp", f"ns-picked-{uuid.uuid4().hex[:6]}"
+    for ns in (bare, full):
+        management.create(Namespace(metadata=ObjectMeta(name=ns)))
+    management.create(Namespace(metadata=ObjectMeta(name=picked, labels={"fields-pick": picked})))
+    management.create(ConfigMap(metadata=ObjectMeta(name="picked", namespace=picked), data={"x": "y"}))
+    management.create(ConfigMap(metadata=ObjectMeta(name="inside", namespace=bare), data={"x": "y"}))
+    management.create(
+        ConfigMap(metadata=ObjectMeta(name="app-config", namespace=full), data={"level": "base"})
+    )
+    management.create(ConfigMap(metadata=ObjectMeta(name="drop-me", namespace=full), data={"x": "y"}))
+    dev = members["member-1"]  # already holds full/app-config, its level owned by another manager
+    dev.create(Namespace(metadata=ObjectMeta(name=full)))
+    owned = ConfigMap(metadata=ObjectMeta(name="app-config", namespace=full), data={"level": "member-owned"})
+    dev.apply(owned, field_manager="someone-else")
+    apply(
+        management,
+        {
+            "apiVersion": API,
+            "kind": "ResourceOverride",
+            "metadata": {"name": "drop", "namespace": full},
+            "spec": {
+                "placement": {"name": crp},
+                "resourceSelectors": [{"group": "", "version": "v1", "kind": "ConfigMap", "name": "drop-me"}],
+                "policy": {"overrideRules": [{"clusterSelector": PROD, "overrideType": "Delete"}]},
+            },
+        },
+    )
+    wait_for(
+        lambda: _found(management, "ResourceOverrideSnapshot", "drop-0", full), what="the override snapshot"
+    )
+    selectors = [
+        {"group": "", "version": "v1", "kind": "Namespace", "name": bare, "selectionScope": "NamespaceOnly"},
+        {"group": "", "version": "v1", "kind": "Namespace", "name": full},
+        {
+            "group": "",
+            "version": "v1",
+            "kind": "Namespace",
+            "labelSelector": {"matchLabels": {"fields-pick": picked}},
+        },
+    ]
+    server_side: dict[str, Any] = {"type": "ServerSideApply", "serverSideApplyConfig": {"force": False}}
+    strategy: dict[str, Any] = {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 3}}
+    spec: dict[str, Any] = {
+        "resourceSelectors": selectors,
+        "policy": {"placementType": "PickAll"},
+        "strategy": {**strategy, "applyStrategy": server_side},
+    }
+    placement: dict[str, Any] = {
+        "apiVersion": API,
+        "kind": "ClusterResourcePlacement",
+        "metadata": {"name": crp},
+        "spec": spec,
+    }
+    apply(management, placement)
+    try:
+        prod = [members["member-2"], members["member-3"]]
+        wait_for(lambda: all(_level(m, full) == "base" for m in prod) or None, what="the content on prod")
+        for member in members.values():
+            assert _present(member, Namespace, bare)
+            assert not _present(member, ConfigMap, "inside", bare)  # NamespaceOnly
+            assert _present(member, ConfigMap, "picked", picked)  # by its namespace's label
+        assert [_present(m, ConfigMap, "drop-me", full) for m in prod] == [False, False]  # Delete on prod
+        wait_for(lambda: _present(dev, ConfigMap, "drop-me", full) or None, what="drop-me on dev")
+
+        def conflict() -> str | None:
+            status = management.get(kinds.resource("ClusterResourcePlacement"), crp).status or {}
+            delivery = (status.get("deliveries") or {}).get(f"{MEMBER_NS}/member-1") or {}
+            error = str(delivery.get("error") or "")
+            return error if "app-config" in error else None
+
+        wait_for(conflict, what="force: false leaves the other manager's field as a conflict")
+        assert _level(dev, full) == "member-owned"
+        forced = {**server_side, "serverSideApplyConfig": {"force": True}}
+        placement["spec"] = {**spec, "strategy": {**strategy, "applyStrategy": forced}}
+        apply(management, placement)
+        wait_for(lambda: _level(dev, full) == "base" or None, what="force: true takes the field over")
+    finally:
+        management.delete(kinds.resource("ClusterResourcePlacement"), crp)
+        wait_for(lambda: _found(management, "ClusterResourcePlacement", crp) is None, what="placement gone")
+        management.delete(kinds.resource("ResourceOverride"), "drop", namespace=full)
+        for ns in (bare, full, picked):
+            management.delete(Namespace, ns)
+        if _present(dev, Namespace, full):  # withdrawn with the placement, or still the member's own
+            dev.delete(Namespace, full)
+
+
+def test_revision_history_limit_keeps_only_the_newest_resource_snapshots(
+    controller: None, management: Client, members: dict[str, Client]
+) -> None:
+    """`revisionHistoryLimit: 2`: each edit of the placed ConfigMap cuts a snapshot; only the two
+    newest are kept, the latest delivered."""
+    ns = f"hist-{uuid.uuid4().hex[:6]}"
+    crp = f"{ns}-crp"
+    management.create(Namespace(metadata=ObjectMeta(name=ns)))
+    management.create(ConfigMap(metadata=ObjectMeta(name="app-config", namespace=ns), data={"level": "v0"}))
+    placement = {
+        "apiVersion": API,
+        "kind": "ClusterResourcePlacement",
+        "metadata": {"name": crp},
+        "spec": {
+            "resourceSelectors": [{"group": "", "version": "v1", "kind": "Namespace", "name": ns}],
+            "policy": {"placementType": "PickAll"},
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 3}},
+            "revisionHistoryLimit": 2,
+        },
+    }
+    apply(management, placement)
+
+    def snapshots() -> list[str]:
+        found = management.list(kinds.resource("ClusterResourceSnapshot"))
+        return sorted(s.metadata.name for s in found if s.metadata.name.startswith(f"{crp}-"))
+
+    try:
+        for version in ("v1", "v2", "v3"):
+            previous = f"v{int(version[1:]) - 1}"
+            wait_for(
+                lambda p=previous: all(_level(m, ns) == p for m in members.values()) or None,
+                what=f"{previous} on every member",
+            )
+            management.patch(ConfigMap, "app-config", {"data": {"level": version}}, namespace=ns)
+        wait_for(lambda: all(_level(m, ns) == "v3" for m in members.values()) or None, what="v3 delivered")
+        kept = wait_for(lambda: s if len(s := snapshots()) == 2 else None, what="history trimmed to 2")
+        assert kept == [f"{crp}-2-snapshot", f"{crp}-3-snapshot"]
+    finally:
+        management.delete(kinds.resource("ClusterResourcePlacement"), crp)
         wait_for(lambda: _found(management, "ClusterResourcePlacement", crp) is None, what="placement gone")
         management.delete(Namespace, ns)

@@ -334,3 +334,37 @@ def test_automatic_reset_false_keeps_a_manual_approval_for_the_next_revision(
         wait_for(lambda: value(members["member-2"], namespace, name) == "2", what="revision 2 in staging")
         trigger = promotion(management, name).spec["stages"][0]["trigger"]["manual"]
         assert trigger["approved"] is True  # never reset: the approval holds for later revisions
+
+
+def test_a_manual_stages_pre_health_check_deployment_lands_before_its_approval(
+    controller: ControllerThread,
+    management: Client,
+    members: dict[str, Client],
+    namespace: str,
+    local_fleet: fleet.FleetState,
+) -> None:
+    """A manual trigger's `preHealthCheckDeployment` is deployed to its stage's clusters once they
+    are updated, while the approval still holds the next stage."""
+    name, smoke = "manual-smoke", "manual-smoke-check"
+    env = {c.labels.get("env"): c.name for c in local_fleet.members}
+    trigger = {
+        "manual": {
+            "approved": False,
+            "preHealthCheckDeployment": {"configMapRefs": [{"name": smoke, "namespace": "default"}]},
+        }
+    }
+    apply(
+        management,
+        content(name, [app(namespace, name, "1")]),
+        content(smoke, [app(namespace, smoke, "smoke")]),
+        dev_then_staging(name, trigger),
+    )
+    with deleted_after(management, name):
+        dev, staging = members[env["dev"]], members[env["staging"]]
+        wait_for(lambda: value(dev, namespace, smoke) == "smoke" or None, what="the smoke check on dev")
+        assert value(dev, namespace, name) == "1"
+        assert value(staging, namespace, name) is None  # the approval still holds staging
+        assert value(staging, namespace, smoke) is None  # dev's check goes to dev only
+        approved = dev_then_staging(name, {"manual": {**trigger["manual"], "approved": True}})
+        apply(management, approved)
+        wait_for(lambda: value(staging, namespace, name) == "1" or None, what="staging after the approval")

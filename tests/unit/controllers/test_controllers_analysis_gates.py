@@ -5,7 +5,10 @@ itself (query, then CEL over `result`), where an unanswerable query is a failed 
 from __future__ import annotations
 
 import asyncio
+import http.server
+import json
 import socket
+import threading
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -151,3 +154,50 @@ def test_the_condition_is_cel_over_result(monkeypatch: pytest.MonkeyPatch) -> No
     ok, why = analysis.measure(url, "api/v1/query", "q", "result <", Limits())
     assert not ok
     assert why.startswith("result 0.5: successCondition ")
+
+
+@dataclass
+class _PathsSeen:
+    paths: list[str] = field(default_factory=list)
+
+    async def analysis_measurement(
+        self, url: str, path: str, query: str, rule: str, *, owner: str
+    ) -> tuple[bool, str]:
+        self.paths.append(path)
+        return analysis.measure(url, path, query, rule, Limits())
+
+
+def test_prometheus_path_is_where_the_query_is_sent(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`prometheus.path`: a Prometheus behind a prefix answers only there; the default path fails."""
+    answer = json.dumps({"status": "success", "data": {"resultType": "scalar", "result": [0, "0.5"]}})
+
+    class Prefixed(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            found = self.path.startswith("/prom/api/v1/query?")
+            body = answer.encode() if found else b"not here"
+            self.send_response(200 if found else 404)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *_: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Prefixed)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setenv(guards.ALLOW_LOOPBACK_ENV, "1")
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        seen = _PathsSeen()
+        prefixed = _gate(prometheus={"url": url, "path": "prom/api/v1/query"}, count=2)
+        passed = _measure(_Ctx(seen), prefixed, T0)[""]  # type: ignore[arg-type]
+        assert (passed.taken, passed.failed) == (1, 0)
+        default = _gate(prometheus={"url": url}, count=2)
+        failed = _measure(_Ctx(seen), default, T0)[""]  # type: ignore[arg-type]
+        assert (failed.taken, failed.failed) == (1, 1)
+        assert failed.last_failure.startswith("query failed: ")
+        assert seen.paths == ["prom/api/v1/query", "api/v1/query"]
+    finally:
+        server.shutdown()
+        server.server_close()

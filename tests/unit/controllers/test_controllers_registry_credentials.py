@@ -171,3 +171,24 @@ def test_the_example_resolves_and_its_basic_auth_secret_is_bound_to_its_host() -
     )
     with pytest.raises(RegistryError, match=r"is not for elsewhere\.example\.com"):
         registry_credentials.access(web, Cache(stored), BOUNDARY)
+
+
+def test_the_configs_key_and_flags_become_the_access_helm_is_given() -> None:
+    """`key` picks the docker config's key in the Secret; `insecureSkipTLSVerify` and `plainHTTP`
+    reach the Access helm's flags are made from (tests/unit/delivery: each flag reaches helm)."""
+    moved = {**DOCKER, "data": {"config.json": DOCKER["data"][".dockerconfigjson"]}}
+    keyed = _chart({"credentials": {"name": "pull", "namespace": "team"}, "key": "config.json"})
+    found = registry_credentials.access(keyed, Cache(moved), BOUNDARY)
+    assert found is not None
+    assert (found.username, found.password) == ("robot", PASSWORD)
+    assert (found.insecure, found.plain_http) == (False, False)
+    without_key = _chart({"credentials": {"name": "pull", "namespace": "team"}})
+    with pytest.raises(RegistryError, match=r"has no key \.dockerconfigjson"):
+        registry_credentials.access(without_key, Cache(moved), BOUNDARY)
+
+    insecure = registry_credentials.access(_chart({"insecureSkipTLSVerify": True}), Cache(), BOUNDARY)
+    assert insecure is not None
+    assert (insecure.insecure, insecure.plain_http) == (True, False)
+    plain = registry_credentials.access(_chart({"plainHTTP": True}), Cache(), BOUNDARY)
+    assert plain is not None
+    assert (plain.insecure, plain.plain_http) == (False, True)

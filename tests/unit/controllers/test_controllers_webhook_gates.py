@@ -186,3 +186,15 @@ def test_a_per_cluster_webhook_calls_each_cluster_and_names_the_failing_one() ->
     verdict = asyncio.run(wg.verdicts(ctx, RUN_OWNER, "dev", ["m1", "m2"], [hook], T0))[("dev", "per")]
     assert sorted(seen) == ["/c/m1", "/c/m2"]
     assert (verdict.ok, verdict.cluster, verdict.failing) == (False, "m2", (("m2", "answered HTTP 500"),))
+
+
+def test_the_webhooks_timeout_bounds_each_attempt() -> None:
+    async def slow(request: httpx2.Request) -> httpx2.Response:
+        await asyncio.sleep(5)
+        return httpx2.Response(200)
+
+    ctx = _ctx(transport=httpx2.MockTransport(slow))
+    hook = _hook(timeout="1s", retries=0)
+    verdict = asyncio.run(wg.verdicts(ctx, RUN_OWNER, "dev", ["team-a/m1"], [hook], T0))[("dev", "ready")]
+    assert not verdict.ok
+    assert "did not answer within 1s" in verdict.message

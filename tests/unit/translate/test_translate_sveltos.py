@@ -97,6 +97,7 @@ def test_manual_trigger_checks_then_sticky_or_resetting_approval() -> None:
         "manual": {
             "delay": "1m",
             "automaticReset": False,
+            "preHealthCheckDeployment": {"configMapRefs": [{"name": "smoke-job", "namespace": "ns"}]},
             "postDelayHealthChecks": [
                 {"name": "ok", "kind": "Deployment", "group": "apps", "version": "v1", "script": "return {}"}
             ],
@@ -105,6 +106,7 @@ def test_manual_trigger_checks_then_sticky_or_resetting_approval() -> None:
     spec = from_promotion(promotion([stage("qa", "qa", manual), stage("prod", "prod", {"manual": {}})]))
     assert spec.stages[0].after == (
         m.Delay(timedelta(minutes=1)),
+        m.PreHealthDeployment("preverification-rollout-qa"),
         m.HealthChecks(("ok",)),
         m.Approval("qa", auto_reset=False),
     )
@@ -225,6 +227,9 @@ def test_profile_cluster_refs_select_by_namespace_and_name() -> None:
     spec = from_profile(profile({"clusterRefs": refs}))
     req = m.Requirement(KEY_LABEL, m.Operator.IN, ("default/a", "dev/b"))
     assert spec.stages[0].selector == m.Selector(match_expressions=(req,))
+    # A uid (kubectl may fill it in) selects as upstream does: by namespace and name, the same cluster.
+    with_uid = [{**refs[0], "uid": "3f6c1a0e-uid-of-an-older-b"}, refs[1]]
+    assert from_profile(profile({"clusterRefs": with_uid})).stages[0].selector == spec.stages[0].selector
 
 
 @given(
