@@ -30,6 +30,7 @@ from fleetwave.translate import (
     fleet_from_yaml,
     from_manifests,
     plan_report,
+    seed_approval_names,
     selector_problems,
 )
 
@@ -60,9 +61,11 @@ def _approval_ids(spec: m.RolloutSpec) -> dict[str, tuple[str, ...]]:
 
 
 def _approvals(rollout: Rollout, raw: list[str], start: datetime) -> dict[str, datetime]:
-    """`STAGE=TIME` or `APPROVAL-ID=TIME`; TIME is ISO-8601 or `+DURATION` after --start."""
+    """`STAGE=TIME` or `APPROVAL-ID=TIME` (a staged run's: either name, ADR 0112); TIME is ISO-8601
+    or `+DURATION` after --start."""
     by_stage = _approval_ids(rollout.spec)
     known = {i for ids in by_stage.values() for i in ids}
+    seed_names = seed_approval_names(rollout.name, rollout.spec)
     granted = dict.fromkeys(rollout.approved, start)
     for item in raw:
         key, sep, when = item.partition("=")
@@ -73,6 +76,7 @@ def _approvals(rollout: Rollout, raw: list[str], start: datetime) -> dict[str, d
             if when.startswith("+")
             else _instant(when, "--approve-at")
         )
+        key = seed_names.get(key, key)
         ids = by_stage.get(key) or ((key,) if key in known else ())
         if not ids:
             gated = ", ".join(sorted(s for s, i in by_stage.items() if i)) or "none"

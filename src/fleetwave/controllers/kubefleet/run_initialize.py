@@ -17,7 +17,14 @@ from fleetwave import translate
 from fleetwave.api.conditions import cond
 from fleetwave.api.kubefleet import StagedUpdateStrategySpec
 from fleetwave.api.objects import Obj
-from fleetwave.controllers.kubefleet import history, overrides, parsed, snapshots, stage_membership, unhonoured
+from fleetwave.controllers.kubefleet import (
+    history,
+    overrides,
+    parsed,
+    snapshots,
+    stage_membership,
+    unhonoured,
+)
 from fleetwave.controllers.kubefleet import naming as nm
 from fleetwave.controllers.shared import engine_state
 from fleetwave.controllers.shared.context import Context
