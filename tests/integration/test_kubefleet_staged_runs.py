@@ -279,6 +279,15 @@ def test_seed_004_cluster_scoped_rollout_then_rollback(
     assert done.status["deletionStageStatus"]["stageName"] == "kubernetes-fleet.io/deleteStage"
     accepted = cond(get(management, "ClusterApprovalRequest", f"{run}-canary"), "ApprovalAccepted")
     assert accepted["status"] == "True"
+    # ADR 0112: upstream's name for the same approval shows the verdict given under the seed's name.
+    canary_task = done.status["stagesStatus"][1]["afterStageTaskStatus"][0]
+    assert canary_task["approvalRequestName"] == f"{run}-after-canary"
+    assert list(done.status["approvals"]) == [f"{run}-after-canary"]  # one approval, counted once
+    upstream = get(management, "ClusterApprovalRequest", f"{run}-after-canary")
+    assert cond(upstream, "Approved")["reason"] == "ApprovedUnderAnotherName"
+    assert cond(upstream, "ApprovalAccepted")["status"] == "True"
+    seed_named = get(management, "ClusterApprovalRequest", f"{run}-canary")
+    assert seed_named.metadata.annotations == {"fleetwave.io/same-approval-as": f"{run}-after-canary"}
     wait_for(
         lambda: (
             cond(get(management, "ClusterResourcePlacement", crp), "ClusterResourcePlacementAvailable").get(
@@ -295,7 +304,8 @@ def test_seed_004_cluster_scoped_rollout_then_rollback(
         lambda: found(management, "ClusterApprovalRequest", f"{rollback}-canary"), what="rollback approval"
     )
     assert all(cm_value(m, hub_ns) == "value1" for m in members.values())
-    seed_approve(management, "ClusterApprovalRequest", f"{rollback}-canary")
+    # This time upstream's name is approved (what `kubectl fleet approve` scripts patch).
+    seed_approve(management, "ClusterApprovalRequest", f"{rollback}-after-canary")
     wait_for(
         lambda: (
             cond(get(management, "ClusterStagedUpdateRun", rollback), "Succeeded").get("status") == "True"
@@ -303,6 +313,9 @@ def test_seed_004_cluster_scoped_rollout_then_rollback(
         what="rollback succeeded",
     )
     assert get(management, "ClusterStagedUpdateRun", rollback).status["resourceSnapshotIndexUsed"] == "0"
+    seed_named = get(management, "ClusterApprovalRequest", f"{rollback}-canary")
+    assert cond(seed_named, "Approved")["message"].startswith(f"approved as {rollback}-after-canary")
+    assert cond(seed_named, "ApprovalAccepted")["status"] == "True"
 
 
 def cond_of(entry: dict[str, Any], type_: str) -> dict[str, Any]:
