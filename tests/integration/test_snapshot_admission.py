@@ -37,7 +37,11 @@ def controller(local_fleet: fleet.FleetState, management: Client, bins: binaries
     install.install(management)
     for member in local_fleet.members:
         registration.register(
-            management, name=member.name, namespace=MEMBER_NS, kubeconfig=Path(member.kubeconfig).read_bytes()
+            management,
+            name=member.name,
+            namespace=MEMBER_NS,
+            kubeconfig=Path(member.kubeconfig).read_bytes(),
+            labels={},
         )
     kubeconfig = local_fleet.cluster(fleet.MANAGEMENT).kubeconfig
     thread = ControllerThread(kubeconfig, settings(bins.path("helm"), f"sa-{uuid.uuid4().hex[:4]}"))
@@ -158,7 +162,10 @@ def test_snapshots_refuse_spec_edits_and_forged_labels_while_the_controller_cuts
 
         message = wait_for(edit_refused, what="a snapshot spec edit refused")
         assert snapshot_admission.SPEC_MESSAGE in message
-        override_edit = {"spec": {"overrideSpec": {"placement": {"name": "another-placement"}}}}
+        edited = {"op": "add", "path": "/metadata/labels", "value": {"overridden": "edited"}}
+        override_edit = {
+            "spec": {"overrideSpec": {"policy": {"overrideRules": [{"jsonPatchOverrides": [edited]}]}}}
+        }
         refused = _refusal(
             lambda: management.patch(
                 kinds.resource("ClusterResourceOverrideSnapshot"),
