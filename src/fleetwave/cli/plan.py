@@ -32,6 +32,7 @@ from fleetwave.translate import (
     plan_report,
     seed_approval_names,
     selector_problems,
+    stage_membership,
 )
 
 
@@ -160,7 +161,14 @@ def _load(file: Path, fleet_file: Path | None, kubeconfig: Path | None) -> tuple
     problems = selector_problems(rollout.spec, fleet, rollout.selector_paths)
     if problems:
         raise InputError(f"{file}: " + "; ".join(str(p) for p in problems))
+    misplaced = stage_membership.problem(rollout.spec.stages, fleet, {}) if _staged_run(rollout) else ""
+    if misplaced:  # the controller would fail the run's initialization (ADR 0112)
+        raise InputError(f"{file}: {rollout.kind} {rollout.name} would fail to initialize: {misplaced}")
     return rollout, fleet
+
+
+def _staged_run(rollout: Rollout) -> bool:
+    return rollout.kind in ("ClusterStagedUpdateRun", "StagedUpdateRun")
 
 
 def _when(value: str | None) -> str:

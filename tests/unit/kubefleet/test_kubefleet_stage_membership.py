@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from fleetwave.controllers.kubefleet import stage_membership as sm
 from fleetwave.core import model as m
+from fleetwave.translate import stage_membership as sm
 
 
 def _stage(name: str, **labels: str) -> m.StageSpec:

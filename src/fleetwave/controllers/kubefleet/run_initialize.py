@@ -17,14 +17,7 @@ from fleetwave import translate
 from fleetwave.api.conditions import cond
 from fleetwave.api.kubefleet import StagedUpdateStrategySpec
 from fleetwave.api.objects import Obj
-from fleetwave.controllers.kubefleet import (
-    history,
-    overrides,
-    parsed,
-    snapshots,
-    stage_membership,
-    unhonoured,
-)
+from fleetwave.controllers.kubefleet import history, overrides, parsed, snapshots, unhonoured
 from fleetwave.controllers.kubefleet import naming as nm
 from fleetwave.controllers.shared import engine_state
 from fleetwave.controllers.shared.context import Context
@@ -32,6 +25,7 @@ from fleetwave.core import batching
 from fleetwave.core import status as st
 from fleetwave.kube.status import StatusWrite, Versioned, normalized
 from fleetwave.runtime.controller import Result
+from fleetwave.translate import stage_membership
 
 POLL = timedelta(seconds=2)  # only the frozen plan is read from the spec made with it
 RETRY_SECONDS = 2.0
