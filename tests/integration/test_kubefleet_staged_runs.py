@@ -279,6 +279,15 @@ def test_seed_004_cluster_scoped_rollout_then_rollback(
     assert done.status["deletionStageStatus"]["stageName"] == "kubernetes-fleet.io/deleteStage"
     accepted = cond(get(management, "ClusterApprovalRequest", f"{run}-canary"), "ApprovalAccepted")
     assert accepted["status"] == "True"
+    # ADR 0112: upstream's name for the same approval shows the verdict given under the seed's name.
+    canary_task = done.status["stagesStatus"][1]["afterStageTaskStatus"][0]
+    assert canary_task["approvalRequestName"] == f"{run}-after-canary"
+    assert list(done.status["approvals"]) == [f"{run}-after-canary"]  # one approval, counted once
+    upstream = get(management, "ClusterApprovalRequest", f"{run}-after-canary")
+    assert cond(upstream, "Approved")["reason"] == "ApprovedUnderAnotherName"
+    assert cond(upstream, "ApprovalAccepted")["status"] == "True"
+    seed_named = get(management, "ClusterApprovalRequest", f"{run}-canary")
+    assert seed_named.metadata.annotations == {"fleetwave.io/same-approval-as": f"{run}-after-canary"}
     wait_for(
         lambda: (
             cond(get(management, "ClusterResourcePlacement", crp), "ClusterResourcePlacementAvailable").get(
@@ -295,7 +304,8 @@ def test_seed_004_cluster_scoped_rollout_then_rollback(
         lambda: found(management, "ClusterApprovalRequest", f"{rollback}-canary"), what="rollback approval"
     )
     assert all(cm_value(m, hub_ns) == "value1" for m in members.values())
-    seed_approve(management, "ClusterApprovalRequest", f"{rollback}-canary")
+    # This time upstream's name is approved (what `kubectl fleet approve` scripts patch).
+    seed_approve(management, "ClusterApprovalRequest", f"{rollback}-after-canary")
     wait_for(
         lambda: (
             cond(get(management, "ClusterStagedUpdateRun", rollback), "Succeeded").get("status") == "True"
@@ -303,6 +313,9 @@ def test_seed_004_cluster_scoped_rollout_then_rollback(
         what="rollback succeeded",
     )
     assert get(management, "ClusterStagedUpdateRun", rollback).status["resourceSnapshotIndexUsed"] == "0"
+    seed_named = get(management, "ClusterApprovalRequest", f"{rollback}-canary")
+    assert cond(seed_named, "Approved")["message"].startswith(f"approved as {rollback}-after-canary")
+    assert cond(seed_named, "ApprovalAccepted")["status"] == "True"
 
 
 def cond_of(entry: dict[str, Any], type_: str) -> dict[str, Any]:
@@ -1299,3 +1312,56 @@ def test_a_staged_runs_stage_analysis_per_cluster_gates_the_next_stage(
     )
     assert all(cm_value(m, hub_ns) == "value1" for m in members.values())
     management.delete(kinds.resource("ClusterResourcePlacement"), crp)
+
+
+def _strategy_of(name: str, stages: list[dict[str, Any]]) -> dict[str, Any]:
+    doc = {"apiVersion": API, "kind": "ClusterStagedUpdateStrategy", "metadata": {"name": name}}
+    return {**doc, "spec": {"stages": stages}}
+
+
+def _initialization_failure(management: Client, run: str) -> dict[str, Any]:
+    obj = found(management, "ClusterStagedUpdateRun", run)
+    initialized = cond(obj, "Initialized") if obj is not None else {}
+    return initialized if initialized.get("status") == "False" else {}
+
+
+def test_a_run_whose_strategy_leaves_a_picked_cluster_in_no_stage_or_two_fails_initialization(
+    controller: Controllers, management: Client, members: dict[str, Client], hub_ns: str
+) -> None:
+    """ADR 0112: upstream's abort, naming the clusters and stages; nothing reaches a member."""
+    crp = f"misfit-{hub_ns}"
+    canary = {"name": "canary", "labelSelector": {"matchLabels": {"environment": "canary"}}}
+    apply(management, crp_doc(crp, hub_ns))  # PickAll: member-1..3
+    apply(management, _strategy_of("misfit-none", [canary]))  # member-2 (staging) in no stage
+    apply(management, _strategy_of("misfit-two", [canary, {"name": "everyone", "labelSelector": {}}]))
+    try:
+        wait_for(
+            lambda: snapshot_labels(management, "ClusterResourceSnapshot", f"{crp}-0-snapshot"),
+            what="snapshot",
+        )
+        apply(management, run_doc("misfit-none-run", crp, "0", "misfit-none"))
+        apply(management, run_doc("misfit-two-run", crp, "0", "misfit-two"))
+        none = wait_for(lambda: _initialization_failure(management, "misfit-none-run"), what="no stage")
+        two = wait_for(lambda: _initialization_failure(management, "misfit-two-run"), what="two stages")
+        assert none["reason"] == two["reason"] == "UpdateRunInitializedFailed"
+        assert none["message"] == (
+            "some clusters are not placed in any stage (canary), total 1, showing up to 10: member-2"
+        )
+        assert two["message"] == (
+            "clusters appear in more than one stages, total 2, showing up to 10:"
+            " `member-1` (stages canary, everyone), `member-3` (stages canary, everyone)"
+        )
+        for run in ("misfit-none-run", "misfit-two-run"):  # the run does not progress
+            status = get(management, "ClusterStagedUpdateRun", run).status or {}
+            assert not status.get("stagesStatus"), status
+            assert [c["type"] for c in status.get("conditions") or []] == ["Initialized"]
+        assert [cm_value(members[m], hub_ns) for m in sorted(members)] == [None, None, None]
+    finally:
+        delete_all(
+            management,
+            ("ClusterStagedUpdateRun", "misfit-none-run"),
+            ("ClusterStagedUpdateRun", "misfit-two-run"),
+            ("ClusterStagedUpdateStrategy", "misfit-none"),
+            ("ClusterStagedUpdateStrategy", "misfit-two"),
+            ("ClusterResourcePlacement", crp),
+        )

@@ -28,7 +28,7 @@ from lightkube.resources.apps_v1 import Deployment
 from lightkube.resources.core_v1 import ConfigMap, Namespace
 from promotion_support import ControllerThread, settings, wait_for
 
-from fleetwave.api import families
+from fleetwave.api import families, snapshot_admission
 from fleetwave.controllers.fleet import members as member_rules
 from fleetwave.local import binaries, fleet
 from fleetwave.mgmt import install
@@ -189,6 +189,20 @@ def cm_value(member: Client) -> str | None:
         raise
 
 
+def assert_snapshot_edit_refused(shell: Shell, plural: str, name: str) -> None:
+    edit = f"""kubectl patch {plural} {name} --type=merge -p '{{"spec":{{"selectedResources":[]}}}}'"""
+
+    def refused() -> str | None:  # the policy takes effect asynchronously after install
+        done = subprocess.run(
+            ["bash", "-c", edit], env=shell.env, capture_output=True, text=True, timeout=60, check=False
+        )
+        return done.stderr if done.returncode != 0 else None
+
+    message = wait_for(refused, what="the snapshot spec edit refused")
+    assert "ValidatingAdmissionPolicy 'snapshots.fleetwave.io-immutable'" in message
+    assert snapshot_admission.SPEC_MESSAGE.split(":")[0] in message
+
+
 def approve_when_asked(shell: Shell, name: str, command: str) -> None:
     def asked() -> bool:
         rows = {r["NAME"]: r for r in table(shell("kubectl get clusterapprovalrequest"))}
@@ -263,6 +277,8 @@ def test_seed_004_cluster_scoped_rollout_and_rollback_verbatim(
     assert snapshot["apiVersion"] == "placement.kubernetes-fleet.io/v1"  # as the seed prints it
     assert snapshot["metadata"]["labels"]["kubernetes-fleet.io/is-latest-snapshot"] == "true"
     assert {o["kind"] for o in snapshot["spec"]["selectedResources"]} == {"Namespace", "ConfigMap"}
+    # ADR 0112: in the upstream group too, a snapshot's spec cannot be edited (not even by an admin).
+    assert_snapshot_edit_refused(shell, "clusterresourcesnapshots", "example-placement-1-snapshot")
 
     shell.apply_heredoc(objects[2])
     shell.apply_heredoc(objects[3])

@@ -30,7 +30,9 @@ from fleetwave.translate import (
     fleet_from_yaml,
     from_manifests,
     plan_report,
+    seed_approval_names,
     selector_problems,
+    stage_membership,
 )
 
 
@@ -60,9 +62,11 @@ def _approval_ids(spec: m.RolloutSpec) -> dict[str, tuple[str, ...]]:
 
 
 def _approvals(rollout: Rollout, raw: list[str], start: datetime) -> dict[str, datetime]:
-    """`STAGE=TIME` or `APPROVAL-ID=TIME`; TIME is ISO-8601 or `+DURATION` after --start."""
+    """`STAGE=TIME` or `APPROVAL-ID=TIME` (a staged run's: either name, ADR 0112); TIME is ISO-8601
+    or `+DURATION` after --start."""
     by_stage = _approval_ids(rollout.spec)
     known = {i for ids in by_stage.values() for i in ids}
+    seed_names = seed_approval_names(rollout.name, rollout.spec)
     granted = dict.fromkeys(rollout.approved, start)
     for item in raw:
         key, sep, when = item.partition("=")
@@ -73,6 +77,7 @@ def _approvals(rollout: Rollout, raw: list[str], start: datetime) -> dict[str, d
             if when.startswith("+")
             else _instant(when, "--approve-at")
         )
+        key = seed_names.get(key, key)
         ids = by_stage.get(key) or ((key,) if key in known else ())
         if not ids:
             gated = ", ".join(sorted(s for s, i in by_stage.items() if i)) or "none"
@@ -156,7 +161,14 @@ def _load(file: Path, fleet_file: Path | None, kubeconfig: Path | None) -> tuple
     problems = selector_problems(rollout.spec, fleet, rollout.selector_paths)
     if problems:
         raise InputError(f"{file}: " + "; ".join(str(p) for p in problems))
+    misplaced = stage_membership.problem(rollout.spec.stages, fleet, {}) if _staged_run(rollout) else ""
+    if misplaced:  # the controller would fail the run's initialization (ADR 0112)
+        raise InputError(f"{file}: {rollout.kind} {rollout.name} would fail to initialize: {misplaced}")
     return rollout, fleet
+
+
+def _staged_run(rollout: Rollout) -> bool:
+    return rollout.kind in ("ClusterStagedUpdateRun", "StagedUpdateRun")
 
 
 def _when(value: str | None) -> str:

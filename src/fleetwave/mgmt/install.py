@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from fleetwave.api import crds, families
+from fleetwave.api import crds, families, snapshot_admission
 from fleetwave.kube import kinds, ops, sync_ops
 from fleetwave.kube.client import Client
 from fleetwave.kube.kinds import KindInfo
@@ -68,6 +68,9 @@ def install(
     # After the CRDs serve: the policy validates MemberClusters (a namespaced one may only name a
     # kubeconfig Secret in its own namespace, ADR 0046); the controller checks the same rule again.
     for doc in crds.admission_policies():
+        sync_ops.apply(client, doc)
+    # Snapshots are immutable and only the controller's account labels them (ADR 0112).
+    for doc in snapshot_admission.policies(snapshot_admission.controller_user(namespace, SERVICE_ACCOUNT)):
         sync_ops.apply(client, doc)
     return names
 

@@ -29,12 +29,22 @@ RESOURCE_HASH_ANNOTATION = "kubernetes-fleet.io/resource-hash"
 
 
 def approval_request_name(run: str, stage: str, task: str) -> str:
-    """`<run>-before-<stage>` for a before-stage approval; `<run>-<stage>` after the stage.
+    """Upstream's names: `<run>-before-<stage>` and `<run>-after-<stage>` (ADR 0112)."""
+    return f"{run}-before-{stage}" if task == "before" else f"{run}-after-{stage}"
 
-    The after-stage form is the one seed 004 shows and tells users to `kubectl patch`
-    (`example-run-canary`); upstream's newer `<run>-after-<stage>` would break those commands.
-    """
-    return f"{run}-before-{stage}" if task == "before" else f"{run}-{stage}"
+
+def seed_approval_names(run: str, spec: m.RolloutSpec) -> dict[str, str]:
+    """Seed 004's name of each after-stage approval (`<run>-<stage>`, KubeFleet v0.1) -> its
+    upstream name: the same approval, served under both names (ADR 0112). A seed name that is
+    another approval's upstream name (a stage called `after-x` next to `x`) is left out: one name,
+    one approval."""
+    ids = {g.id for s in spec.stages for g in (*s.before, *s.after) if isinstance(g, m.Approval)}
+    out: dict[str, str] = {}
+    for stage in spec.stages:
+        upstream, seed = approval_request_name(run, stage.name, "after"), f"{run}-{stage.name}"
+        if upstream in ids and seed not in ids:
+            out[seed] = upstream
+    return out
 
 
 def stage_selector(stage: StageConfig) -> m.Selector | None:

@@ -94,11 +94,10 @@ def test_staged_run_batches_follow_max_concurrency_and_sorting_label(tmp_path: P
         "- {name: p-a, labels: {env: prod, order: 2}}\n"
         "- {name: p-b, labels: {env: prod, order: 1}}\n"
         "- {name: p-c, labels: {env: prod}}\n"
-        "- {name: lab, labels: {env: lab}}\n"
     )
     data = plan_json("-f", STAGED, "--fleet", str(fleet), *START, "--auto-approve")
     assert data["outcome"] == "Succeeded"
-    assert data["unmatched"] == ["lab"]
+    assert data["unmatched"] == []
     prod = data["stages"][2]
     assert prod["clusters"] == ["p-b", "p-a", "p-c"]
     assert [(b["clusters"], b["start"]) for b in prod["batches"]] == [
@@ -326,3 +325,15 @@ def test_yaml_output_is_the_json_data() -> None:
     as_yaml = plan(*args, "-o", "yaml")
     assert as_yaml.exit_code == 0, as_yaml.stderr
     assert yaml.safe_load(as_yaml.stdout) == plan_json(*args)
+
+
+def test_a_staged_run_leaving_a_cluster_in_no_stage_is_refused_as_the_controller_would(
+    tmp_path: Path,
+) -> None:
+    fleet = tmp_path / "fleet.yaml"
+    envs = ("dev", "staging", "prod", "lab")
+    fleet.write_text("clusters:\n" + "".join(f"- {{name: {e}, labels: {{env: {e}}}}}\n" for e in envs))
+    result = plan("-f", STAGED, "--fleet", str(fleet), *START)
+    assert result.exit_code == 2
+    assert "would fail to initialize: some clusters are not placed in any stage" in result.stderr
+    assert result.stderr.rstrip().endswith("total 1, showing up to 10: lab")

@@ -227,3 +227,39 @@ def test_why_a_stage_holds_is_never_progress_only() -> None:
     moved = run_status.render(where.frame, record, mode="Run", previous=written, now=T0)
     assert moved != written
     assert not run_status.progress_only(written, moved)
+
+
+def _req(approved: bool = False, accepted: bool = False, generation: int = 1) -> dict[str, Any]:
+    conds = [{"type": "Approved", "status": "True", "observedGeneration": generation}] if approved else []
+    conds += [{"type": "ApprovalAccepted", "status": "True"}] if accepted else []
+    return {"metadata": {"generation": 1}, "status": {"conditions": conds}}
+
+
+def test_the_seed_name_of_an_after_stage_approval_is_the_same_approval_as_upstreams() -> None:
+    where = _setting()
+    assert AFTER_DEV == "run-1-after-dev"
+    assert where.seed_approval_names == {"run-1-dev": AFTER_DEV}
+    # Approving the seed's name counts for the gate, once; both objects are acknowledged.
+    raw = {AFTER_DEV: _req(), "run-1-dev": _req(approved=True)}
+    requests = run_execute.requests_of(raw, where.seed_approval_names)
+    assert requests == {AFTER_DEV: Request(True, False, "run-1-dev", (AFTER_DEV, "run-1-dev"))}
+    first = run_execute.decide(where, _record(where), {}, {}, T0)
+    record = replace(first.record, ledger={"fleet/dev-1": _done("fleet/dev-1", T0)})
+    ready = {"fleet/dev-1": m.Delivery(m.DeliveryPhase.APPLIED, ready=True)}
+    step = run_execute.decide(where, record, ready, requests, T0)
+    assert step.accept == (AFTER_DEV,)
+    assert step.acknowledge == ((AFTER_DEV, "run-1-dev"), ("run-1-dev", "run-1-dev"))
+    assert set(step.record.approvals) == {AFTER_DEV}  # one approval in status, under upstream's name
+    assert step.deliver == ("fleet/prod-1",)
+
+
+def test_an_approval_given_under_both_names_counts_once_and_stays_accepted() -> None:
+    names = {"run-1-dev": AFTER_DEV}
+    both = run_execute.requests_of({AFTER_DEV: _req(True), "run-1-dev": _req(True)}, names)
+    assert list(both) == [AFTER_DEV]
+    assert both[AFTER_DEV].approved_as == AFTER_DEV
+    done = run_execute.requests_of({AFTER_DEV: _req(True, True), "run-1-dev": _req(False, True)}, names)
+    assert done == {AFTER_DEV: Request(True, True, AFTER_DEV, ())}
+    # A stale approval (older generation) under either name does not count.
+    stale = run_execute.requests_of({"run-1-dev": _req(True, generation=0)}, names)
+    assert stale == {AFTER_DEV: Request(False, False, "", ("run-1-dev",))}

@@ -18,7 +18,13 @@ from fleetwave.api.models import (
 )
 from fleetwave.core import model as m
 from fleetwave.core import timeline
-from fleetwave.translate import TranslateError, fleet_from_yaml, from_staged_run, snapshot_hash
+from fleetwave.translate import (
+    TranslateError,
+    fleet_from_yaml,
+    from_staged_run,
+    seed_approval_names,
+    snapshot_hash,
+)
 
 SEED004 = Path(__file__).resolve().parents[2] / "unit" / "api" / "seed004_objects.yaml"
 T0 = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
@@ -39,8 +45,9 @@ def test_seed004_cluster_run_translates_tasks_and_ordering() -> None:
     assert (staging.name, canary.name) == ("staging", "canary")
     assert staging.selector == m.Selector(match_labels=(("environment", "staging"),))
     assert staging.after == (m.Delay(timedelta(minutes=1)),)
-    # Seed 004 approves `example-run-canary`: the after-stage request is named <run>-<stage>.
-    assert canary.after == (m.Approval("example-run-canary", auto_reset=False),)
+    # Upstream's name; seed 004's `example-run-canary` is the same approval under a second name.
+    assert canary.after == (m.Approval("example-run-after-canary", auto_reset=False),)
+    assert seed_approval_names("example-run", spec) == {"example-run-canary": "example-run-after-canary"}
     assert canary.sorting_key == "order"
     assert {s.max_in_flight for s in spec.stages} == {m.MaxInFlight(1)}
     assert all(s.skip_gates_when_empty for s in spec.stages)
@@ -50,7 +57,8 @@ def test_seed004_namespaced_run_uses_its_own_strategy() -> None:
     run, strategy = first(StagedUpdateRun), first(StagedUpdateStrategy)
     spec = from_staged_run(run, strategy, snapshot_hash="h1")
     assert [s.name for s in spec.stages] == ["dev-clusters", "prod-clusters"]
-    assert spec.stages[1].after == (m.Approval("web-app-rollout-v1-21-prod-clusters", auto_reset=False),)
+    after = m.Approval("web-app-rollout-v1-21-after-prod-clusters", auto_reset=False)
+    assert spec.stages[1].after == (after,)
 
 
 def strategy(stages: list[dict[str, Any]], name: str = "strat") -> ClusterStagedUpdateStrategy:
@@ -96,7 +104,8 @@ def test_before_approval_timed_wait_first_and_nil_versus_empty_selector() -> Non
     assert first_stage.selector == m.Selector()
     assert first_stage.max_in_flight == m.MaxInFlight(25, percent=True)
     # TimedWait is put first even when listed second, so both run together (ADR 0025).
-    assert first_stage.after == (m.Delay(timedelta(seconds=5)), m.Approval("run-a-all", auto_reset=False))
+    approval = m.Approval("run-a-after-all", auto_reset=False)
+    assert first_stage.after == (m.Delay(timedelta(seconds=5)), approval)
     assert second.selector is None
     assert second.before == (m.Approval("run-a-before-none", auto_reset=False),)
 
@@ -147,7 +156,7 @@ clusters:
     spec = from_staged_run(
         first(ClusterStagedUpdateRun), first(ClusterStagedUpdateStrategy), snapshot_hash="h"
     )
-    approve = {"example-run-canary": T0 + timedelta(minutes=10)}
+    approve = {"example-run-after-canary": T0 + timedelta(minutes=10)}
     sim = timeline.simulate(spec, fleet, T0, timeline.Assumptions(timedelta(seconds=30), approvals=approve))
     staging, canary = sim.stages
     assert staging.succeeded_at == T0 + timedelta(seconds=90)  # 30s delivery + 1m TimedWait

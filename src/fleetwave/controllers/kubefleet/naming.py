@@ -20,6 +20,8 @@ LATEST_APPROVAL_LABEL = PREFIX + "isLatestUpdateRunApproval"
 DELETE_STAGE = PREFIX + "deleteStage"
 STUCK_ANNOTATION = "fleetwave.io/stuck-threshold"
 DEADLINE_ANNOTATION = "fleetwave.io/progress-deadline"
+# On an approval request under seed 004's name: the upstream-named request it is one approval with.
+SAME_APPROVAL_ANNOTATION = "fleetwave.io/same-approval-as"
 
 
 @dataclass(frozen=True, slots=True)

@@ -94,7 +94,13 @@ async def _drive(
     raw = approvals.of_run(ctx, scope, run.metadata.namespace, run.metadata.name)
     try:
         return await run_execute.execute(
-            ctx, memory, where, record, current, run_execute.requests_of(raw), announce=announce
+            ctx,
+            memory,
+            where,
+            record,
+            current,
+            run_execute.requests_of(raw, where.seed_approval_names),
+            announce=announce,
         )
     except run_pass.SnapshotGone as e:  # the snapshot a rollback returns to was pruned meanwhile
         return await _fail(ctx, scope, obj, current, str(e))

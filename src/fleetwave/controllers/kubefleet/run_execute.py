@@ -39,10 +39,15 @@ RETRY_SECONDS = 2.0  # the deletion stage retrying an unreachable cluster
 
 @dataclass(frozen=True, slots=True)
 class Request:
-    """An approval request as the cache shows it (updated in place of a re-read after our own acts)."""
+    """An approval as the cache shows it (updated in place of a re-read after our own acts): one
+    approval may be served under two names (ADR 0112); approving either counts, once.
+
+    `approved_as`: the name approved (first by name); `unaccepted`: its objects not yet acknowledged."""
 
     approved: bool
     accepted: bool
+    approved_as: str = ""
+    unaccepted: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,13 +58,26 @@ class Step:
     decision: fx.Decision
     deliver: tuple[str, ...]
     create: tuple[tuple[str, str], ...]  # (stage, approval request name)
-    accept: tuple[str, ...]
+    accept: tuple[str, ...]  # approvals (by upstream name) granted and not yet acknowledged
+    acknowledge: tuple[tuple[str, str], ...]  # (request object to mark accepted, the name approved)
     remove: tuple[str, ...]
     events: tuple[fx.Event, ...]
 
 
-def requests_of(raw: Mapping[str, Mapping[str, object]]) -> dict[str, Request]:
-    return {n: Request(approvals.approved(r), approvals.accepted(r)) for n, r in raw.items()}
+def requests_of(
+    raw: Mapping[str, Mapping[str, object]], seed_names: Mapping[str, str] | None = None
+) -> dict[str, Request]:
+    """The run's approvals by upstream name, folding in the objects under seed 004's names."""
+    names: dict[str, list[str]] = {}
+    for name in sorted(raw):
+        names.setdefault((seed_names or {}).get(name, name), []).append(name)
+    return {gate: _request(raw, objects) for gate, objects in names.items()}
+
+
+def _request(raw: Mapping[str, Mapping[str, object]], objects: list[str]) -> Request:
+    approved_as = next((n for n in objects if approvals.approved(raw[n])), "")
+    unaccepted = tuple(n for n in objects if not approvals.accepted(raw[n]))
+    return Request(bool(approved_as), not unaccepted, approved_as, unaccepted)
 
 
 def _seen(record: RunRecord, requests: Mapping[str, Request], at: str) -> dict[str, Seen]:
@@ -102,36 +120,49 @@ def decide(
         analyses=dict(analyses or {}),
     )
     decision = engine.step(where.spec, where.fleet, observed, now)
-    create = tuple(
-        dict.fromkeys(
-            (e.stage, e.approval_id)
-            for e in decision.effects
-            if isinstance(e, fx.RequestApproval) and e.approval_id not in requests
-        )
-    )
+    create = _to_create(decision, requests)
     seen.update({name: seen.get(name) or Seen(at) for _, name in create})
     after = replace(record, rollout=decision.status, approvals=seen, stopped_at=None)
+    accept, acknowledge = _to_accept(requests)
     return Step(
         record=after,
         decision=decision,
         deliver=tuple(sorted({e.cluster for e in decision.effects if isinstance(e, fx.Deliver)})),
         create=create,
-        accept=tuple(n for n, r in sorted(requests.items()) if r.approved and not r.accepted),
+        accept=accept,
+        acknowledge=acknowledge,
         remove=run_delete.todo(after),
         events=tuple(dict.fromkeys(e for e in decision.effects if isinstance(e, fx.Event))),
     )
 
 
+def _to_create(decision: fx.Decision, requests: Mapping[str, Request]) -> tuple[tuple[str, str], ...]:
+    """(stage, request name) of each approval the engine asks for that does not exist yet."""
+    asked = (e for e in decision.effects if isinstance(e, fx.RequestApproval))
+    return tuple(dict.fromkeys((e.stage, e.approval_id) for e in asked if e.approval_id not in requests))
+
+
+def _to_accept(
+    requests: Mapping[str, Request],
+) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:
+    """Approvals granted and not yet accepted, and each of their objects to mark accepted."""
+    accept = tuple(n for n, r in sorted(requests.items()) if r.approved and not r.accepted)
+    return accept, tuple((o, requests[n].approved_as) for n in accept for o in requests[n].unaccepted)
+
+
 async def acknowledge(ctx: Context, where: Setting, step: Step) -> None:
     """Mark approvals accepted before any status shows progress made on them (as upstream does)."""
-    for name in step.accept:
-        await approvals.accept(ctx, where.scope, name, where.run.metadata.namespace, ctx.clock())
+    for name, approved_as in step.acknowledge:
+        await approvals.accept(ctx, where.scope, name, where.run.metadata.namespace, ctx.clock(), approved_as)
 
 
 async def act(ctx: Context, memory: DeliveryMemory, where: Setting, step: Step) -> RunRecord:
     """Carry out a written step; the record with what the effects learnt."""
+    seed_name = {upstream: seed for seed, upstream in where.seed_approval_names.items()}
     for stage, name in step.create:
         await approvals.ensure(ctx, where.scope, where.obj, stage, name)
+        if name in seed_name:  # seed 004's commands patch this one; approving either counts
+            await approvals.ensure(ctx, where.scope, where.obj, stage, seed_name[name], same_as=name)
     delivered = await lg.deliver(ctx, memory, step.deliver, where.delivering(step.record.rollout))
     record = replace(step.record, ledger=lg.merged(step.record.ledger, delivered))
     return await run_delete.run(ctx, memory, record, step.remove, where.content.inventory)

@@ -25,6 +25,7 @@ from fleetwave.core import batching
 from fleetwave.core import status as st
 from fleetwave.kube.status import StatusWrite, Versioned, normalized
 from fleetwave.runtime.controller import Result
+from fleetwave.translate import stage_membership
 
 POLL = timedelta(seconds=2)  # only the frozen plan is read from the spec made with it
 RETRY_SECONDS = 2.0
@@ -98,11 +99,14 @@ def initialize(ctx: Context, scope: nm.Scope, run: parsed.Run, now: datetime) ->
         raise Abort(f"placement {placement.metadata.name} does not use strategy type External")
     frozen = _frozen_strategy(ctx, scope, run)
     snapshot = _snapshot(ctx, scope, run, placement)
-    fleet, _names = parsed.fleet_of(ctx, placement)
+    fleet, names = parsed.fleet_of(ctx, placement)
     try:
         spec = parsed.rollout_spec(run, scope, frozen, snapshots.hash_of(snapshot), poll=POLL)
     except translate.TranslateError as e:
         raise Abort(str(e)) from e
+    misplaced = stage_membership.problem(spec.stages, fleet, names)
+    if misplaced:  # upstream's abort: a run must never skip or double-update a picked cluster
+        raise Abort(misplaced)
     plan = batching.freeze_plan(spec, fleet, now)
     # The overrides are pinned with the snapshot: what each cluster gets is fixed for the whole run.
     name, ns = placement.metadata.name, placement.metadata.namespace
@@ -122,14 +126,12 @@ def initialize(ctx: Context, scope: nm.Scope, run: parsed.Run, now: datetime) ->
         "approvals": {},
         "deletions": {},
         **({"overrideSnapshots": pinned} if pinned else {}),
-        "conditions": [_initialized(scope, run, plan.unmatched, now)],
+        "conditions": [_initialized(scope, run, now)],
     }
 
 
-def _initialized(scope: nm.Scope, run: parsed.Run, unmatched: int, now: datetime) -> dict[str, Any]:
+def _initialized(scope: nm.Scope, run: parsed.Run, now: datetime) -> dict[str, Any]:
     message = f"{scope.run} initialized successfully"
-    if unmatched:
-        message += f"; {unmatched} picked clusters match no stage and are not updated by this run"
     reason = "UpdateRunInitializedSuccessfully"
     return cond(None, "Initialized", "True", reason, message, run.metadata.generation, st.fmt(now))
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
+from fleetwave import translate
 from fleetwave.api import conditions
 from fleetwave.controllers.kubefleet import (
     apply_rules,
@@ -55,6 +56,11 @@ class Setting:
                 raise SnapshotGone(f"the snapshot rolled back to ({rollout.rollback.label}) was deleted")
             return self.back
         return self.content
+
+    @property
+    def seed_approval_names(self) -> dict[str, str]:
+        """Seed 004's approval request names -> upstream's (ADR 0112)."""
+        return translate.seed_approval_names(self.run.metadata.name, self.spec)
 
 
 class SnapshotGone(Exception):
