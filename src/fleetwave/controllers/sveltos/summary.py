@@ -2,8 +2,9 @@
 
 Reads the content snapshot the profile pinned (never the live ConfigMaps), applies resources by
 server-side apply and helm charts with the real helm, prunes what left the content, checks readiness
-and validateHealths, and reports per feature Provisioning / Provisioned / Failed. A finalizer makes
-deleting the summary withdraw what it deployed (unless the profile said LeavePolicies).
+and validateHealths (each after its featureID's feature, ADR 0113), and reports per feature
+Provisioning / Provisioned / Failed. A finalizer makes deleting the summary withdraw what it
+deployed (unless the profile said LeavePolicies).
 
 Only summaries fleetwave made are delivered (ADR 0046): fleetwave's labels and name, a controller
 reference to the live ClusterProfile (uid checked), a fleetwave content snapshot. Anything else is
@@ -30,7 +31,13 @@ from fleetwave.controllers.shared.echoes import tracked
 from fleetwave.controllers.shared.keys import SummaryKey
 from fleetwave.controllers.shared.status_writer import Whose
 from fleetwave.controllers.shared.versioned_memo import VersionedMemo
-from fleetwave.controllers.sveltos import content, registry_credentials, summary_pull, templated_content
+from fleetwave.controllers.sveltos import (
+    content,
+    registry_credentials,
+    summary_health,
+    summary_pull,
+    templated_content,
+)
 from fleetwave.controllers.sveltos import rollout_common as common
 from fleetwave.controllers.sveltos import summary_status as ss
 from fleetwave.controllers.sveltos.summary_memory import SummaryMemory
@@ -467,7 +474,7 @@ def _provisioned(status: Mapping[str, Any]) -> bool:
     return (
         bool(status.get("observedContentHash"))
         and bool(features)
-        and all(f.get("status") == "Provisioned" for f in features)
+        and all(ss.carried_status(status, f) == "Provisioned" for f in features)
     )
 
 
@@ -515,7 +522,12 @@ async def _health_only(
         for g in previous.get("deployedGVKs") or []
     }
     features = tuple(
-        ss.Feature(f["featureID"], f["status"], f.get("hash", ""), deployed=gvks.get(f["featureID"], ()))
+        ss.Feature(
+            f["featureID"],
+            ss.carried_status(previous, f),
+            f.get("hash", ""),
+            deployed=gvks.get(f["featureID"], ()),
+        )
         for f in previous.get("featureSummaries") or []
     )
     releases = tuple(
@@ -528,13 +540,19 @@ async def _health_only(
         )
         for r in previous.get("helmReleaseSummaries") or []
     )
-    health = await ctx.health.check(
-        target, profile.validate_healths or [], objects=_ids(_objects(body)), wake=wake, owner=owner
+    health = await summary_health.judge(
+        ctx,
+        target,
+        profile.validate_healths,
+        summary_health.deployed_features(features),
+        objects=_ids(_objects(body)),
+        wake=wake,
+        owner=owner,
     )
-    message = health.message
     if profile.sync_mode == "OneTime":
-        message += "; OneTime: deployed once, later changes are not applied"
-    return ss.Outcome(wanted_hash, features, releases, healthy=health.ok, health_message=message)
+        note = "; OneTime: deployed once, later changes are not applied"
+        health = dataclasses.replace(health, message=health.message + note)
+    return _judged(ss.Outcome(wanted_hash, features, releases), health)
 
 
 async def _deliver_to(
@@ -567,16 +585,24 @@ async def _deliver_to(
     # Judged on the objects as their applies returned them, unless charts were installed since
     # (that can take long enough for what the applies returned to be old news).
     seen = applied if not charts else None
-    health = await ctx.health.check(
+    health = await summary_health.judge(
+        ctx,
         target,
-        profile.validate_healths or [],
+        profile.validate_healths,
+        summary_health.deployed_features(features),
         objects=_ids(objects),
         wake=ctx.wake("ClusterSummary", key.key),
         seen=seen,
         delivered=True,
         owner=owner,
     )
-    return dataclasses.replace(outcome, healthy=health.ok, health_message=health.message)
+    return _judged(outcome, health)
+
+
+def _judged(outcome: ss.Outcome, health: summary_health.Verdict) -> ss.Outcome:
+    return dataclasses.replace(
+        outcome, healthy=health.ok, health_message=health.message, health_feature=health.feature
+    )
 
 
 async def _drift(

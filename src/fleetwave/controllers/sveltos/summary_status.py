@@ -145,6 +145,7 @@ class Outcome:
     drift: tuple[str, ...] = ()
     waiting: str = ""  # non-empty: nothing was deployed this pass (preDeployChecks), and why
     template_inputs: str = ""  # templated content: the fingerprint of the cluster it was rendered for
+    health_feature: str = ""  # the feature whose validateHealths check failed (featureID, ADR 0113)
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @property
@@ -283,14 +284,18 @@ def _features(outcome: Outcome, now: datetime, previous: Mapping[str, Any]) -> l
     features = []
     for f in outcome.features:
         old = old_features.get(f.feature_id) or {}
-        changed = old.get("hash") != f.hash or old.get("status") != f.status
+        changed = old.get("hash") != f.hash or carried_status(previous, old) != f.status
         entry: dict[str, Any] = {
             "featureID": f.feature_id,
             "hash": f.hash,
             "status": f.status,
             "lastAppliedTime": stamp if changed else old.get("lastAppliedTime"),
         }
-        if f.message and f.status == "Failed":
+        if _health_failed(outcome, f):
+            # Deployed, but a check of this feature fails: Failed as upstream, naming the check; not a
+            # delivery failure (no consecutiveFailures, Ready stays Unhealthy).
+            entry.update(status="Failed", failureMessage=outcome.health_message[:4096])
+        elif f.message and f.status == "Failed":
             entry["failureMessage"] = f.message
         if f.status == "Failed":
             # Failures of the same content in a row (Sveltos' consecutiveFailures): what
@@ -299,6 +304,25 @@ def _features(outcome: Outcome, now: datetime, previous: Mapping[str, Any]) -> l
             entry["consecutiveFailures"] = (int(old.get("consecutiveFailures") or 0) if same else 0) + 1
         features.append(entry)
     return features
+
+
+def _health_failed(outcome: Outcome, feature: Feature) -> bool:
+    return (
+        bool(outcome.health_feature)
+        and feature.feature_id == outcome.health_feature
+        and feature.status == "Provisioned"
+        and not outcome.failed
+        and not outcome.healthy
+    )
+
+
+def carried_status(status: Mapping[str, Any], feature: Mapping[str, Any]) -> str:
+    """A recorded featureSummary's status as deployed content: a feature `Failed` only because one
+    of its checks failed (the summary's Ready says Unhealthy: nothing failed to deploy) counts as
+    Provisioned (ADR 0113)."""
+    value = str(feature.get("status") or "")
+    unhealthy = (find(status, "Ready") or {}).get("reason") == "Unhealthy"
+    return "Provisioned" if value == "Failed" and unhealthy else value
 
 
 def _release(r: HelmRelease) -> dict[str, Any]:
