@@ -316,7 +316,8 @@ class JobCheck(Model):
 
 
 # libsveltos ValidateHealth. `resourceName` is a fleetwave extension carrying the docs form's
-# resource-name filter; `featureID` is optional (absent: checked after every feature of the profile; ADR 0113).
+# resource-name filter; `featureID` is optional (absent: checked after every feature of the
+# profile; ADR 0113).
 class ValidateHealth(Model):
     """A health check: resources of one kind in the member cluster and/or Prometheus metrics, judged
     by a Lua script and/or CEL rules. It passes when every matching resource passes; a check that
