@@ -71,6 +71,7 @@ class HelmReleaseReport:
     status: str | None = None  # helm's status of that revision
     error: str | None = None
     recovery: str | None = None  # what was done to undo a failed attempt
+    installed_version: str = ""  # the chart version the release ran before the call ("" if none)
 
     @property
     def ok(self) -> bool:
@@ -333,6 +334,8 @@ async def _install(
         values_hash=values_hash(desired),
     )
     current = await _status(h, chart.release_name, chart.release_namespace)
+    if current is not None:
+        report = _replace(report, installed_version=current.chart_version)
     conflict = hp.owned_elsewhere(current, ownership)
     if conflict:
         return _replace(_with(report, "failed", current), error=conflict)

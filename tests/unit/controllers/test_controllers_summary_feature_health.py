@@ -52,7 +52,8 @@ def _judge(
     ctx = cast(Context, FakeContext(health))
     target = MemberTarget("dev/one", b"")
     objects = [("v1", "ConfigMap", "x", "a")]
-    return asyncio.run(summary_health.judge(ctx, target, checks, deployed, objects=objects, wake=None))
+    features = [ss.Feature(f, "Provisioned", "h") for f in deployed]
+    return asyncio.run(summary_health.judge(ctx, target, checks, features, objects=objects, wake=None))
 
 
 def test_each_featureid_check_runs_after_its_feature_and_only_when_that_feature_was_deployed() -> None:

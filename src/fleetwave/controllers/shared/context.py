@@ -166,6 +166,10 @@ class HelmOutcome:
     values_hash: str = ""
     message: str = ""
     changed: bool = False
+    # What helm did (or, in a dry run, would do): installed | upgraded | unchanged | failed |
+    # uninstalled | absent; and the chart version the release ran before ("" when not installed).
+    action: str = ""
+    installed_version: str = ""
 
 
 class HelmPort(Protocol):

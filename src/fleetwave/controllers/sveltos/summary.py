@@ -33,6 +33,7 @@ from fleetwave.controllers.shared.status_writer import Whose
 from fleetwave.controllers.shared.versioned_memo import VersionedMemo
 from fleetwave.controllers.sveltos import (
     content,
+    dry_run_report,
     registry_credentials,
     summary_health,
     summary_pull,
@@ -143,6 +144,7 @@ async def _deliver_and_report(
         return Result(requeue=True)
     if written is StatusWrite.WRITTEN and outcome.failed:
         await ctx.event(obj, True, "DeliveryFailed", status.get("failureMessage") or outcome.failed)
+    await dry_run_report.publish(ctx, raw, outcome)
     if ss.gave_up(status, content_hash=wanted, generation=meta.get("generation")):
         return Result()
     return requeue_for(ctx, raw, outcome)
@@ -517,37 +519,9 @@ async def _health_only(
     OneTime: a later revision counts as delivered, it promises not to change the cluster again
     (ADR 0035). What was deployed (features, kinds, helm releases) is carried over as it was.
     """
-    gvks = {
-        g.get("featureID"): tuple(g.get("deployedGroupVersionKind") or [])
-        for g in previous.get("deployedGVKs") or []
-    }
-    features = tuple(
-        ss.Feature(
-            f["featureID"],
-            ss.carried_status(previous, f),
-            f.get("hash", ""),
-            deployed=gvks.get(f["featureID"], ()),
-        )
-        for f in previous.get("featureSummaries") or []
-    )
-    releases = tuple(
-        ss.HelmRelease(
-            str(r.get("releaseName")),
-            str(r.get("releaseNamespace")),
-            str(r.get("status")),
-            values_hash=str(r.get("valuesHash") or ""),
-            message=str(r.get("failureMessage") or ""),
-        )
-        for r in previous.get("helmReleaseSummaries") or []
-    )
+    features, releases = ss.carried(previous)
     health = await summary_health.judge(
-        ctx,
-        target,
-        profile.validate_healths,
-        summary_health.deployed_features(features),
-        objects=_ids(_objects(body)),
-        wake=wake,
-        owner=owner,
+        ctx, target, profile.validate_healths, features, objects=_ids(_objects(body)), wake=wake, owner=owner
     )
     if profile.sync_mode == "OneTime":
         note = "; OneTime: deployed once, later changes are not applied"
@@ -571,7 +545,7 @@ async def _deliver_to(
     previous = raw.get("status") or {}
     objects = _objects(body, profile.tier)
     drift = await _drift(target, profile, objects, inv, owner)
-    resources, applied = await _resources(
+    resources, applied, tried = await _resources(
         target, objects, key, previous, dry_run, _apply_policy(profile), owner, memory, ctx.known_versions
     )
     # Releases installed before owners were profiles carry the summary's own key: still ours.
@@ -580,23 +554,38 @@ async def _deliver_to(
     releases = await _charts(ctx, target, charts, previous, dry_run, profile.continue_on_error, ownership)
     features = _features(body, objects, resources, releases)
     outcome = ss.Outcome(wanted_hash, features, tuple(releases), dry_run=dry_run, drift=drift)
-    if outcome.failed or dry_run:
+    if dry_run:  # what would change, per object and release: the cluster's ClusterReport (ADR 0113)
+        return await dry_run_report.preview(outcome, target, body, tried, inv, _previous_kinds(previous))
+    if outcome.failed:
         return outcome
     # Judged on the objects as their applies returned them, unless charts were installed since
     # (that can take long enough for what the applies returned to be old news).
     seen = applied if not charts else None
-    health = await summary_health.judge(
+    return _judged(outcome, await _judge_delivered(ctx, target, profile, outcome, objects, key, seen, owner))
+
+
+async def _judge_delivered(
+    ctx: Context,
+    target: MemberTarget,
+    profile: ClusterProfileSpec,
+    outcome: ss.Outcome,
+    objects: list[dict[str, Any]],
+    key: SummaryKey,
+    seen: Mapping[tuple[str, str, str | None, str], Mapping[str, Any]] | None,
+    owner: str,
+) -> summary_health.Verdict:
+    """Health right after a delivery, each check after its feature (ADR 0113)."""
+    return await summary_health.judge(
         ctx,
         target,
         profile.validate_healths,
-        summary_health.deployed_features(features),
+        outcome.features,
         objects=_ids(objects),
         wake=ctx.wake("ClusterSummary", key.key),
         seen=seen,
         delivered=True,
         owner=owner,
     )
-    return _judged(outcome, health)
 
 
 def _judged(outcome: ss.Outcome, health: summary_health.Verdict) -> ss.Outcome:
@@ -642,18 +631,20 @@ async def _resources(
     owner: str,
     memory: SummaryMemory,
     known: KnownVersions,
-) -> tuple[ss.Feature, dict[tuple[str, str, str | None, str], Mapping[str, Any]]]:
-    """The resources feature, and the objects as their applies returned them."""
+) -> tuple[
+    ss.Feature, dict[tuple[str, str, str | None, str], Mapping[str, Any]], manifests.ApplyReport | None
+]:
+    """The resources feature, the objects as their applies returned them, and the apply's report."""
     before, inv = _previous_kinds(previous), inventory(key.namespace, key.name)
     refused = None if dry_run else await _tenant_refusal(target, objects, inv, policy, owner)
     if refused is not None:
-        return refused, {}
+        return refused, {}, None
     report = await manifests.apply(
         target, objects, inventory=inv, dry_run=dry_run, policy=policy, owner=owner, known=known
     )
     if not report.ok:
         failed = ss.Feature(ss.FEATURE_RESOURCES, "Failed", report.content_hash, "; ".join(report.errors))
-        return failed, {}
+        return failed, {}, report
     if not dry_run:
         # As fleetwave: finding what to prune lists across namespaces, a tenant may read only its own.
         await manifests.prune_unless_done(
@@ -666,7 +657,7 @@ async def _resources(
         )
     deployed = tuple(sorted({ss.gvk_string(g.api_version, g.kind) for g in report.kinds}))
     provisioned = ss.Feature(ss.FEATURE_RESOURCES, "Provisioned", report.content_hash, deployed=deployed)
-    return provisioned, report.live
+    return provisioned, report.live, report
 
 
 async def _tenant_refusal(
@@ -737,6 +728,10 @@ async def _chart(
     """One chart installed, upgraded or uninstalled; its registry's Secrets are read now, from the
     cache and within the content boundary (ADR 0105), and a refusal is this release's failure."""
     if chart.helm_chart_action == "Uninstall":
+        if dry_run:  # reported, never done
+            return HelmOutcome(
+                True, "Uninstalled", chart.chart_version or "", action=dry_run_report.UNINSTALL
+            )
         owner = ownership.owners() if ownership else None
         return await ctx.helm.uninstall(
             target, release=chart.release_name, namespace=chart.release_namespace, owner=owner
@@ -764,6 +759,8 @@ def _release(name: str, namespace: str, outcome: HelmOutcome) -> ss.HelmRelease:
         outcome.values_hash,
         outcome.chart_version,
         "" if outcome.ok else outcome.message,
+        outcome.action,
+        outcome.installed_version,
     )
 
 

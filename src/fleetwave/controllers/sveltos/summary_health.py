@@ -66,7 +66,7 @@ async def judge(
     ctx: Context,
     target: MemberTarget,
     checks: Sequence[ValidateHealth] | None,
-    deployed: Iterable[str],
+    features: Iterable[ss.Feature],
     *,
     objects: Sequence[ObjectId],
     wake: Wake | None,
@@ -74,11 +74,12 @@ async def judge(
     delivered: bool = False,
     owner: str = "",
 ) -> Verdict:
-    """Judge the summary's health step by step (see `plan`); the first failure ends it. A profile
+    """Judge the summary's health step by step (see `plan`) after a delivery that reported
+    `features`; the first failure ends it. A profile
     without featureIDs makes exactly one judgement, as before featureIDs were honoured."""
     outcome = HealthOutcome(True, "")
     passed: list[str] = []
-    for step in plan(checks, deployed):
+    for step in plan(checks, deployed_features(features)):
         first = step.feature == ""
         outcome = await ctx.health.check(
             target,

@@ -129,6 +129,8 @@ class HelmRelease:
     values_hash: str = ""
     chart_version: str = ""
     message: str = ""
+    action: str = ""  # helm's (would-be, in a dry run) action, as HelmOutcome.action
+    installed_version: str = ""  # the chart version installed before
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +148,7 @@ class Outcome:
     waiting: str = ""  # non-empty: nothing was deployed this pass (preDeployChecks), and why
     template_inputs: str = ""  # templated content: the fingerprint of the cluster it was rendered for
     health_feature: str = ""  # the feature whose validateHealths check failed (featureID, ADR 0113)
+    dry_run_report: Mapping[str, Any] | None = None  # DryRun: the ClusterReport's status (ADR 0113)
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @property
@@ -323,6 +326,35 @@ def carried_status(status: Mapping[str, Any], feature: Mapping[str, Any]) -> str
     value = str(feature.get("status") or "")
     unhealthy = (find(status, "Ready") or {}).get("reason") == "Unhealthy"
     return "Provisioned" if value == "Failed" and unhealthy else value
+
+
+def carried(previous: Mapping[str, Any]) -> tuple[tuple[Feature, ...], tuple[HelmRelease, ...]]:
+    """What a recorded status says was deployed (features with their kinds, helm releases), for a
+    pass that only judges health and carries them over as they were."""
+    gvks = {
+        g.get("featureID"): tuple(g.get("deployedGroupVersionKind") or [])
+        for g in previous.get("deployedGVKs") or []
+    }
+    features = tuple(
+        Feature(
+            f["featureID"],
+            carried_status(previous, f),
+            f.get("hash", ""),
+            deployed=gvks.get(f["featureID"], ()),
+        )
+        for f in previous.get("featureSummaries") or []
+    )
+    releases = tuple(
+        HelmRelease(
+            str(r.get("releaseName")),
+            str(r.get("releaseNamespace")),
+            str(r.get("status")),
+            values_hash=str(r.get("valuesHash") or ""),
+            message=str(r.get("failureMessage") or ""),
+        )
+        for r in previous.get("helmReleaseSummaries") or []
+    )
+    return features, releases
 
 
 def _release(r: HelmRelease) -> dict[str, Any]:
