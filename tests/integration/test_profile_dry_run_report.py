@@ -147,6 +147,16 @@ def _data(member: Client, namespace: str, name: str) -> dict[str, str] | None:
         raise
 
 
+def _with_mode(profile: dict[str, Any], mode: str) -> dict[str, Any]:
+    return {**profile, "spec": {**profile["spec"], "syncMode": mode}}
+
+
+def _release_report(management: Client, action: str) -> dict[str, Any] | None:
+    reports = _reports(management)
+    releases = ((reports[0].get("status") or {}).get("releaseReports") or []) if reports else []
+    return next((r for r in releases if r.get("action") == action), None)
+
+
 def _by_name(entries: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return {e["resource"]["name"]: e for e in entries}
 
@@ -216,6 +226,10 @@ def test_dry_run_changes_nothing_and_reports_each_object_and_release_until_it_le
             "Install",
         )
         assert release["chartVersion"] == "1.0.0"
+        helm_objects = {
+            (e["resource"]["kind"], e["resource"]["name"]): e["action"] for e in status["helmResourceReports"]
+        }
+        assert helm_objects == {("ConfigMap", f"{NAME}-config"): "Create", ("Deployment", NAME): "Create"}
         text = json.dumps(report)
         assert NEW_SECRET not in text
         assert base64.b64encode(NEW_SECRET.encode()).decode() not in text
@@ -259,6 +273,23 @@ def test_dry_run_changes_nothing_and_reports_each_object_and_release_until_it_le
         wait_for(lambda: _data(member, namespace, "fresh") == {"v": "1"}, what="delivered after DryRun")
         wait_for(lambda: _reports(management) == [], what="the report removed once out of DryRun")
         assert _data(member, namespace, "gone") is None
+        wait_for(lambda: chart_version(member, namespace, NAME) == "1.0.0", what="the release installed")
+
+        # Back to DryRun with other values: the release's values would change, and which object.
+        manifests.apply(management, [_with_mode(docs[2], "DryRun")])
+        wait_for(lambda: _ready(management).get("reason") == "DryRun", what="in DryRun again")
+        changed = _chart(repo.url, namespace) | {"values": "message: changed\n"}
+        docs = _documents(namespace, preview, _secret(namespace, NEW_SECRET), "DryRun", [changed])
+        manifests.apply(management, docs)
+        values = wait_for(lambda: _release_report(management, "Update Values"), what="Update Values reported")
+        assert values["chartVersion"] == "1.0.0"
+        helm_objects = {
+            e["resource"]["name"]: (e["action"], e.get("message", ""))
+            for e in _reports(management)[0]["status"]["helmResourceReports"]
+        }
+        assert helm_objects[f"{NAME}-config"] == ("Update", "would change /data/message")
+        assert helm_objects[NAME] == ("No Action", "")
+        assert _data(member, namespace, f"{NAME}-config")["message"] == "hello from fleetwave"  # not changed
     finally:
         try:
             management.delete(kinds.resource("ClusterProfile"), NAME)

@@ -79,8 +79,8 @@ class ClusterReportStatus(StatusModel):
     release_reports: list[ReleaseReport] | None = Field(None, max_length=MAX_REPORTS)
     """One entry per Helm release of the profile (helmCharts)."""
     helm_resource_reports: list[ResourceReport] | None = Field(None, max_length=MAX_REPORTS)
-    """A Sveltos field for pull-mode Helm resources; fleetwave does not set it (releases are reported
-    in releaseReports)."""
+    """One entry per object of the profile's Helm releases that an install or upgrade would create,
+    update or delete (helm's rendered manifest against the installed one)."""
     resource_reports: list[ResourceReport] | None = Field(None, max_length=MAX_REPORTS)
     """One entry per object of the profile's policyRefs, and per object it would delete."""
     kustomize_resource_reports: list[ResourceReport] | None = Field(None, max_length=MAX_REPORTS)

@@ -46,7 +46,15 @@ def _outcome(report: helm.HelmReleaseReport) -> HelmOutcome:
         )
     status = "Uninstalled" if report.action in ("uninstalled", "absent") else "Managing"
     return HelmOutcome(
-        True, status, report.chart_version, report.values_hash, "", report.changed, report.action, before
+        True,
+        status,
+        report.chart_version,
+        report.values_hash,
+        "",
+        report.changed,
+        report.action,
+        before,
+        report.resources,
     )
 
 

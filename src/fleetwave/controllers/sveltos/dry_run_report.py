@@ -21,7 +21,7 @@ from fleetwave.controllers.shared.context import Context
 from fleetwave.controllers.sveltos import content
 from fleetwave.controllers.sveltos import summary_status as ss
 from fleetwave.delivery import content as dc
-from fleetwave.delivery import manifests
+from fleetwave.delivery import helm_preview, manifests
 from fleetwave.delivery.target import MemberTarget
 from fleetwave.kube import kinds, ops
 
@@ -123,13 +123,22 @@ def report_status(
         built = a.ref.identity in kustomized or (group, kind, "", name) in kustomized
         (kustomize if built else resources).append(object_entry(a))
     resources += [resource_entry(ref, "Delete") for ref in deleted]
-    charts = [release_entry(r) for r in releases]
+    listed = list(releases)
+    charts = [release_entry(r) for r in listed]
+    helm = [helm_entry(c) for r in listed for c in r.resources]
     return {
         "resourceReports": resources[:MAX_ENTRIES] or None,
         "kustomizeResourceReports": kustomize[:MAX_ENTRIES] or None,
         "releaseReports": charts[:MAX_ENTRIES] or None,
-        "helmResourceReports": None,
+        "helmResourceReports": helm[:MAX_ENTRIES] or None,
     }
+
+
+def helm_entry(change: helm_preview.ResourceChange) -> dict[str, Any]:
+    """One object of a release a dry run would change, as a ResourceReport."""
+    ref = dc.ObjectRef(change.api_version, change.kind, change.namespace or None, change.name)
+    message = "would change " + ", ".join(change.paths) if change.paths else ""
+    return resource_entry(ref, change.action, message)
 
 
 async def preview(

@@ -761,6 +761,7 @@ def _release(name: str, namespace: str, outcome: HelmOutcome) -> ss.HelmRelease:
         "" if outcome.ok else outcome.message,
         outcome.action,
         outcome.installed_version,
+        outcome.resources,
     )
 
 

@@ -17,6 +17,7 @@ from typing import Any
 from fleetwave.api.conditions import cond, find
 from fleetwave.api.meta import API_VERSION
 from fleetwave.core import timestamps
+from fleetwave.delivery.helm_preview import ResourceChange
 from fleetwave.kube import status as kstatus
 from fleetwave.translate.common import cluster_key, split_key
 
@@ -131,6 +132,7 @@ class HelmRelease:
     message: str = ""
     action: str = ""  # helm's (would-be, in a dry run) action, as HelmOutcome.action
     installed_version: str = ""  # the chart version installed before
+    resources: tuple[ResourceChange, ...] = ()  # a dry run's would-be change per object (ADR 0113)
 
 
 @dataclass(frozen=True, slots=True)
