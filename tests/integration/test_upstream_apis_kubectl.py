@@ -391,6 +391,12 @@ def test_a_dry_run_profile_reports_in_the_sveltos_groups_cluster_report(
         shown = CliRunner().invoke(app, args)
         assert shown.exit_code == 0, shown.output
         assert "dry-run-would-create" in shown.output
+        # Deleting the profile deletes its summaries, and garbage collection their reports.
+        kubectl(f"delete clusterprofiles.{CONFIG} dry-run-probe")
+        wait_for(
+            lambda: "dry-run-probe" not in kubectl(f"get clusterreports.{CONFIG} -A", ok=False),
+            what="the report gone with its profile",
+        )
     finally:
         kubectl(f"delete clusterprofiles.{CONFIG} dry-run-probe --ignore-not-found")
         kubectl("delete configmap -n default dry-run-content --ignore-not-found")
