@@ -316,6 +316,81 @@ def test_apply_writes_a_sveltos_manifest_to_the_served_sveltos_group(
         kubectl(f"delete clusterprofiles.{CONFIG} apply-probe --ignore-not-found")
 
 
+DRY_RUN_PROFILE = """apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: dry-run-content
+  namespace: default
+data:
+  content.yaml: |
+    apiVersion: v1
+    kind: ConfigMap
+    metadata:
+      name: dry-run-would-create
+      namespace: default
+    data:
+      v: "1"
+---
+apiVersion: config.projectsveltos.io/v1beta1
+kind: ClusterProfile
+metadata:
+  name: dry-run-probe
+spec:
+  syncMode: DryRun
+  clusterSelector:
+    matchLabels:
+      env: dev
+  policyRefs:
+  - kind: ConfigMap
+    name: dry-run-content
+    namespace: default
+"""
+
+
+def test_a_dry_run_profile_reports_in_the_sveltos_groups_cluster_report(
+    controller: ControllerThread, kubectl: Kubectl, local_fleet: fleet.FleetState
+) -> None:
+    kubeconfig = local_fleet.cluster(fleet.MANAGEMENT).kubeconfig
+    try:
+        kubectl("apply -f -", stdin=DRY_RUN_PROFILE)
+        # Sveltos' own command: the report is a config.projectsveltos.io ClusterReport (ADR 0113).
+        report = wait_for(
+            lambda: (
+                kubectl.yaml(f"get clusterreports.{CONFIG} -n dev dry-run-probe--sveltos--dev -o yaml")
+                if "dry-run-probe--sveltos--dev" in kubectl(f"get clusterreports.{CONFIG} -A", ok=False)
+                else None
+            ),
+            what="the DryRun report in the Sveltos group",
+        )
+        [entry] = report["status"]["resourceReports"]
+        assert (entry["resource"]["name"], entry["action"]) == ("dry-run-would-create", "Create")
+        assert "NotFound" in kubectl(
+            "get clusterreports.fleetwave.io -n dev dry-run-probe--sveltos--dev", ok=False
+        )
+        args = [
+            "status",
+            "profile",
+            "dry-run-probe",
+            "--dry-run-report",
+            "-o",
+            "json",
+            "--kubeconfig",
+            kubeconfig,
+        ]
+        shown = CliRunner().invoke(app, args)
+        assert shown.exit_code == 0, shown.output
+        assert "dry-run-would-create" in shown.output
+        # Deleting the profile deletes its summaries, and garbage collection their reports.
+        kubectl(f"delete clusterprofiles.{CONFIG} dry-run-probe")
+        wait_for(
+            lambda: "dry-run-probe" not in kubectl(f"get clusterreports.{CONFIG} -A", ok=False),
+            what="the report gone with its profile",
+        )
+    finally:
+        kubectl(f"delete clusterprofiles.{CONFIG} dry-run-probe --ignore-not-found")
+        kubectl("delete configmap -n default dry-run-content --ignore-not-found")
+
+
 def test_register_also_registers_the_member_in_the_served_upstream_groups(
     controller: ControllerThread, kubectl: Kubectl, local_fleet: fleet.FleetState
 ) -> None:

@@ -96,6 +96,7 @@ SVELTOS = Family(
         "ClusterProfile": Served(SVELTOS_CONFIG, "ClusterProfile", "clusterprofiles", False),
         "ClusterPromotion": Served(SVELTOS_CONFIG, "ClusterPromotion", "clusterpromotions", False),
         "ClusterSummary": Served(SVELTOS_CONFIG, "ClusterSummary", "clustersummaries", True),
+        "ClusterReport": Served(SVELTOS_CONFIG, "ClusterReport", "clusterreports", True),
         "Profile": Served(SVELTOS_CONFIG, "Profile", "profiles", True),
         "MemberCluster": Served(SVELTOS_LIB, "SveltosCluster", "sveltosclusters", True),
         "RoleRequest": Served(SVELTOS_LIB, "RoleRequest", "rolerequests", False),

@@ -35,6 +35,7 @@ from fleetwave.api.overrides import (
     ResourceOverride,
     ResourceOverrideSnapshot,
 )
+from fleetwave.api.reports import ClusterReport, ClusterReportSpec, ClusterReportStatus
 from fleetwave.api.sets import ClusterSet, Set, SetSpec, SetStatus
 from fleetwave.api.sveltos import (
     AutoTrigger,
@@ -67,6 +68,7 @@ ALL_KINDS: tuple[type[Resource], ...] = (
     Profile,
     ClusterPromotion,
     ClusterSummary,
+    ClusterReport,
     MemberCluster,
     ClusterResourcePlacement,
     ResourcePlacement,
@@ -108,6 +110,9 @@ __all__ = [
     "ClusterPromotion",
     "ClusterPromotionSpec",
     "ClusterPromotionStatus",
+    "ClusterReport",
+    "ClusterReportSpec",
+    "ClusterReportStatus",
     "ClusterResourceEnvelope",
     "ClusterResourceOverride",
     "ClusterResourceOverrideSnapshot",

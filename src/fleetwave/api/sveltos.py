@@ -316,7 +316,8 @@ class JobCheck(Model):
 
 
 # libsveltos ValidateHealth. `resourceName` is a fleetwave extension carrying the docs form's
-# resource-name filter; `featureID` is optional (absent: checked after every feature of the profile).
+# resource-name filter; `featureID` is optional (absent: checked after every feature of the
+# profile; ADR 0113).
 class ValidateHealth(Model):
     """A health check: resources of one kind in the member cluster and/or Prometheus metrics, judged
     by a Lua script and/or CEL rules. It passes when every matching resource passes; a check that
@@ -332,9 +333,11 @@ class ValidateHealth(Model):
     name: str
     """Name of the check, shown in messages. It does not select resources (see resourceName)."""
     feature_id: FeatureID | None = Field(None, alias="featureID")
-    """Accepted for compatibility with Sveltos, where the check runs only after that feature
-    (`Resources`, `Helm` or `Kustomize`) is deployed. fleetwave does not act on it: each list of checks
-    runs at its own point, whatever the featureID."""
+    """In validateHealths: the feature (`Resources`, `Helm` or `Kustomize`) after whose deployment the
+    check runs; a failure is reported on that feature's featureSummary (status Failed, a message
+    naming the check). The check does not run when the profile has no content of that feature.
+    Omitted: the check runs after every feature. Ignored in preDeployChecks, preDeleteChecks and
+    postDeleteChecks, which run at their own points."""
     group: str | None = None
     """API group of the resources to check; empty for the core group."""
     version: str | None = None

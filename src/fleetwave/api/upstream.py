@@ -12,7 +12,7 @@ from typing import Any
 
 from fleetwave.api.meta import API_VERSION
 
-SVELTOS_CONFIG_KINDS = ("ClusterProfile", "ClusterPromotion", "ClusterSummary", "Profile")
+SVELTOS_CONFIG_KINDS = ("ClusterProfile", "ClusterPromotion", "ClusterSummary", "ClusterReport", "Profile")
 # The kinds of lib.projectsveltos.io served under their own names (SveltosCluster is MemberCluster).
 SVELTOS_LIB_KINDS = ("ClusterSet", "Set")
 # The kinds of placement.kubernetes-fleet.io, in the order CRDs and informers are made.

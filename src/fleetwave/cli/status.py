@@ -1,5 +1,6 @@
 """`fleetwave status [-o table|json|yaml]`: every rollout on one line; `fleetwave status promotion NAME
-[--watch] [-o table|json|yaml]`: where a rollout is and what it waits for."""
+[--watch] [-o table|json|yaml]`: where a rollout is and what it waits for; `fleetwave status profile
+NAME --dry-run-report`: what a profile in DryRun would change on each cluster."""
 
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ from fleetwave.cli.common import (
 from fleetwave.kube import client as kubeclient
 from fleetwave.kube import kinds, located, ops, sync_ops
 from fleetwave.kube.client import Client
-from fleetwave.ux import live, overview, render
+from fleetwave.ux import dry_run, live, overview, render
 from fleetwave.ux.present import Presenter
 
 console = Console()
@@ -168,3 +169,44 @@ async def _watch(config: kubeclient.KubeConfig, name: str, family: Family, *, as
             await live.follow(client, name, presenter.show, family=family)
     finally:
         await client.close()
+
+
+@app.command("profile")
+def profile(
+    name: Annotated[str, typer.Argument(help="Name of the ClusterProfile.")],
+    dry_run_report: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run-report", help="What the profile (syncMode: DryRun) would change on each cluster."
+        ),
+    ] = False,
+    output: Annotated[Output, typer.Option("--output", "-o", help="table, json or yaml.")] = Output.TABLE,
+    kubeconfig: KubeconfigOption = None,
+) -> None:
+    """A ClusterProfile's DryRun report: per cluster, each object and Helm release it would create,
+    update (and where) or delete, from its ClusterReports."""
+    if not dry_run_report:
+        fail("say what to show: --dry-run-report", code=2)
+    with management_client(kubeconfig) as client:
+        try:
+            found = located.locate(client, "ClusterProfile", name)
+            if found is None:
+                fail(f"ClusterProfile {name} not found")
+            resource = kinds.family_resource(found.family, "ClusterReport")
+            labels: dict[str, Any] = {dry_run.PROFILE_LABEL: name}
+            reports = [o.to_dict() for o in client.list(resource, namespace="*", labels=labels)]
+        except ops.StatusError as e:
+            fail_api(e, f"cannot read the ClusterReports of ClusterProfile {name}")
+    rows = dry_run.rows(reports)
+    if output is not Output.TABLE:
+        _emit({"profile": name, "rows": rows}, output)
+        return
+    if not rows:
+        console.print(f"no DryRun report for ClusterProfile {name} (is its syncMode DryRun?)")
+        return
+    table = Table(box=None, pad_edge=False)
+    for column in dry_run.COLUMNS:
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        table.add_row(*(row[c] for c in dry_run.COLUMNS))
+    console.print(table)

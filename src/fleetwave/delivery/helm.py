@@ -43,7 +43,7 @@ from typing import Any, Literal
 import yaml
 
 from fleetwave.api.sveltos import HelmChart
-from fleetwave.delivery import bounded, postrender, registry
+from fleetwave.delivery import bounded, helm_preview, postrender, registry
 from fleetwave.delivery import helmplan as hp
 from fleetwave.delivery.content import ContentError, values_hash
 from fleetwave.delivery.target import MemberTarget, MemberUnreachable
@@ -71,6 +71,9 @@ class HelmReleaseReport:
     status: str | None = None  # helm's status of that revision
     error: str | None = None
     recovery: str | None = None  # what was done to undo a failed attempt
+    installed_version: str = ""  # the chart version the release ran before the call ("" if none)
+    # A dry run's would-be change of each object of the release (ADR 0113).
+    resources: tuple[helm_preview.ResourceChange, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -333,6 +336,8 @@ async def _install(
         values_hash=values_hash(desired),
     )
     current = await _status(h, chart.release_name, chart.release_namespace)
+    if current is not None:
+        report = _replace(report, installed_version=current.chart_version)
     conflict = hp.owned_elsewhere(current, ownership)
     if conflict:
         return _replace(_with(report, "failed", current), error=conflict)
@@ -358,10 +363,24 @@ async def _upgrade(
     real one), and the recovery of a failed real attempt."""
     result = await h.run(*argv, fetch="chart", render=True)
     if result.code == 0:
-        return _with(report, "installed" if current is None else "upgraded", hp.parse_release(result.stdout))
+        done = _with(report, "installed" if current is None else "upgraded", hp.parse_release(result.stdout))
+        return await _previewed(h, chart, done, current, result.stdout) if report.dry_run else done
     recovery, after = (None, current) if report.dry_run else await _recover(h, chart)
     failed = _with(report, "failed", after)
     return _replace(failed, error=hp.error_text(result.stderr), recovery=recovery)
+
+
+async def _previewed(
+    h: _Helm, chart: HelmChart, report: HelmReleaseReport, current: hp.Release | None, stdout: str
+) -> HelmReleaseReport:
+    """A dry run's report with each object's would-be change: the rendered manifest against the
+    installed one (`helm get manifest`; none when the release is not installed)."""
+    installed = ""
+    if current is not None:
+        got = await h.run("get", "manifest", "--namespace", chart.release_namespace, "--", chart.release_name)
+        installed = got.stdout if got.code == 0 else ""
+    rendered = helm_preview.rendered_manifest(stdout)
+    return _replace(report, resources=helm_preview.changes(installed, rendered, chart.release_namespace))
 
 
 def _with(report: HelmReleaseReport, action: HelmAction, release: hp.Release | None) -> HelmReleaseReport:

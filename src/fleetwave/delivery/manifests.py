@@ -96,6 +96,8 @@ class AppliedObject:
     # The object as its apply returned it (None: a dry run, or not applied): a readiness judgement
     # made right after the delivery reads it here instead of asking the member again.
     live: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
+    # A dry run's "configured": the paths applying would change (never a Secret's data values).
+    changes: tuple[str, ...] = field(default=(), compare=False)
 
     @property
     def changed(self) -> bool:
@@ -297,7 +299,24 @@ async def _apply_one(
             return AppliedObject(ref, digest, "conflict", message)
         return AppliedObject(ref, digest, "failed", ops.message_of(err))
     live = None if dry_run else {"apiVersion": ref.api_version, "kind": ref.kind, **dict(after)}
-    return AppliedObject(ref, digest, _action(before, dict(after)), live=live)
+    action = _action(before, dict(after))
+    changes = changed_paths(ref.kind, before, dict(after)) if dry_run and action == "configured" else ()
+    return AppliedObject(ref, digest, action, live=live, changes=changes)
+
+
+MAX_CHANGED_PATHS = 20
+_SECRET_DATA = ("/data", "/stringData")
+
+
+def changed_paths(kind: str, before: Mapping[str, Any] | None, after: Mapping[str, Any]) -> tuple[str, ...]:
+    """Where applying would change the object (at most MAX_CHANGED_PATHS paths). A Secret's data
+    shows as `/data` only: which keys change already tells something about its content."""
+    paths = ct.diff_paths(ct.comparable(before or {}), ct.comparable(after))
+    if kind == "Secret":
+        paths = [next((d for d in _SECRET_DATA if p == d or p.startswith(d + "/")), p) for p in paths]
+    unique = list(dict.fromkeys(paths))
+    more = len(unique) - MAX_CHANGED_PATHS
+    return tuple(unique[:MAX_CHANGED_PATHS]) + ((f"... and {more} more",) if more > 0 else ())
 
 
 def _read_at(body: Mapping[str, Any], live: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -599,6 +618,18 @@ async def prune_unless_done(
     memo.pop(key, None)
     await prune(target, inventory=inventory, kinds=searched, keep=kept)
     memo[key] = done
+
+
+async def leftovers(
+    target: Target, *, inventory: str, kinds: Iterable[kd.GVK], keep: Iterable[ct.ObjectRef]
+) -> list[ct.ObjectRef]:
+    """What `prune` would delete, deleting nothing (a dry run's would-delete list)."""
+    key, kept = ct.inventory_key(inventory), {r.identity for r in keep}
+    async with target.session() as client:
+        resolver = kd.AsyncKinds(client)
+        infos = [i for i in [await resolver.find(g) for g in _removal_order(kinds)] if i is not None]
+        found = await _bounded_gather(partial(_labelled, client, info, key) for info in infos)
+    return [ref for refs in found for ref in refs if ref.identity not in kept]
 
 
 async def withdraw(target: Target, *, inventory: str, kinds: Iterable[kd.GVK]) -> list[ct.ObjectRef]:

@@ -112,6 +112,7 @@ STATUS_WRITTEN = (
     "ClusterProfile",
     "Profile",
     "ClusterSummary",
+    "ClusterReport",
     "MemberCluster",
     "ClusterResourcePlacement",
     "ResourcePlacement",
@@ -141,9 +142,13 @@ def cluster_rules() -> list[Rule]:
     return [
         # Informers over fleetwave's own kinds.
         Rule(GROUP, tuple(sorted(m.plural for m in models.KINDS.values())), READ),
-        # Stage profiles (promotion) and summaries (profile): server-side apply, delete; a summary's
-        # finalizer is a merge patch.
-        Rule(GROUP, _plurals("ClusterProfile", "ClusterSummary"), ("create", "patch", "delete")),
+        # Stage profiles (promotion), summaries (profile) and DryRun reports (summary): server-side
+        # apply, delete; a summary's finalizer is a merge patch.
+        Rule(
+            GROUP,
+            _plurals("ClusterProfile", "ClusterSummary", "ClusterReport"),
+            ("create", "patch", "delete"),
+        ),
         # A promotion's manual gate is reset (JSON patch of spec.stages[i].trigger.manual.approved);
         # promotions and placements carry a cleanup finalizer (merge patch of metadata.finalizers);
         # members carry Sveltos' registration labels (merge patch of metadata.labels).
@@ -223,7 +228,7 @@ def family_rules(family: Family) -> list[Rule]:
                 groups.setdefault(served.group, []).append(served.plural + sub)
         rules.extend(Rule(g, tuple(sorted(p)), verbs) for g, p in sorted(groups.items()))
 
-    grant(("ClusterProfile", "ClusterSummary"), ("create", "patch", "delete"))
+    grant(("ClusterProfile", "ClusterSummary", "ClusterReport"), ("create", "patch", "delete"))
     grant(
         ("ClusterPromotion", "Profile", "ClusterResourcePlacement", "ResourcePlacement", "RoleRequest"),
         ("patch",),

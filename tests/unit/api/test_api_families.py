@@ -37,6 +37,7 @@ def test_upstream_crds_use_upstream_names_scope_and_columns_and_are_marked_as_fl
     assert set(sveltos) == {
         "clusterprofiles.config.projectsveltos.io",
         "clusterpromotions.config.projectsveltos.io",
+        "clusterreports.config.projectsveltos.io",
         "clustersummaries.config.projectsveltos.io",
         "profiles.config.projectsveltos.io",
         "sveltosclusters.lib.projectsveltos.io",
@@ -103,7 +104,7 @@ def test_upstream_rbac_grants_the_native_verbs_on_the_upstream_groups_only() -> 
     rules = {(r.group, r.resources, r.verbs) for r in rbac.family_rules(families.SVELTOS)}
     assert (
         "config.projectsveltos.io",
-        ("clusterprofiles", "clustersummaries"),
+        ("clusterprofiles", "clusterreports", "clustersummaries"),
         ("create", "patch", "delete"),
     ) in rules
     # A Profile's finalizer is a merge patch (ADR 0110); its status is written like a ClusterProfile's.

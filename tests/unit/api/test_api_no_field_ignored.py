@@ -233,10 +233,7 @@ def pending(reason: str) -> Entry:
 # Pending: fields fleetwave acts on (so not refused) for which no test yet sets the field the way
 # the rules below require; each entry says what is missing. Not counted as honoured. The set may
 # only shrink (test_pending_fields_only_shrink): a field leaves it when a test that sets it is cited.
-# ValidateHealth.featureID is parsed but not yet acted on (issue 46 implements it).
-PENDING_ALLOWED = {
-    "ValidateHealth.featureID",
-}
+PENDING_ALLOWED: set[str] = set()
 
 # Fields a cited test sets through the fleetwave command or function that writes them (the test's
 # source must name it): `fleetwave pause promotion` writes spec.paused, a pull registration pullMode.
@@ -423,9 +420,10 @@ REGISTRY: dict[str, dict[str, Entry]] = {
     },
     "ValidateHealth": {
         **{f: h(SELECT) for f in ("name", "group", "version", "kind", "namespace")},
-        # Parsed but not yet acted on; honoured (and its integration test) arrives with issue 46's
-        # featureID work: re-point at tests/integration/test_feature_id_checks.py at merge.
-        "featureID": pending("issue 46: checks do not yet run after their feature nor name it"),
+        "featureID": h(
+            "tests/integration/test_profile_feature_health.py::"
+            "test_a_helm_check_fails_the_helm_feature_only_and_a_check_of_an_absent_feature_never_runs"
+        ),
         "resourceName": h(HS + "test_resource_name_filter"),
         "labelFilters": h(HS + "test_label_filters_are_anded"),
         "metricSource": h(METRIC_LUA),
@@ -540,6 +538,15 @@ REGISTRY: dict[str, dict[str, Entry]] = {
         "approved": h(MANUAL),
         "automaticReset": h(PG + "test_automatic_reset_false_keeps_a_manual_approval_for_the_next_revision"),
     },
+    # Written by the controller for a DryRun profile's cluster (ADR 0113); read by people.
+    "ClusterReportSpec": dict.fromkeys(
+        ("clusterNamespace", "clusterName"),
+        (
+            "written",
+            "tests/integration/test_profile_dry_run_report.py::"
+            "test_dry_run_changes_nothing_and_reports_each_object_and_release_until_it_leaves_dry_run",
+        ),
+    ),
     "ClusterSummarySpec": {
         **dict.fromkeys(("clusterNamespace", "clusterName", "clusterProfileSpec"), ("written", WRITTEN)),
         # Written by the controller too, and read back: the summary delivers to the cluster of its type.

@@ -70,7 +70,7 @@ async def test_prune_lists_run_again_only_when_the_delivered_objects_or_credenti
     other = {**CM, "metadata": {"name": "b", "namespace": "n"}}
 
     async def deliver(objects: list[dict[str, Any]], to: MemberTarget = target) -> None:
-        feature, _ = await summary._resources(
+        feature, _, _ = await summary._resources(
             to, objects, KEY, {}, False, manifests.ApplyPolicy(), "owner", memory, KnownVersions()
         )
         assert feature.status == "Provisioned"

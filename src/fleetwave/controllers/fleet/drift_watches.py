@@ -110,6 +110,8 @@ class DriftWatches:
         followed.watched = self.watches.subscribe(
             target, interests, ("drift", key), wake, since=since, only=followed.changed
         )
+        if not followed.watched:  # partly covered is polled all the same: hold no stream for it
+            self.watches.release(("drift", key))
         return followed.watched
 
     def watched(self, key: Hashable) -> bool:

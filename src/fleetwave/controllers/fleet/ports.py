@@ -32,12 +32,30 @@ ObjectId = tuple[str, str, str | None, str]
 
 
 def _outcome(report: helm.HelmReleaseReport) -> HelmOutcome:
+    before = report.installed_version
     if not report.ok:
         return HelmOutcome(
-            False, "Failed", report.chart_version, report.values_hash, report.error or "", False
+            False,
+            "Failed",
+            report.chart_version,
+            report.values_hash,
+            report.error or "",
+            False,
+            "failed",
+            before,
         )
     status = "Uninstalled" if report.action in ("uninstalled", "absent") else "Managing"
-    return HelmOutcome(True, status, report.chart_version, report.values_hash, "", report.changed)
+    return HelmOutcome(
+        True,
+        status,
+        report.chart_version,
+        report.values_hash,
+        "",
+        report.changed,
+        report.action,
+        before,
+        report.resources,
+    )
 
 
 class HelmAdapter:

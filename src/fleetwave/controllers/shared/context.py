@@ -27,6 +27,7 @@ from fleetwave.core import rollout_metrics
 from fleetwave.core import status as st
 from fleetwave.delivery.artifact_store import ArtifactStore
 from fleetwave.delivery.gotemplate import Renderer
+from fleetwave.delivery.helm_preview import ResourceChange
 from fleetwave.delivery.helmplan import Ownership
 from fleetwave.delivery.known_versions import KnownVersions
 from fleetwave.delivery.kustomize import Kustomizer
@@ -166,6 +167,11 @@ class HelmOutcome:
     values_hash: str = ""
     message: str = ""
     changed: bool = False
+    # What helm did (or, in a dry run, would do): installed | upgraded | unchanged | failed |
+    # uninstalled | absent; and the chart version the release ran before ("" when not installed).
+    action: str = ""
+    installed_version: str = ""
+    resources: tuple[ResourceChange, ...] = ()  # a dry run's would-be change per object (ADR 0113)
 
 
 class HelmPort(Protocol):

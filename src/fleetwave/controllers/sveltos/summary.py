@@ -2,8 +2,9 @@
 
 Reads the content snapshot the profile pinned (never the live ConfigMaps), applies resources by
 server-side apply and helm charts with the real helm, prunes what left the content, checks readiness
-and validateHealths, and reports per feature Provisioning / Provisioned / Failed. A finalizer makes
-deleting the summary withdraw what it deployed (unless the profile said LeavePolicies).
+and validateHealths (each after its featureID's feature, ADR 0113), and reports per feature
+Provisioning / Provisioned / Failed. A finalizer makes deleting the summary withdraw what it
+deployed (unless the profile said LeavePolicies).
 
 Only summaries fleetwave made are delivered (ADR 0046): fleetwave's labels and name, a controller
 reference to the live ClusterProfile (uid checked), a fleetwave content snapshot. Anything else is
@@ -30,7 +31,14 @@ from fleetwave.controllers.shared.echoes import tracked
 from fleetwave.controllers.shared.keys import SummaryKey
 from fleetwave.controllers.shared.status_writer import Whose
 from fleetwave.controllers.shared.versioned_memo import VersionedMemo
-from fleetwave.controllers.sveltos import content, registry_credentials, summary_pull, templated_content
+from fleetwave.controllers.sveltos import (
+    content,
+    dry_run_report,
+    registry_credentials,
+    summary_health,
+    summary_pull,
+    templated_content,
+)
 from fleetwave.controllers.sveltos import rollout_common as common
 from fleetwave.controllers.sveltos import summary_drift as drift_detection
 from fleetwave.controllers.sveltos import summary_status as ss
@@ -136,6 +144,7 @@ async def _deliver_and_report(
         return Result(requeue=True)
     if written is StatusWrite.WRITTEN and outcome.failed:
         await ctx.event(obj, True, "DeliveryFailed", status.get("failureMessage") or outcome.failed)
+    await dry_run_report.publish(ctx, raw, outcome)
     if ss.gave_up(status, content_hash=wanted, generation=meta.get("generation")):
         return Result()
     return requeue_for(ctx, raw, outcome)
@@ -467,7 +476,7 @@ def _provisioned(status: Mapping[str, Any]) -> bool:
     return (
         bool(status.get("observedContentHash"))
         and bool(features)
-        and all(f.get("status") == "Provisioned" for f in features)
+        and all(ss.carried_status(status, f) == "Provisioned" for f in features)
     )
 
 
@@ -510,31 +519,14 @@ async def _health_only(
     OneTime: a later revision counts as delivered, it promises not to change the cluster again
     (ADR 0035). What was deployed (features, kinds, helm releases) is carried over as it was.
     """
-    gvks = {
-        g.get("featureID"): tuple(g.get("deployedGroupVersionKind") or [])
-        for g in previous.get("deployedGVKs") or []
-    }
-    features = tuple(
-        ss.Feature(f["featureID"], f["status"], f.get("hash", ""), deployed=gvks.get(f["featureID"], ()))
-        for f in previous.get("featureSummaries") or []
+    features, releases = ss.carried(previous)
+    health = await summary_health.judge(
+        ctx, target, profile.validate_healths, features, objects=_ids(_objects(body)), wake=wake, owner=owner
     )
-    releases = tuple(
-        ss.HelmRelease(
-            str(r.get("releaseName")),
-            str(r.get("releaseNamespace")),
-            str(r.get("status")),
-            values_hash=str(r.get("valuesHash") or ""),
-            message=str(r.get("failureMessage") or ""),
-        )
-        for r in previous.get("helmReleaseSummaries") or []
-    )
-    health = await ctx.health.check(
-        target, profile.validate_healths or [], objects=_ids(_objects(body)), wake=wake, owner=owner
-    )
-    message = health.message
     if profile.sync_mode == "OneTime":
-        message += "; OneTime: deployed once, later changes are not applied"
-    return ss.Outcome(wanted_hash, features, releases, healthy=health.ok, health_message=message)
+        note = "; OneTime: deployed once, later changes are not applied"
+        health = dataclasses.replace(health, message=health.message + note)
+    return _judged(ss.Outcome(wanted_hash, features, releases), health)
 
 
 async def _deliver_to(
@@ -552,7 +544,7 @@ async def _deliver_to(
     previous = raw.get("status") or {}
     objects = _objects(body, profile.tier)
     since, drift = drift_detection.began(ctx), await _drift(target, profile, objects, inv, owner)
-    resources, applied = await _resources(
+    resources, applied, tried = await _resources(
         target, objects, key, previous, dry_run, _apply_policy(profile), owner, memory, ctx.known_versions
     )
     # Releases installed before owners were profiles carry the summary's own key: still ours.
@@ -562,21 +554,44 @@ async def _deliver_to(
     drift += await drift_detection.settle(ctx, key.key, target, profile, (_ids(objects), releases), since)
     features = _features(body, objects, resources, releases)
     outcome = ss.Outcome(wanted_hash, features, tuple(releases), dry_run=dry_run, drift=drift)
-    if outcome.failed or dry_run:
+    if dry_run:  # what would change, per object and release: the cluster's ClusterReport (ADR 0113)
+        return await dry_run_report.preview(outcome, target, body, tried, inv, _previous_kinds(previous))
+    if outcome.failed:
         return outcome
     # Judged on the objects as their applies returned them, unless charts were installed since
     # (that can take long enough for what the applies returned to be old news).
     seen = applied if not charts else None
-    health = await ctx.health.check(
+    return _judged(outcome, await _judge_delivered(ctx, target, profile, outcome, objects, key, seen, owner))
+
+
+async def _judge_delivered(
+    ctx: Context,
+    target: MemberTarget,
+    profile: ClusterProfileSpec,
+    outcome: ss.Outcome,
+    objects: list[dict[str, Any]],
+    key: SummaryKey,
+    seen: Mapping[tuple[str, str, str | None, str], Mapping[str, Any]] | None,
+    owner: str,
+) -> summary_health.Verdict:
+    """Health right after a delivery, each check after its feature (ADR 0113)."""
+    return await summary_health.judge(
+        ctx,
         target,
-        profile.validate_healths or [],
+        profile.validate_healths,
+        outcome.features,
         objects=_ids(objects),
         wake=ctx.wake("ClusterSummary", key.key),
         seen=seen,
         delivered=True,
         owner=owner,
     )
-    return dataclasses.replace(outcome, healthy=health.ok, health_message=health.message)
+
+
+def _judged(outcome: ss.Outcome, health: summary_health.Verdict) -> ss.Outcome:
+    return dataclasses.replace(
+        outcome, healthy=health.ok, health_message=health.message, health_feature=health.feature
+    )
 
 
 async def _drift(
@@ -616,18 +631,20 @@ async def _resources(
     owner: str,
     memory: SummaryMemory,
     known: KnownVersions,
-) -> tuple[ss.Feature, dict[tuple[str, str, str | None, str], Mapping[str, Any]]]:
-    """The resources feature, and the objects as their applies returned them."""
+) -> tuple[
+    ss.Feature, dict[tuple[str, str, str | None, str], Mapping[str, Any]], manifests.ApplyReport | None
+]:
+    """The resources feature, the objects as their applies returned them, and the apply's report."""
     before, inv = _previous_kinds(previous), inventory(key.namespace, key.name)
     refused = None if dry_run else await _tenant_refusal(target, objects, inv, policy, owner)
     if refused is not None:
-        return refused, {}
+        return refused, {}, None
     report = await manifests.apply(
         target, objects, inventory=inv, dry_run=dry_run, policy=policy, owner=owner, known=known
     )
     if not report.ok:
         failed = ss.Feature(ss.FEATURE_RESOURCES, "Failed", report.content_hash, "; ".join(report.errors))
-        return failed, {}
+        return failed, {}, report
     if not dry_run:
         # As fleetwave: finding what to prune lists across namespaces, a tenant may read only its own.
         await manifests.prune_unless_done(
@@ -640,7 +657,7 @@ async def _resources(
         )
     deployed = tuple(sorted({ss.gvk_string(g.api_version, g.kind) for g in report.kinds}))
     provisioned = ss.Feature(ss.FEATURE_RESOURCES, "Provisioned", report.content_hash, deployed=deployed)
-    return provisioned, report.live
+    return provisioned, report.live, report
 
 
 async def _tenant_refusal(
@@ -711,6 +728,10 @@ async def _chart(
     """One chart installed, upgraded or uninstalled; its registry's Secrets are read now, from the
     cache and within the content boundary (ADR 0105), and a refusal is this release's failure."""
     if chart.helm_chart_action == "Uninstall":
+        if dry_run:  # reported, never done
+            return HelmOutcome(
+                True, "Uninstalled", chart.chart_version or "", action=dry_run_report.UNINSTALL
+            )
         owner = ownership.owners() if ownership else None
         return await ctx.helm.uninstall(
             target, release=chart.release_name, namespace=chart.release_namespace, owner=owner
@@ -738,6 +759,9 @@ def _release(name: str, namespace: str, outcome: HelmOutcome) -> ss.HelmRelease:
         outcome.values_hash,
         outcome.chart_version,
         "" if outcome.ok else outcome.message,
+        outcome.action,
+        outcome.installed_version,
+        outcome.resources,
     )
 
 

@@ -17,6 +17,7 @@ from typing import Any
 from fleetwave.api.conditions import cond, find
 from fleetwave.api.meta import API_VERSION
 from fleetwave.core import timestamps
+from fleetwave.delivery.helm_preview import ResourceChange
 from fleetwave.kube import status as kstatus
 from fleetwave.translate.common import cluster_key, split_key
 
@@ -129,6 +130,9 @@ class HelmRelease:
     values_hash: str = ""
     chart_version: str = ""
     message: str = ""
+    action: str = ""  # helm's (would-be, in a dry run) action, as HelmOutcome.action
+    installed_version: str = ""  # the chart version installed before
+    resources: tuple[ResourceChange, ...] = ()  # a dry run's would-be change per object (ADR 0113)
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,6 +149,8 @@ class Outcome:
     drift: tuple[str, ...] = ()
     waiting: str = ""  # non-empty: nothing was deployed this pass (preDeployChecks), and why
     template_inputs: str = ""  # templated content: the fingerprint of the cluster it was rendered for
+    health_feature: str = ""  # the feature whose validateHealths check failed (featureID, ADR 0113)
+    dry_run_report: Mapping[str, Any] | None = None  # DryRun: the ClusterReport's status (ADR 0113)
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @property
@@ -283,14 +289,18 @@ def _features(outcome: Outcome, now: datetime, previous: Mapping[str, Any]) -> l
     features = []
     for f in outcome.features:
         old = old_features.get(f.feature_id) or {}
-        changed = old.get("hash") != f.hash or old.get("status") != f.status
+        changed = old.get("hash") != f.hash or carried_status(previous, old) != f.status
         entry: dict[str, Any] = {
             "featureID": f.feature_id,
             "hash": f.hash,
             "status": f.status,
             "lastAppliedTime": stamp if changed else old.get("lastAppliedTime"),
         }
-        if f.message and f.status == "Failed":
+        if _health_failed(outcome, f):
+            # Deployed, but a check of this feature fails: Failed as upstream, naming the check; not a
+            # delivery failure (no consecutiveFailures, Ready stays Unhealthy).
+            entry.update(status="Failed", failureMessage=outcome.health_message[:4096])
+        elif f.message and f.status == "Failed":
             entry["failureMessage"] = f.message
         if f.status == "Failed":
             # Failures of the same content in a row (Sveltos' consecutiveFailures): what
@@ -299,6 +309,54 @@ def _features(outcome: Outcome, now: datetime, previous: Mapping[str, Any]) -> l
             entry["consecutiveFailures"] = (int(old.get("consecutiveFailures") or 0) if same else 0) + 1
         features.append(entry)
     return features
+
+
+def _health_failed(outcome: Outcome, feature: Feature) -> bool:
+    return (
+        bool(outcome.health_feature)
+        and feature.feature_id == outcome.health_feature
+        and feature.status == "Provisioned"
+        and not outcome.failed
+        and not outcome.healthy
+    )
+
+
+def carried_status(status: Mapping[str, Any], feature: Mapping[str, Any]) -> str:
+    """A recorded featureSummary's status as deployed content: a feature `Failed` only because one
+    of its checks failed (the summary's Ready says Unhealthy: nothing failed to deploy) counts as
+    Provisioned (ADR 0113)."""
+    value = str(feature.get("status") or "")
+    unhealthy = (find(status, "Ready") or {}).get("reason") == "Unhealthy"
+    return "Provisioned" if value == "Failed" and unhealthy else value
+
+
+def carried(previous: Mapping[str, Any]) -> tuple[tuple[Feature, ...], tuple[HelmRelease, ...]]:
+    """What a recorded status says was deployed (features with their kinds, helm releases), for a
+    pass that only judges health and carries them over as they were."""
+    gvks = {
+        g.get("featureID"): tuple(g.get("deployedGroupVersionKind") or [])
+        for g in previous.get("deployedGVKs") or []
+    }
+    features = tuple(
+        Feature(
+            f["featureID"],
+            carried_status(previous, f),
+            f.get("hash", ""),
+            deployed=gvks.get(f["featureID"], ()),
+        )
+        for f in previous.get("featureSummaries") or []
+    )
+    releases = tuple(
+        HelmRelease(
+            str(r.get("releaseName")),
+            str(r.get("releaseNamespace")),
+            str(r.get("status")),
+            values_hash=str(r.get("valuesHash") or ""),
+            message=str(r.get("failureMessage") or ""),
+        )
+        for r in previous.get("helmReleaseSummaries") or []
+    )
+    return features, releases
 
 
 def _release(r: HelmRelease) -> dict[str, Any]:
