@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from lightkube import ApiError, Client
+from lightkube import Client
 
 from fleetwave.controllers.fleet import capi
-from fleetwave.kube import kinds
+from fleetwave.kube import kinds, ops
 
 # A list stops here: the table is for people, and `kubectl get clusters.cluster.x-k8s.io` pages.
 MAX_ROWS = 5_000
@@ -25,8 +25,8 @@ def rows(client: Client, namespace: str) -> list[dict[str, Any]]:
                 if len(found) >= MAX_ROWS:
                     break
             return found
-        except ApiError as e:
-            if e.status.code not in (403, 404):
+        except ops.StatusError as e:  # a plain-text 404 when the kind is not served at all
+            if ops.code_of(e) not in (403, 404):
                 raise
     return []
 
