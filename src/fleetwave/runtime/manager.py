@@ -2,7 +2,9 @@
 replica leads) the controllers, and serves /metrics, /healthz and /readyz over plain HTTP.
 
 Losing the lease stops every controller and makes `run` raise `LeadershipLost`: the process
-exits non-zero and starts afresh, so no task of the old term can still act. SIGTERM/SIGINT stop
+exits non-zero and starts afresh, so no task of the old term can still act. Until then, and in the
+moments after a pause, the write fence (`kube.fence`, ADR 0115) refuses every write once the lease
+is past its renew deadline: with election, `run` arms it. SIGTERM/SIGINT stop
 gracefully and release the lease, so a successor takes over without waiting for it to expire.
 
 With `shards > 1` (ADR 0067) there is no single leader: controllers start once informers sync, each
@@ -22,6 +24,7 @@ from typing import Any, TypeVar
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from fleetwave.kube import fence
 from fleetwave.kube.client import AsyncClient
 from fleetwave.runtime import controller, gc_pauses, leader, loop_lag, metrics, shards, watching
 from fleetwave.runtime.probes import Endpoint, ProbeServer
@@ -143,6 +146,10 @@ class Manager:
 
     async def run(self) -> None:
         """Run until `stop()` or a signal; raises `LeadershipLost` if the lease is lost."""
+        if self.elector is not None or self.shards is not None:
+            fence.FENCE.arm()
+        else:
+            fence.FENCE.disarm()
         with self._signals(), gc_pauses.GcPauses(self.metrics.gc_pause):
             await self.probes.start()
             tasks = [asyncio.create_task(i.run(), name=f"informer {i.name}") for i in self._informers]
@@ -174,7 +181,8 @@ class Manager:
     async def _run_shards(self) -> None:
         assert self.shards is not None
         try:
-            await self.shards.run()
+            with fence.exempt():  # shard and heartbeat Leases: how this replica confirms what it holds
+                await self.shards.run()
         except shards.ShardLost as e:
             raise ShardLost(str(e)) from e
 
@@ -201,7 +209,8 @@ class Manager:
         if self.elector is not None:
             await self.elector.release()
         if self.shards is not None:
-            await self.shards.release()
+            with fence.exempt():
+                await self.shards.release()
         await self.probes.stop()
 
     def _endpoints(self) -> dict[str, Endpoint]:

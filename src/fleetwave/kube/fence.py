@@ -1,0 +1,113 @@
+"""Fenced writes: a replica that may have lost its lease changes nothing until it has re-confirmed it.
+
+A leader gives up its lease once it fails to renew for `renew_deadline`; but a process that was
+paused (SIGSTOP, a frozen VM, a stop-the-world pause) resumes with its work in flight, and that work
+may run before the elector notices the loss, while a follower already acts. So every mutating
+request of every Kubernetes client (`client.async_client`'s transport) and every Helm command that
+changes a member ask the fence first: the write goes out only while each lease this process holds
+is within its renew deadline, measured on this process's monotonic clock (which keeps running
+while the process is stopped). Past it, the write is refused with `FencedWrite` until the elector
+renews again, or, if another replica took the lease, for good: the process then exits (ADR 0115).
+
+The fence is process-wide, like the member client pool: a controller process is one replica. It
+enforces nothing until a manager with leader election arms it, so CLIs, the agent and tests that run
+no election are not affected. Lease requests themselves run `exempt()`: they are how a lease is
+re-confirmed. What remains is the interval between the check and the request's bytes leaving the
+process (no await lies between them): a pause exactly there is not caught, as in every client-side
+lease; the server has no fencing token for arbitrary objects.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import logging
+import time
+from collections.abc import Callable, Iterator
+
+import httpx2
+
+log = logging.getLogger(__name__)
+
+MUTATING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+_EXEMPT: contextvars.ContextVar[bool] = contextvars.ContextVar("fleetwave_fence_exempt", default=False)
+
+
+class FencedWrite(RuntimeError):
+    """A write refused because this replica's lease is not confirmed: it may no longer lead."""
+
+
+class Fence:
+    """Open while armed and every held lease is within its deadline; always open while not armed."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._armed = False
+        self._deadlines: dict[str, float] = {}
+        self.refused = 0  # writes refused since the process started (read by tests and the bench)
+
+    def arm(self) -> None:
+        """Leader election starts: closed until a lease is held."""
+        self._armed = True
+        self._deadlines.clear()
+
+    def disarm(self) -> None:
+        """No election in this process (a manager without leader election): never fenced."""
+        self._armed = False
+        self._deadlines.clear()
+
+    def renewed(self, lease: str, valid_for: float) -> None:
+        """`lease` was written by us; it is ours for `valid_for` more seconds of our clock."""
+        self._deadlines[lease] = self._clock() + valid_for
+
+    def dropped(self, lease: str) -> None:
+        """`lease` is no longer ours (lost, released, handed over)."""
+        self._deadlines.pop(lease, None)
+
+    def is_open(self) -> bool:
+        if not self._armed:
+            return True
+        now = self._clock()
+        return bool(self._deadlines) and all(now < deadline for deadline in self._deadlines.values())
+
+    def check(self, what: str) -> None:
+        """Raise `FencedWrite` (and log it) unless a write may go out now."""
+        if _EXEMPT.get() or self.is_open():
+            return
+        self.refused += 1
+        log.warning("fenced write refused: %s (the lease is not confirmed; this replica may not lead)", what)
+        raise FencedWrite(f"{what} refused: this replica's lease is not confirmed")
+
+
+FENCE = Fence()
+
+
+@contextlib.contextmanager
+def exempt() -> Iterator[None]:
+    """Requests made inside (and in tasks started inside) pass the fence: lease reads and writes."""
+    token = _EXEMPT.set(True)
+    try:
+        yield
+    finally:
+        _EXEMPT.reset(token)
+
+
+class Fenced(httpx2.AsyncBaseTransport):
+    """`inner`, whose mutating requests ask `FENCE` first. Never a URL in the message: a method and
+    the path's resource part are enough to act on and name no object of a tenant."""
+
+    def __init__(self, inner: httpx2.AsyncBaseTransport, fence: Fence | None = None) -> None:
+        self.inner = inner
+        self._fence = fence
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        if request.method in MUTATING:
+            (self._fence or FENCE).check(f"{request.method} request")
+        return await self.inner.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+__all__ = ["FENCE", "MUTATING", "Fence", "Fenced", "FencedWrite", "exempt"]
