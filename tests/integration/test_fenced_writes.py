@@ -124,7 +124,7 @@ def stages_started(management: Client, name: str) -> set[str]:
 
 def member_writes(state: fleet.FleetState, since: dt.datetime) -> list[str]:
     """Completed requests that change something, on any member, received at or after `since`
-    (the API server's own bookkeeping, as system:apiserver, left out)."""
+    (the API server's own bookkeeping, as system:apiserver, and kwok's node heartbeats left out)."""
     found = []
     for member in state.members:
         log = member.audit_log
@@ -139,9 +139,11 @@ def member_writes(state: fleet.FleetState, since: dt.datetime) -> list[str]:
                 continue
             if event.get("stage") != audit.COMPLETE or received < since or event.get("verb") not in WRITES:
                 continue
-            if user.startswith("system:apiserver"):
+            agent = str(event.get("userAgent", ""))
+            if user.startswith("system:apiserver") or agent.startswith("kwok"):
                 continue
-            found.append(f"{member.name}: {event['verb']} {event.get('requestURI')} by {user} at {received}")
+            uri = event.get("requestURI")
+            found.append(f"{member.name}: {event['verb']} {uri} by {user} ({agent}) at {received}")
     return found
 
 
