@@ -42,11 +42,13 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import httpx2
 from lightkube import ApiError, Client, codecs
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.coordination_v1 import Lease
@@ -180,33 +182,45 @@ def helm_upgrade_running() -> bool:
     return False
 
 
+def member_client(kubeconfig: str) -> Client:
+    """A client whose requests give up after 2 s: a frozen member must not stall the bench."""
+    config = kubeclient.config_from_file(kubeconfig)
+    return Client(config=config, field_manager="bench", timeout=httpx2.Timeout(2.0), trust_env=False)
+
+
 class Observer:
-    """What the members hold, polled: first sighting and every distinct version of one object each."""
+    """What the members hold, polled on a thread of its own (a frozen member stalls only it): when
+    each member first had one object, every uid/resourceVersion it took, and whether it has it now."""
 
-    def __init__(self, members: dict[str, Client], read: Callable[[Client], Any]) -> None:
-        self.members, self.read = members, read
+    def __init__(self, kubeconfigs: dict[str, str], read: Callable[[Client], Any]) -> None:
+        self.kubeconfigs, self.read = kubeconfigs, read
         self.first_seen: dict[str, float] = {}
-        self.versions: dict[str, set[str]] = {m: set() for m in members}
+        self.versions: dict[str, set[str]] = {m: set() for m in kubeconfigs}
+        self.present: dict[str, bool] = dict.fromkeys(kubeconfigs, False)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
 
-    def poll(self) -> None:
-        for name, client in self.members.items():
-            try:
-                obj = self.read(client)
-            except Exception:  # a member restarting or frozen: seen next time
-                continue
-            if obj is not None:
-                self.first_seen.setdefault(name, time.time())
-                self.versions[name].add(f"{obj.metadata.uid}/{obj.metadata.resourceVersion}")
+    def _run(self) -> None:
+        clients = {m: member_client(k) for m, k in self.kubeconfigs.items()}
+        while not self._stop.is_set():
+            for name, client in clients.items():
+                try:
+                    obj = self.read(client)
+                except Exception:  # a member restarting or frozen: seen next time
+                    continue
+                self.present[name] = obj is not None
+                if obj is not None:
+                    self.first_seen.setdefault(name, time.time())
+                    self.versions[name].add(f"{obj.metadata.uid}/{obj.metadata.resourceVersion}")
+            time.sleep(0.2)
 
     def holders(self) -> set[str]:
-        out = set()
-        for name, client in self.members.items():
-            try:
-                if self.read(client) is not None:
-                    out.add(name)
-            except Exception:
-                continue
-        return out
+        return {m for m, here in self.present.items() if here}
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
 
 
 def get_or_none(client: Client, resource: Any, name: str, namespace: str | None = None) -> Any:
@@ -348,10 +362,12 @@ class Promotion:
 
     name = "chaos-promotion"
 
-    def __init__(self, mgmt: Client, members: dict[str, Client], repo: str) -> None:
+    def __init__(
+        self, mgmt: Client, members: dict[str, Client], kubeconfigs: dict[str, str], repo: str
+    ) -> None:
         self.mgmt, self.members, self.repo = mgmt, members, repo
         self.observer = Observer(
-            members, lambda c: get_or_none(c, ConfigMap, f"{self.name}-config", self.name)
+            kubeconfigs, lambda c: get_or_none(c, ConfigMap, f"{self.name}-config", self.name)
         )
         self.done_steps: set[str] = set()
         self.approved_at = 0.0
@@ -454,9 +470,9 @@ class StagedRun:
     name = "chaos-run"
     namespace = "chaos-content"
 
-    def __init__(self, mgmt: Client, members: dict[str, Client]) -> None:
+    def __init__(self, mgmt: Client, members: dict[str, Client], kubeconfigs: dict[str, str]) -> None:
         self.mgmt, self.members = mgmt, members
-        self.observer = Observer(members, lambda c: get_or_none(c, ConfigMap, "test-cm", self.namespace))
+        self.observer = Observer(kubeconfigs, lambda c: get_or_none(c, ConfigMap, "test-cm", self.namespace))
         self.done_steps: set[str] = set()
         self.approved_at = 0.0
         self.frozen: Fault | None = None
@@ -626,7 +642,6 @@ def run_rollout(chaos: Chaos, rollout: Rollout, budget: float) -> Figures:
     deadline = time.time() + budget
     while time.time() < deadline:
         chaos.tick()
-        rollout.observer.poll()
         if rollout.step(chaos):
             figures.completed = True
             break
@@ -634,7 +649,6 @@ def run_rollout(chaos: Chaos, rollout: Rollout, budget: float) -> Figures:
     print(f"  {chaos.moment():7.1f}s  {'completed' if figures.completed else 'DID NOT COMPLETE'}", flush=True)
     chaos.settle()
     for _ in range(20):  # the members' content, as it is at the end (a member may still be warming up)
-        rollout.observer.poll()
         holders = rollout.observer.holders()
         if len(holders) == len(rollout.members):
             break
@@ -648,6 +662,7 @@ def run_rollout(chaos: Chaos, rollout: Rollout, budget: float) -> Figures:
         chaos.supervise()
         time.sleep(1)
     figures.left_behind = sorted(left)
+    rollout.observer.close()
     return figures
 
 
@@ -700,7 +715,8 @@ def setup(state: fleet.FleetState) -> Client:
 def measure(state: fleet.FleetState, args: argparse.Namespace, tmp: Path) -> bool:
     bins = binaries.Binaries(Path(state.bin_dir))
     mgmt = setup(state)
-    members = {m.name: kubeclient.client(kubeclient.config_from_file(m.kubeconfig)) for m in state.members}
+    members = {m.name: member_client(m.kubeconfig) for m in state.members}
+    kubeconfigs = {m.name: m.kubeconfig for m in state.members}
     kubeconfig = state.cluster(fleet.MANAGEMENT).kubeconfig
     replicas = [Replica(i, kubeconfig, bins.path("helm"), args.lease, tmp) for i in range(3)]
     chaos = Chaos(Fleet(state), mgmt, replicas, random.Random(args.seed), args.kills)
@@ -709,8 +725,10 @@ def measure(state: fleet.FleetState, args: argparse.Namespace, tmp: Path) -> boo
         for r in replicas:
             r.start()
         try:
-            results["promotion"] = run_rollout(chaos, Promotion(mgmt, members, repo.url), args.budget)
-            run = StagedRun(mgmt, members)
+            results["promotion"] = run_rollout(
+                chaos, Promotion(mgmt, members, kubeconfigs, repo.url), args.budget
+            )
+            run = StagedRun(mgmt, members, kubeconfigs)
             run.create()
             results["staged run"] = run_rollout(chaos, run, args.budget)
         finally:
