@@ -19,9 +19,10 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx2
 import pytest
 import yaml
-from lightkube import Client
+from lightkube import ApiError, Client
 from lightkube.resources.coordination_v1 import Lease
 from lightkube.resources.core_v1 import Secret
 from lightkube.types import PatchType
@@ -37,6 +38,7 @@ from promotion_support import (
 )
 from test_promotion_chaos import StageWatch, doc
 
+from fleetwave.kube import client as kubeclient
 from fleetwave.kube import kinds
 from fleetwave.local import api, binaries, chartrepo, fleet, processes
 from fleetwave.mgmt import install, manifests
@@ -78,6 +80,22 @@ def replicas(
     yield group
     for replica in group:
         replica.stop()
+
+
+class RestartProofWatch(StageWatch):
+    """StageWatch that also rides out the management API server being down (connection refused)."""
+
+    def _run(self) -> None:
+        with kubeclient.client(kubeclient.config_from_file(self.kubeconfig)) as client:
+            while not self._stop.is_set():
+                try:
+                    self._poll(client)
+                except (ApiError, httpx2.HTTPStatusError, httpx2.TransportError):
+                    pass
+                except BaseException as e:
+                    self.error = e
+                    return
+                time.sleep(0.1)
 
 
 def holder(management: Client) -> str | None:
@@ -134,7 +152,7 @@ def test_leader_kills_and_a_management_restart_never_skip_a_gate_or_install_twic
     name = "failover"
     rng = random.Random(46)
     manifests.apply(management, manifests.documents(yaml.safe_dump(doc(name, repo.url))))
-    with deleted_after(management, name), StageWatch(replicas[0].kubeconfig, name) as watch:
+    with deleted_after(management, name), RestartProofWatch(replicas[0].kubeconfig, name) as watch:
         applied = time.time()
         for _ in range(2):  # dev delivering, its delay
             time.sleep(rng.uniform(0.5, 3.0))
@@ -182,6 +200,7 @@ def test_leader_kills_and_a_management_restart_never_skip_a_gate_or_install_twic
         assert watch.first_seen["dev"] >= applied - 1
         assert watch.first_seen["staging"] - watch.first_seen["dev"] >= 6 - 1
         assert watch.first_seen["production"] >= approved_at
+        assert watch.error is None, watch.error
         for member, client in members.items():
             assert chart_version(client, name, name) == "1.0.0", member
             releases = client.list(Secret, namespace=name, labels={"owner": "helm", "name": name})
