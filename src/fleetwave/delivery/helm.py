@@ -157,7 +157,7 @@ class _Helm:
 
     async def _spawn(self, argv: list[str], command: str) -> _Result:
         if command in HELM_WRITES and not any(a.startswith("--dry-run") for a in argv):
-            fence.FENCE.check(f"helm {command}")  # the last moment before it could change the member
+            fence.check(f"helm {command}")  # the last moment before it could change the member
         proc = await asyncio.create_subprocess_exec(
             self.binary,
             *argv,

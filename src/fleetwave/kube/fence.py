@@ -9,12 +9,14 @@ is within its renew deadline, measured on this process's monotonic clock (which 
 while the process is stopped). Past it, the write is refused with `FencedWrite` until the elector
 renews again, or, if another replica took the lease, for good: the process then exits (ADR 0115).
 
-The fence is process-wide, like the member client pool: a controller process is one replica. It
-enforces nothing until a manager with leader election arms it, so CLIs, the agent and tests that run
-no election are not affected. Lease requests themselves run `exempt()`: they are how a lease is
-re-confirmed. What remains is the interval between the check and the request's bytes leaving the
-process (no await lies between them): a pause exactly there is not caught, as in every client-side
-lease; the server has no fencing token for arbitrary objects.
+Each manager with leader election has a fence of its own and runs under it (`enforced`): the
+fence is carried in the context of every task the manager starts (informers, elector, controllers,
+and the tasks those start, such as the Event writer), so requests and helm commands made for the
+controller are checked and nothing else in the process is — a CLI command, the demo's own requests,
+a test's client. Lease requests themselves run `exempt()`: they are how a lease is re-confirmed.
+What remains is the interval between the check and the request's bytes leaving the process (no
+await lies between them): a pause exactly there is not caught, as in every client-side lease; the
+server has no fencing token for arbitrary objects.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ log = logging.getLogger(__name__)
 MUTATING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 _EXEMPT: contextvars.ContextVar[bool] = contextvars.ContextVar("fleetwave_fence_exempt", default=False)
+_ACTIVE: contextvars.ContextVar[Fence | None] = contextvars.ContextVar("fleetwave_fence", default=None)
 
 
 class FencedWrite(RuntimeError):
@@ -80,7 +83,21 @@ class Fence:
         raise FencedWrite(f"{what} refused: this replica's lease is not confirmed")
 
 
-FENCE = Fence()
+@contextlib.contextmanager
+def enforced(fence: Fence) -> Iterator[None]:
+    """Writes made inside (and in tasks started inside) ask `fence` first."""
+    token = _ACTIVE.set(fence)
+    try:
+        yield
+    finally:
+        _ACTIVE.reset(token)
+
+
+def check(what: str) -> None:
+    """Raise `FencedWrite` if the fence this code runs under (if any) refuses a write now."""
+    active = _ACTIVE.get()
+    if active is not None:
+        active.check(what)
 
 
 @contextlib.contextmanager
@@ -94,20 +111,19 @@ def exempt() -> Iterator[None]:
 
 
 class Fenced(httpx2.AsyncBaseTransport):
-    """`inner`, whose mutating requests ask `FENCE` first. Never a URL in the message: a method and
-    the path's resource part are enough to act on and name no object of a tenant."""
+    """`inner`, whose mutating requests ask the fence they are made under first. Never a URL in the
+    message: the method is enough to act on and names no object of a tenant."""
 
-    def __init__(self, inner: httpx2.AsyncBaseTransport, fence: Fence | None = None) -> None:
+    def __init__(self, inner: httpx2.AsyncBaseTransport) -> None:
         self.inner = inner
-        self._fence = fence
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         if request.method in MUTATING:
-            (self._fence or FENCE).check(f"{request.method} request")
+            check(f"{request.method} request")
         return await self.inner.handle_async_request(request)
 
     async def aclose(self) -> None:
         await self.inner.aclose()
 
 
-__all__ = ["FENCE", "MUTATING", "Fence", "Fenced", "FencedWrite", "exempt"]
+__all__ = ["MUTATING", "Fence", "Fenced", "FencedWrite", "check", "enforced", "exempt"]

@@ -76,7 +76,7 @@ class LeaderElector:
         retry_period: float = 2.0,
         monotonic: Callable[[], float] | None = None,
         wall_clock: Callable[[], dt.datetime] = _wall_now,
-        write_fence: fence.Fence = fence.FENCE,
+        write_fence: fence.Fence | None = None,
     ) -> None:
         """`monotonic` (default: the running loop's clock), `wall_clock` and the process's write fence
         (`write_fence`, told of each renewal and loss) are injectable for tests."""
@@ -93,7 +93,7 @@ class LeaderElector:
         self._observed: Observation | None = None
         self._monotonic = monotonic
         self._wall_clock = wall_clock
-        self._fence = write_fence
+        self._fence = write_fence or fence.Fence()  # not armed: enforces nothing
         self.renewed_at: float | None = None  # monotonic time at which the last successful attempt began
 
     def _now(self) -> float:

@@ -71,6 +71,8 @@ class Manager:
         # busy connection, a renewal could miss its deadline and the controller lose its lease.
         leases = lease_client or client
         identity = election.identity or leader.default_identity()
+        # This replica's write fence (ADR 0115): every lease it holds renews it; armed in `run`.
+        self.fence = fence.Fence()
         self.shards = (
             shards.ShardSet(
                 leases,
@@ -80,6 +82,7 @@ class Manager:
                 lease_duration=election.lease_duration,
                 renew_deadline=election.renew_deadline,
                 retry_period=election.retry_period,
+                write_fence=self.fence,
             )
             if leader_election and shard_count > 1
             else None
@@ -93,6 +96,7 @@ class Manager:
                 lease_duration=election.lease_duration,
                 renew_deadline=election.renew_deadline,
                 retry_period=election.retry_period,
+                write_fence=self.fence,
             )
             if leader_election and self.shards is None
             else None
@@ -147,10 +151,8 @@ class Manager:
     async def run(self) -> None:
         """Run until `stop()` or a signal; raises `LeadershipLost` if the lease is lost."""
         if self.elector is not None or self.shards is not None:
-            fence.FENCE.arm()
-        else:
-            fence.FENCE.disarm()
-        with self._signals(), gc_pauses.GcPauses(self.metrics.gc_pause):
+            self.fence.arm()
+        with fence.enforced(self.fence), self._signals(), gc_pauses.GcPauses(self.metrics.gc_pause):
             await self.probes.start()
             tasks = [asyncio.create_task(i.run(), name=f"informer {i.name}") for i in self._informers]
             tasks.append(asyncio.create_task(loop_lag.watch(self.metrics.loop_lag), name="loop lag"))

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx2
@@ -79,7 +78,9 @@ async def test_the_transport_refuses_writes_but_not_reads_nor_lease_requests() -
     f = fence.Fence(clock)
     f.arm()
     inner = Counting()
-    async with httpx2.AsyncClient(transport=fence.Fenced(inner, f), base_url="https://api") as http:
+    http = httpx2.AsyncClient(transport=fence.Fenced(inner), base_url="https://api")
+    assert (await http.delete("/api/v1/namespaces/x/configmaps/y")).status_code == 200  # no fence here
+    with fence.enforced(f):
         for method in ("POST", "PUT", "PATCH", "DELETE"):
             with pytest.raises(fence.FencedWrite):
                 await http.request(method, "/api/v1/namespaces/x/configmaps/y")
@@ -88,7 +89,25 @@ async def test_the_transport_refuses_writes_but_not_reads_nor_lease_requests() -
             assert (await http.put("/apis/coordination.k8s.io/v1/namespaces/x/leases/l")).status_code == 200
         f.renewed("lease", 5.0)
         assert (await http.patch("/api/v1/namespaces/x/configmaps/y")).status_code == 200
-    assert inner.sent == ["GET", "PUT", "PATCH"]
+    await http.aclose()
+    assert inner.sent == ["DELETE", "GET", "PUT", "PATCH"]
+
+
+async def test_a_fence_is_carried_into_the_tasks_started_under_it_and_nowhere_else() -> None:
+    f = fence.Fence(Clock())
+    f.arm()
+    with fence.enforced(f):
+        inside = asyncio.get_running_loop().create_task(asyncio.sleep(0, result=None))
+        child = asyncio.create_task(_check())
+    outside = asyncio.create_task(_check())
+    await inside
+    with pytest.raises(fence.FencedWrite):
+        await child
+    await outside  # a task started outside the manager's context is not fenced
+
+
+async def _check() -> None:
+    fence.check("PATCH request")
 
 
 class Api:
@@ -150,28 +169,20 @@ async def test_the_elector_opens_the_fence_for_its_renew_deadline_and_a_paused_h
         f.check("PATCH request")
 
 
-@pytest.fixture
-def armed_closed() -> Iterator[None]:
-    fence.FENCE.arm()
-    try:
-        yield
-    finally:
-        fence.FENCE.disarm()
-
-
-async def test_helm_starts_no_install_upgrade_uninstall_or_rollback_past_the_fence(
-    armed_closed: None, tmp_path: Path
-) -> None:
+async def test_helm_starts_no_install_upgrade_uninstall_or_rollback_past_the_fence(tmp_path: Path) -> None:
     marker = tmp_path / "ran"
     binary = tmp_path / "helm"
     binary.write_text(f'#!/bin/sh\necho "$1" >> {marker}\n')
     binary.chmod(0o755)
     session = helm._Helm(str(binary), MemberTarget("m", b""), tmp_path / "kubeconfig")
-    for command in sorted(helm.HELM_WRITES):
-        with pytest.raises(fence.FencedWrite):
-            await session.run(command, "--namespace", "x", "--", "release")
-    assert not marker.exists(), "a helm that writes was started past the fence"
-    await session.run("upgrade", "--dry-run=server", "--", "release")
-    await session.run("status", "--", "release")
+    closed = fence.Fence(Clock())
+    closed.arm()
+    with fence.enforced(closed):
+        for command in sorted(helm.HELM_WRITES):
+            with pytest.raises(fence.FencedWrite):
+                await session.run(command, "--namespace", "x", "--", "release")
+        assert not marker.exists(), "a helm that writes was started past the fence"
+        await session.run("upgrade", "--dry-run=server", "--", "release")
+        await session.run("status", "--", "release")
     await asyncio.sleep(0)
     assert marker.read_text().split() == ["upgrade", "status"]
