@@ -51,6 +51,37 @@ class Election:
     retry_period: float = 2.0
 
 
+def _elections(
+    leases: AsyncClient, namespace: str, election: Election, write_fence: fence.Fence, shard_count: int
+) -> tuple[shards.ShardSet | None, leader.LeaderElector | None]:
+    """Shard Leases (`shard_count > 1`), the single leader Lease (1), or no election (0)."""
+    identity = election.identity or leader.default_identity()
+    duration, deadline, retry = election.lease_duration, election.renew_deadline, election.retry_period
+    if shard_count > 1:
+        return shards.ShardSet(
+            leases,
+            namespace,
+            identity,
+            shard_count,
+            lease_duration=duration,
+            renew_deadline=deadline,
+            retry_period=retry,
+            write_fence=write_fence,
+        ), None
+    if shard_count == 1:
+        return None, leader.LeaderElector(
+            leases,
+            namespace,
+            election.lease_name,
+            identity,
+            lease_duration=duration,
+            renew_deadline=deadline,
+            retry_period=retry,
+            write_fence=write_fence,
+        )
+    return None, None
+
+
 class Manager:
     def __init__(
         self,
@@ -70,36 +101,10 @@ class Manager:
         # Leases are renewed on a connection of their own: behind the controller's own requests on a
         # busy connection, a renewal could miss its deadline and the controller lose its lease.
         leases = lease_client or client
-        identity = election.identity or leader.default_identity()
         # This replica's write fence (ADR 0115): every lease it holds renews it; armed in `run`.
         self.fence = fence.Fence()
-        self.shards = (
-            shards.ShardSet(
-                leases,
-                namespace,
-                identity,
-                shard_count,
-                lease_duration=election.lease_duration,
-                renew_deadline=election.renew_deadline,
-                retry_period=election.retry_period,
-                write_fence=self.fence,
-            )
-            if leader_election and shard_count > 1
-            else None
-        )
-        self.elector = (
-            leader.LeaderElector(
-                leases,
-                namespace,
-                election.lease_name,
-                identity,
-                lease_duration=election.lease_duration,
-                renew_deadline=election.renew_deadline,
-                retry_period=election.retry_period,
-                write_fence=self.fence,
-            )
-            if leader_election and self.shards is None
-            else None
+        self.shards, self.elector = _elections(
+            leases, namespace, election, self.fence, max(shard_count, 1) if leader_election else 0
         )
         if self.shards is not None:
             self.shards.busy = lambda shard: any(c.busy(shard) for c in self._controllers)
