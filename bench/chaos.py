@@ -27,7 +27,7 @@ was applied) and its time to recover: a leader kill, until another live replica 
 the management restart, until a live replica renewed the Lease after it; a member's restart or
 outage, until the member has the content. Exit status 1 if any figure is not 0 or a rollout did not
 complete. Bounded: each rollout gives up after --budget seconds. On 2 cores the defaults take
-about 10 minutes (fleet start-up included); see docs/benchmarks.md for the last figures.
+6-10 minutes (389 and 558 s, fleet start-up included); docs/benchmarks.md has the figures.
 """
 
 from __future__ import annotations
