@@ -47,11 +47,13 @@ from fleetwave.delivery import bounded, helm_preview, postrender, registry
 from fleetwave.delivery import helmplan as hp
 from fleetwave.delivery.content import ContentError, values_hash
 from fleetwave.delivery.target import MemberTarget, MemberUnreachable
-from fleetwave.kube import kinds
+from fleetwave.kube import fence, kinds
 from fleetwave.promapi import guards
 
 HelmAction = Literal["installed", "upgraded", "unchanged", "failed", "uninstalled", "absent"]
 Fetch = Literal["", "chart", "index"]
+# The helm commands that change a member: each asks the write fence first (ADR 0115); a dry run does not.
+HELM_WRITES = frozenset({"install", "upgrade", "uninstall", "rollback"})
 _COMMAND_TIMEOUT = 600.0  # seconds; helm's own --timeout (default 5m) bounds each wait inside
 _RESOLVE_SECONDS = 10.0  # a chart repository's name, resolved to be checked before helm runs
 
@@ -157,6 +159,8 @@ class _Helm:
             shutil.rmtree(directory, ignore_errors=True)
 
     async def _spawn(self, argv: list[str], command: str) -> _Result:
+        if command in HELM_WRITES and not any(a.startswith("--dry-run") for a in argv):
+            fence.check(f"helm {command}")  # the last moment before it could change the member
         proc = await asyncio.create_subprocess_exec(
             self.binary,
             *argv,

@@ -19,7 +19,7 @@ import httpx2
 from lightkube import AsyncClient, Client, ConfigError, KubeConfig
 
 from fleetwave.api import yamlsafe
-from fleetwave.kube import internals, kubeconfig_policy, lanes, request_metrics
+from fleetwave.kube import fence, internals, kubeconfig_policy, lanes, request_metrics
 from fleetwave.kube.asyncio_streams import AsyncioBackend
 from fleetwave.kube.kubeconfig_policy import KubeconfigRefused
 
@@ -241,10 +241,11 @@ def _transport(config: KubeConfig, target: str) -> lanes.Laned:
     """lightkube's own TLS set-up (CA, client certificate, insecure) on a pool with `_LIMITS`, whose
     connections are asyncio's own transports (`asyncio_streams`: TLS in the event loop, not in
     Python): a transport given to the client is where httpx takes all three from. Its bulk lane
-    holds `BULK_SLOTS`; every request is counted and timed (`request_metrics`)."""
+    holds `BULK_SLOTS`; every request is counted and timed (`request_metrics`); a mutating one asks
+    the write fence last, after any wait for a slot, right before it goes out (`fence`, ADR 0115)."""
     context = internals.tls_context(config)
     pool = internals.transport_over(AsyncioBackend(), ssl_context=context, limits=_LIMITS)
-    return lanes.Laned(request_metrics.Measured(pool, target), BULK_SLOTS)
+    return lanes.Laned(request_metrics.Measured(fence.Fenced(pool), target), BULK_SLOTS)
 
 
 def server_and_ca(config: KubeConfig) -> tuple[str, bytes | None]:

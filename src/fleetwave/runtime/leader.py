@@ -4,7 +4,8 @@ Like client-go, a candidate judges a lease expired by *its own* monotonic clock:
 stay unchanged for a full leaseDurationSeconds since this candidate last saw it change. Wall-clock
 renewTime is written for humans only, so clock skew between replicas cannot split the brain.
 The holder gives up once it fails to renew for `renew_deadline` (< lease_duration), before any
-other candidate may take over.
+other candidate may take over; and every write of the process waits on the same deadline
+(`kube.fence`, ADR 0115): a holder paused past it writes nothing until a renewal succeeds again.
 
 Both of the holder's times are taken *before* the request that renews: the deadline counts from the
 moment the attempt began (the server may have committed the write at any point after that, and other
@@ -29,7 +30,7 @@ from lightkube.models.coordination_v1 import LeaseSpec
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.coordination_v1 import Lease
 
-from fleetwave.kube import ops
+from fleetwave.kube import fence, ops
 from fleetwave.kube.client import AsyncClient
 
 log = logging.getLogger(__name__)
@@ -75,8 +76,10 @@ class LeaderElector:
         retry_period: float = 2.0,
         monotonic: Callable[[], float] | None = None,
         wall_clock: Callable[[], dt.datetime] = _wall_now,
+        write_fence: fence.Fence | None = None,
     ) -> None:
-        """`monotonic` (default: the running loop's clock) and `wall_clock` are injectable for tests."""
+        """`monotonic` (default: the running loop's clock), `wall_clock` and the process's write fence
+        (`write_fence`, told of each renewal and loss) are injectable for tests."""
         if not retry_period < renew_deadline < lease_duration:
             raise ValueError("need retry_period < renew_deadline < lease_duration")
         self._api = client
@@ -90,6 +93,7 @@ class LeaderElector:
         self._observed: Observation | None = None
         self._monotonic = monotonic
         self._wall_clock = wall_clock
+        self._fence = write_fence or fence.Fence()  # not armed: enforces nothing
         self.renewed_at: float | None = None  # monotonic time at which the last successful attempt began
 
     def _now(self) -> float:
@@ -112,6 +116,7 @@ class LeaderElector:
                     return
         finally:
             self.leading.clear()
+            self._fence.dropped(self._fence_key)
 
     async def renew(self) -> bool:
         """One renewal by the holder; False once the lease is lost: another holds it, or no attempt
@@ -119,6 +124,7 @@ class LeaderElector:
         deadline = self._last_renew() + self.renew_deadline
         attempt = await self._bounded_attempt(deadline - self._now())
         if attempt is Attempt.OTHER or (attempt is Attempt.FAILED and self._now() >= deadline):
+            self._fence.dropped(self._fence_key)
             log.error("leader election %s/%s: %s lost the lease", self.namespace, self.name, self.identity)
             return False
         return True
@@ -147,7 +153,16 @@ class LeaderElector:
             )
             return Attempt.FAILED
 
+    @property
+    def _fence_key(self) -> str:
+        return f"{self.namespace}/{self.name}/{self.identity}"
+
     async def try_acquire_or_renew(self) -> Attempt:
+        # The lease's own requests pass the fence: they are how a lease is re-confirmed.
+        with fence.exempt():
+            return await self._try_acquire_or_renew()
+
+    async def _try_acquire_or_renew(self) -> Attempt:
         # Both clocks are read before any request: see the module docstring.
         now, wall = self._now(), self._wall_clock()
         try:
@@ -194,6 +209,9 @@ class LeaderElector:
             return Attempt.FAILED
         self._observed = Observation(str(written.metadata.resourceVersion), now)
         self.renewed_at = now
+        # Writes may go out until the renew deadline counted from the attempt's start, as the holder's
+        # own give-up: the time the request took is already spent.
+        self._fence.renewed(self._fence_key, self.renew_deadline - (self._now() - now))
         return Attempt.HELD
 
     async def _put(self, lease: Lease | None, spec: LeaseSpec) -> Any:
@@ -214,7 +232,12 @@ class LeaderElector:
     async def release(self) -> bool:
         """Give the lease up if we hold it, so a successor need not wait for it to expire."""
         self.leading.clear()
+        self._fence.dropped(self._fence_key)
         wall = self._wall_clock()
+        with fence.exempt():
+            return await self._release(wall)
+
+    async def _release(self, wall: dt.datetime) -> bool:
         try:
             lease = await self._api.get(Lease, self.name, namespace=self.namespace)
             if lease.spec is None or lease.spec.holderIdentity != self.identity:

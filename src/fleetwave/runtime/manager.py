@@ -2,7 +2,9 @@
 replica leads) the controllers, and serves /metrics, /healthz and /readyz over plain HTTP.
 
 Losing the lease stops every controller and makes `run` raise `LeadershipLost`: the process
-exits non-zero and starts afresh, so no task of the old term can still act. SIGTERM/SIGINT stop
+exits non-zero and starts afresh, so no task of the old term can still act. Until then, and in the
+moments after a pause, the write fence (`kube.fence`, ADR 0115) refuses every write once the lease
+is past its renew deadline: with election, `run` arms it. SIGTERM/SIGINT stop
 gracefully and release the lease, so a successor takes over without waiting for it to expire.
 
 With `shards > 1` (ADR 0067) there is no single leader: controllers start once informers sync, each
@@ -22,6 +24,7 @@ from typing import Any, TypeVar
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from fleetwave.kube import fence
 from fleetwave.kube.client import AsyncClient
 from fleetwave.runtime import controller, gc_pauses, leader, loop_lag, metrics, shards, watching
 from fleetwave.runtime.probes import Endpoint, ProbeServer
@@ -48,6 +51,37 @@ class Election:
     retry_period: float = 2.0
 
 
+def _elections(
+    leases: AsyncClient, namespace: str, election: Election, write_fence: fence.Fence, shard_count: int
+) -> tuple[shards.ShardSet | None, leader.LeaderElector | None]:
+    """Shard Leases (`shard_count > 1`), the single leader Lease (1), or no election (0)."""
+    identity = election.identity or leader.default_identity()
+    duration, deadline, retry = election.lease_duration, election.renew_deadline, election.retry_period
+    if shard_count > 1:
+        return shards.ShardSet(
+            leases,
+            namespace,
+            identity,
+            shard_count,
+            lease_duration=duration,
+            renew_deadline=deadline,
+            retry_period=retry,
+            write_fence=write_fence,
+        ), None
+    if shard_count == 1:
+        return None, leader.LeaderElector(
+            leases,
+            namespace,
+            election.lease_name,
+            identity,
+            lease_duration=duration,
+            renew_deadline=deadline,
+            retry_period=retry,
+            write_fence=write_fence,
+        )
+    return None, None
+
+
 class Manager:
     def __init__(
         self,
@@ -67,32 +101,10 @@ class Manager:
         # Leases are renewed on a connection of their own: behind the controller's own requests on a
         # busy connection, a renewal could miss its deadline and the controller lose its lease.
         leases = lease_client or client
-        identity = election.identity or leader.default_identity()
-        self.shards = (
-            shards.ShardSet(
-                leases,
-                namespace,
-                identity,
-                shard_count,
-                lease_duration=election.lease_duration,
-                renew_deadline=election.renew_deadline,
-                retry_period=election.retry_period,
-            )
-            if leader_election and shard_count > 1
-            else None
-        )
-        self.elector = (
-            leader.LeaderElector(
-                leases,
-                namespace,
-                election.lease_name,
-                identity,
-                lease_duration=election.lease_duration,
-                renew_deadline=election.renew_deadline,
-                retry_period=election.retry_period,
-            )
-            if leader_election and self.shards is None
-            else None
+        # This replica's write fence (ADR 0115): every lease it holds renews it; armed in `run`.
+        self.fence = fence.Fence()
+        self.shards, self.elector = _elections(
+            leases, namespace, election, self.fence, max(shard_count, 1) if leader_election else 0
         )
         if self.shards is not None:
             self.shards.busy = lambda shard: any(c.busy(shard) for c in self._controllers)
@@ -143,7 +155,9 @@ class Manager:
 
     async def run(self) -> None:
         """Run until `stop()` or a signal; raises `LeadershipLost` if the lease is lost."""
-        with self._signals(), gc_pauses.GcPauses(self.metrics.gc_pause):
+        if self.elector is not None or self.shards is not None:
+            self.fence.arm()
+        with fence.enforced(self.fence), self._signals(), gc_pauses.GcPauses(self.metrics.gc_pause):
             await self.probes.start()
             tasks = [asyncio.create_task(i.run(), name=f"informer {i.name}") for i in self._informers]
             tasks.append(asyncio.create_task(loop_lag.watch(self.metrics.loop_lag), name="loop lag"))
@@ -174,7 +188,8 @@ class Manager:
     async def _run_shards(self) -> None:
         assert self.shards is not None
         try:
-            await self.shards.run()
+            with fence.exempt():  # shard and heartbeat Leases: how this replica confirms what it holds
+                await self.shards.run()
         except shards.ShardLost as e:
             raise ShardLost(str(e)) from e
 
@@ -201,7 +216,8 @@ class Manager:
         if self.elector is not None:
             await self.elector.release()
         if self.shards is not None:
-            await self.shards.release()
+            with fence.exempt():
+                await self.shards.release()
         await self.probes.stop()
 
     def _endpoints(self) -> dict[str, Endpoint]:

@@ -32,6 +32,7 @@ from lightkube.models.coordination_v1 import LeaseSpec
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.coordination_v1 import Lease
 
+from fleetwave.kube import fence
 from fleetwave.kube.client import AsyncClient
 from fleetwave.runtime.leader import Attempt, LeaderElector, Observation
 
@@ -160,7 +161,9 @@ class ShardSet:
         retry_period: float,
         prefix: str = "fleetwave",
         single_lease: str = "fleetwave-controller",
+        write_fence: fence.Fence | None = None,
     ) -> None:
+        """`write_fence`: the replica's (ADR 0115), open only while every shard held is renewed."""
         if shards < 1:
             raise ValueError("shards must be at least 1")
         self._api = client
@@ -176,6 +179,7 @@ class ShardSet:
                 lease_duration=lease_duration,
                 renew_deadline=renew_deadline,
                 retry_period=retry_period,
+                write_fence=write_fence,
             )
             for i in range(shards)
         ]

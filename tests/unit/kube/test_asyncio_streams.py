@@ -208,7 +208,7 @@ def test_every_kube_client_opens_its_connections_through_asyncio(certs: pki.Pki)
         "users: [{name: u, user: {token: t}}]\n"
         "contexts: [{name: c, context: {cluster: c, user: u}}]\n"
     )
-    pool = kubeclient._transport(config, "member").inner.inner._pool
+    pool = kubeclient._transport(config, "member").inner.inner.inner._pool  # Laned > Measured > Fenced
     assert isinstance(pool._network_backend, AsyncioBackend)
 
 

@@ -332,7 +332,7 @@ async def test_an_async_client_keeps_idle_connections_as_long_as_a_pooled_member
 ) -> None:
     client = kubeclient.async_client(config)
     try:
-        pool = internals.raw_http(client)._transport.inner.inner._pool  # type: ignore[attr-defined]
+        pool = internals.raw_http(client)._transport.inner.inner.inner._pool  # type: ignore[attr-defined]
         assert pool._keepalive_expiry == kubeclient.KEEPALIVE_SECONDS
     finally:
         await client.close()
