@@ -14,8 +14,8 @@ from fleetwave.local import fleet
 
 
 def _connections(client: kubeclient.AsyncClient) -> list[Any]:
-    # lightkube's client -> its httpx client -> our lanes -> their transport -> httpcore's pool
-    return list(client._client._client._transport.inner.inner._pool.connections)
+    # lightkube's client -> its httpx client -> our lanes -> measured -> fenced -> httpcore's pool
+    return list(client._client._client._transport.inner.inner.inner._pool.connections)
 
 
 async def test_an_idle_connection_is_used_again_after_six_seconds(local_fleet: fleet.FleetState) -> None:

@@ -19,7 +19,7 @@ from fleetwave.controllers.shared.context import Cache, Context
 from fleetwave.delivery.gotemplate import Renderer
 from fleetwave.delivery.known_versions import KnownVersions
 from fleetwave.delivery.kustomize import Kustomizer
-from fleetwave.kube import kinds
+from fleetwave.kube import fence, kinds
 from fleetwave.kube.client import AsyncClient
 from fleetwave.runtime import events, leader, logs
 from fleetwave.runtime.controller import Controller, besides_status
@@ -76,7 +76,7 @@ def build(
         handle_signals=handle_signals,
     )
     identity = settings.identity or leader.default_identity()
-    manager.elector = lease = _lease(hub, namespace, identity, settings)
+    manager.elector = lease = _lease(hub, namespace, identity, settings, manager.fence)
     informer = manager.add_informer(Informer(hub, kinds.resource("MemberWork"), namespace=namespace))
     ctx = _context(hub, settings, namespace, (pool, watches), informer)
     member = Member(settings.cluster, settings.kubeconfig)
@@ -94,8 +94,11 @@ def _own_pool(settings: AgentSettings) -> CheckPool:
     return CheckPool(budget)
 
 
-def _lease(hub: AsyncClient, namespace: str, identity: str, settings: AgentSettings) -> AgentLease:
-    """The member's lease, its renewal and deadline in the same proportions at any duration."""
+def _lease(
+    hub: AsyncClient, namespace: str, identity: str, settings: AgentSettings, write_fence: fence.Fence
+) -> AgentLease:
+    """The member's lease, its renewal and deadline in the same proportions at any duration. It
+    renews the manager's write fence: an agent paused past its lease writes nothing (ADR 0115)."""
     return AgentLease(
         hub,
         namespace,
@@ -105,6 +108,7 @@ def _lease(hub: AsyncClient, namespace: str, identity: str, settings: AgentSetti
         renew_deadline=settings.lease_duration * RENEW_DEADLINE / DURATION,
         retry_period=settings.lease_duration * RETRY / DURATION,
         cluster=settings.cluster,
+        write_fence=write_fence,
     )
 
 
