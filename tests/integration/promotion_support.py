@@ -21,7 +21,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
@@ -227,8 +227,35 @@ class ControllerProcess:
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGCONT)  # a paused replica (SIGSTOP) must hear SIGTERM
             self.proc.terminate()
             self.proc.wait(30)
+
+
+@contextmanager
+def controller_replicas(
+    local_fleet: fleet.FleetState,
+    helm: str,
+    directory: Path,
+    identities: Iterable[str],
+    extra: tuple[str, ...],
+) -> Iterator[list[ControllerProcess]]:
+    """Controller processes with these identities, as the installed ServiceAccount, electing a leader
+    among themselves (`extra`: their flags, such as a short lease); stopped on the way out."""
+    kubeconfig = directory / "controller.kubeconfig"
+    kubeconfig.write_bytes(service_account_kubeconfig(local_fleet.cluster(fleet.MANAGEMENT).kubeconfig))
+    kubeconfig.chmod(0o600)
+    group = [
+        ControllerProcess(str(kubeconfig), helm, directory / f"{name}.log", identity=name, extra=extra)
+        for name in identities
+    ]
+    for replica in group:
+        replica.start()
+    try:
+        yield group
+    finally:
+        for replica in group:
+            replica.stop()
 
 
 def settings(helm: str, identity: str) -> controllers.Settings:

@@ -30,9 +30,9 @@ from lightkube.types import PatchType
 from promotion_support import (
     ControllerProcess,
     chart_version,
+    controller_replicas,
     deleted_after,
     registered,
-    service_account_kubeconfig,
     stage_phases,
     wait_for,
 )
@@ -64,21 +64,9 @@ def repo(bins: binaries.Binaries, tmp_path_factory: pytest.TempPathFactory) -> I
 def replicas(
     setup: None, local_fleet: fleet.FleetState, bins: binaries.Binaries, tmp_path: Path
 ) -> Iterator[list[ControllerProcess]]:
-    kubeconfig = tmp_path / "controller.kubeconfig"
-    kubeconfig.write_bytes(service_account_kubeconfig(local_fleet.cluster(fleet.MANAGEMENT).kubeconfig))
-    kubeconfig.chmod(0o600)
     extra = ("--lease-duration", str(LEASE_SECONDS))
-    pair = [
-        ControllerProcess(str(kubeconfig), bins.path("helm"), tmp_path / f"{n}.log", identity=n, extra=extra)
-        for n in ("fence-a", "fence-b")
-    ]
-    for replica in pair:
-        replica.start()
-    yield pair
-    for replica in pair:
-        if replica.proc is not None and replica.proc.poll() is None:
-            os.kill(replica.proc.pid, signal.SIGCONT)
-        replica.stop()
+    with controller_replicas(local_fleet, bins.path("helm"), tmp_path, ("fence-a", "fence-b"), extra) as pair:
+        yield pair
 
 
 def holder(management: Client) -> str | None:

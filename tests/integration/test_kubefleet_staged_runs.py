@@ -851,6 +851,37 @@ def _all_at_once(name: str) -> dict[str, Any]:
     }
 
 
+def test_deleting_a_run_then_its_placement_still_withdraws_the_content_from_every_picked_cluster(
+    controller: Controllers, management: Client, members: dict[str, Client], hub_ns: str
+) -> None:
+    """The run's record is the ledger of an External placement; deleting the run first must not
+    leave its content behind when the placement goes: upstream withdraws from every bound cluster,
+    fleetwave from every cluster the placement picks as well as those its records name."""
+    crp, strategy = "run-first", "run-first-all"
+    apply(management, crp_doc(crp, hub_ns))
+    apply(management, _all_at_once(strategy))
+    try:
+        wait_for(
+            lambda: snapshot_labels(management, "ClusterResourceSnapshot", f"{crp}-0-snapshot"),
+            what="snapshot",
+        )
+        apply(management, run_doc("run-first-1", crp, "0", strategy))
+        wait_for(lambda: succeeded(management, "ClusterStagedUpdateRun", "run-first-1"), what="the run")
+        assert {cm_value(m, hub_ns) for m in members.values()} == {"value1"}
+        management.delete(kinds.resource("ClusterStagedUpdateRun"), "run-first-1")
+        wait_for(lambda: _gone(management, "ClusterStagedUpdateRun", "run-first-1"), what="run deleted")
+        management.delete(kinds.resource("ClusterResourcePlacement"), crp)
+        wait_for(lambda: _gone(management, "ClusterResourcePlacement", crp), what="placement deleted")
+        assert {name: cm_value(m, hub_ns) for name, m in members.items()} == dict.fromkeys(members)
+    finally:
+        delete_all(
+            management,
+            ("ClusterStagedUpdateRun", "run-first-1"),
+            ("ClusterStagedUpdateStrategy", strategy),
+            ("ClusterResourcePlacement", crp),
+        )
+
+
 def test_a_cluster_that_left_the_placement_loses_its_content_in_the_deletion_stage(
     controller: Controllers, management: Client, members: dict[str, Client], hub_ns: str
 ) -> None:

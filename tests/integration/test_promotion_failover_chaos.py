@@ -29,9 +29,9 @@ from lightkube.types import PatchType
 from promotion_support import (
     ControllerProcess,
     chart_version,
+    controller_replicas,
     deleted_after,
     registered,
-    service_account_kubeconfig,
     stage_phases,
     status,
     wait_for,
@@ -65,21 +65,11 @@ def repo(bins: binaries.Binaries, tmp_path_factory: pytest.TempPathFactory) -> I
 def replicas(
     setup: None, local_fleet: fleet.FleetState, bins: binaries.Binaries, tmp_path: Path
 ) -> Iterator[list[ControllerProcess]]:
-    kubeconfig = tmp_path / "controller.kubeconfig"
-    kubeconfig.write_bytes(service_account_kubeconfig(local_fleet.cluster(fleet.MANAGEMENT).kubeconfig))
-    kubeconfig.chmod(0o600)
-    extra = ("--lease-duration", "3")
-    group = [
-        ControllerProcess(
-            str(kubeconfig), bins.path("helm"), tmp_path / f"r{i}.log", identity=f"f{i}", extra=extra
-        )
-        for i in range(3)
-    ]
-    for replica in group:
-        replica.start()
-    yield group
-    for replica in group:
-        replica.stop()
+    names = [f"f{i}" for i in range(3)]
+    with controller_replicas(
+        local_fleet, bins.path("helm"), tmp_path, names, ("--lease-duration", "3")
+    ) as group:
+        yield group
 
 
 class RestartProofWatch(StageWatch):

@@ -20,9 +20,9 @@ from lightkube.resources.coordination_v1 import Lease
 from lightkube.resources.core_v1 import Secret
 from promotion_support import (
     ControllerProcess,
+    controller_replicas,
     deleted_after,
     registered,
-    service_account_kubeconfig,
     stage_phases,
     status,
     wait_for,
@@ -56,21 +56,10 @@ def repo(bins: binaries.Binaries, tmp_path_factory: pytest.TempPathFactory) -> I
 def replicas(
     setup: None, local_fleet: fleet.FleetState, bins: binaries.Binaries, tmp_path: Path
 ) -> Iterator[list[ControllerProcess]]:
-    kubeconfig = tmp_path / "controller.kubeconfig"
-    kubeconfig.write_bytes(service_account_kubeconfig(local_fleet.cluster(fleet.MANAGEMENT).kubeconfig))
-    kubeconfig.chmod(0o600)
     extra = ("--shards", str(SHARDS), "--lease-duration", str(LEASE_SECONDS), "--health-workers", "2")
-    group = [
-        ControllerProcess(
-            str(kubeconfig), bins.path("helm"), tmp_path / f"r{i}.log", identity=f"r{i}", extra=extra
-        )
-        for i in range(3)
-    ]
-    for replica in group:
-        replica.start()
-    yield group
-    for replica in group:
-        replica.stop()
+    names = [f"r{i}" for i in range(3)]
+    with controller_replicas(local_fleet, bins.path("helm"), tmp_path, names, extra) as group:
+        yield group
 
 
 def holders(management: Client) -> dict[int, str]:

@@ -40,12 +40,22 @@ from fleetwave.runtime.controller import Result
 SNAPSHOT_RETRY_SECONDS = 1.0
 
 
+def _picked(ctx: Context, scope: nm.Scope, obj: Any) -> frozenset[str]:
+    """The clusters the placement picks now; none when it cannot be read."""
+    try:
+        placement = parsed.placement(as_dict(obj), scope.placement)
+    except codec.ManifestError:
+        return frozenset()
+    return parsed.fleet_of(ctx, placement)[0].names
+
+
 async def reconcile(ctx: Context, memory: DeliveryMemory, scope: nm.Scope, key: str) -> Result:
     namespace, name = nm.split_key(key)
     obj = ctx.cache.obj(scope.placement, namespace, name)
     if obj is None:
         return Result()
-    ended = await placement_delete.guard(ctx, memory, scope, obj, _run_ledgers(ctx, scope, namespace, name))
+    runs = _run_ledgers(ctx, scope, namespace, name)
+    ended = await placement_delete.guard(ctx, memory, scope, obj, runs, lambda: _picked(ctx, scope, obj))
     if ended is not None:
         return ended
     current = Versioned.of(obj)
@@ -64,7 +74,6 @@ async def reconcile(ctx: Context, memory: DeliveryMemory, scope: nm.Scope, key: 
     kept = {k: current.status[k] for k in ("deliveries", "deletions") if k in current.status}
     base = {**kept, "selectedResources": [_identity(o) for o in selected]}
     frame = _frame(scope, placement, fleet, names, obj.metadata.generation)
-    runs = _run_ledgers(ctx, scope, namespace, name)
 
     def render(state: Mapping[str, Any], now: datetime) -> dict[str, Any]:
         status = {**base, **state}

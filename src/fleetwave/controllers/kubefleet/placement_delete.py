@@ -2,7 +2,8 @@
 
 A placement carries a finalizer. When it is deleted, with `propagationPolicy: Delete` (the default, as
 upstream) every cluster that holds its content — read from its own ledger and every run's — has the
-placement's inventory withdrawn (every cluster a rollout started too, see `reached`); with
+placement's inventory withdrawn (every cluster a rollout started too, see `reached`, and every
+cluster the placement picks, as upstream withdraws from every bound cluster); with
 `Abandon` the content stays where it is. Only objects fleetwave
 applied for this placement carry its inventory label, so objects it never took over are never
 deleted. A member that cannot be reached keeps its content and a Warning Event names it: a deletion
@@ -11,7 +12,7 @@ never waits forever on a cluster that is gone (as ClusterSummary withdrawal, ADR
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from fleetwave.api.objects import Obj
@@ -31,9 +32,16 @@ def abandons(raw: Obj) -> bool:
 
 
 async def guard(
-    ctx: Context, memory: executor.DeliveryMemory, scope: nm.Scope, obj: Any, runs: Iterable[Obj]
+    ctx: Context,
+    memory: executor.DeliveryMemory,
+    scope: nm.Scope,
+    obj: Any,
+    runs: Iterable[Obj],
+    picked: Callable[[], Iterable[str]] = tuple,
 ) -> Result | None:
     """Keep the finalizer on a live placement; on deletion, withdraw (or abandon) and let it go.
+    `picked`: the clusters the placement picks now (asked only on deletion): its content may be on
+    them though no record says so (a run deleted before its placement takes its ledger with it).
     A Result ends the reconcile."""
     raw = as_dict(obj)
     meta = raw.get("metadata") or {}
@@ -46,18 +54,20 @@ async def guard(
     if FINALIZER not in finalizers:
         return Result()
     if not abandons(raw):
-        await _withdraw(ctx, memory, scope, obj, raw, runs)
+        await _withdraw(
+            ctx, memory, scope, obj, raw, set(reached([raw.get("status") or {}, *runs])) | set(picked())
+        )
     released = await _set_finalizers(ctx, scope, meta, [f for f in finalizers if f != FINALIZER])
     return Result() if released else Result(requeue=True)
 
 
 async def _withdraw(
-    ctx: Context, memory: executor.DeliveryMemory, scope: nm.Scope, obj: Any, raw: Obj, runs: Iterable[Obj]
+    ctx: Context, memory: executor.DeliveryMemory, scope: nm.Scope, obj: Any, raw: Obj, clusters: set[str]
 ) -> None:
     meta = raw["metadata"]
     inventory = scope.inventory(meta.get("namespace"), str(meta["name"]))
     left = []
-    for cluster in sorted(reached([raw.get("status") or {}, *runs])):
+    for cluster in sorted(clusters):
         outcome = await executor.remove(ctx, memory, cluster, inventory=inventory)
         if not outcome.ok:
             left.append(f"{cluster}: {outcome.message}")
