@@ -87,6 +87,9 @@ CLUSTER_WIDE: dict[tuple[str, str], tuple[str, ...]] = {
     # A Profile's and a RoleRequest's finalizer is a merge patch (ADR 0110, ADR 0111).
     (FW, _fw("Profile")): (*READ, "patch"),
     (FW, _fw("RoleRequest")): (*READ, "patch"),
+    # A DryRun profile's report per cluster (ADR 0113): applied (an apply that creates needs create),
+    # its status patched, deleted when the profile leaves DryRun.
+    (FW, _fw("ClusterReport")): (*READ, "create", "patch", "delete"),
     # Pull members' work (ADR 0106): applied into their hub namespaces, deleted once withdrawn.
     (FW, _fw("MemberWork")): (*READ, "create", "patch", "delete"),
     # Pull members' agents' leases: their liveness, read in every namespace (written in none).
@@ -111,6 +114,7 @@ CLUSTER_WIDE: dict[tuple[str, str], tuple[str, ...]] = {
             "Set",
             "Profile",  # its generated profile's status, mirrored (ADR 0110)
             "RoleRequest",  # where its grants are in place (ADR 0111)
+            "ClusterReport",  # what a DryRun would change (ADR 0113)
         )
     },
     **{
