@@ -257,7 +257,7 @@ def test_a_summary_whose_name_is_not_its_cluster_types_is_not_ours() -> None:
 
 
 def _body(cluster: str) -> dict[str, Any]:
-    shared = summary_writes._Shared(
+    shared = summary_writes.Shared(
         profile="web",
         api_version="config.projectsveltos.io/v1beta1",
         annotations={},

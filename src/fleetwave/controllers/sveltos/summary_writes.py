@@ -29,8 +29,10 @@ KIND = "ClusterProfile"  # the summaries' owner, and their writer as echoes know
 def summary_spec(profile: ClusterProfile) -> dict[str, Any]:
     """The profile spec a summary carries: all of it but `clusterRefs`, which a promotion's stage
     profile grows batch by batch; copied, it rewrote every summary of the stage at every batch
-    (quadratic in the stage's size), and no delivery reads it."""
-    dumped = profile.spec.model_dump(mode="json", by_alias=True, exclude_none=True)
+    (quadratic in the stage's size), and no delivery reads it. Fields at their defaults are left
+    out: the CRD's defaults put them back in the stored object, and left out they are not listed
+    in the summary's managedFields, which the API server holds in every version it keeps (ADR 0118)."""
+    dumped = profile.spec.model_dump(mode="json", by_alias=True, exclude_none=True, exclude_defaults=True)
     dumped.pop("clusterRefs", None)
     return dumped
 
@@ -45,7 +47,7 @@ async def apply_all(
     is built and hashed once per pass, and only the summaries to write get a body and a task (a
     pass checks every admitted cluster, and built, hashed and scheduled each); the writes go
     concurrently (a batch of a large stage is dozens of them)."""
-    shared = _Shared.of(ctx, profile, resolved)
+    shared = Shared.of(ctx, profile, resolved)
     due = [c for c in sorted(clusters) if not _held(ctx, shared, c)]
     gate = asyncio.Semaphore(SUMMARY_WRITES)
 
@@ -101,11 +103,11 @@ def _version(obj: Any) -> str | None:
     return getattr(obj.metadata, "resourceVersion", None)
 
 
-_LAYOUT = "3"  # part of every written hash: a change of the body's layout rewrites every summary
+_LAYOUT = "4"  # part of every written hash: a change of the body's layout rewrites every summary
 
 
 @dataclass(frozen=True, slots=True)
-class _Shared:
+class Shared:
     """What every summary of one profile pass carries; a cluster adds its name and namespace."""
 
     profile: str
@@ -119,17 +121,37 @@ class _Shared:
     labels: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, ctx: Context, profile: ClusterProfile, resolved: content.Resolved) -> _Shared:
+    def of(cls, ctx: Context, profile: ClusterProfile, resolved: content.Resolved) -> Shared:
+        return cls.build(
+            profile=profile,
+            api_version=ctx.api_version("ClusterSummary"),
+            owner_reference=common.owner_reference(ctx, KIND, profile),
+            snapshot=resolved.snapshot_name,
+            content_hash=resolved.hash,
+        )
+
+    @classmethod
+    def build(
+        cls,
+        *,
+        profile: ClusterProfile,
+        api_version: str,
+        owner_reference: Mapping[str, Any],
+        snapshot: str,
+        content_hash: str,
+    ) -> Shared:
+        """From its parts (the benchmarks build summaries as the controller does, with no context)."""
         leave = profile.spec.stop_matching_behavior == "LeavePolicies"
         fields: dict[str, Any] = {
             "profile": profile.metadata.name,
-            "api_version": ctx.api_version("ClusterSummary"),
+            "api_version": api_version,
+            # leave-policies only when it is true: absent reads as false (ADR 0118)
             "annotations": {
-                ss.CONTENT_ANNOTATION: resolved.snapshot_name,
-                ss.CONTENT_HASH_ANNOTATION: resolved.hash,
-                ss.LEAVE_POLICIES_ANNOTATION: "true" if leave else "false",
+                ss.CONTENT_ANNOTATION: snapshot,
+                ss.CONTENT_HASH_ANNOTATION: content_hash,
+                **({ss.LEAVE_POLICIES_ANNOTATION: "true"} if leave else {}),
             },
-            "owner_reference": common.owner_reference(ctx, KIND, profile),
+            "owner_reference": owner_reference,
             "profile_spec": summary_spec(profile),
         }
         labels = {**_profile_labels(profile), **tenancy.tenant_labels(profile.metadata.labels)}
@@ -185,7 +207,7 @@ def _profile_labels(profile: ClusterProfile) -> dict[str, str]:
     return {profile_scope.SVELTOS_PROFILE_NAME_LABEL: owner[1]}
 
 
-def _held(ctx: Context, shared: _Shared, cluster: str) -> bool:
+def _held(ctx: Context, shared: Shared, cluster: str) -> bool:
     """Whether the cache shows the cluster's summary as `shared` would write it: by the hash written
     with it (a summary written before that hash existed, or with another, is written once more)."""
     _, namespace, name = split_key(cluster)
