@@ -296,23 +296,39 @@ async def drive(hub: AsyncClient, obs: Observer, i: int, budget: float) -> Trial
 # --- the controllers' processes ------------------------------------------------------------------
 
 
+def pss_bytes(pids: list[int]) -> int:
+    """Summed proportional set size: a page shared by k of the processes (the one binary's text
+    under 20 member agents, a forked worker's inherited heap) counts 1/k in each, so the sum is what
+    the processes together hold. RSS would count such a page k times."""
+    total = 0
+    for pid in pids:
+        with contextlib.suppress(OSError, ValueError):
+            for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+                if line.startswith("Pss:"):
+                    total += int(line.split()[1]) * 1024
+                    break
+    return total
+
+
 class Usage:
-    """CPU seconds of a set of processes, and their summed RSS peak, sampled every half second."""
+    """CPU seconds of a set of processes, and the peaks of their summed PSS and RSS, sampled every
+    half second."""
 
     def __init__(self, pids: Callable[[], list[int]]) -> None:
         self.pids = pids
-        self.peak = 0
+        self.peak_pss = self.peak_rss = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample, daemon=True)
 
     def cpu(self) -> float:
         return bs.cpu_seconds(self.pids())
 
-    def rss(self) -> int:
-        return bs.rss_bytes(self.pids())
+    def memory(self) -> tuple[int, int]:
+        pids = self.pids()
+        return pss_bytes(pids), bs.rss_bytes(pids)
 
     def __enter__(self) -> Usage:
-        self.peak = self.rss()
+        self.peak_pss, self.peak_rss = self.memory()
         self._thread.start()
         return self
 
@@ -322,7 +338,8 @@ class Usage:
 
     def _sample(self) -> None:
         while not self._stop.wait(0.5):
-            self.peak = max(self.peak, self.rss())
+            pss, rss = self.memory()
+            self.peak_pss, self.peak_rss = max(self.peak_pss, pss), max(self.peak_rss, rss)
 
 
 @dataclass
@@ -507,9 +524,10 @@ async def workload(state: fleet.FleetState, system: System, args: argparse.Names
             "clusters_per_run": sorted(set(obs.clusters.values())),
             "batch_s": round(batch, 2),
             "cpu_s": round(cpu, 2),
-            "peak_rss_mib": round(ctl.peak / 2**20),
+            "peak_pss_mib": round(ctl.peak_pss / 2**20),
+            "peak_rss_mib": round(ctl.peak_rss / 2**20),
             "apiserver_cpu_s": round(api, 2),
-            "apiserver_peak_rss_mib": round(apiserver.peak / 2**20),
+            "apiserver_peak_rss_mib": round(apiserver.peak_rss / 2**20),
         }
     finally:
         obs.stop()
@@ -527,8 +545,10 @@ def idle(state: fleet.FleetState, system: System) -> Obj:
     ctl, apiserver = Usage(system.pids), Usage(lambda: [management_apiserver(state)])
     cpu0, api0 = ctl.cpu(), apiserver.cpu()
     time.sleep(IDLE)
+    pss, rss = ctl.memory()
     return {
-        "idle_rss_mib": round(ctl.rss() / 2**20),
+        "idle_pss_mib": round(pss / 2**20),
+        "idle_rss_mib": round(rss / 2**20),
         "idle_cpu_s": round(ctl.cpu() - cpu0, 2),
         "idle_apiserver_cpu_s": round(apiserver.cpu() - api0, 2),
         "processes": len(system.pids()),
@@ -588,8 +608,10 @@ def rows(r: Obj, runs: int) -> Iterator[tuple[str, float, str]]:
     yield "run created -> run Succeeded, max", _s(r["succeeded"], 1.0), "s"
     yield "placements created -> every run Succeeded", r["batch_s"], "s"
     yield "controllers CPU seconds, placements created -> every run Succeeded", r["cpu_s"], "s"
-    yield "controllers peak RSS during the runs", r["peak_rss_mib"], "MiB"
-    yield "controllers idle RSS (members joined, nothing placed)", r["idle_rss_mib"], "MiB"
+    yield "controllers peak memory during the runs (summed PSS)", r["peak_pss_mib"], "MiB"
+    yield "controllers peak memory during the runs (summed RSS)", r["peak_rss_mib"], "MiB"
+    yield "controllers idle memory, members joined, nothing placed (summed PSS)", r["idle_pss_mib"], "MiB"
+    yield "controllers idle memory (summed RSS)", r["idle_rss_mib"], "MiB"
     yield f"controllers idle CPU seconds over {IDLE:.0f} s", r["idle_cpu_s"], "s"
     yield "management API server CPU seconds during the runs", r["apiserver_cpu_s"], "s"
     yield "management API server peak RSS during the runs", r["apiserver_peak_rss_mib"], "MiB"
