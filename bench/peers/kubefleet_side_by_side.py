@@ -203,7 +203,9 @@ class Observer:
         self.stage_done: dict[tuple[str, int], float] = {}
         self.succeeded: dict[str, float] = {}
         self.clusters: dict[str, int] = {}  # run -> clusters listed over its stages
-        self.requests: dict[tuple[str, str], tuple[str, int]] = {}  # (run, stage) -> (name, generation)
+        # (run, stage) -> {request name: generation}: fleetwave opens one approval under two names
+        # (upstream's `<run>-after-<stage>` and seed 004's `<run>-<stage>`, ADR 0112)
+        self.requests: dict[tuple[str, str], dict[str, int]] = {}
         self.content: dict[tuple[str, str], float] = {}  # (member, namespace) -> first seen
         self.changed = asyncio.Condition()
         self.tasks: list[asyncio.Task[None]] = []
@@ -246,7 +248,7 @@ class Observer:
             request = plain(obj)
             spec, meta = request.get("spec") or {}, request["metadata"]
             key = (str(spec.get("parentStageRollout")), str(spec.get("targetStage")))
-            self.requests.setdefault(key, (meta["name"], int(meta.get("generation") or 1)))
+            self.requests.setdefault(key, {}).setdefault(meta["name"], int(meta.get("generation") or 1))
             await self._seen()
 
     async def _content(self, member: str, client: AsyncClient) -> None:
@@ -285,7 +287,10 @@ async def drive(hub: AsyncClient, obs: Observer, i: int, budget: float) -> Trial
     for k, stage in enumerate(STAGE_NAMES[:-1]):
         key = (trial.run, stage)
         await obs.until(lambda: key in obs.requests and (trial.run, k) in obs.stage_done, budget)  # noqa: B023
-        name, generation = obs.requests[key]
+        names = obs.requests[key]
+        # The upstream name, the one KubeFleet opens, on both systems.
+        name = f"{trial.run}-after-{stage}" if f"{trial.run}-after-{stage}" in names else next(iter(names))
+        generation = names[name]
         patch = {"status": {"conditions": [approved(generation)]}}
         trial.approvals.append(time.time())
         await hub.patch(APPROVAL.Status, name, patch, patch_type=PatchType.MERGE)
@@ -351,6 +356,7 @@ class System:
     stop: Callable[[], None]
     setup_s: float
     version: str
+    metrics: bool = False  # fleetwave: its /metrics tell where a pass's time went
 
 
 def apply_docs(kubeconfig: str, docs: list[Obj]) -> None:
@@ -439,6 +445,7 @@ def start_fleetwave(
         stop,
         time.monotonic() - started,
         f"fleetwave {version.strip()}",
+        metrics=True,
     )
 
 
@@ -510,6 +517,7 @@ async def workload(state: fleet.FleetState, system: System, args: argparse.Names
     obs.start()
     names = list(members)
     apiserver = Usage(lambda: [management_apiserver(state)])
+    before = Passes.read() if system.metrics else None
     try:
         with Usage(system.pids) as ctl, apiserver:
             cpu0, api0, t0 = ctl.cpu(), apiserver.cpu(), time.monotonic()
@@ -528,11 +536,37 @@ async def workload(state: fleet.FleetState, system: System, args: argparse.Names
             "peak_rss_mib": round(ctl.peak_rss / 2**20),
             "apiserver_cpu_s": round(api, 2),
             "apiserver_peak_rss_mib": round(apiserver.peak_rss / 2**20),
+            **({"passes": Passes.read().since(before)} if before else {}),
         }
     finally:
         obs.stop()
         for client in [hub, *members.values()]:
             await client.close()
+
+
+@dataclass(frozen=True)
+class Passes:
+    """fleetwave's own account of its reconciles (its /metrics): per controller, the reconciles,
+    the seconds spent in them, the seconds their keys waited for a worker; the event loop's lag."""
+
+    reconciles: dict[str, tuple[int, float]]
+    waits: dict[str, tuple[int, float]]
+    lag: dict[str, int]
+
+    @staticmethod
+    def read() -> Passes:
+        reconciles = bs.reconcile_seconds()
+        return Passes(reconciles, dict(bs.WAITS), dict(bs.LAG))
+
+    def since(self, before: Passes) -> Obj:
+        out: Obj = {"event_loop_lag": bs.lag_quantiles(before.lag, self.lag)}
+        for name, (count, spent) in sorted(self.reconciles.items()):
+            n = count - before.reconciles.get(name, (0, 0.0))[0]
+            if n:
+                waited = self.waits.get(name, (0, 0.0))[1] - before.waits.get(name, (0, 0.0))[1]
+                took = spent - before.reconciles.get(name, (0, 0.0))[1]
+                out[name] = {"reconciles": n, "seconds": round(took, 2), "waited_s": round(waited, 2)}
+        return out
 
 
 def management_apiserver(state: fleet.FleetState) -> int:
@@ -676,7 +710,14 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="fleetwave-bench-kubefleet-") as tmp:
         for name in args.order.split(","):
             results[name] = measure(name, args, bins, kf, Path(tmp))
-    print("\n" + table(results["kubefleet"], results["fleetwave"], args.runs))
+    if {"kubefleet", "fleetwave"} <= set(results):  # (one system alone: its JSON line above)
+        print("\n" + table(results["kubefleet"], results["fleetwave"], args.runs))
+    for name, result in results.items():
+        if "passes" in result:
+            print(
+                f"{name} reconciles during the runs (count, seconds in them, seconds keys waited): "
+                + json.dumps(result["passes"])
+            )
     print("load average at end (1/5/15 min): " + ", ".join(f"{x:.2f}" for x in os.getloadavg()))
     print(json.dumps(results))
 
