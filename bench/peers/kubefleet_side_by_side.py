@@ -197,8 +197,8 @@ class Observer:
     """When each run's stages were seen started and done, each run Succeeded, each approval request
     created, and each placement's ConfigMap on each member: receive times of watch events."""
 
-    def __init__(self, hub: AsyncClient, members: dict[str, AsyncClient]) -> None:
-        self.hub, self.members = hub, members
+    def __init__(self, hub: AsyncClient, members: dict[str, AsyncClient], alive: Callable[[], bool]) -> None:
+        self.hub, self.members, self.alive = hub, members, alive
         self.started: dict[tuple[str, int], float] = {}
         self.stage_done: dict[tuple[str, int], float] = {}
         self.succeeded: dict[str, float] = {}
@@ -214,13 +214,23 @@ class Observer:
         self.tasks = [asyncio.create_task(self._runs()), asyncio.create_task(self._requests())]
         self.tasks += [asyncio.create_task(self._content(n, c)) for n, c in self.members.items()]
 
-    def stop(self) -> None:
+    async def stop(self) -> None:
         for task in self.tasks:
             task.cancel()
+        await asyncio.wait(self.tasks, timeout=5.0)
 
     async def until(self, ready: Callable[[], bool], budget: float) -> None:
+        """Until `ready()`; fails when the budget is spent or a controller process exited."""
+        deadline = time.monotonic() + budget
         async with self.changed:
-            await asyncio.wait_for(self.changed.wait_for(ready), budget)
+            while not ready():
+                if not self.alive():
+                    raise RuntimeError("a controller process exited during the runs (see its log)")
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError(f"runs not done within {budget:.0f} s")
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.changed.wait(), min(left, 1.0))
 
     async def _seen(self) -> None:
         async with self.changed:
@@ -356,6 +366,7 @@ class System:
     stop: Callable[[], None]
     setup_s: float
     version: str
+    alive: Callable[[], bool]
     metrics: bool = False  # fleetwave: its /metrics tell where a pass's time went
 
 
@@ -382,7 +393,14 @@ def start_kubefleet(
         processes.stop(agents, grace=5.0)
 
     pids = [a.pid for a in agents]
-    return System("KubeFleet", lambda: pids, stop, time.monotonic() - started, f"kubefleet {commit[:8]}")
+    return System(
+        "KubeFleet",
+        lambda: pids,
+        stop,
+        time.monotonic() - started,
+        f"kubefleet {commit[:8]}",
+        alive=lambda: all(processes.is_ours(a) for a in agents),
+    )
 
 
 def kubeconfig_secret(member: fleet.ClusterInfo) -> Obj:
@@ -426,7 +444,10 @@ def start_fleetwave(
     names = [m.name for m in state.members]
     apply_docs(mk, [kubeconfig_secret(m) for m in state.members])
     log_dir.mkdir(parents=True, exist_ok=True)
-    controller = bs.start_controller(state, bins.path("helm"), log_dir / "controller.log", 1)
+    # Leader election off, as KubeFleet's agents run here: one replica, and no lease to lose to a
+    # loaded machine in the middle of a measurement.
+    log = log_dir / "controller.log"
+    controller = bs.start_controller(state, bins.path("helm"), log, 1, extra=("--no-leader-elect",))
     apply_docs(mk, member_docs(names, sizes))
     members_ready(mk, names)
 
@@ -445,6 +466,7 @@ def start_fleetwave(
         stop,
         time.monotonic() - started,
         f"fleetwave {version.strip()}",
+        alive=lambda: controller.poll() is None,
         metrics=True,
     )
 
@@ -513,7 +535,7 @@ async def workload(state: fleet.FleetState, system: System, args: argparse.Names
     members = {
         m.name: kubeclient.async_client(kubeclient.config_from_file(m.kubeconfig)) for m in state.members
     }
-    obs = Observer(hub, members)
+    obs = Observer(hub, members, system.alive)
     obs.start()
     names = list(members)
     apiserver = Usage(lambda: [management_apiserver(state)])
@@ -539,9 +561,10 @@ async def workload(state: fleet.FleetState, system: System, args: argparse.Names
             **({"passes": Passes.read().since(before)} if before else {}),
         }
     finally:
-        obs.stop()
+        await obs.stop()
         for client in [hub, *members.values()]:
-            await client.close()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(client.close(), 5.0)
 
 
 @dataclass(frozen=True)
