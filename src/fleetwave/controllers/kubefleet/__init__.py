@@ -193,11 +193,11 @@ def _bind(fn: Any, ctx: Context, memory: executor.DeliveryMemory, scope: nm.Scop
 
 
 PLACEMENT_FOLLOWS_RUNS = 0.5
-# Staged runs reconciled at once. A run's reconcile waits on API calls (its status writes, the
-# stage's applies to every member) far more than it computes; with fewer workers than runs in
-# progress, an approval waits for other runs' passes first: at 10 runs over 20 members with 4
-# workers, keys waited 4 s on average for a worker (ADR 0116). As promotions (`promotion_workers`).
-RUN_WORKERS = 16
+# Staged runs reconciled at once. With 4, at 10 runs over 20 members an approved run's key waited
+# seconds for a worker; with 16 the next stage showed Started sooner but its content reached the
+# members later: on a CPU-starved machine every run's applies shared the loop at once instead of the
+# first runs' finishing first (ADR 0116). Kept at 4 until measured on a quiet machine.
+RUN_WORKERS = 4
 
 
 def _on_spec_change(
