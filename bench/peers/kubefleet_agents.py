@@ -42,7 +42,13 @@ def kubectl_apply(bins: binaries.Binaries, kubeconfig: str, paths: list[Path]) -
         argv += ["-f", str(path)]
     subprocess.run(argv, check=True, stdout=subprocess.DEVNULL)
     wait = [bins.path("kubectl"), "--kubeconfig", kubeconfig, "wait", "--for=condition=Established"]
-    subprocess.run([*wait, "crd", "--all", "--timeout=120s"], check=True, stdout=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    # A CRD just created has no conditions yet, and `kubectl wait` fails on that instead of waiting.
+    argv = [*wait, "crd", "--all", "--timeout=60s"]
+    while subprocess.run(argv, capture_output=True, check=False).returncode:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"KubeFleet's CRDs not Established within 120 s ({kubeconfig})")
+        time.sleep(0.5)
 
 
 def install_crds(state: fleet.FleetState, bins: binaries.Binaries, kf: Path) -> None:
