@@ -941,8 +941,14 @@ async def _create_run_when_snapshotted(client: AsyncClient, name: str) -> None:
 
 
 def start_controller(
-    state: fleet.FleetState, helm: str, log: Path, shards: int, profile: str | None = None
+    state: fleet.FleetState,
+    helm: str,
+    log: Path,
+    shards: int,
+    profile: str | None = None,
+    extra: tuple[str, ...] = (),
 ) -> subprocess.Popen[bytes]:
+    """`extra`: more flags of `fleetwave controller run` (bench/peers: `--no-leader-elect`)."""
     argv = [
         sys.executable,
         *(["-m", "cProfile", "-o", profile] if profile else []),
@@ -967,6 +973,7 @@ def start_controller(
     ]
     if shards > 1:
         argv += ["--shards", str(shards)]
+    argv += extra
     with log.open("wb") as out:
         return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
 

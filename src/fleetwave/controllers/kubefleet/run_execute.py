@@ -11,6 +11,7 @@ the requeue (`shared.requeue`).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -151,9 +152,13 @@ def _to_accept(
 
 
 async def acknowledge(ctx: Context, where: Setting, step: Step) -> None:
-    """Mark approvals accepted before any status shows progress made on them (as upstream does)."""
-    for name, approved_as in step.acknowledge:
-        await approvals.accept(ctx, where.scope, name, where.run.metadata.namespace, ctx.clock(), approved_as)
+    """Mark approvals accepted before any status shows progress made on them (as upstream does).
+    The objects are written at once: an approval served under two names (ADR 0112) is two writes on
+    the way from the approval to the next stage's Started, and they do not depend on each other."""
+    namespace, now = where.run.metadata.namespace, ctx.clock()
+    await asyncio.gather(
+        *(approvals.accept(ctx, where.scope, name, namespace, now, as_) for name, as_ in step.acknowledge)
+    )
 
 
 async def act(ctx: Context, memory: DeliveryMemory, where: Setting, step: Step) -> RunRecord:
