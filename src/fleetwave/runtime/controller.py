@@ -119,7 +119,7 @@ class Controller(Generic[K]):
         if not self._admits(key):
             return
         if delay > 0:
-            self.queue.add_after(key, delay)
+            self.queue.add_after(key, delay, queueing.Lane.EVENT)  # news, only folded
         else:
             self.queue.add(key)
 
@@ -222,7 +222,7 @@ def _apply(queue: queueing.WorkQueue[K], key: K, result: Result) -> str:
     """Turn a successful Result into queue actions; returns the metric label."""
     if result.requeue_after is not None and result.requeue_after > 0:
         queue.forget(key)
-        queue.add_after(key, result.requeue_after)
+        queue.add_after(key, result.requeue_after, queueing.Lane.TIMER)  # its own deadline: served first
         return "requeue_after"
     if result.requeue or result.requeue_after is not None:
         queue.add_rate_limited(key)
