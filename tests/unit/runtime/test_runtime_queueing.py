@@ -425,7 +425,7 @@ async def test_a_delayed_watch_wakes_its_key_in_the_event_lane_and_a_requeue_aft
         return Result(requeue_after=1.0) if key == "gate" else Result()
 
     q, clock = make()
-    ctl: Controller[str] = Controller("c", reconcile, queue=q)
+    ctl: Controller[str] = Controller("c", reconcile, queue=q, deadlines_first=True)
     informer = _Informer()
     ctl.watch(informer, lambda obj: [str(obj)], delay=0.5)  # type: ignore[arg-type]
     ctl.enqueue("gate")
@@ -436,3 +436,28 @@ async def test_a_delayed_watch_wakes_its_key_in_the_event_lane_and_a_requeue_aft
     q.add("e1")
     clock.advance(1.0)
     assert await take(q, 3) == ["gate", "e1", "folded"]
+
+
+@pytest.mark.parametrize(
+    ("deadlines_first", "result", "order"),
+    [
+        (True, Result(requeue_after=1.0), ["k", "e1"]),
+        (True, Result(requeue_after=1.0, poll=True), ["e1", "k"]),  # a re-check is not a deadline
+        (False, Result(requeue_after=1.0), ["e1", "k"]),  # timers that are safety nets
+    ],
+)
+async def test_only_a_deadline_of_a_controller_that_puts_them_first_goes_first(
+    deadlines_first: bool, result: Result, order: list[str]
+) -> None:
+    async def reconcile(_key: str) -> Result:
+        return result
+
+    q, clock = make()
+    ctl: Controller[str] = Controller("c", reconcile, queue=q, deadlines_first=deadlines_first)
+    ctl.enqueue("k")
+    assert await take(q, 1) == ["k"]
+    await ctl._process("k")
+    q.done("k")
+    q.add("e1")
+    clock.advance(1.0)
+    assert await take(q, 2) == order
