@@ -827,6 +827,7 @@ async def point(
     sync = kubeclient.client(kubeclient.config_from_file(mk))
     watch = Watch(client)
     watch.start()
+    load_start = os.getloadavg()  # the machine is shared: readers judge the figures by its load
     try:
         single = f"single-{n}"
         await client.apply(codecs.from_dict(content(single)), force=True)
@@ -872,6 +873,7 @@ async def point(
         counts = await asyncio.to_thread(object_counts, sync)
         events = await asyncio.to_thread(member_events, sync)
         finished = [x for x in names + runs if x in watch.done]
+        passes = _promotion_passes(work_single, work, len(names))
         return {
             "clusters": n,
             "completed": completed,
@@ -919,11 +921,30 @@ async def point(
                 "count": round(GC.get("count", 0) - gc_single.get("count", 0)),
                 "seconds": round(GC.get("sum", 0.0) - gc_single.get("sum", 0.0), 2),
             },
+            **passes,
+            # 1/5/15-minute load averages of the machine when the point began and ended.
+            "loadavg_start": [round(x, 2) for x in load_start],
+            "loadavg_end": [round(x, 2) for x in os.getloadavg()],
         }
     finally:
         watch.stop()
         await client.close()
         sync.close()
+
+
+def _promotion_passes(
+    single: dict[str, tuple[int, float]], total: dict[str, tuple[int, float]], promotions: int
+) -> dict[str, float | None]:
+    """Passes of the promotion controller per rollout: the single rollout's, and the loaded batch's
+    divided by its promotions (the staged runs are another controller's)."""
+    name = next((k for k in total if k.startswith("clusterpromotion")), None)
+    if name is None:
+        return {"promotion_passes_single": None, "promotion_passes_per_rollout_load": None}
+    before = single.get(name, (0, 0.0))[0]
+    return {
+        "promotion_passes_single": before,
+        "promotion_passes_per_rollout_load": round((total[name][0] - before) / max(promotions, 1), 1),
+    }
 
 
 async def _create_run_when_snapshotted(client: AsyncClient, name: str) -> None:
@@ -1010,6 +1031,14 @@ def report(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
             f"{r['apiserver_rss_mib']} / {r['etcd_rss_mib']} MiB | {r['member_requests_per_s']} | "
             f"{r['management_writes']} | {r['objects']['ClusterSummary']}"
         )
+    for row in rows:
+        if row.get("promotion_passes_per_rollout_load") is not None:
+            print(
+                f"promotion passes per rollout at {row['clusters']} clusters: "
+                f"{row['promotion_passes_per_rollout_load']} under load "
+                f"(single rollout: {row['promotion_passes_single']}); load average at start "
+                f"{row['loadavg_start']}, at end {row['loadavg_end']}"
+            )
     for row in rows:
         if "promotion_ratio" in row:
             print(

@@ -429,6 +429,7 @@ def _add_controllers(
         name("ClusterPromotion"),
         lambda k: promotion.reconcile(ctx, k),
         workers=settings.promotion_workers,
+        deadlines_first=True,  # a gate falling due goes before summaries' news (ADR 0117)
         rollout=keys.rollout_of_promotion,
         keys=lambda: keys.all_of("ClusterPromotion"),
     )

@@ -28,6 +28,9 @@ K = TypeVar("K", bound=Hashable)
 class Result:
     requeue_after: float | None = None
     requeue: bool = False
+    # `requeue_after` is a re-check (polling for facts a watch should bring, a safety net), not a
+    # deadline the pass promised: it waits with keys woken by events (ADR 0117).
+    poll: bool = False
 
 
 def _about(controller: str, key: object) -> dict[str, str]:
@@ -49,12 +52,17 @@ class Controller(Generic[K]):
         queue: queueing.WorkQueue[K] | None = None,
         metrics_: metrics.Metrics | None = None,
         bulk: bool = False,
+        deadlines_first: bool = False,
     ) -> None:
-        """`bulk`: its reconciles' API requests go in their clients' bulk lane (`kube.lanes`)."""
+        """`bulk`: its reconciles' API requests go in their clients' bulk lane (`kube.lanes`).
+        `deadlines_first`: a key whose `requeue_after` (not a poll) fell due is handed out before
+        keys woken by events (ADR 0117) — for rollouts, whose timers are gates people wait on; a
+        controller whose timers are safety nets keeps them with its events."""
         self.name = name
         self._reconcile = reconcile
         self._workers = workers
         self._bulk = bulk
+        self._deadlines_first = deadlines_first
         self.queue: queueing.WorkQueue[K] = queue if queue is not None else queueing.WorkQueue()
         self._metrics = metrics_ if metrics_ is not None else metrics.Metrics()
         self._metrics.queue_depth.labels(name).set_function(lambda: len(self.queue))
@@ -119,7 +127,7 @@ class Controller(Generic[K]):
         if not self._admits(key):
             return
         if delay > 0:
-            self.queue.add_after(key, delay)
+            self.queue.add_after(key, delay, queueing.Lane.EVENT)  # news, only folded
         else:
             self.queue.add(key)
 
@@ -189,7 +197,7 @@ class Controller(Generic[K]):
             log.debug(
                 "reconciled %s %s: waited %.1f ms, took %.1f ms", self.name, key, waited * 1e3, took * 1e3
             )
-        m.reconciles.labels(self.name, _apply(self.queue, key, result)).inc()
+        m.reconciles.labels(self.name, _apply(self.queue, key, result, self._deadlines_first)).inc()
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,11 +226,12 @@ _BESIDES_STATUS = (
 )
 
 
-def _apply(queue: queueing.WorkQueue[K], key: K, result: Result) -> str:
+def _apply(queue: queueing.WorkQueue[K], key: K, result: Result, deadlines_first: bool = False) -> str:
     """Turn a successful Result into queue actions; returns the metric label."""
     if result.requeue_after is not None and result.requeue_after > 0:
         queue.forget(key)
-        queue.add_after(key, result.requeue_after)
+        deadline = deadlines_first and not result.poll
+        queue.add_after(key, result.requeue_after, queueing.Lane.TIMER if deadline else queueing.Lane.EVENT)
         return "requeue_after"
     if result.requeue or result.requeue_after is not None:
         queue.add_rate_limited(key)

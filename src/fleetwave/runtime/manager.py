@@ -137,12 +137,18 @@ class Manager:
         rollout: Callable[[K], str] | None = None,
         keys: Callable[[], Iterable[K]] = tuple,
         bulk: bool = False,
+        deadlines_first: bool = False,
     ) -> controller.Controller[K]:
         """`rollout(key)` names the rollout a key is part of (its shard's hash input; default: the
         key itself) and `keys()` lists every key, for the keys of a shard this replica takes over;
-        `bulk`: its requests go in the bulk lane (`kube.lanes`)."""
+        `bulk`: its requests go in the bulk lane (`kube.lanes`); `deadlines_first`: see `Controller`."""
         ctl: controller.Controller[K] = controller.Controller(
-            name, reconcile, workers=workers, metrics_=self.metrics, bulk=bulk
+            name,
+            reconcile,
+            workers=workers,
+            metrics_=self.metrics,
+            bulk=bulk,
+            deadlines_first=deadlines_first,
         )
         if self.shards is not None:
             held, of = self.shards, rollout or (lambda key: f"{name}/{key}")

@@ -3,12 +3,20 @@
 The queue is the runtime's only timer: gates and retries become `add_after`, so nothing polls.
 Semantics follow client-go's workqueue: a key is never handed to two workers at once, and a key
 re-added while it is being processed is handed out again once `done` is called.
+
+Two lanes (ADR 0117): a key whose own timer fired (`add_after` in the `TIMER` lane — a gate's
+deadline a pass asked for) is handed out before keys woken by events (`add`, the `EVENT` lane), FIFO
+within each lane. A deadline is a promise made to a person ("the gate opens at 12:00:00"); an event
+is news a pass would pick up a moment later anyway, and under load a few hundred of them wait
+ahead. A key is in at most one lane: a timer firing for a key waiting in the event lane moves it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import enum
+import itertools
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
@@ -54,14 +62,27 @@ class Backoff:
         return min(self.base * 2.0 ** min(failures - 1, 64), self.cap)
 
 
+class Lane(enum.IntEnum):
+    """Where a ready key waits; a lower lane is served first."""
+
+    TIMER = 0  # the key's own timer fired: a deadline a pass of it asked for
+    EVENT = 1  # woken by a watch event, a retry after a failure, a resync
+
+
 class WorkQueue(Generic[K]):
     def __init__(self, *, clock: Clock | None = None, backoff: Backoff = Backoff()) -> None:
         self._clock: Clock = clock or LoopClock()
         self._backoff = backoff
-        self._queue: collections.deque[K] = collections.deque()
+        # Each lane holds (key, ticket); `_ready` maps a waiting key to its lane and current ticket.
+        # A key moved to the timer lane leaves a stale entry behind, skipped when it comes up: no
+        # O(n) removal from the middle of a deque of (at scale) 100,000 summaries.
+        self._lanes: tuple[collections.deque[tuple[K, int]], ...] = tuple(collections.deque() for _ in Lane)
+        self._ready: dict[K, tuple[Lane, int]] = {}
+        self._tickets = itertools.count()
         self._dirty: set[K] = set()
+        self._urgent: set[K] = set()  # dirty keys whose own timer fired: they go in the timer lane
         self._processing: set[K] = set()
-        self._timers: dict[K, tuple[float, TimerHandle]] = {}
+        self._timers: dict[K, tuple[float, TimerHandle, Lane]] = {}
         self._failures: dict[K, int] = {}
         self._ready_at: dict[K, float] = {}
         self._waits: dict[K, float] = {}
@@ -70,7 +91,7 @@ class WorkQueue(Generic[K]):
 
     def __len__(self) -> int:
         """Keys ready to be handed out (not counting those waiting on a timer)."""
-        return len(self._queue)
+        return len(self._ready)
 
     @property
     def in_flight(self) -> int:
@@ -81,22 +102,33 @@ class WorkQueue(Generic[K]):
     def shutting_down(self) -> bool:
         return self._shut_down
 
-    def add(self, key: K) -> None:
-        if self._shut_down or key in self._dirty:
+    def add(self, key: K, lane: Lane = Lane.EVENT) -> None:
+        """Make `key` ready in `lane`; a key already ready (or due again after `done`) is not added
+        twice, but moves to the timer lane if that is where it is asked for now."""
+        if self._shut_down:
+            return
+        if key in self._dirty:
+            if lane is Lane.TIMER and key not in self._urgent:
+                self._urgent.add(key)
+                if key in self._ready:
+                    self._push(key)  # its event-lane entry goes stale
             return
         self._dirty.add(key)
+        if lane is Lane.TIMER:
+            self._urgent.add(key)
         self._ready_at.setdefault(key, self._clock.now())
         if key in self._processing:
             return  # `done` re-queues it, so a key never runs twice at once
-        self._queue.append(key)
-        self._wake_one()
+        self._push(key)
 
-    def add_after(self, key: K, delay: float) -> None:
-        """Add `key` after `delay` seconds; a pending earlier timer for the key wins."""
+    def add_after(self, key: K, delay: float, lane: Lane = Lane.TIMER) -> None:
+        """Add `key` in `lane` after `delay` seconds; a pending earlier timer for the key wins. The
+        default lane is the timer lane: a delay a key's own pass asked for. A watch that folds a
+        burst of events into one later pass asks for the event lane."""
         if self._shut_down:
             return
         if delay <= 0:
-            self.add(key)
+            self.add(key, lane)
             return
         when = self._clock.now() + delay
         pending = self._timers.get(key)
@@ -104,12 +136,14 @@ class WorkQueue(Generic[K]):
             if pending[0] <= when:
                 return
             pending[1].cancel()
-        self._timers[key] = (when, self._clock.call_at(when, lambda: self._fire(key)))
+        self._timers[key] = (when, self._clock.call_at(when, lambda: self._fire(key)), lane)
 
     def add_rate_limited(self, key: K) -> None:
+        """Retry `key` after its backoff, in the event lane: a retry is not a promised deadline, and a
+        key failing in a loop must not go ahead of other keys' news."""
         failures = self._failures.get(key, 0) + 1
         self._failures[key] = failures
-        self.add_after(key, self._backoff.delay(failures))
+        self.add_after(key, self._backoff.delay(failures), Lane.EVENT)
 
     def forget(self, key: K) -> None:
         """Reset the key's backoff (its pending timers stay)."""
@@ -124,8 +158,9 @@ class WorkQueue(Generic[K]):
         return pending[0] if pending else None
 
     async def get(self) -> K:
-        """Wait for a ready key and mark it as processing; raise `ShutDown` once shut down."""
-        while not self._queue:
+        """Wait for a ready key (the timer lane first) and mark it as processing; raise `ShutDown`
+        once shut down."""
+        while not self._ready:
             if self._shut_down:
                 raise ShutDown
             waiter = asyncio.get_running_loop().create_future()
@@ -139,9 +174,10 @@ class WorkQueue(Generic[K]):
                 raise
         if self._shut_down:
             raise ShutDown
-        key = self._queue.popleft()
+        key = self._pop()
         self._processing.add(key)
         self._dirty.discard(key)
+        self._urgent.discard(key)
         self._waits[key] = max(0.0, self._clock.now() - self._ready_at.pop(key, self._clock.now()))
         return key
 
@@ -153,13 +189,12 @@ class WorkQueue(Generic[K]):
         self._processing.discard(key)
         self._waits.pop(key, None)
         if key in self._dirty:
-            self._queue.append(key)
-            self._wake_one()
+            self._push(key)
 
     def shutdown(self) -> None:
         """Stop handing out keys: pending timers are cancelled, every waiting `get` raises `ShutDown`."""
         self._shut_down = True
-        for _, handle in self._timers.values():
+        for _, handle, _ in self._timers.values():
             handle.cancel()
         self._timers.clear()
         while self._waiters:
@@ -168,8 +203,26 @@ class WorkQueue(Generic[K]):
                 waiter.set_result(None)
 
     def _fire(self, key: K) -> None:
-        self._timers.pop(key, None)
-        self.add(key)
+        pending = self._timers.pop(key, None)
+        self.add(key, pending[2] if pending else Lane.TIMER)
+
+    def _push(self, key: K) -> None:
+        """Put a dirty key that is not in flight at the back of its lane."""
+        lane = Lane.TIMER if key in self._urgent else Lane.EVENT
+        ticket = next(self._tickets)
+        self._ready[key] = (lane, ticket)
+        self._lanes[lane].append((key, ticket))
+        self._wake_one()
+
+    def _pop(self) -> K:
+        """The first ready key of the first lane that has one (`_ready` is not empty)."""
+        for lane in self._lanes:
+            while lane:
+                key, ticket = lane.popleft()
+                if self._ready.get(key, (None, None))[1] == ticket:
+                    del self._ready[key]
+                    return key
+        raise AssertionError("a ready key is in no lane")
 
     def _wake_one(self) -> None:
         while self._waiters:

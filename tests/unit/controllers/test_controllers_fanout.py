@@ -568,3 +568,35 @@ def test_a_profiles_event_wakes_the_summaries_waiting_for_it_once(world: World) 
     assert world.woken()[2] >= {"fleet/p-web-a", "fleet/p-web-b"}
     world.emit("MODIFIED", "ClusterProfile", _profile("p-web", {"policyRefs": [_ref("web2")]}))
     assert not world.woken()[2] & {"fleet/p-web-a", "fleet/p-web-b"}  # woken once, not at every event
+
+
+def test_a_promotion_is_woken_by_how_far_a_summarys_delivery_got_not_by_each_step_of_it() -> None:
+    """ADR 0117: a summary the promotion wrote ahead, and each progress message of its delivery,
+    used to wake the promotion for a pass that decided what the one before had decided."""
+    w = World()
+    stage = _profile("web-dev", {"policyRefs": [_ref("web")]})
+    stage["metadata"]["labels"] = {"fleetwave.io/promotion": "web"}
+    w.emit("ADDED", "ClusterProfile", stage)
+    w.woken()
+    labels = {ss.PROFILE_LABEL: "web-dev", ss.CLUSTER_LABEL: "c1"}
+    meta = {"name": "web-dev-sveltos-c1", "namespace": NS, "labels": labels, "generation": 1}
+    body = {"apiVersion": API, "kind": "ClusterSummary", "metadata": meta, "spec": {}}
+
+    def emit(status: dict[str, Any], event: EventType = "MODIFIED", **changed: Any) -> set[str]:
+        w.emit(event, "ClusterSummary", {**body, "metadata": {**meta, **changed}, "status": status})
+        return w.woken()[0]
+
+    def ready(status: str, reason: str, message: str) -> dict[str, Any]:
+        condition = {"type": "Ready", "status": status, "reason": reason, "message": message}
+        return {"observedContentHash": "h1", "conditions": [condition]}
+
+    assert emit({}, "ADDED") == set()  # written ahead: nothing delivered yet
+    assert emit(ready("False", "Provisioning", "1 of 3 applied")) == {"web"}
+    assert emit(ready("False", "Provisioning", "2 of 3 applied")) == set()  # a step of the same
+    assert emit(ready("True", "Provisioned", "deployed and healthy")) == {"web"}  # done
+    assert emit(ready("True", "Provisioned", "deployed and healthy")) == set()
+    assert emit(ready("False", "Failed", "quota exceeded")) == {"web"}
+    assert emit(ready("False", "Failed", "image pull failed")) == {"web"}  # the status names why
+    assert emit(ready("False", "Failed", "image pull failed"), generation=2) == {"web"}  # new spec
+    assert emit(ready("False", "Failed", "image pull failed"), "DELETED", generation=2) == {"web"}
+    assert emit({"observedContentHash": "h0"}, "ADDED") == {"web"}  # made again, holding a revision

@@ -3,7 +3,7 @@ back, a conflict decided again, passes bounded."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 from typing import Any
 
@@ -132,3 +132,18 @@ async def test_progress_only_is_held_back_after_a_recent_write_then_written_once
     elapsed[0] += PROGRESS_EVERY
     await passes.drive(_ctx(client, statuses), _Kind(passes.Policy.ACT_THEN_WRITE, quiet=True), CURRENT)
     assert len(client.bodies) == 2
+
+
+def test_a_requeue_for_a_gate_falling_due_is_a_deadline_and_one_polling_for_facts_is_a_poll() -> None:
+    """ADR 0117: the promotion's work queue hands a deadline out before event-woken keys, a poll
+    waits with them."""
+    now = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
+    gate, poll = now + timedelta(seconds=2), now + timedelta(seconds=1)
+
+    def decision(requeue_at: datetime | None, wake_at: datetime | None) -> fx.Decision:
+        return fx.Decision(None, (), requeue_at, None, wake_at, True)  # type: ignore[arg-type]
+
+    assert requeue.after(decision(gate, gate), now) == Result(requeue_after=2.0, poll=False)
+    assert requeue.after(decision(poll, gate), now) == Result(requeue_after=1.0, poll=True)
+    assert requeue.after(decision(poll, None), now) == Result(requeue_after=1.0, poll=True)
+    assert requeue.after(decision(None, None), now) == Result()

@@ -324,3 +324,140 @@ def test_a_watch_besides_status_follows_spec_metadata_and_removal_but_not_status
     informer.emit_as("DELETED", _profile(2, "3 of 3 ready", {"stage": "prod"}))  # gone as it was
     informer.emit_as("ADDED", _profile(1, ""))  # made again
     assert woken == ["owner"] * 5
+
+
+# --- two lanes (ADR 0117): a key whose own timer fired goes before keys woken by events ----------
+
+
+async def take(q: queueing.WorkQueue[str], n: int) -> list[str]:
+    """The next `n` keys `get` hands out; a key that never comes fails the test instead of hanging."""
+    return [await asyncio.wait_for(q.get(), 1) for _ in range(n)]
+
+
+async def test_a_key_whose_own_timer_fired_is_handed_out_before_keys_woken_earlier_by_events() -> None:
+    q, clock = make()
+    q.add_after("gate", 2.0)
+    for key in ["e1", "e2", "e3"]:
+        q.add(key)
+    clock.advance(2.0)
+    assert len(q) == 4
+    assert await take(q, 4) == ["gate", "e1", "e2", "e3"]
+
+
+async def test_each_lane_is_first_in_first_out() -> None:
+    q, clock = make()
+    q.add("e1")
+    q.add_after("t1", 1.0)
+    q.add("e2")
+    q.add_after("t2", 2.0)
+    q.add("e3")
+    clock.advance(2.0)
+    assert await take(q, 5) == ["t1", "t2", "e1", "e2", "e3"]
+
+
+async def test_a_key_waiting_in_the_event_lane_moves_to_the_timer_lane_once_and_is_handed_out_once() -> None:
+    q, clock = make()
+    q.add("e1")
+    q.add("k")
+    q.add("e2")
+    q.add_after("k", 1.0)
+    clock.advance(1.0)
+    assert len(q) == 3, "one key in two lanes is still one ready key"
+    assert await take(q, 3) == ["k", "e1", "e2"]
+    assert len(q) == 0
+    for key in ["k", "e1", "e2"]:
+        q.done(key)
+    assert len(q) == 0
+    q.add("k")  # its stale event-lane entry must not stand in for (or hide) a new add
+    q.add("e3")
+    assert await take(q, 2) == ["k", "e3"]
+
+
+async def test_an_event_for_a_key_already_in_the_timer_lane_does_not_demote_it() -> None:
+    q, clock = make()
+    q.add("e1")
+    q.add_after("k", 1.0)
+    clock.advance(1.0)
+    q.add("k")
+    assert len(q) == 2
+    assert await take(q, 2) == ["k", "e1"]
+
+
+async def test_a_timer_firing_while_its_key_is_in_flight_puts_it_first_once_done_and_not_twice() -> None:
+    q, clock = make()
+    q.add("k")
+    assert await take(q, 1) == ["k"]
+    q.add("e1")
+    q.add_after("k", 1.0)
+    clock.advance(1.0)
+    assert len(q) == 1, "the key in flight is not handed to a second worker"
+    q.add("k")  # an event as well: still one re-run
+    q.done("k")
+    assert await take(q, 2) == ["k", "e1"]
+    q.done("k")
+    q.done("e1")
+    assert len(q) == 0
+
+
+async def test_an_event_while_in_flight_re_runs_the_key_in_the_event_lane() -> None:
+    q, clock = make()
+    q.add("k")
+    assert await take(q, 1) == ["k"]
+    q.add("k")
+    q.add_after("t", 1.0)
+    clock.advance(1.0)
+    q.done("k")
+    assert await take(q, 2) == ["t", "k"]
+
+
+async def test_retries_after_failures_wait_in_the_event_lane() -> None:
+    q, clock = make(base=1.0)
+    q.add("e1")
+    q.add_rate_limited("failing")
+    clock.advance(1.0)
+    assert await take(q, 2) == ["e1", "failing"]
+
+
+async def test_a_delayed_watch_wakes_its_key_in_the_event_lane_and_a_requeue_after_in_the_timer_lane() -> (
+    None
+):
+    async def reconcile(key: str) -> Result:
+        return Result(requeue_after=1.0) if key == "gate" else Result()
+
+    q, clock = make()
+    ctl: Controller[str] = Controller("c", reconcile, queue=q, deadlines_first=True)
+    informer = _Informer()
+    ctl.watch(informer, lambda obj: [str(obj)], delay=0.5)  # type: ignore[arg-type]
+    ctl.enqueue("gate")
+    assert await take(q, 1) == ["gate"]
+    await ctl._process("gate")  # the pass asks to run again in 1 s: its own timer
+    q.done("gate")
+    informer.emit("folded")
+    q.add("e1")
+    clock.advance(1.0)
+    assert await take(q, 3) == ["gate", "e1", "folded"]
+
+
+@pytest.mark.parametrize(
+    ("deadlines_first", "result", "order"),
+    [
+        (True, Result(requeue_after=1.0), ["k", "e1"]),
+        (True, Result(requeue_after=1.0, poll=True), ["e1", "k"]),  # a re-check is not a deadline
+        (False, Result(requeue_after=1.0), ["e1", "k"]),  # timers that are safety nets
+    ],
+)
+async def test_only_a_deadline_of_a_controller_that_puts_them_first_goes_first(
+    deadlines_first: bool, result: Result, order: list[str]
+) -> None:
+    async def reconcile(_key: str) -> Result:
+        return result
+
+    q, clock = make()
+    ctl: Controller[str] = Controller("c", reconcile, queue=q, deadlines_first=deadlines_first)
+    ctl.enqueue("k")
+    assert await take(q, 1) == ["k"]
+    await ctl._process("k")
+    q.done("k")
+    q.add("e1")
+    clock.advance(1.0)
+    assert await take(q, 2) == order

@@ -25,4 +25,12 @@ def seconds_until(decision: fx.Decision, now: datetime) -> float | None:
 
 
 def after(decision: fx.Decision, now: datetime) -> Result:
-    return Result(requeue_after=seconds_until(decision, now))
+    """The requeue; a poll for facts (no time-based wake, or one later than the poll) is marked as
+    one, so that it waits with event-woken keys and a gate falling due goes first (ADR 0117)."""
+    return Result(requeue_after=seconds_until(decision, now), poll=polling(decision))
+
+
+def polling(decision: fx.Decision) -> bool:
+    """Whether the decision's next wake-up is a poll for facts rather than a deadline it keeps."""
+    due = decision.requeue_at
+    return due is not None and (decision.wake_at is None or due < decision.wake_at)

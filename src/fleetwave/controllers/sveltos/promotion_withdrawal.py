@@ -53,7 +53,7 @@ async def guard(ctx: Context, obj: Any, stage_profile_name: Namer) -> Result | N
     if not keeps_profiles:
         pending = await _withdraw_next(ctx, obj, raw, stage_profile_name)
         if pending:
-            return Result(requeue_after=RECHECK)
+            return Result(requeue_after=RECHECK, poll=True)
     await preserve.set_finalizers(ctx, meta, [f for f in finalizers if f != FINALIZER])
     return Result()
 

@@ -107,7 +107,7 @@ async def reconcile(ctx: Context, key: str, rollout: Rollout[P, F]) -> Result:
         # The cache predates our last status write: deciding from it would act on an old record (a
         # stage profile cut back to an earlier batch, a finished stage's verification redeployed).
         # The write's own informer event wakes us; the timer is a safety net for a watch that is down.
-        return Result(requeue_after=1.0)
+        return Result(requeue_after=1.0, poll=True)
     await common.parse_ahead(ctx, rollout.kind, raw)
     await common.fetch_ahead(ctx, rollout.kind, raw)
     try:
@@ -158,7 +158,8 @@ class _SveltosPasses(Generic[P, F]):
         if (self.local.get(local_content.STATUS_FIELD) or {}).get("errors") and not result.requeue:
             # Local content is retried (an admin may grant the rights it lacks) without delaying
             # the rollout's own timers.
-            return Result(requeue_after=min(result.requeue_after or LOCAL_RETRY, LOCAL_RETRY))
+            sooner = min(result.requeue_after or LOCAL_RETRY, LOCAL_RETRY)
+            return Result(requeue_after=sooner, poll=result.poll or sooner == LOCAL_RETRY)
         return result
 
 
