@@ -63,6 +63,16 @@ def default_identity() -> str:
     return f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
 
 
+def stop_if_cancelled() -> None:
+    """Raise CancelledError if the running task was asked to stop. On Python 3.11,
+    `asyncio.wait_for` drops a cancellation that arrives just as the awaitable finishes (gh-86296).
+    The renewal loop, which goes on renewing, then never ends: a stopped manager waited on it for
+    good."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
+
+
 class LeaderElector:
     def __init__(
         self,
@@ -106,7 +116,8 @@ class LeaderElector:
     async def run(self) -> None:
         """Acquire the lease, then renew it; returns once leadership is lost."""
         try:
-            while await self.try_acquire_or_renew() is not Attempt.HELD:  # noqa: ASYNC110 - polls the API
+            while await self.try_acquire_or_renew() is not Attempt.HELD:
+                stop_if_cancelled()
                 await asyncio.sleep(self.retry_period)
             log.info("leader election %s/%s: %s is the leader", self.namespace, self.name, self.identity)
             self.leading.set()
@@ -114,6 +125,7 @@ class LeaderElector:
                 await asyncio.sleep(self.retry_period)
                 if not await self.renew():
                     return
+                stop_if_cancelled()
         finally:
             self.leading.clear()
             self._fence.dropped(self._fence_key)

@@ -7,6 +7,7 @@ assertions): what the elector writes and when it gives up are compared with the 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import logging
 from typing import Any
@@ -167,3 +168,27 @@ async def test_a_renewal_that_gets_no_answer_loses_the_lease_at_the_deadline_and
     messages = [r.getMessage() for r in caplog.records]
     assert any("no answer to the renewal within" in m for m in messages), messages
     assert any("lost the lease" in m for m in messages), messages
+
+
+def test_a_cancellation_swallowed_on_the_way_still_stops_the_renewal_loop() -> None:
+    """As `asyncio.wait_for` does on Python 3.11 when the renewal finishes as the stop arrives: the
+    CancelledError is caught below the loop; the loop's check must still end the task."""
+
+    async def renewals(checked: list[bool]) -> None:
+        with contextlib.suppress(asyncio.CancelledError):  # swallowed, as wait_for's race does
+            await asyncio.sleep(10)
+        checked.append(True)
+        leader.stop_if_cancelled()
+        await asyncio.sleep(10)  # the next renewal: never reached
+
+    async def main() -> tuple[list[bool], bool]:
+        checked: list[bool] = []
+        task = asyncio.create_task(renewals(checked))
+        await asyncio.sleep(0)
+        task.cancel()
+        done, _ = await asyncio.wait([task], timeout=2)
+        return checked, bool(done) and task.cancelled()
+
+    checked, stopped = asyncio.run(main())
+    assert checked == [True]
+    assert stopped
