@@ -9,7 +9,9 @@ profile controller and the summary controller write them: the body its profile p
 (`summary_writes`, the same code), then the status its delivery writes once the content is deployed
 and healthy (`summary_status.status_body`, a merge patch on /status), over `--clusters` clusters and
 as many ClusterProfiles as it takes (the profiles a promotion generates: one ConfigMap policyRef).
-No controller runs: this is the cost of the object, not of the passes that write it.
+No controller runs: this is the cost of the object, not of the passes that write it. `--watchers`
+watches of all summaries stay open meanwhile (default 1, as one controller keeps): the API server
+keeps each event's serialized form for its watchers.
 
 Reported per point, 130 s after the writes (past the 75 s a watch cache keeps events fresh): the
 management API server's RSS and live Go heap (read after a collection the benchmark asks for), per
@@ -26,6 +28,7 @@ import json
 import os
 import re
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -119,6 +122,40 @@ async def write_summaries(http: httpx2.AsyncClient, bodies: list[Obj], concurren
     await asyncio.gather(*(one(b) for b in bodies))
 
 
+class Watchers:
+    """`count` watches of every ClusterSummary, read and dropped, as a controller's informer keeps one
+    open for as long as it runs (re-opened when the API server ends one)."""
+
+    def __init__(self, state: fleet.FleetState, count: int) -> None:
+        self.config = kubeclient.config_from_file(state.cluster(fleet.MANAGEMENT).kubeconfig)
+        self.stop = threading.Event()
+        self.events = 0
+        self.threads = [threading.Thread(target=self._watch, daemon=True) for _ in range(count)]
+
+    def __enter__(self) -> Watchers:
+        for t in self.threads:
+            t.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stop.set()
+
+    def _watch(self) -> None:
+        params = {"watch": "1", "allowWatchBookmarks": "true", "timeoutSeconds": "600"}
+        while not self.stop.is_set():
+            try:
+                with (
+                    internals.http(self.config, timeout=660) as http,
+                    http.stream("GET", f"/apis/{API}/clustersummaries", params=params) as r,
+                ):
+                    for line in r.iter_lines():
+                        self.events += 1 if line else 0
+                        if self.stop.is_set():
+                            return
+            except httpx2.HTTPError:
+                time.sleep(1.0)
+
+
 def metric(text: str, name: str) -> float:
     m = re.search(rf"^{name}(?:{{[^}}]*}})? (\S+)$", text, re.M)
     return float(m.group(1)) if m else float("nan")
@@ -151,7 +188,7 @@ class Readings:
         return {
             "apiserver_rss": bench_scale.rss_bytes([self.apiserver]),
             "apiserver_heap": metric(api, "go_memstats_heap_inuse_bytes"),
-            "watch_cache_capacity": labelled(api, "apiserver_watch_cache_capacity", "clustersummaries"),
+            "watch_cache_capacity": labelled(api, "watch_cache_capacity", "clustersummaries"),
             "etcd_rss": bench_scale.rss_bytes([self.etcd]),
             "etcd_db": metric(etcd, "etcd_mvcc_db_total_size_in_use_in_bytes"),
         }
@@ -224,6 +261,18 @@ def run(args: argparse.Namespace, state: fleet.FleetState) -> list[Obj]:
         install.install(mgmt)
     profiles = create_profiles(state, -(-curve[-1] // args.clusters))
     readings = Readings(state)
+    with Watchers(state, args.watchers) as watchers:
+        return _points(args, state, curve, profiles, readings, watchers)
+
+
+def _points(
+    args: argparse.Namespace,
+    state: fleet.FleetState,
+    curve: list[int],
+    profiles: list[Obj],
+    readings: Readings,
+    watchers: Watchers,
+) -> list[Obj]:
     time.sleep(HISTORY_S)
     base = readings.read()
     print(f"empty: {json.dumps({k: round(v / 2**20, 1) for k, v in base.items()})} (MiB)", flush=True)
@@ -242,6 +291,7 @@ def run(args: argparse.Namespace, state: fleet.FleetState) -> list[Obj]:
         time.sleep(HISTORY_S)
         row = row_of(count, base, readings.read(), one_summary(state, bodies[-1]["metadata"]["name"]))
         row["write_s"] = round(took, 1)
+        row["watch_events"] = watchers.events
         rows.append(row)
         print(json.dumps(row), flush=True)
         if args.heap_profile:
@@ -268,6 +318,7 @@ def main() -> None:
     parser.add_argument("--curve", default="1100,11000,50000,100000")
     parser.add_argument("--clusters", type=int, default=1000)
     parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument("--watchers", type=int, default=1, help="watches of all summaries kept open")
     parser.add_argument(
         "--heap-profile", default=None, help="keep the API server's heap profile at each point: PATH.<count>"
     )

@@ -75,6 +75,31 @@ class _StageProfile:
     annotations: Mapping[str, str]
 
 
+WATCHED_POLL = 30.0  # seconds: the re-check under watches, for a promotion whose facts all come by watch
+
+
+def fact_poll(promotion: ClusterPromotion, judge_poll: float) -> float:
+    """How often a promotion waiting on facts re-checks them (ADR 0117). Deliveries (its summaries'
+    watch, woken on news) and approvals (its own spec) come by watch: a pass every `judge_poll`
+    found nothing new, and 90 promotions waiting on deliveries filled two thirds of the queue with
+    such passes. Webhooks and analyses are only learnt by asking, and post-delay health checks
+    may have no member watch (a member without one): a promotion with any of them keeps
+    `judge_poll`. The longer poll stays as the net under a missed watch event."""
+    stages = promotion.spec.stages or []
+    asks_for_facts = any(
+        stage.webhooks
+        or stage.analyses
+        or any(t is not None and t.post_delay_health_checks for t in _triggers(stage))
+        for stage in stages
+    )
+    return judge_poll if asks_for_facts else max(judge_poll, WATCHED_POLL)
+
+
+def _triggers(stage: sveltos.Stage) -> tuple[sveltos.AutoTrigger | None, sveltos.ManualTrigger | None]:
+    trigger = stage.trigger
+    return (None, None) if trigger is None else (trigger.auto, trigger.manual)
+
+
 class _Promotions:
     kind = KIND
 
@@ -82,11 +107,9 @@ class _Promotions:
         promotion = common.parse_as(raw, KIND, ClusterPromotion)
         resolved = common.resolve(ctx, promotion.spec.profile_spec, "spec.profileSpec")
         _check_pre_health_refs(ctx, promotion)
-        # Deliveries and approvals wake us through watches, post-delay health checks through member
-        # watches (ADR 0065); while waiting on facts the engine also re-checks every `judge_poll`.
         spec = replace(
             translate.from_promotion(promotion, content_hash=resolved.hash),
-            poll_interval=timedelta(seconds=ctx.judge_poll),
+            poll_interval=timedelta(seconds=fact_poll(promotion, ctx.judge_poll)),
         )
         return Prepared(promotion, resolved, spec)
 
