@@ -141,19 +141,28 @@ class Watchers:
         self.stop.set()
 
     def _watch(self) -> None:
-        params = {"watch": "1", "allowWatchBookmarks": "true", "timeoutSeconds": "600"}
+        version = ""  # resumed from the last event seen, as an informer does (no relist)
         while not self.stop.is_set():
+            params = {"watch": "1", "allowWatchBookmarks": "true", "timeoutSeconds": "600"}
+            params |= {"resourceVersion": version} if version else {}
             try:
                 with (
                     internals.http(self.config, timeout=660) as http,
                     http.stream("GET", f"/apis/{API}/clustersummaries", params=params) as r,
                 ):
                     for line in r.iter_lines():
-                        self.events += 1 if line else 0
+                        if line.startswith('{"type":"ERROR"'):
+                            version = ""  # too old (410): start over from the current state
+                        elif seen := _RESOURCE_VERSION.search(line):
+                            version = seen.group(1)
+                            self.events += 1
                         if self.stop.is_set():
                             return
             except httpx2.HTTPError:
                 time.sleep(1.0)
+
+
+_RESOURCE_VERSION = re.compile(r'"resourceVersion":"(\d+)"')
 
 
 def metric(text: str, name: str) -> float:
