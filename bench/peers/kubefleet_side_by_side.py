@@ -39,6 +39,7 @@ import hashlib
 import json
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -707,6 +708,18 @@ def header(args: argparse.Namespace, text: str, kf: Path) -> str:
     )
 
 
+def _keep_logs(tmp: Path, into: str | None) -> None:
+    """Every process's log of both systems (agents, API servers, the controller) into `into`, before
+    the temporary directory goes: a run that fails in setup is otherwise left with no cause."""
+    if into is None:
+        return
+    for log in tmp.rglob("*.log"):
+        target = Path(into) / log.relative_to(tmp)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(log, target)
+    print(f"logs kept in {into}", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--members", type=int, default=20)
@@ -718,6 +731,7 @@ def main() -> None:
     parser.add_argument("--order", default="kubefleet,fleetwave")
     parser.add_argument("--budget", type=float, default=900.0, help="seconds each wait of a run may take")
     parser.add_argument("--print-yaml", action="store_true", help="print the YAML both systems get, and exit")
+    parser.add_argument("--keep-logs", default=None, help="copy every log into this directory at the end")
     args = parser.parse_args()
     args.sizes = [int(s) for s in args.stages.split(",")]
     if len(args.sizes) != len(STAGE_NAMES) or sum(args.sizes) != args.members:
@@ -731,8 +745,11 @@ def main() -> None:
     print(header(args, text, kf), flush=True)
     results: dict[str, Obj] = {}
     with tempfile.TemporaryDirectory(prefix="fleetwave-bench-kubefleet-") as tmp:
-        for name in args.order.split(","):
-            results[name] = measure(name, args, bins, kf, Path(tmp))
+        try:
+            for name in args.order.split(","):
+                results[name] = measure(name, args, bins, kf, Path(tmp))
+        finally:
+            _keep_logs(Path(tmp), args.keep_logs)
     if {"kubefleet", "fleetwave"} <= set(results):  # (one system alone: its JSON line above)
         print("\n" + table(results["kubefleet"], results["fleetwave"], args.runs))
     for name, result in results.items():
