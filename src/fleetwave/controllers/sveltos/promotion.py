@@ -89,15 +89,10 @@ def fact_poll(promotion: ClusterPromotion, judge_poll: float) -> float:
     asks_for_facts = any(
         stage.webhooks
         or stage.analyses
-        or any(t is not None and t.post_delay_health_checks for t in _triggers(stage))
+        or ((trigger := _stage_trigger(stage)) is not None and trigger.post_delay_health_checks)
         for stage in stages
     )
     return judge_poll if asks_for_facts else max(judge_poll, WATCHED_POLL)
-
-
-def _triggers(stage: sveltos.Stage) -> tuple[sveltos.AutoTrigger | None, sveltos.ManualTrigger | None]:
-    trigger = stage.trigger
-    return (None, None) if trigger is None else (trigger.auto, trigger.manual)
 
 
 class _Promotions:
@@ -271,8 +266,11 @@ def _approvals(run: Run) -> dict[str, datetime]:
 def _trigger(
     promotion: ClusterPromotion, stage_name: str
 ) -> sveltos.AutoTrigger | sveltos.ManualTrigger | None:
+    return _stage_trigger(next(s for s in promotion.spec.stages if s.name == stage_name))
+
+
+def _stage_trigger(stage: sveltos.Stage) -> sveltos.AutoTrigger | sveltos.ManualTrigger | None:
     """The stage's auto or manual trigger (None when it has neither)."""
-    stage = next(s for s in promotion.spec.stages if s.name == stage_name)
     return stage.trigger.auto or stage.trigger.manual if stage.trigger else None
 
 
