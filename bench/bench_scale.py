@@ -53,6 +53,7 @@ from lightkube import AsyncClient, Client, codecs
 from lightkube.resources.core_v1 import Event
 from lightkube.types import on_error_retry
 
+import summary_floor
 from fleetwave.kube import client as kubeclient
 from fleetwave.kube import internals, kinds
 from fleetwave.local import binaries, fleet, processes
@@ -627,6 +628,17 @@ async def _direct(servers: list[AsyncClient], stages: dict[str, list[int]], docs
 
 
 FLOOR_NS = "bench-scale-floor"
+STAGE_OF_ENV = {"dev": "dev", "staging": "staging", "prod": "production"}
+
+
+def summary_floor_stages(
+    name: str, stages: dict[str, list[int]], servers: int
+) -> dict[str, list[tuple[str, int]]]:
+    """The promotion's stage profiles -> (cluster key, member server index) of their clusters."""
+    return {
+        f"{name}-{STAGE_OF_ENV[env]}": [(f"{MEMBERS_NS}/c-{i:04d}", i % servers) for i in members]
+        for env, members in stages.items()
+    }
 
 
 async def _with_records(
@@ -653,6 +665,47 @@ async def _with_records(
     for members in stages.values():
         await asyncio.gather(*(deliver(i) for i in members))
     return time.monotonic() - t0
+
+
+async def _ratio_setup(client: AsyncClient, name: str, staged: str, n: int) -> tuple[str, int]:
+    """The floors' namespace and CRD, the promotion and the staged run at their first revision:
+    (the promotion's content hash, the run's snapshot index)."""
+    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": FLOOR_NS}}
+    await client.apply(codecs.from_dict(namespace), force=True)
+    await summary_floor.install(client)
+    await client.apply(codecs.from_dict(ratio_policy(name, 0)), force=True)
+    await client.apply(codecs.from_dict(ratio_promotion(name, n)), force=True)
+    _, content_hash = await _promotion_revision(client, name, 0, None)
+    _, index = await _run_revision(client, staged, n, 0, -1)
+    return content_hash, index
+
+
+async def _floors(
+    state: fleet.FleetState,
+    client: AsyncClient,
+    servers: list[AsyncClient],
+    stages: tuple[dict[str, list[int]], dict[str, list[tuple[str, int]]]],
+    n: int,
+    trial: int,
+    timed: tuple[float, float],
+) -> tuple[float, float]:
+    """Seconds of the two floors of one trial: the shape's management writes as ConfigMap records,
+    and as ClusterSummary writes (`summary_floor`); printed beside `timed` (direct, promotion)."""
+    by_env, by_profile = stages
+    direct, promoted = timed
+    floor = await _with_records(client, servers, by_env, ratio_payload(f"floor-{n}", trial), trial)
+    payload = ratio_payload(f"sfloor-{n}", trial)
+    others, own = fleet_cpu(state), time.process_time()
+    same_kind = await summary_floor.run(client, servers, by_profile, payload, trial)
+    spent, own = _cpu_text(others, fleet_cpu(state)), time.process_time() - own
+    print(f"  CPU of the fleet in the ClusterSummary floor: {spent}, this benchmark {own:.2f} s")
+    print(
+        f"  direct with the shape's two management writes per cluster: as ConfigMap records "
+        f"{floor:.2f} s ({floor / direct:.2f}x direct), as ClusterSummary writes {same_kind:.2f} s "
+        f"({same_kind / direct:.2f}x direct; the promotion {promoted / same_kind:.2f}x this floor)",
+        flush=True,
+    )
+    return floor, same_kind
 
 
 def ratio_staged_docs(name: str, point: int, trial: int) -> list[Obj]:
@@ -752,34 +805,32 @@ async def ratio(state: fleet.FleetState, n: int, trials: int, controller_pid: in
     rows: list[tuple[float, float, float, float, float, float]] = []
     timeline = _Timeline(client, name)
     floors: list[float] = []
+    summary_floors: list[tuple[float, float]] = []  # (floor / direct, promotion / floor)
+    floor_stages = summary_floor_stages(name, stages, len(servers))
     try:
-        namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": FLOOR_NS}}
-        await client.apply(codecs.from_dict(namespace), force=True)
-        await client.apply(codecs.from_dict(ratio_policy(name, 0)), force=True)
-        await client.apply(codecs.from_dict(ratio_promotion(name, n)), force=True)
-        _, content_hash = await _promotion_revision(client, name, 0, None)
-        _, index = await _run_revision(client, staged, n, 0, -1)
+        content_hash, index = await _ratio_setup(client, name, staged, n)
         sources = {"member": sorted({m.kubeconfig for m in state.members}), "management": [mk]}
         await _print_idle_cpu(state)
         for trial in range(1, trials + 1):
             marked = await _mark_requests(sources)
             before, work = cpu_seconds(tree(controller_pid)), await asyncio.to_thread(reconcile_seconds)
             timeline.start(content_hash)
-            others = fleet_cpu(state)
+            others, own = fleet_cpu(state), time.process_time()
             promoted, content_hash = await _promotion_revision(client, name, trial, content_hash)
             promotion_cpu = cpu_seconds(tree(controller_pid)) - before
             print(f"  passes of the promotion trial: {await _passes_since(work)}", flush=True)
             print(f"  stages of the promotion trial (ms): {timeline.text()}", flush=True)
-            print(f"  CPU of the fleet in the promotion trial: {_cpu_text(others, fleet_cpu(state))}")
+            print(
+                f"  CPU of the fleet in the promotion trial: {_cpu_text(others, fleet_cpu(state))}, "
+                f"controller {promotion_cpu:.2f} s, this benchmark {time.process_time() - own:.2f} s"
+            )
             await _print_requests(marked, sources, n)
             direct = await _direct(servers, stages, [ratio_payload(f"direct-{n}", trial)])
-            floor = await _with_records(client, servers, stages, ratio_payload(f"floor-{n}", trial), trial)
-            floors.append(floor / direct)
-            print(
-                f"  direct with the shape's two management writes per cluster: {floor:.2f} s "
-                f"({floor / direct:.2f}x direct)",
-                flush=True,
+            floor, same_kind = await _floors(
+                state, client, servers, (stages, floor_stages), n, trial, (direct, promoted)
             )
+            floors.append(floor / direct)
+            summary_floors.append((same_kind / direct, promoted / same_kind))
             marked = await _mark_requests(sources)
             before, work = cpu_seconds(tree(controller_pid)), await asyncio.to_thread(reconcile_seconds)
             others = fleet_cpu(state)
@@ -809,6 +860,8 @@ async def ratio(state: fleet.FleetState, n: int, trials: int, controller_pid: in
         "promotion_ratio": round(statistics.median(r[0] / r[1] for r in rows), 2),
         "promotion_cpu_s": round(med[2], 2),
         "floor_ratio": round(statistics.median(floors), 2),
+        "summary_floor_ratio": round(statistics.median(f for f, _ in summary_floors), 2),
+        "promotion_vs_summary_floor": round(statistics.median(p for _, p in summary_floors), 2),
         "run_s": round(med[3], 2),
         "run_direct_s": round(med[4], 2),
         "run_ratio": round(statistics.median(r[3] / r[4] for r in rows), 2),
@@ -1047,6 +1100,11 @@ def report(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
                 f"-> {row['promotion_ratio']}x "
                 f"(controller CPU {row['promotion_cpu_s']} s); staged run {row['run_s']} s vs direct "
                 f"{row['run_direct_s']} s -> {row['run_ratio']}x (controller CPU {row['run_cpu_s']} s)"
+            )
+            print(
+                f"floors at {row['clusters']} clusters (medians): ConfigMap records {row['floor_ratio']}x "
+                f"direct, ClusterSummary writes {row['summary_floor_ratio']}x direct; promotion "
+                f"{row['promotion_vs_summary_floor']}x the ClusterSummary floor"
             )
     print(json.dumps(rows))
 

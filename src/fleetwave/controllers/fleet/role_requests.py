@@ -108,7 +108,7 @@ def _matching(ctx: Context, selector: LabelSelector | None) -> dict[str, members
     """The members the selector picks (an empty selector picks none, as Sveltos')."""
     if selector is None or not (selector.match_labels or selector.match_expressions):
         return {}
-    found = (members.from_object(mc) for mc in ctx.cache.list("MemberCluster"))
+    found = members.registered(ctx.cache)
     return {m.key: m for m in found if selector.matches(dict(m.labels))}
 
 

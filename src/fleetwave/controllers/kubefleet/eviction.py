@@ -87,7 +87,7 @@ async def _facts(ctx: Context, placement_name: str, cluster_name: str) -> evicti
     except codec.ManifestError:
         return evictions.Facts(placement_name, None)  # not one the placement controller acts on
     fleet, _ = parsed.fleet_of(ctx, placement)
-    every = [members.from_object(o).key for o in ctx.cache.list("MemberCluster")]
+    every = [mb.key for mb in members.registered(ctx.cache)]
     status = raw.get("status") or {}
     budget, problem = await _budget(ctx, placement_name)
     return evictions.Facts(
