@@ -49,6 +49,18 @@ def latest(statuses: Iterable[Obj]) -> dict[str, Held]:
     return out
 
 
+def merged(helds: Iterable[Mapping[str, Held]]) -> dict[str, Held]:
+    """`latest` over the ledgers each of `helds` was read from, in that order, from what `latest`
+    made of each: a ledger that did not change is not read again."""
+    out: dict[str, Held] = {}
+    for held in helds:
+        for cluster, event in held.items():
+            old = out.get(cluster)
+            if old is None or event.at >= old.at:
+                out[cluster] = event
+    return out
+
+
 def holding(statuses: Iterable[Obj]) -> set[str]:
     return {c for c, h in latest(statuses).items() if h.index is not None}
 

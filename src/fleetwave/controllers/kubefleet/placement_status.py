@@ -30,7 +30,13 @@ class Frame:
 
 
 def summary(frame: Frame, ledgers: Iterable[Obj], previous: Obj, now: datetime) -> dict[str, Any]:
-    held = history.latest(ledgers)
+    return summary_of(frame, history.latest(ledgers), previous, now)
+
+
+def summary_of(
+    frame: Frame, held: Mapping[str, history.Held], previous: Obj, now: datetime
+) -> dict[str, Any]:
+    """`summary` from the newest event per cluster (`history.latest` of the ledgers)."""
     index, available = history.common_index(held, sorted(frame.fleet.names))
     picked = [
         _cluster_status(frame, held[c], frame.names.get(c, c))
