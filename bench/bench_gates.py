@@ -39,6 +39,7 @@ from lightkube import AsyncClient, codecs
 from lightkube.resources.apps_v1 import Deployment
 from lightkube.types import PatchType, on_error_retry
 
+import summary_floor
 from fleetwave.health import readiness
 from fleetwave.kube import client as kubeclient
 from fleetwave.kube import kinds
@@ -366,6 +367,29 @@ async def direct_time(members: list[AsyncClient], trial: int, *, staged: bool) -
     return time.monotonic() - t0
 
 
+STAGE_OF_ENV = {"dev": "dev", "staging": "staging", "prod": "production"}
+
+
+async def floor_time(
+    management: AsyncClient, members: list[AsyncClient], names: list[str], promotion_name: str, trial: int
+) -> float:
+    """`direct_time(staged=True)` plus the two management writes per member the promotion's shape
+    makes, written as it writes them (`summary_floor`): each member's summary applied, its content
+    applied until Available, its summary's status; member after member, in the rollout's order."""
+    profiles = [f"{promotion_name}-{STAGE_OF_ENV[env]}" for env in setup.ENVS]
+    shared = [await summary_floor.shared_of(management, p, trial) for p in profiles]
+    clusters = [f"{setup.DemoConfig().member_namespace}/{n}" for n in names]
+    name = "bench-floor"
+    t0 = time.monotonic()
+    for client, stage, cluster in zip(members, shared, clusters, strict=False):
+        version = await summary_floor.write_summary(management, stage, cluster)
+        for obj in content(name, trial):
+            await client.apply(codecs.from_dict(obj), force=True)
+        await _available(client, name)
+        await summary_floor.write_status(management, stage, cluster, version, trial)
+    return time.monotonic() - t0
+
+
 STAGED = "bench-staged"  # the placement, its strategy and its hub namespace
 
 
@@ -579,6 +603,9 @@ async def measure(
         await client.apply(codecs.from_dict(promotion(free.name, gated=False)), force=True)
         await free.until(lambda: free.rollout().get("phase") == "Succeeded")
         ratios = []
+        floors: list[float] = []
+        if ratio_trials:
+            await summary_floor.install(client)
         for trial in range(1, ratio_trials + 1):
             await asyncio.sleep(SETTLE)
             before = cpu.seconds()
@@ -588,11 +615,15 @@ async def measure(
             staged = await direct_time(members, trial, staged=True)
             await asyncio.sleep(SETTLE)
             d = await direct_time(members, trial, staged=False)
+            await asyncio.sleep(SETTLE)
+            f = await floor_time(client, members, [m.name for m in state.members], free.name, trial)
             ratios.append((r, staged, d, used))
+            floors.append(f)
             print(
                 f"ratio trial {trial}: 3-stage rollout {r:.2f} s (controller CPU {used:.2f} s), "
                 f"direct apply stage by stage {staged:.2f} s "
-                f"-> {r / staged:.2f}x (all members at once {d:.2f} s -> {r / d:.1f}x)",
+                f"-> {r / staged:.2f}x (all members at once {d:.2f} s -> {r / d:.1f}x); with the shape's "
+                f"two ClusterSummary writes per member {f:.2f} s -> {r / f:.2f}x that floor",
                 flush=True,
             )
         free.stop()
@@ -603,6 +634,7 @@ async def measure(
             "approval": approvals,
             "health": healths,
             "ratio": ratios,
+            "ratio_floor": floors,
             "staged_run_ratio": staged_ratios,
         }
     finally:
@@ -636,6 +668,13 @@ def report(results: dict[str, Any]) -> None:
         f"(ratio {statistics.median(rollouts) / statistics.median(directs):.1f}x); "
         f"controller CPU per rollout: median {statistics.median(used):.2f} s"
     )
+    if results.get("ratio_floor"):
+        per_trial = statistics.median(r / f for r, f in zip(rollouts, results["ratio_floor"], strict=True))
+        print(
+            f"the same against direct + the shape's two ClusterSummary writes per member: median "
+            f"{statistics.median(results['ratio_floor']):.2f} s, the rollout {per_trial:.2f}x that floor "
+            "(median of the trials' ratios)"
+        )
     if results["staged_run_ratio"]:
         runs = [r for r, _, _ in results["staged_run_ratio"]]
         direct = [d for _, d, _ in results["staged_run_ratio"]]
@@ -646,7 +685,7 @@ def report(results: dict[str, Any]) -> None:
             f"(ratio {statistics.median(runs) / statistics.median(direct):.2f}x, goal 1.3x); "
             f"controller CPU per run: median {statistics.median(run_cpu):.2f} s"
         )
-    keys = ("delay", "approval", "health", "health_polled", "ratio", "staged_run_ratio")
+    keys = ("delay", "approval", "health", "health_polled", "ratio", "ratio_floor", "staged_run_ratio")
     print(json.dumps({k: results[k] for k in keys}))
 
 

@@ -100,6 +100,23 @@ def delivered_status(trial: int) -> Obj:
     return {k: v for k, v in body.items() if v is not None}
 
 
+async def write_summary(management: AsyncClient, shared: summary_writes.Shared, cluster: str) -> str:
+    """The cluster's summary applied as the controller applies it; the version written."""
+    written = await management.apply(resource()(shared.body(cluster)), force=True)
+    return str(written.metadata.resourceVersion)
+
+
+async def write_status(
+    management: AsyncClient, shared: summary_writes.Shared, cluster: str, version: str, trial: int
+) -> None:
+    """The status a delivery writes, as a merge patch on the version it read."""
+    meta = shared.body(cluster)["metadata"]
+    patch = {"metadata": {"resourceVersion": version}, "status": delivered_status(trial)}
+    await management.patch(
+        resource().Status, meta["name"], patch, namespace=meta["namespace"], patch_type=PatchType.MERGE
+    )
+
+
 async def deliver(
     clients: tuple[AsyncClient, AsyncClient],
     shared: summary_writes.Shared,
@@ -107,18 +124,11 @@ async def deliver(
     doc: Obj,
     trial: int,
 ) -> None:
-    """One cluster as the shape does it: summary applied -> member apply -> summary status (merge
-    patch, on the version just written, as a delivery writes it)."""
+    """One cluster as the shape does it: summary applied -> member apply -> summary status."""
     management, member = clients
-    body = shared.body(cluster)
-    meta, res = body["metadata"], resource()
-    written = await management.apply(res(body), force=True)
+    version = await write_summary(management, shared, cluster)
     await member.apply(codecs.from_dict(doc), force=True)
-    version = written.metadata.resourceVersion
-    patch = {"metadata": {"resourceVersion": version}, "status": delivered_status(trial)}
-    await management.patch(
-        res.Status, meta["name"], patch, namespace=meta["namespace"], patch_type=PatchType.MERGE
-    )
+    await write_status(management, shared, cluster, version, trial)
 
 
 async def run(
