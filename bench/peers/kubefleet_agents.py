@@ -71,12 +71,21 @@ def _hub_agent(state: fleet.FleetState, kf: Path, log_dir: Path) -> ProcessRecor
     return processes.start("kubefleet/hubagent", argv, log=log_dir / "hubagent.log", marker=state.state_dir)
 
 
+def _hub_token(state: fleet.FleetState, log_dir: Path) -> Path:
+    """The hub's bearer token in a file, written once and whole before any agent starts: rewritten
+    per agent, it was empty for an agent that read it while the next one's write truncated it, and
+    that agent exited ("read empty token from file")."""
+    token = log_dir / "hub-token"
+    partial = token.with_suffix(".partial")
+    partial.write_text(state.cluster(fleet.MANAGEMENT).token)
+    partial.replace(token)
+    return token
+
+
 def _member_agent(
-    state: fleet.FleetState, member: fleet.ClusterInfo, kf: Path, log_dir: Path
+    state: fleet.FleetState, member: fleet.ClusterInfo, kf: Path, log_dir: Path, token: Path
 ) -> ProcessRecord:
     hub = state.cluster(fleet.MANAGEMENT)
-    token = log_dir / "hub-token"
-    token.write_text(hub.token)
     env = {
         "HUB_SERVER_URL": hub.server,
         "CONFIG_PATH": str(token),  # the hub's bearer token, read from this file
@@ -102,8 +111,9 @@ def _member_agent(
 def start(state: fleet.FleetState, kf: Path, log_dir: Path) -> tuple[fleet.FleetState, list[ProcessRecord]]:
     """The hub agent and every member agent, recorded with the fleet (so `fleet.down` stops them)."""
     log_dir.mkdir(parents=True, exist_ok=True)
+    token = _hub_token(state, log_dir)
     records = [_hub_agent(state, kf, log_dir)]
-    records += [_member_agent(state, m, kf, log_dir) for m in state.members]
+    records += [_member_agent(state, m, kf, log_dir, token) for m in state.members]
     state = fleet.replace_processes(state, [r.name for r in records], records)
     return state, records
 
