@@ -307,3 +307,21 @@ def test_only_what_makes_a_cluster_api_cluster_ready_or_selectable_wakes_the_rol
     assert changes.observe("MODIFIED", _Obj(_cluster(labels={"env": "prod"})))
     assert changes.names("dev", "c1-kubeconfig") == {"capi:dev/c1"}
     assert changes.is_kubeconfig(_Obj(_capi_secret("c1", b"")))
+
+
+def test_registered_members_are_built_once_per_state_and_follow_a_change() -> None:
+    """A placement's pass reads every member: they are built once per state of the MemberClusters
+    (the informer's revision), and a change shows once the informer has it."""
+    informer = _Informer(_sveltos_cluster("a"), _sveltos_cluster("b"))
+    cache = Cache({"MemberCluster": informer}, families.NATIVE)
+    first = members.registered(cache)
+    assert [m.key for m in first] == ["dev/a", "dev/b"]
+    assert members.registered(cache) is first  # nothing changed: not built again
+
+    relabelled = _sveltos_cluster("a")
+    relabelled["metadata"]["labels"] = {"env": "prod"}
+    informer.store["dev/a"] = relabelled
+    informer.revision += 1
+    changed = members.registered(cache)
+    assert {m.key: m.labels["env"] for m in changed} == {"dev/a": "prod", "dev/b": "dev"}
+    assert [m.key for m in members.of_family(cache)] == ["dev/a", "dev/b"]
