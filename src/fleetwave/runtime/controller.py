@@ -101,11 +101,14 @@ class Controller(Generic[K]):
         *,
         delay: float = 0.0,
         signature: Callable[[Any], Hashable] | None = None,
+        urgent: bool = False,
     ) -> None:
         """Enqueue `mapper(obj)` on every change the informer sees (e.g. an owner's key); with a
         `delay`, that many seconds later, every change meanwhile folded into the one reconcile.
         `signature`: what of an object the controller reads (e.g. `besides_status`); a change that
-        leaves it as it was is not followed. Creation and removal always are."""
+        leaves it as it was is not followed. Creation and removal always are. `urgent`: the keys go
+        in the timer lane, before every key woken by other news (a person's decision, which someone
+        is waiting to see acted on)."""
         seen: dict[str, Hashable] = {}
 
         def enqueue(event: watching.EventType, obj: Any) -> None:
@@ -119,17 +122,18 @@ class Controller(Generic[K]):
                         return
                     seen[name] = mark
             for key in mapper(obj):
-                self.enqueue(key, delay)
+                self.enqueue(key, delay, urgent=urgent)
 
         informer.on_change(enqueue)
 
-    def enqueue(self, key: K, delay: float = 0.0) -> None:
+    def enqueue(self, key: K, delay: float = 0.0, *, urgent: bool = False) -> None:
         if not self._admits(key):
             return
+        lane = queueing.Lane.TIMER if urgent else queueing.Lane.EVENT
         if delay > 0:
-            self.queue.add_after(key, delay, queueing.Lane.EVENT)  # news, only folded
+            self.queue.add_after(key, delay, lane)  # news, only folded
         else:
-            self.queue.add(key)
+            self.queue.add(key, lane)
 
     async def run(self) -> None:
         """Run the workers until cancelled; shuts the queue down on the way out."""

@@ -90,7 +90,7 @@ class _Recorder(Controller[str]):
         self.woken: set[str] = set()
         self.delays: dict[str, float] = {}
 
-    def enqueue(self, key: str, delay: float = 0.0) -> None:
+    def enqueue(self, key: str, delay: float = 0.0, *, urgent: bool = False) -> None:
         self.woken.add(key)
         self.delays[key] = delay
 

@@ -313,7 +313,7 @@ def test_a_watch_besides_status_follows_spec_metadata_and_removal_but_not_status
     ctl: Controller[str] = Controller("c", reconcile, queue=q)
     informer = _EventInformer()
     woken: list[str] = []
-    ctl.enqueue = lambda key, delay=0.0: woken.append(key)  # type: ignore[method-assign]
+    ctl.enqueue = lambda key, delay=0.0, urgent=False: woken.append(key)  # type: ignore[method-assign]
     ctl.watch(informer, lambda obj: ["owner"], signature=besides_status)  # type: ignore[arg-type]
     informer.emit_as("ADDED", _profile(1, ""))
     informer.emit_as("MODIFIED", _profile(1, "1 of 3 ready"))
@@ -461,3 +461,22 @@ async def test_only_a_deadline_of_a_controller_that_puts_them_first_goes_first(
     q.add("e1")
     clock.advance(1.0)
     assert await take(q, 2) == order
+
+
+async def test_an_urgent_watch_puts_its_keys_before_keys_woken_by_other_news() -> None:
+    """A staged run's approval: the run it names goes before the other runs already waiting, so the
+    person who approved sees the next stage start without waiting for every other run's pass."""
+
+    async def reconcile(_key: str) -> Result:
+        return Result()
+
+    q, _ = make()
+    ctl: Controller[str] = Controller("c", reconcile, queue=q)
+    news, approvals = _Informer(), _Informer()
+    ctl.watch(news, lambda obj: [str(obj)])  # type: ignore[arg-type]
+    ctl.watch(approvals, lambda obj: [str(obj)], urgent=True)  # type: ignore[arg-type]
+    news.emit("run-1")
+    news.emit("run-2")
+    approvals.emit("run-3")
+    news.emit("run-4")
+    assert await take(q, 4) == ["run-3", "run-1", "run-2", "run-4"]
