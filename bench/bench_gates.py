@@ -367,16 +367,13 @@ async def direct_time(members: list[AsyncClient], trial: int, *, staged: bool) -
     return time.monotonic() - t0
 
 
-STAGE_OF_ENV = {"dev": "dev", "staging": "staging", "prod": "production"}
-
-
 async def floor_time(
     management: AsyncClient, members: list[AsyncClient], names: list[str], promotion_name: str, trial: int
 ) -> float:
     """`direct_time(staged=True)` plus the two management writes per member the promotion's shape
     makes, written as it writes them (`summary_floor`): each member's summary applied, its content
     applied until Available, its summary's status; member after member, in the rollout's order."""
-    profiles = [f"{promotion_name}-{STAGE_OF_ENV[env]}" for env in setup.ENVS]
+    profiles = [f"{promotion_name}-{summary_floor.STAGE_OF_ENV[env]}" for env in setup.ENVS]
     shared = [await summary_floor.shared_of(management, p, trial) for p in profiles]
     clusters = [f"{setup.DemoConfig().member_namespace}/{n}" for n in names]
     name = "bench-floor"

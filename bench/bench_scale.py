@@ -640,15 +640,15 @@ async def _direct_measured(
 
 
 FLOOR_NS = "bench-scale-floor"
-STAGE_OF_ENV = {"dev": "dev", "staging": "staging", "prod": "production"}
 
 
 def summary_floor_stages(
     name: str, stages: dict[str, list[int]], servers: int
 ) -> dict[str, list[tuple[str, int]]]:
     """The promotion's stage profiles -> (cluster key, member server index) of their clusters."""
+    stage_of = summary_floor.STAGE_OF_ENV
     return {
-        f"{name}-{STAGE_OF_ENV[env]}": [(f"{MEMBERS_NS}/c-{i:04d}", i % servers) for i in members]
+        f"{name}-{stage_of[env]}": [(f"{MEMBERS_NS}/c-{i:04d}", i % servers) for i in members]
         for env, members in stages.items()
     }
 

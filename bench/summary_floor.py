@@ -35,6 +35,8 @@ Obj = dict[str, Any]
 GROUP = "floor.bench.fleetwave.io"
 API = f"{GROUP}/{kinds.VERSION}"
 PLURAL = "clustersummaries"
+# The benchmarks' promotions name their stages after the env labels they select, `prod` in full.
+STAGE_OF_ENV = {"dev": "dev", "staging": "staging", "prod": "production"}
 ESTABLISHED_WAIT = 60.0
 
 

@@ -219,7 +219,8 @@ def test_the_placement_shows_each_clusters_overrides_and_overridden_condition() 
     }
     fleet = m.Fleet.of([*FLEET.by_name.values(), m.Cluster("fleet/bad")])
     frame = ps.Frame("ClusterResourcePlacement", False, fleet, {c: c.split("/")[1] for c in fleet.names}, 2)
-    statuses = {s["clusterName"]: s for s in ps.summary(frame, [ledger], {}, NOW)["placementStatuses"]}
+    summary = ps.summary(frame, history.latest([ledger]), {}, NOW)
+    statuses = {s["clusterName"]: s for s in summary["placementStatuses"]}
     prod = statuses["prod-1"]
     assert prod["applicableClusterResourceOverrides"] == ["cro-0"]
     assert prod["applicableResourceOverrides"] == [{"name": "ro-0", "namespace": "app"}]

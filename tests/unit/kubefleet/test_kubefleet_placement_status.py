@@ -17,7 +17,7 @@ def _scheduled(picked: list[str], wanted: int | None) -> dict[str, Any]:
     frame = ps.Frame(
         "ClusterResourcePlacement", True, fleet, {c: c.split("/")[1] for c in picked}, 3, wanted=wanted
     )
-    conditions = ps.summary(frame, [], {}, NOW)["conditions"]
+    conditions = ps.summary(frame, {}, {}, NOW)["conditions"]
     return next(c for c in conditions if c["type"] == "ClusterResourcePlacementScheduled")
 
 

@@ -40,24 +40,22 @@ def _events(status: Obj) -> Iterable[Held]:
 
 def latest(statuses: Iterable[Obj]) -> dict[str, Held]:
     """The newest event per cluster over every ledger given."""
-    out: dict[str, Held] = {}
-    for status in statuses:
-        for event in _events(status):
-            old = out.get(event.cluster)
-            if old is None or event.at >= old.at:
-                out[event.cluster] = event
-    return out
+    return _newest(event for status in statuses for event in _events(status))
 
 
 def merged(helds: Iterable[Mapping[str, Held]]) -> dict[str, Held]:
     """`latest` over the ledgers each of `helds` was read from, in that order, from what `latest`
     made of each: a ledger that did not change is not read again."""
+    return _newest(event for held in helds for event in held.values())
+
+
+def _newest(events: Iterable[Held]) -> dict[str, Held]:
+    """Per cluster, the event with the latest time; of two at the same time, the later one given."""
     out: dict[str, Held] = {}
-    for held in helds:
-        for cluster, event in held.items():
-            old = out.get(cluster)
-            if old is None or event.at >= old.at:
-                out[cluster] = event
+    for event in events:
+        old = out.get(event.cluster)
+        if old is None or event.at >= old.at:
+            out[event.cluster] = event
     return out
 
 

@@ -82,7 +82,7 @@ async def reconcile(ctx: Context, memory: DeliveryMemory, scope: nm.Scope, key: 
     def render(state: Mapping[str, Any], now: datetime) -> dict[str, Any]:
         status = {**base, **state}
         held = history.merged([history.latest([status]), by_runs])  # runs win ties, as they always did
-        return {**status, **placement_status.summary_of(frame, held, current.status, now)}
+        return {**status, **placement_status.summary(frame, held, current.status, now)}
 
     if frame.external:
         written, _ = await ctx.write_status(scope.placement, current, render({}, ctx.clock()))

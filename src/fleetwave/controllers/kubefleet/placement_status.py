@@ -6,7 +6,7 @@ Available reads the same whether runs or the placement itself carried the conten
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -29,14 +29,8 @@ class Frame:
     wanted: int | None = None  # PickN's numberOfClusters: fewer picked leaves the policy unfulfilled
 
 
-def summary(frame: Frame, ledgers: Iterable[Obj], previous: Obj, now: datetime) -> dict[str, Any]:
-    return summary_of(frame, history.latest(ledgers), previous, now)
-
-
-def summary_of(
-    frame: Frame, held: Mapping[str, history.Held], previous: Obj, now: datetime
-) -> dict[str, Any]:
-    """`summary` from the newest event per cluster (`history.latest` of the ledgers)."""
+def summary(frame: Frame, held: Mapping[str, history.Held], previous: Obj, now: datetime) -> dict[str, Any]:
+    """The placement's status from the newest event per cluster of its ledgers (`history.latest`)."""
     index, available = history.common_index(held, sorted(frame.fleet.names))
     picked = [
         _cluster_status(frame, held[c], frame.names.get(c, c))
