@@ -642,6 +642,49 @@ async def _direct_measured(
 FLOOR_NS = "bench-scale-floor"
 
 
+class ApiServerProfiles:
+    """CPU profiles of API servers, each taken over one timed step of a ratio trial
+    (`--apiserver-profiles DIR`): the promotion's and its ClusterSummary floor's, of the management
+    API server and of one member API server, to be merged and compared (`go tool pprof -top
+    DIR/management-promotion-*.pprof`). Off (`into` None): nothing is asked."""
+
+    SECONDS = 2  # pprof's unit is the second; a step at 100 registrations takes ~1-2 s
+
+    def __init__(self, servers: dict[str, str], into: Path | None) -> None:
+        self.servers, self.into = servers, into  # servers: label -> kubeconfig
+
+    def during(self, step: str, trial: int) -> asyncio.Future[Any] | None:
+        """Start one profile of `step` now; awaited before the next step, which it would count."""
+        if self.into is None:
+            return None
+        into = self.into
+        return asyncio.ensure_future(
+            asyncio.gather(
+                *(
+                    self._take(k, into / f"{label}-{step}-{trial:02d}.pprof")
+                    for label, k in self.servers.items()
+                )
+            )
+        )
+
+    async def _take(self, kubeconfig: str, path: Path) -> None:
+        config = kubeclient.config_from_file(kubeconfig)
+        async with internals.async_http(config, timeout=self.SECONDS + 10.0) as http:
+            response = await http.get("/debug/pprof/profile", params={"seconds": self.SECONDS})
+            response.raise_for_status()
+        await asyncio.to_thread(_write, path, response.content)
+
+
+def _write(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+
+
+async def _profiled(task: asyncio.Future[Any] | None) -> None:
+    if task is not None:
+        await task
+
+
 def summary_floor_stages(
     name: str, stages: dict[str, list[int]], servers: int
 ) -> dict[str, list[tuple[str, int]]]:
@@ -700,6 +743,7 @@ async def _floors(
     n: int,
     trial: int,
     timed: tuple[float, float],
+    profiles: ApiServerProfiles,
 ) -> tuple[float, float]:
     """Seconds of the two floors of one trial: the shape's management writes as ConfigMap records,
     and as ClusterSummary writes (`summary_floor`); printed beside `timed` (direct, promotion)."""
@@ -708,8 +752,10 @@ async def _floors(
     floor = await _with_records(client, servers, by_env, ratio_payload(f"floor-{n}", trial), trial)
     payload = ratio_payload(f"sfloor-{n}", trial)
     others, own = fleet_cpu(state), time.process_time()
+    profile = profiles.during("floor", trial)
     same_kind = await summary_floor.run(client, servers, by_profile, payload, trial)
     spent, own = _cpu_text(others, fleet_cpu(state)), time.process_time() - own
+    await _profiled(profile)
     print(f"  CPU of the fleet in the ClusterSummary floor: {spent}, this benchmark {own:.2f} s")
     print(
         f"  direct with the shape's two management writes per cluster: as ConfigMap records "
@@ -805,10 +851,79 @@ def _cpu_text(before: dict[str, float], after: dict[str, float]) -> str:
     return ", ".join(f"{k} {after[k] - before[k]:.2f} s" for k in before)
 
 
-async def ratio(state: fleet.FleetState, n: int, trials: int, controller_pid: int) -> dict[str, Any]:
+async def _promotion_trial(
+    state: fleet.FleetState,
+    client: AsyncClient,
+    trial: tuple[str, int, str | None],
+    controller_pid: int,
+    timeline: _Timeline | None,
+    profiles: ApiServerProfiles,
+) -> tuple[float, str, float]:
+    """One promotion trial (`trial`: the promotion, the trial's number, the content hash before it):
+    its time, the new content hash and the controller's CPU, with the passes and the fleet's CPU
+    printed; and the stage timeline when one is followed."""
+    name, number, old = trial
+    # The scrape first: the controller's CPU in rendering its metrics is not the trial's.
+    work = await asyncio.to_thread(reconcile_seconds)
+    before = cpu_seconds(tree(controller_pid))
+    if timeline is not None:
+        timeline.start(old)
+    others, own = fleet_cpu(state), time.process_time()
+    profile = profiles.during("promotion", number)
+    promoted, content_hash = await _promotion_revision(client, name, number, old)
+    promotion_cpu = cpu_seconds(tree(controller_pid)) - before
+    await _profiled(profile)
+    print(f"  passes of the promotion trial: {await _passes_since(work)}", flush=True)
+    if timeline is not None:
+        print(f"  stages of the promotion trial (ms): {timeline.text()}", flush=True)
+    print(
+        f"  CPU of the fleet in the promotion trial: {_cpu_text(others, fleet_cpu(state))}, "
+        f"controller {promotion_cpu:.2f} s, this benchmark {time.process_time() - own:.2f} s"
+    )
+    return promoted, content_hash, promotion_cpu
+
+
+async def _staged_trial(
+    state: fleet.FleetState,
+    client: AsyncClient,
+    trial: tuple[str, int, int, int],
+    controller_pid: int,
+    profiles: ApiServerProfiles,
+) -> tuple[float, int, float]:
+    """One staged-run trial (`trial`: the placement, the point, the trial's number, the snapshot
+    index before it): its time, the new snapshot index and the controller's CPU, with the fleet's
+    CPU and the passes printed."""
+    staged, n, number, index = trial
+    work = await asyncio.to_thread(reconcile_seconds)
+    before = cpu_seconds(tree(controller_pid))
+    others, own = fleet_cpu(state), time.process_time()
+    profile = profiles.during("staged", number)
+    ran, index = await _run_revision(client, staged, n, number, index)
+    run_cpu = cpu_seconds(tree(controller_pid)) - before
+    await _profiled(profile)
+    print(
+        f"  CPU of the fleet in the staged-run trial: {_cpu_text(others, fleet_cpu(state))}, "
+        f"controller {run_cpu:.2f} s, this benchmark {time.process_time() - own:.2f} s"
+    )
+    print(f"  passes of the staged-run trial: {await _passes_since(work)}", flush=True)
+    return ran, index, run_cpu
+
+
+async def ratio(
+    state: fleet.FleetState,
+    n: int,
+    trials: int,
+    controller_pid: int,
+    *,
+    follow_stages: bool = False,
+    profiles_into: Path | None = None,
+) -> dict[str, Any]:
     """Per trial, side by side: a 3-stage promotion (no maxUpdate) of one ConfigMap over the N
     registrations, a staged run (maxConcurrency 100%) of a Namespace and a ConfigMap, and applying
-    each's content directly to the same registrations stage by stage; medians and ratios."""
+    each's content directly to the same registrations stage by stage; medians and ratios.
+    `follow_stages`: print each promotion trial's stage timeline, from a watch of every summary that
+    this benchmark decodes during the trial (on two busy cores, CPU taken from the promotion: the
+    floors run without one)."""
     mk = state.cluster(fleet.MANAGEMENT).kubeconfig
     client = kubeclient.async_client(kubeclient.config_from_file(mk))
     servers = [kubeclient.async_client(kubeclient.config_from_file(m.kubeconfig)) for m in state.members]
@@ -816,6 +931,7 @@ async def ratio(state: fleet.FleetState, n: int, trials: int, controller_pid: in
     name, staged = f"ratio-{n}", f"sratio-{n}"
     rows: list[tuple[float, float, float, float, float, float]] = []
     timeline = _Timeline(client, name)
+    profiles = ApiServerProfiles({"management": mk, "member": state.members[0].kubeconfig}, profiles_into)
     floors: list[float] = []
     summary_floors: list[tuple[float, float]] = []  # (floor / direct, promotion / floor)
     floor_stages = summary_floor_stages(name, stages, len(servers))
@@ -825,37 +941,26 @@ async def ratio(state: fleet.FleetState, n: int, trials: int, controller_pid: in
         await _print_idle_cpu(state)
         for trial in range(1, trials + 1):
             marked = await _mark_requests(sources)
-            before, work = cpu_seconds(tree(controller_pid)), await asyncio.to_thread(reconcile_seconds)
-            timeline.start(content_hash)
-            others, own = fleet_cpu(state), time.process_time()
-            promoted, content_hash = await _promotion_revision(client, name, trial, content_hash)
-            promotion_cpu = cpu_seconds(tree(controller_pid)) - before
-            print(f"  passes of the promotion trial: {await _passes_since(work)}", flush=True)
-            print(f"  stages of the promotion trial (ms): {timeline.text()}", flush=True)
-            print(
-                f"  CPU of the fleet in the promotion trial: {_cpu_text(others, fleet_cpu(state))}, "
-                f"controller {promotion_cpu:.2f} s, this benchmark {time.process_time() - own:.2f} s"
+            followed = timeline if follow_stages else None
+            promoted, content_hash, promotion_cpu = await _promotion_trial(
+                state, client, (name, trial, content_hash), controller_pid, followed, profiles
             )
             await _print_requests(marked, sources, n)
             direct = await _direct_measured(state, servers, stages, [ratio_payload(f"direct-{n}", trial)])
             floor, same_kind = await _floors(
-                state, client, servers, (stages, floor_stages), n, trial, (direct, promoted)
+                state, client, servers, (stages, floor_stages), n, trial, (direct, promoted), profiles
             )
             floors.append(floor / direct)
             summary_floors.append((same_kind / direct, promoted / same_kind))
             marked = await _mark_requests(sources)
-            before, work = cpu_seconds(tree(controller_pid)), await asyncio.to_thread(reconcile_seconds)
-            others, own = fleet_cpu(state), time.process_time()
-            ran, index = await _run_revision(client, staged, n, trial, index)
-            run_cpu = cpu_seconds(tree(controller_pid)) - before
-            print(
-                f"  CPU of the fleet in the staged-run trial: {_cpu_text(others, fleet_cpu(state))}, "
-                f"controller {run_cpu:.2f} s, this benchmark {time.process_time() - own:.2f} s"
+            ran, index, run_cpu = await _staged_trial(
+                state, client, (staged, n, trial, index), controller_pid, profiles
             )
-            print(f"  passes of the staged-run trial: {await _passes_since(work)}", flush=True)
             await _print_requests(marked, sources, n)
             staged_docs_n = ratio_staged_docs(f"sdirect-{n}", n, trial)[:2]
+            profile = profiles.during("direct-staged", trial)
             direct_staged = await _direct_measured(state, servers, stages, staged_docs_n)
+            await _profiled(profile)
             rows.append((promoted, direct, promotion_cpu, ran, direct_staged, run_cpu))
             print(
                 f"ratio at {n}, trial {trial}: promotion {promoted:.2f} s (CPU {promotion_cpu:.2f} s) "
@@ -1125,7 +1230,7 @@ def report(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
     print(json.dumps(rows))
 
 
-def main() -> None:
+def _arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="100,250,500,1000")
     parser.add_argument("--servers", type=int, default=20)
@@ -1141,11 +1246,28 @@ def main() -> None:
     )
     parser.add_argument("--profile", default=None, help="run the controller under cProfile, into this file")
     parser.add_argument(
+        "--apiserver-profiles",
+        type=Path,
+        default=None,
+        help="into this directory: a CPU profile of the management API server over each promotion "
+        "trial and each ClusterSummary floor",
+    )
+    parser.add_argument(
+        "--stage-timeline",
+        action="store_true",
+        help="print when each stage of a promotion trial was pinned, written and Ready (a watch of "
+        "every summary during the trial, whose CPU the trial then shares)",
+    )
+    parser.add_argument(
         "--keep-logs",
         default=None,
         help="copy the controller's and the fleet's logs into this directory before tearing down",
     )
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = _arguments()
     sizes = sorted(int(s) for s in args.sizes.split(","))
     bins = binaries.ensure()
     with tempfile.TemporaryDirectory(prefix="fleetwave-bench-scale-") as tmp:
@@ -1168,7 +1290,16 @@ def main() -> None:
                 registered = n
                 print(f"{n} clusters registered ({time.monotonic() - t:.0f} s)", flush=True)
                 ratios = (
-                    asyncio.run(ratio(state, n, args.ratio_trials, controller.pid))
+                    asyncio.run(
+                        ratio(
+                            state,
+                            n,
+                            args.ratio_trials,
+                            controller.pid,
+                            follow_stages=args.stage_timeline,
+                            profiles_into=args.apiserver_profiles,
+                        )
+                    )
                     if args.ratio_trials
                     else {}
                 )

@@ -15,8 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fleetwave.api import pullmode
-from fleetwave.api.conditions import find
-from fleetwave.controllers import fanout
+from fleetwave.controllers import delivery_news, fanout
 from fleetwave.controllers.fleet import capi, members, role_requests
 from fleetwave.controllers.shared.context import Cache, as_dict
 from fleetwave.controllers.shared.echoes import Echoes
@@ -316,7 +315,8 @@ def _wire_promotions(
         _unless_echo(promotions, writes, "ClusterProfile", "ClusterPromotion", keys.promotion_of_profile),
         signature=_profile_reads,
     )
-    informers["ClusterSummary"].on_change(_DeliveryNews(promotions, keys).on_change)
+    news = delivery_news.DeliveryNews(promotions, keys.promotion_of_summary, keys.cache)
+    informers["ClusterSummary"].on_change(news.on_change)
     # A content snapshot is nobody's source: it wakes no promotion (a Secret one used to wake all),
     # only the stage profiles pinned to it, whose invalid status wakes the promotion should it go.
     promotions.watch(informers["ConfigMap"], keys.promotions_of_source("ConfigMap"))
@@ -324,56 +324,6 @@ def _wire_promotions(
     for kind in FLUX_KINDS:  # with --flux-sources: a new artifact is a new revision (ADR 0103)
         if kind in informers:
             promotions.watch(informers[kind], keys.promotions_of_source(kind), signature=_artifact_reads)
-
-
-class _DeliveryNews:
-    """Which summary events wake the promotion of the summary's stage profile (ADR 0117): those that
-    change what the promotion decides from — the summary's metadata and spec (whose it is, at which
-    revision) and how far its delivery got (done, failed and why, or in flight). Not each step of a
-    delivery in flight (a Provisioning message, a hash seen before Ready), and not the creation of a
-    summary with nothing delivered yet: the promotion, or its stage profile, just wrote it, and the
-    engine counts it in flight either way. Without this a promotion over 100 clusters ran ~250
-    passes, most of them deciding what the pass before had decided. Per summary a hash of what it
-    read is kept, not the fields (100,000 summaries); a collision (2**-64) costs one wake, which the
-    promotion's poll while it waits on facts makes up."""
-
-    def __init__(self, promotions: Controller[str], keys: Keys) -> None:
-        self._promotions, self._keys = promotions, keys
-        self._marks: dict[str, int] = {}
-
-    def on_change(self, event: EventType, obj: Any) -> None:
-        name = object_key(obj)
-        woken = list(self._keys.promotion_of_summary(obj))
-        if event == "DELETED" or not woken:
-            self._marks.pop(name, None)
-        else:
-            mark, before = hash(_delivery_reads(obj)), self._marks.get(name)
-            self._marks[name] = mark
-            if mark == before or (before is None and not _delivering(obj)):
-                return
-        for key in woken:
-            self._promotions.enqueue(key)
-
-
-def _delivery_reads(obj: Any) -> Hashable:
-    """What a promotion reads of a summary (`rollout_facts.delivery_of`), less the progress messages
-    that only describe a delivery in flight (a failure's message is the promotion's status)."""
-    status = as_dict(obj).get("status") or {}
-    ready = find(status, "Ready") or {}
-    message = ready.get("message") if ready.get("reason") == "Failed" else None
-    return (
-        besides_status(obj),
-        status.get("observedContentHash"),
-        ready.get("status"),
-        ready.get("reason"),
-        message,
-    )
-
-
-def _delivering(obj: Any) -> bool:
-    """Whether a summary says anything of its delivery yet (a revision it holds, a Ready verdict)."""
-    status = as_dict(obj).get("status") or {}
-    return bool(status.get("observedContentHash")) or find(status, "Ready") is not None
 
 
 def _profile_reads(obj: Any) -> Hashable:

@@ -366,10 +366,11 @@ def _start_apiserver(
     argv += audit.flags(audit_policy, cluster.audit_log) if audit_policy else []
     env = {"GOMAXPROCS": "2"}
     if cluster.profile == LIGHT:
-        # No watch cache (watches are served from etcd) and a tighter Go heap.
+        # No watch cache (watches are served from etcd) and a tighter Go heap. Profiling stays on:
+        # it only serves /debug/pprof to an authorised caller (`bench_scale.py --apiserver-profiles`).
         # (Trimming API groups with --runtime-config does not work: the server's own admission
         # informers wait for storage, node and discovery groups and it never becomes ready.)
-        argv += ["--watch-cache=false", "--profiling=false"]
+        argv += ["--watch-cache=false"]
         env |= {"GOMAXPROCS": "1", "GOGC": "25", "GOMEMLIMIT": "120MiB"}
     return processes.start(f"{name}/apiserver", argv, log=cdir / "apiserver.log", marker=marker, env=env)
 

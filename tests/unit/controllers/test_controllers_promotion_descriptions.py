@@ -37,28 +37,56 @@ def test_other_gates_keep_their_own_message() -> None:
 
 
 def _written(
-    dev: str, dev_phase: str = "Progressing", message: str = "stage dev: delivering"
+    dev: str,
+    dev_phase: str = "Progressing",
+    message: str = "stage dev: delivering",
+    *,
+    completed: int = 0,
+    started: tuple[str, ...] = ("m/m1",),
 ) -> dict[str, Any]:
+    record_stage = {
+        "name": "dev",
+        "phase": dev_phase,
+        "clusters": ["m/m1", "m/m2"],
+        "started": list(started),
+        "completed": completed,
+        "lastProgressAt": f"2026-02-16T06:28:2{completed}.000000Z",
+        "message": message,
+    }
+    condition = {"type": "Progressing", "status": "True", "reason": "Progressing", "message": message}
     return {
         "message": message,
-        "rollout": {"phase": "Progressing", "message": message},
+        "conditions": [condition],
+        "rollout": {
+            "phase": "Progressing",
+            "message": message,
+            "stages": [record_stage],
+            "conditions": [condition],
+        },
         "stages": [
-            {"name": "dev", "phase": dev_phase, "completed": 0, "currentStatusDescription": dev},
+            {"name": "dev", "phase": dev_phase, "completed": completed, "currentStatusDescription": dev},
             {"name": "prod", "phase": "Pending", "completed": 0, "currentStatusDescription": "Pending"},
         ],
     }
 
 
-def test_only_a_progressing_stages_changing_description_is_progress() -> None:
+def test_only_how_far_a_progressing_stage_got_is_progress() -> None:
     waiting = (
-        "delivering: 0/1 clusters done; cluster m1: Deployment web/web: 0 of 1 updated replicas available"
+        "delivering: 0/2 clusters done; cluster m1: Deployment web/web: 0 of 1 updated replicas available"
     )
-    later = "delivering: 0/1 clusters done; cluster m1: Deployment web/web: 1 old replica pending termination"
+    later = "delivering: 0/2 clusters done; cluster m1: Deployment web/web: 1 old replica pending termination"
     assert ps.progress_only(_written(waiting), _written(later))
     assert not ps.progress_only(_written(waiting), _written(waiting))  # nothing to write at all
+    # One more cluster done, and every message saying so (ADR 0120): held back too.
+    one_done = _written("delivering: 1/2 clusters done", message="stage dev: 1/2 done", completed=1)
+    assert ps.progress_only(_written(waiting), one_done)
+    # A transition, a cluster started, a condition's status: written at once.
     assert not ps.progress_only(_written(waiting), _written(later, dev_phase="Succeeded"))
-    assert not ps.progress_only(_written(waiting), _written(later, message="stage dev: 1 in flight"))
-    moved_on = _written(later)
-    moved_on["stages"][0]["completed"] = 1
-    assert not ps.progress_only(_written(waiting), moved_on)
+    assert not ps.progress_only(_written(waiting), _written(later, started=("m/m1", "m/m2")))
+    turned = _written(later)
+    turned["conditions"][0]["status"] = "False"
+    assert not ps.progress_only(_written(waiting), turned)
     assert not ps.progress_only({}, _written(later))  # a first status
+    ended = _written(waiting)
+    ended["rollout"]["phase"] = "Succeeded"
+    assert not ps.progress_only(ended, _written(later))  # not a rollout in progress

@@ -119,33 +119,46 @@ def build(
 
 
 def progress_only(previous: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
-    """Whether `new` differs from `previous` only in the description of a stage that stays
-    Progressing: which member it waits on and that member's judgement ("0 of 1 updated replicas
-    available", then "1 old replica pending termination"). The engine's record, a gate's message and
-    every transition differ elsewhere. Such a write is held back a few seconds, as a summary's
-    progress is (ADR 0068): each one cost a status write and the pass its event wakes."""
-    old, fresh = previous.get("stages"), new.get("stages")
-    if not isinstance(old, list) or not isinstance(fresh, list) or len(old) != len(fresh):
+    """Whether `new` only says how far a stage that stays Progressing got: its description (which
+    member it waits on and that member's judgement), its count of clusters done, when one last
+    finished, and the messages that repeat them ("delivering: 22/60 clusters done"). Every
+    transition, a cluster started or failed, a gate's state and a condition's status differ
+    elsewhere. Such a write is held back a few seconds, as a summary's progress is (ADR 0068): at
+    100 clusters a stage of 60 wrote one per pass, each waking the next pass (ADR 0120). The record
+    then keeps the older count, so the next pass sees progress again and moves `lastProgressAt` on:
+    a progress deadline counts from at most PROGRESS_EVERY seconds later."""
+    if (previous.get("rollout") or {}).get("phase") != st.RolloutPhase.PROGRESSING.value:
         return False
-    moved = False
-    for before, after in zip(old, fresh, strict=True):
-        if not isinstance(before, Mapping) or not isinstance(after, Mapping):
-            return False
-        if before.get("currentStatusDescription") != after.get("currentStatusDescription"):
-            if before.get("phase") != st.StagePhase.PROGRESSING.value or after.get("phase") != before.get(
-                "phase"
-            ):
-                return False
-            moved = True
-    if not moved:
-        return False
-    return bool(
-        kstatus.normalized(_without_descriptions(previous)) == kstatus.normalized(_without_descriptions(new))
+    old, fresh = _without_progress(previous), _without_progress(new)
+    return old == fresh and kstatus.normalized(previous) != kstatus.normalized(new)
+
+
+_STAGE_PROGRESS = ("currentStatusDescription", "completed")
+_RECORD_STAGE_PROGRESS = ("completed", "lastProgressAt", "message")
+
+
+def _without_progress(status: Mapping[str, Any]) -> dict[str, Any]:
+    """`status`, normalised, without what `progress_only` lets move."""
+    plain: dict[str, Any] = kstatus.normalized(status)
+    rollout = dict(plain.get("rollout") or {})
+    rollout["stages"] = [_stage_without(s, _RECORD_STAGE_PROGRESS) for s in rollout.get("stages") or []]
+    rollout["conditions"] = [_without_message(c) for c in rollout.get("conditions") or []]
+    rollout.pop("message", None)
+    out = {k: v for k, v in plain.items() if k != "message"}
+    out["rollout"] = rollout
+    out["stages"] = [_stage_without(s, _STAGE_PROGRESS) for s in plain.get("stages") or []]
+    out["conditions"] = [_without_message(c) for c in plain.get("conditions") or []]
+    return out
+
+
+def _stage_without(stage: Any, keys: tuple[str, ...]) -> Any:
+    """A stage without its progress, unless it is not Progressing: then it is compared whole."""
+    if not isinstance(stage, dict) or stage.get("phase") != st.StagePhase.PROGRESSING.value:
+        return stage
+    return {k: v for k, v in stage.items() if k not in keys}
+
+
+def _without_message(condition: Any) -> Any:
+    return (
+        {k: v for k, v in condition.items() if k != "message"} if isinstance(condition, dict) else condition
     )
-
-
-def _without_descriptions(status: Mapping[str, Any]) -> dict[str, Any]:
-    stages = [
-        {k: v for k, v in s.items() if k != "currentStatusDescription"} for s in status.get("stages") or []
-    ]
-    return {**status, "stages": stages}
