@@ -82,7 +82,10 @@ class WorkQueue(Generic[K]):
         self._dirty: set[K] = set()
         self._urgent: set[K] = set()  # dirty keys whose own timer fired: they go in the timer lane
         self._processing: set[K] = set()
-        self._timers: dict[K, tuple[float, TimerHandle, Lane]] = {}
+        # Per key at most one pending timer per lane: a deadline's (timer lane) is never displaced
+        # by news folded into a later pass (event lane), which would serve the deadline's pass
+        # behind other keys' news (ADR 0120).
+        self._timers: dict[K, dict[Lane, tuple[float, TimerHandle]]] = {}
         self._failures: dict[K, int] = {}
         self._ready_at: dict[K, float] = {}
         self._waits: dict[K, float] = {}
@@ -122,21 +125,29 @@ class WorkQueue(Generic[K]):
         self._push(key)
 
     def add_after(self, key: K, delay: float, lane: Lane = Lane.TIMER) -> None:
-        """Add `key` in `lane` after `delay` seconds; a pending earlier timer for the key wins. The
-        default lane is the timer lane: a delay a key's own pass asked for. A watch that folds a
-        burst of events into one later pass asks for the event lane."""
+        """Add `key` in `lane` after `delay` seconds; a pending earlier timer of the key in the same
+        lane wins. The default lane is the timer lane: a delay a key's own pass asked for. A watch
+        that folds a burst of events into one later pass asks for the event lane; its timer is
+        dropped when the key's deadline comes first, and does not displace a later deadline."""
         if self._shut_down:
             return
         if delay <= 0:
             self.add(key, lane)
             return
         when = self._clock.now() + delay
-        pending = self._timers.get(key)
+        timers = self._timers.setdefault(key, {})
+        deadline = timers.get(Lane.TIMER)
+        if lane is Lane.EVENT and deadline is not None and deadline[0] <= when:
+            return  # the deadline's pass comes first and reads the news too
+        pending = timers.get(lane)
         if pending is not None:
             if pending[0] <= when:
                 return
             pending[1].cancel()
-        self._timers[key] = (when, self._clock.call_at(when, lambda: self._fire(key)), lane)
+        if lane is Lane.TIMER and (news := timers.get(Lane.EVENT)) is not None and news[0] >= when:
+            news[1].cancel()  # folded into the deadline's pass
+            del timers[Lane.EVENT]
+        timers[lane] = (when, self._clock.call_at(when, lambda: self._fire(key, lane)))
 
     def add_rate_limited(self, key: K) -> None:
         """Retry `key` after its backoff, in the event lane: a retry is not a promised deadline, and a
@@ -154,8 +165,8 @@ class WorkQueue(Generic[K]):
 
     def pending_timer(self, key: K) -> float | None:
         """When the key's delayed add fires (clock seconds), if one is pending."""
-        pending = self._timers.get(key)
-        return pending[0] if pending else None
+        timers = self._timers.get(key)
+        return min(when for when, _ in timers.values()) if timers else None
 
     async def get(self) -> K:
         """Wait for a ready key (the timer lane first) and mark it as processing; raise `ShutDown`
@@ -194,17 +205,22 @@ class WorkQueue(Generic[K]):
     def shutdown(self) -> None:
         """Stop handing out keys: pending timers are cancelled, every waiting `get` raises `ShutDown`."""
         self._shut_down = True
-        for _, handle, _ in self._timers.values():
-            handle.cancel()
+        for timers in self._timers.values():
+            for _, handle in timers.values():
+                handle.cancel()
         self._timers.clear()
         while self._waiters:
             waiter = self._waiters.popleft()
             if not waiter.done():
                 waiter.set_result(None)
 
-    def _fire(self, key: K) -> None:
-        pending = self._timers.pop(key, None)
-        self.add(key, pending[2] if pending else Lane.TIMER)
+    def _fire(self, key: K, lane: Lane) -> None:
+        timers = self._timers.get(key)
+        if timers is not None:
+            timers.pop(lane, None)
+            if not timers:
+                del self._timers[key]
+        self.add(key, lane)
 
     def _push(self, key: K) -> None:
         """Put a dirty key that is not in flight at the back of its lane."""

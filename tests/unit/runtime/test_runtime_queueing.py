@@ -480,3 +480,41 @@ async def test_an_urgent_watch_puts_its_keys_before_keys_woken_by_other_news() -
     approvals.emit("run-3")
     news.emit("run-4")
     assert await take(q, 4) == ["run-3", "run-1", "run-2", "run-4"]
+
+
+async def test_news_folded_before_a_deadline_does_not_displace_the_deadline() -> None:
+    # A promotion's gate falls due at +2 s (its own timer); its summaries' progress asks for a pass
+    # within 0.25 s (ADR 0120). Both passes come, each from its own lane: the deadline's is not
+    # served behind other keys' news.
+    q, clock = make()
+    q.add_after("p", 2.0, queueing.Lane.TIMER)
+    q.add_after("p", 0.25, queueing.Lane.EVENT)
+    assert q.pending_timer("p") == pytest.approx(clock.now() + 0.25)
+    clock.advance(0.25)
+    q.add("other")  # news of another key, woken after the fold fired
+    assert await q.get() == "p"
+    q.done("p")
+    assert await q.get() == "other"
+    q.done("other")
+    q.add("late-news")
+    clock.advance(1.75)
+    assert await q.get() == "p"  # the deadline, ahead of news that came before it
+    q.done("p")
+    assert await q.get() == "late-news"
+
+
+async def test_news_due_after_a_pending_deadline_is_left_to_the_deadlines_pass() -> None:
+    q, clock = make()
+    q.add_after("p", 0.5, queueing.Lane.TIMER)
+    q.add_after("p", 1.0, queueing.Lane.EVENT)  # later than the deadline: its pass reads the news
+    assert clock.live_timers == 1
+    q.add_after("p", 0.25, queueing.Lane.EVENT)  # sooner: a fold of its own
+    assert clock.live_timers == 2
+    q.add_after("p", 0.1, queueing.Lane.TIMER)  # a sooner deadline: the fold goes into its pass
+    assert clock.live_timers == 1
+    assert q.pending_timer("p") == pytest.approx(clock.now() + 0.1)
+    clock.advance(0.1)
+    assert await q.get() == "p"
+    q.done("p")
+    clock.advance(5.0)
+    assert len(q) == 0
