@@ -11,7 +11,7 @@ a few passes and status writes instead of one per delivery (ADR 0120).
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Any, Protocol
 
 from fleetwave.api.conditions import find
@@ -28,8 +28,7 @@ class Promotions(Protocol):
     def enqueue(self, key: str, delay: float = 0.0, *, urgent: bool = False) -> None: ...
 
 
-class Mapper(Protocol):
-    def __call__(self, obj: Any) -> Iterable[str]: ...
+Mapper = Callable[[Any], Iterable[str]]  # a summary -> the promotions it concerns
 
 
 class OpenDeliveries:
@@ -100,15 +99,16 @@ class DeliveryNews:
     def _all_written(self, profile: str | None) -> bool:
         """Whether every cluster the stage profile lists has its summary (a profile writes a stage's
         summaries a few at a time, and those written first can all be done before the rest exist)."""
-        found = self._cache.obj("ClusterProfile", None, profile) if profile else None
-        listed = ((as_dict(found).get("spec") or {}).get("clusterRefs") or []) if found is not None else []
-        return profile is not None and self._open.seen(profile) >= len(listed)
+        if profile is None:
+            return False
+        found = self._cache.get("ClusterProfile", None, profile) or {}
+        return self._open.seen(profile) >= len((found.get("spec") or {}).get("clusterRefs") or [])
 
     def _slots_freed(self, promotion: str) -> bool:
         """Whether a stage of the promotion runs with fewer clusters in flight than it has: there a
         delivery done lets the next cluster start."""
-        found = self._cache.obj("ClusterPromotion", None, promotion)
-        rollout = ((as_dict(found).get("status") or {}).get("rollout") or {}) if found is not None else {}
+        found = self._cache.get("ClusterPromotion", None, promotion) or {}
+        rollout = (found.get("status") or {}).get("rollout") or {}
         return any(_capped(stage) for stage in rollout.get("stages") or [] if isinstance(stage, Mapping))
 
 

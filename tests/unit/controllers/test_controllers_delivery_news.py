@@ -31,8 +31,9 @@ class _Cache:
     def __init__(self) -> None:
         self.objects: dict[tuple[str, str], _Obj] = {}
 
-    def obj(self, kind: str, namespace: str | None, name: str) -> _Obj | None:
-        return self.objects.get((kind, name))
+    def get(self, kind: str, namespace: str | None, name: str) -> dict[str, Any] | None:
+        found = self.objects.get((kind, name))
+        return None if found is None else found.to_dict()
 
 
 class _Queue:

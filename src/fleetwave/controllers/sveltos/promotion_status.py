@@ -129,17 +129,16 @@ def progress_only(previous: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
     a progress deadline counts from at most PROGRESS_EVERY seconds later."""
     if (previous.get("rollout") or {}).get("phase") != st.RolloutPhase.PROGRESSING.value:
         return False
-    old, fresh = _without_progress(previous), _without_progress(new)
-    return old == fresh and kstatus.normalized(previous) != kstatus.normalized(new)
+    old, fresh = kstatus.normalized(previous), kstatus.normalized(new)
+    return old != fresh and _without_progress(old) == _without_progress(fresh)
 
 
 _STAGE_PROGRESS = ("currentStatusDescription", "completed")
 _RECORD_STAGE_PROGRESS = ("completed", "lastProgressAt", "message")
 
 
-def _without_progress(status: Mapping[str, Any]) -> dict[str, Any]:
-    """`status`, normalised, without what `progress_only` lets move."""
-    plain: dict[str, Any] = kstatus.normalized(status)
+def _without_progress(plain: Mapping[str, Any]) -> dict[str, Any]:
+    """A normalised status without what `progress_only` lets move."""
     rollout = dict(plain.get("rollout") or {})
     rollout["stages"] = [_stage_without(s, _RECORD_STAGE_PROGRESS) for s in rollout.get("stages") or []]
     rollout["conditions"] = [_without_message(c) for c in rollout.get("conditions") or []]
