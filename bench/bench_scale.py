@@ -337,6 +337,9 @@ def requests_by_kind(kubeconfigs: list[str]) -> dict[str, float]:
             labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1)))
             resource = "/".join(x for x in (labels.get("resource"), labels.get("subresource")) if x)
             out[f"{labels.get('verb', '?')} {resource or labels.get('component', '?')}"] += float(m.group(2))
+        for m in re.finditer(r"^apiserver_watch_events_total\{([^}]*)\} (\S+)$", text, re.M):
+            labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1)))
+            out[f"watch-event {labels.get('resource', '?')}"] += float(m.group(2))
     return out
 
 

@@ -609,15 +609,32 @@ async def prune_unless_done(
     credentials under `key` before: a list of every kind on the member, and nothing can have been
     left behind since (ADR 0068)."""
     searched, kept = set(kinds), set(keep)
-    done = (
-        hashlib.sha256(target.kubeconfig).hexdigest(),
-        frozenset([*searched, *(r.identity for r in kept)]),
-    )
+    done = _pruned_state(target, searched, kept)
     if memo.get(key) == done:
         return
     memo.pop(key, None)
     await prune(target, inventory=inventory, kinds=searched, keep=kept)
     memo[key] = done
+
+
+def nothing_left_behind(
+    target: MemberTarget,
+    memo: PruneMemo[_Key],
+    key: _Key,
+    *,
+    kinds: Iterable[kd.GVK],
+    keep: Iterable[ct.ObjectRef],
+) -> None:
+    """Remember `key` as pruned down to `keep` without searching: the caller knows nobody delivered
+    anything under it before the apply that returned `keep` (ADR 0121)."""
+    memo[key] = _pruned_state(target, set(kinds), set(keep))
+
+
+def _pruned_state(
+    target: MemberTarget, kinds: set[kd.GVK], keep: set[ct.ObjectRef]
+) -> tuple[str, frozenset[object]]:
+    """What a prune memo holds: the credentials' fingerprint, the kinds searched and objects kept."""
+    return hashlib.sha256(target.kubeconfig).hexdigest(), frozenset([*kinds, *(r.identity for r in keep)])
 
 
 async def leftovers(

@@ -4,6 +4,7 @@ the member answered, no prune lists when the same objects were pruned there befo
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -85,3 +86,42 @@ async def test_prune_lists_run_again_only_when_the_delivered_objects_or_credenti
     assert member.prunes == 4
     await deliver([CM], MemberTarget("m", KUBECONFIG + b"\n"))
     assert member.prunes == 4
+
+
+async def test_a_summary_nobody_delivered_before_is_not_searched_for_leftovers_on_its_first_delivery(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    member = _Member(monkeypatch)
+    memory = SummaryMemory()
+    target = MemberTarget("m", KUBECONFIG)
+    other = {**CM, "metadata": {"name": "b", "namespace": "n"}}
+    assert not memory.first_alone(SummaryKey("fleet", "earlier"), None)  # this process delivers from now
+    created = datetime.now(UTC) + timedelta(seconds=10)
+
+    async def deliver(objects: list[dict[str, Any]], key: SummaryKey = KEY) -> None:
+        feature, _, _ = await summary._resources(
+            target,
+            objects,
+            key,
+            {},
+            False,
+            manifests.ApplyPolicy(),
+            "owner",
+            memory,
+            KnownVersions(),
+            created=created,
+        )
+        assert feature.status == "Provisioned"
+
+    await deliver([CM, other])
+    await deliver([CM, other])
+    assert member.prunes == 0
+    await deliver([CM])  # what its own first delivery left behind is looked for
+    assert member.prunes == 1
+    memory.forget(KEY)
+    await deliver([CM])  # created again: its cluster may hold what the deleted one could not remove
+    assert member.prunes == 2
+    older = SummaryKey("fleet", "older")
+    created = datetime.now(UTC) - timedelta(minutes=1)  # may have been delivered by another process
+    await deliver([CM], older)
+    assert member.prunes == 3

@@ -3,6 +3,7 @@ been left behind: not when this process pruned the same objects with the same cr
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 from typing import Any
 
@@ -104,3 +105,32 @@ def test_the_kubefleet_controllers_forget_their_prunes_when_a_shard_is_taken_ove
     (gained,) = handlers
     gained(0)
     assert memory.prunes == {}
+
+
+async def test_a_placement_created_after_this_process_began_delivering_is_not_searched_at_first(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    member = _Member(monkeypatch)
+    ctx: Any = SimpleNamespace(known_versions=KnownVersions(), cache=_NO_MEMBERS)
+    memory = DeliveryMemory()
+    await executor.apply(ctx, memory, "m", [CM], inventory="earlier/m")  # delivering from now on
+    assert member.prunes == 1
+    created = datetime.now(UTC) + timedelta(seconds=10)
+    other = {**CM, "metadata": {"name": "b", "namespace": "ns"}}
+    for cluster in ("m", "n"):
+        assert (
+            await executor.apply(ctx, memory, cluster, [CM, other], inventory="crp/m", created=created)
+        ).ok
+    await executor.apply(ctx, memory, "m", [CM, other], inventory="crp/m", created=created)
+    assert member.prunes == 1
+    await executor.apply(ctx, memory, "m", [CM], inventory="crp/m", created=created)  # "b" left
+    assert member.prunes == 2
+    # Removed, or its cluster left the fleet: should it be delivered there again, it is searched.
+    await executor.remove(ctx, memory, "n", inventory="crp/m")
+    await executor.apply(ctx, memory, "n", [CM], inventory="crp/m", created=created)
+    assert member.prunes == 3
+    # A placement created before this process began may have been delivered by another.
+    await executor.apply(
+        ctx, memory, "m", [CM], inventory="old/m", created=datetime.now(UTC) - timedelta(hours=1)
+    )
+    assert member.prunes == 4

@@ -13,11 +13,13 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import Any, NamedTuple
 
 from fleetwave.controllers.fleet import members, pull
 from fleetwave.controllers.kubefleet import apply_rules, envelopes, executor_pull, selection
 from fleetwave.controllers.shared.context import Context, Wake
+from fleetwave.controllers.shared.first_deliveries import FirstDeliveries
 from fleetwave.core import status as st
 from fleetwave.delivery import manifests
 from fleetwave.delivery.target import MemberTarget, MemberUnreachable
@@ -94,6 +96,7 @@ class DeliveryMemory:
     def __init__(self) -> None:
         self._applied: dict[Placed, tuple[float, dict[manifests.ObjectId, Mapping[str, Any]]]] = {}
         self.prunes: manifests.PruneMemo[Placed] = {}
+        self.firsts = FirstDeliveries[Placed]()
 
     def applied(self, at: Placed, live: Mapping[manifests.ObjectId, Mapping[str, Any]]) -> None:
         """An apply at `at` returned `live`; entries older than a moment are dropped on the way."""
@@ -110,12 +113,15 @@ class DeliveryMemory:
         return entry[1]
 
     def removed(self, at: Placed) -> None:
-        """The content at `at` was removed: a later delivery there prunes again."""
+        """The content at `at` was removed (or its cluster left): a later delivery there prunes again."""
         self.prunes.pop(at, None)
+        self.firsts.gone(at)
 
     def forget_prunes(self) -> None:
-        """A shard was taken over: what was pruned no longer says nothing was left behind."""
+        """A shard was taken over: what was pruned no longer says nothing was left behind, and
+        placements created until now may have been delivered by the replica that held it."""
         self.prunes.clear()
+        self.firsts.taken_over()
 
 
 async def apply(
@@ -126,13 +132,17 @@ async def apply(
     *,
     inventory: str,
     rules: apply_rules.ApplyRules = apply_rules.DEFAULT,
+    created: datetime | None = None,
 ) -> Outcome:
+    """`created`: the placement's creationTimestamp (ADR 0121)."""
     if pull.is_pull_member(ctx, cluster):
         return await executor_pull.apply(ctx, cluster, objects, inventory, rules, _kind_names(ctx))
     tgt = target(ctx, cluster)
     if tgt is None:
         return _missing(cluster)
-    return await apply_to(ctx, memory, tgt, cluster, objects, inventory=inventory, rules=rules)
+    return await apply_to(
+        ctx, memory, tgt, cluster, objects, inventory=inventory, rules=rules, created=created
+    )
 
 
 async def apply_to(
@@ -145,26 +155,27 @@ async def apply_to(
     inventory: str,
     rules: apply_rules.ApplyRules = apply_rules.DEFAULT,
     kinds_: frozenset[kinds.GVK] | None = None,
+    created: datetime | None = None,
 ) -> Outcome:
     """Apply to a member reached through `tgt` (the controller's, or a pull member's agent's own)."""
+    at = Placed(cluster, inventory)
     try:
         if rules.report_diff:
             return _reported(await manifests.report_diff(tgt, objects, inventory=inventory), ctx)
+        alone = memory.firsts.first_alone(at, created)
         report = await manifests.apply(
             tgt, objects, inventory=inventory, policy=rules.policy, known=ctx.known_versions
         )
         if not report.ok:
             return Outcome(False, "apply failed: " + "; ".join(report.errors))
-        at = Placed(cluster, inventory)
         memory.applied(at, report.live)
-        await manifests.prune_unless_done(
-            tgt,
-            memory.prunes,
-            at,
-            inventory=inventory,
-            kinds=kinds_ if kinds_ is not None else kinds_of(ctx),
-            keep=report.refs,
-        )
+        searched = kinds_ if kinds_ is not None else kinds_of(ctx)
+        if alone:  # nobody delivered under this inventory here before: nothing was left behind
+            manifests.nothing_left_behind(tgt, memory.prunes, at, kinds=searched, keep=report.refs)
+        else:
+            await manifests.prune_unless_done(
+                tgt, memory.prunes, at, inventory=inventory, kinds=searched, keep=report.refs
+            )
     except MemberUnreachable as e:
         return Outcome(False, str(e))
     return Outcome(True, "applied")
@@ -277,6 +288,7 @@ async def remove(ctx: Context, memory: DeliveryMemory, cluster: str, *, inventor
     tgt = target(ctx, cluster)
     if tgt is None:
         # Upstream leaves content on a cluster that left the fleet; there is no way to reach it.
+        memory.removed(Placed(cluster, inventory))  # should it come back, a delivery searches
         return Outcome(True, f"cluster {cluster} left the fleet; its content could not be removed")
     return await remove_from(memory, tgt, cluster, inventory=inventory, kinds_=kinds_of(ctx))
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from typing import Any
 
 from fleetwave.controllers.kubefleet import apply_rules, envelopes, executor
@@ -33,6 +34,9 @@ class Content:
     inventory: str
     rules: apply_rules.ApplyRules = apply_rules.DEFAULT
     overrides: ov.PerCluster = ov.NONE
+    # The placement's creationTimestamp: a placement nobody delivered before needs no search for
+    # what earlier deliveries left behind (ADR 0121).
+    created: datetime | None = None
 
     def hash_for(self, cluster: str) -> str:
         """The hash of what `cluster` gets (the snapshot's when no override applies there)."""
@@ -169,7 +173,13 @@ async def _settle(
         return m.Delivery(m.DeliveryPhase.FAILED, message=str(e)), failed
     if entry.error:  # a failed apply is retried, level-triggered, until it succeeds
         applied = await executor.apply(
-            ctx, memory, cluster, objects, inventory=content.inventory, rules=content.rules
+            ctx,
+            memory,
+            cluster,
+            objects,
+            inventory=content.inventory,
+            rules=content.rules,
+            created=content.created,
         )
         if not applied.ok:
             failed = replace(entry, error=applied.message)
@@ -209,7 +219,13 @@ async def _deliver_one(
         at = st.fmt(ctx.clock())
         return Delivered(content.index, digest, at, str(e), error=str(e), override_error=str(e))
     result = await executor.apply(
-        ctx, memory, cluster, rendered.objects, inventory=content.inventory, rules=content.rules
+        ctx,
+        memory,
+        cluster,
+        rendered.objects,
+        inventory=content.inventory,
+        rules=content.rules,
+        created=content.created,
     )
     at = st.fmt(ctx.clock())
     return Delivered(

@@ -23,7 +23,7 @@ from fleetwave.controllers.kubefleet.executor import DeliveryMemory
 from fleetwave.controllers.shared import engine_state, passes, requeue
 from fleetwave.controllers.shared.context import Context
 from fleetwave.controllers.shared.status_writer import Whose
-from fleetwave.core import batching, engine
+from fleetwave.core import batching, engine, timestamps
 from fleetwave.core import effects as fx
 from fleetwave.core import model as m
 from fleetwave.core import overrides as co
@@ -79,8 +79,10 @@ def setting(
         poll_interval=poll,
     )
     index = str(snapshots.index_of(latest))
+    created = timestamps.parse_optional(placement.metadata.creation_timestamp)
+    objects = snapshots.resources(latest)
     return Setting(
-        kind, spec, fleet, lg.Content(index, digest, snapshots.resources(latest), inventory, rules, overrides)
+        kind, spec, fleet, lg.Content(index, digest, objects, inventory, rules, overrides, created)
     )
 
 

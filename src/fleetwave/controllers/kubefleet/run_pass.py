@@ -86,6 +86,7 @@ def setting(ctx: Context, scope: nm.Scope, obj: Any, run: parsed.Run, record: Ru
         inventory=scope.inventory(namespace, run.spec.placement_name),
         rules=apply_rules.of(placement.spec if placement else None),
         overrides=overrides.pinned(ctx.cache, record.overrides, fleet),
+        created=ts.parse_optional(placement.metadata.creation_timestamp) if placement else None,
     )
     frame = run_status.Frame(
         kind=scope.run,

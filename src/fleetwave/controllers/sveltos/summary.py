@@ -19,6 +19,7 @@ import dataclasses
 import hashlib
 import logging
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
 from fleetwave.api import conditions
@@ -545,7 +546,16 @@ async def _deliver_to(
     objects = _objects(body, profile.tier)
     since, drift = drift_detection.began(ctx), await _drift(target, profile, objects, inv, owner)
     resources, applied, tried = await _resources(
-        target, objects, key, previous, dry_run, _apply_policy(profile), owner, memory, ctx.known_versions
+        target,
+        objects,
+        key,
+        previous,
+        dry_run,
+        _apply_policy(profile),
+        owner,
+        memory,
+        ctx.known_versions,
+        created=timestamps.parse_optional((raw.get("metadata") or {}).get("creationTimestamp")),
     )
     # Releases installed before owners were profiles carry the summary's own key: still ours.
     ownership = Ownership(dc.inventory_key(owner), profile.tier, formerly=(dc.inventory_key(inv),))
@@ -631,14 +641,19 @@ async def _resources(
     owner: str,
     memory: SummaryMemory,
     known: KnownVersions,
+    *,
+    created: datetime | None = None,
 ) -> tuple[
     ss.Feature, dict[tuple[str, str, str | None, str], Mapping[str, Any]], manifests.ApplyReport | None
 ]:
-    """The resources feature, the objects as their applies returned them, and the apply's report."""
+    """The resources feature, the objects as their applies returned them, and the apply's report.
+    `created`: the summary's creationTimestamp (a summary nobody delivered before is not searched
+    for leftovers, ADR 0121)."""
     before, inv = _previous_kinds(previous), inventory(key.namespace, key.name)
     refused = None if dry_run else await _tenant_refusal(target, objects, inv, policy, owner)
     if refused is not None:
         return refused, {}, None
+    alone = not dry_run and memory.first_alone(key, created)
     report = await manifests.apply(
         target, objects, inventory=inv, dry_run=dry_run, policy=policy, owner=owner, known=known
     )
@@ -646,18 +661,31 @@ async def _resources(
         failed = ss.Feature(ss.FEATURE_RESOURCES, "Failed", report.content_hash, "; ".join(report.errors))
         return failed, {}, report
     if not dry_run:
-        # As fleetwave: finding what to prune lists across namespaces, a tenant may read only its own.
-        await manifests.prune_unless_done(
-            tenancy.as_controller(target),
-            memory.prunes,
-            key,
-            inventory=inv,
-            kinds=before | report.kinds,
-            keep=report.refs,
-        )
+        await _prune(tenancy.as_controller(target), memory, key, report, before, alone=alone)
     deployed = tuple(sorted({ss.gvk_string(g.api_version, g.kind) for g in report.kinds}))
     provisioned = ss.Feature(ss.FEATURE_RESOURCES, "Provisioned", report.content_hash, deployed=deployed)
     return provisioned, report.live, report
+
+
+async def _prune(
+    target: MemberTarget,
+    memory: SummaryMemory,
+    key: SummaryKey,
+    report: manifests.ApplyReport,
+    before: set[kinds.GVK],
+    *,
+    alone: bool,
+) -> None:
+    """Search what the summary's earlier deliveries left behind and delete it, unless nothing can
+    have been (its first delivery by anyone, or the same objects as this process pruned to before).
+    `target` acts as fleetwave: the search lists across namespaces, a tenant may read only its own."""
+    kinds_, inv = before | report.kinds, inventory(key.namespace, key.name)
+    if alone:
+        manifests.nothing_left_behind(target, memory.prunes, key, kinds=kinds_, keep=report.refs)
+        return
+    await manifests.prune_unless_done(
+        target, memory.prunes, key, inventory=inv, kinds=kinds_, keep=report.refs
+    )
 
 
 async def _tenant_refusal(

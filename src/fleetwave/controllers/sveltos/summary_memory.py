@@ -8,18 +8,26 @@ only, so a restart or another replica starts without it and does the work again.
 - What each summary's inventory was last pruned down to (`manifests.prune_unless_done`): the same
   delivery again has nothing left behind to look for. Forgotten when a shard is taken over, as
   another replica may have delivered in the meantime.
+- Which summaries this process began delivering, and since when it delivers alone: a summary
+  created after that, which this process never delivered nor saw deleted, was delivered by nobody,
+  so its first delivery has nothing left behind to search for (ADR 0121).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from datetime import datetime
+
+from fleetwave.controllers.shared.first_deliveries import FirstDeliveries, wall_clock
 from fleetwave.controllers.shared.keys import SummaryKey
 from fleetwave.delivery import manifests
 
 
 class SummaryMemory:
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], datetime] = wall_clock) -> None:
         self._delivered_with: dict[SummaryKey, str] = {}  # -> the credentials' fingerprint
         self.prunes: manifests.PruneMemo[SummaryKey] = {}
+        self._firsts = FirstDeliveries[SummaryKey](clock)
 
     def delivered(self, summary: SummaryKey, credentials: str) -> None:
         """`summary` was delivered with the credentials of fingerprint `credentials`."""
@@ -29,11 +37,19 @@ class SummaryMemory:
         """Whether this process last delivered `summary` with the credentials `credentials`."""
         return self._delivered_with.get(summary) == credentials
 
+    def first_alone(self, summary: SummaryKey, created: datetime | None) -> bool:
+        """Whether nobody can have delivered `summary` before the delivery about to begin
+        (`FirstDeliveries.first_alone`, with the summary's creationTimestamp)."""
+        return self._firsts.first_alone(summary, created)
+
     def forget(self, summary: SummaryKey) -> None:
-        """`summary` is gone: nothing about it is kept."""
+        """`summary` is gone: nothing about it is kept but that it was deleted."""
         self._delivered_with.pop(summary, None)
         self.prunes.pop(summary, None)
+        self._firsts.gone(summary)
 
     def forget_prunes(self) -> None:
-        """A shard was taken over: what was pruned no longer says nothing was left behind."""
+        """A shard was taken over: what was pruned no longer says nothing was left behind, and
+        summaries created until now may have been delivered by the replica that held it."""
         self.prunes.clear()
+        self._firsts.taken_over()
