@@ -62,6 +62,21 @@ class _Member:
         return []
 
 
+async def _provisioned(
+    memory: SummaryMemory,
+    target: MemberTarget,
+    objects: list[dict[str, Any]],
+    key: SummaryKey,
+    created: datetime | None = None,
+) -> None:
+    """Deliver the resources feature of summary `key` through `_resources`; it must be Provisioned."""
+    policy, known = manifests.ApplyPolicy(), KnownVersions()
+    feature, _, _ = await summary._resources(
+        target, objects, key, {}, False, policy, "owner", memory, known, created=created
+    )
+    assert feature.status == "Provisioned"
+
+
 async def test_prune_lists_run_again_only_when_the_delivered_objects_or_credentials_change(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -71,10 +86,7 @@ async def test_prune_lists_run_again_only_when_the_delivered_objects_or_credenti
     other = {**CM, "metadata": {"name": "b", "namespace": "n"}}
 
     async def deliver(objects: list[dict[str, Any]], to: MemberTarget = target) -> None:
-        feature, _, _ = await summary._resources(
-            to, objects, KEY, {}, False, manifests.ApplyPolicy(), "owner", memory, KnownVersions()
-        )
-        assert feature.status == "Provisioned"
+        await _provisioned(memory, to, objects, KEY)
 
     await deliver([CM])
     await deliver([CM])
@@ -99,19 +111,7 @@ async def test_a_summary_nobody_delivered_before_is_not_searched_for_leftovers_o
     created = datetime.now(UTC) + timedelta(seconds=10)
 
     async def deliver(objects: list[dict[str, Any]], key: SummaryKey = KEY) -> None:
-        feature, _, _ = await summary._resources(
-            target,
-            objects,
-            key,
-            {},
-            False,
-            manifests.ApplyPolicy(),
-            "owner",
-            memory,
-            KnownVersions(),
-            created=created,
-        )
-        assert feature.status == "Provisioned"
+        await _provisioned(memory, target, objects, key, created)
 
     await deliver([CM, other])
     await deliver([CM, other])
