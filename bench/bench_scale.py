@@ -78,6 +78,21 @@ def histogram_totals(text: str, metric: str) -> dict[str, tuple[int, float]]:
     return out
 
 
+def wait_leading(controller: subprocess.Popen[bytes], timeout: float = 120.0) -> None:
+    """Until the controller leads (`fleetwave_leader 1`, or holds a shard): this benchmark measures a running
+    controller, not one starting up. A delivery within a few seconds of the controller's start
+    searches for leftovers a previous leader may have left (ADR 0121)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and controller.poll() is None:
+        with contextlib.suppress(httpx2.HTTPError):
+            text = httpx2.get(f"http://127.0.0.1:{METRICS_PORT}/metrics", timeout=5).text
+            held = re.search(r"^fleetwave_shards_held ([1-9]\d*)(\.0)?$", text, re.M)  # with --shards
+            if held or re.search(r"^fleetwave_leader 1(\.0)?$", text, re.M):
+                return
+        time.sleep(0.2)
+    raise RuntimeError(f"the controller did not lead within {timeout:.0f} s")
+
+
 def reconcile_seconds() -> dict[str, tuple[int, float]]:
     """Reconciles per controller so far: (count, seconds spent), from the controller's /metrics; the
     time keys waited for a worker goes to WAITS."""
@@ -1286,6 +1301,7 @@ def main() -> None:
             log = Path(tmp) / "controller.log"
             controller = start_controller(state, bins.path("helm"), log, args.shards, args.profile)
             stopping = processes.watch_exit(controller, "the controller", log)
+            wait_leading(controller)
             registered = 0
             for n in sizes:
                 t = time.monotonic()

@@ -4,6 +4,7 @@ Manager (probes, metrics, graceful stop with lease release, stopping when the le
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import urllib.request
 from collections.abc import AsyncIterator
 from typing import Any
@@ -146,6 +147,7 @@ async def test_manager_serves_probes_and_metrics_and_releases_the_lease_on_stop(
     aclient: AsyncClient, management: Client, namespace: str
 ) -> None:
     mgr, reconciled = make_manager(aclient, namespace, "m1")
+    before = dt.datetime.now(dt.UTC)
     run = asyncio.create_task(mgr.run())
     try:
         async with asyncio.timeout(20):
@@ -156,6 +158,9 @@ async def test_manager_serves_probes_and_metrics_and_releases_the_lease_on_stop(
         async with asyncio.timeout(20):
             while await reconciled.get() != f"{namespace}/watched":
                 pass
+        # When the controllers began, once leading: what first deliveries are judged against (ADR 0121).
+        assert mgr.controllers_started is not None
+        assert before <= mgr.controllers_started <= dt.datetime.now(dt.UTC)
         status, body = await asyncio.to_thread(http_get, mgr.probes.url("/healthz"))
         assert (status, body) == (200, "ok")
         status, _ = await asyncio.to_thread(http_get, mgr.probes.url("/readyz"))

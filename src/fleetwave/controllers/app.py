@@ -534,7 +534,7 @@ def _summary_memory(manager: Manager) -> SummaryMemory:
     """The summary controller's memory of its deliveries. A shard taken over may have been delivered
     by another replica meanwhile: what this process remembers having pruned no longer says nothing
     was left behind."""
-    memory = SummaryMemory()
+    memory = SummaryMemory(started=lambda: manager.controllers_started)
     if manager.shards is not None:
         manager.shards.on_gain(lambda _shard: memory.forget_prunes())
     return memory

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime as dt
 import logging
 import signal
 from collections.abc import Awaitable, Callable, Coroutine, Hashable, Iterable, Iterator
@@ -113,6 +114,9 @@ class Manager:
             self.metrics.shards_held.set_function(lambda: len(held.held))
         self.probes = ProbeServer(host, metrics_port, health_port, self._endpoints())
         self.synced = asyncio.Event()
+        # Wall time the controllers began, once this replica leads (or contends for shards): from
+        # then on nothing else delivers what it delivers, shard takeovers aside (ADR 0121).
+        self.controllers_started: dt.datetime | None = None
         # What informers list and watch through (`app.build` may give them a client of their own).
         self.watch_client = client
         self._informers: list[watching.Informer] = []
@@ -186,6 +190,7 @@ class Manager:
             if not await self._until(self.elector.leading.wait(), tasks):
                 return
             self.metrics.leader.set(1)
+        self.controllers_started = dt.datetime.now(dt.UTC)
         tasks += [asyncio.create_task(c.run(), name=f"controller {c.name}") for c in self._controllers]
         await self._until(asyncio.Event().wait(), tasks)
         if elector_task is not None and elector_task.done() and not self._stop.is_set():

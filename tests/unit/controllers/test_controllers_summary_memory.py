@@ -112,3 +112,12 @@ def test_too_many_deleted_summaries_to_remember_move_the_alone_time_instead(
         SummaryKey("fleet", "never-deleted"), datetime(2026, 11, 29, 13, 30, tzinfo=UTC)
     )
     assert memory.first_alone(WEB, datetime(2026, 11, 29, 14, 0, 5, tzinfo=UTC))
+
+
+def test_alone_since_is_when_the_controllers_began_when_that_is_known() -> None:
+    clock, began = _Clock(), datetime(2026, 11, 29, 11, 0, tzinfo=UTC)
+    clock.now = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)  # the first delivery, an hour after
+    memory = SummaryMemory(clock, started=lambda: began)
+    # Created long after the controllers began, and delivered for the first time only now.
+    assert memory.first_alone(WEB, datetime(2026, 11, 29, 11, 30, tzinfo=UTC))
+    assert not memory.first_alone(DB, datetime(2026, 11, 29, 11, 0, 3, tzinfo=UTC))  # within the margin

@@ -104,7 +104,7 @@ def _delivery_memory(manager: Manager) -> executor.DeliveryMemory:
     """What the placement and run controllers remember of their applies (`executor.DeliveryMemory`).
     A shard taken over may have been delivered by another replica meanwhile: what this process
     remembers having pruned no longer says nothing was left behind."""
-    memory = executor.DeliveryMemory()
+    memory = executor.DeliveryMemory(started=lambda: manager.controllers_started)
     if manager.shards is not None:
         manager.shards.on_gain(lambda _shard: memory.forget_prunes())
     return memory

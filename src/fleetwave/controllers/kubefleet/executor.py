@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
 
@@ -93,10 +93,11 @@ class DeliveryMemory:
       delivered in the meantime).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, started: Callable[[], datetime | None] | None = None) -> None:
+        """`started`: when the controllers began (`FirstDeliveries`)."""
         self._applied: dict[Placed, tuple[float, dict[manifests.ObjectId, Mapping[str, Any]]]] = {}
         self.prunes: manifests.PruneMemo[Placed] = {}
-        self.firsts = FirstDeliveries[Placed]()
+        self.firsts = FirstDeliveries[Placed](started=started or (lambda: None))
 
     def applied(self, at: Placed, live: Mapping[manifests.ObjectId, Mapping[str, Any]]) -> None:
         """An apply at `at` returned `live`; entries older than a moment are dropped on the way."""

@@ -6,9 +6,9 @@ kind the content may hold across all namespaces. A summary or placement created 
 began delivering alone, that this process has not delivered nor seen deleted, was delivered by
 nobody: its first delivery has nothing to search for.
 
-"Alone since" is when this process's controllers began (they run only once it leads or holds its
-shards) and moves to the moment of every shard takeover: the replica that held the shard may have
-delivered anything created until then.
+"Alone since" is when this process's controllers began (`Manager.controllers_started`: they run
+only once it leads, or contends for shards) and moves to the moment of every shard takeover: the
+replica that held the shard may have delivered anything created until then.
 """
 
 from __future__ import annotations
@@ -33,9 +33,18 @@ def wall_clock() -> datetime:
     return datetime.now(UTC)
 
 
+def _unknown() -> datetime | None:
+    return None
+
+
 class FirstDeliveries(Generic[K]):
-    def __init__(self, clock: Callable[[], datetime] = wall_clock) -> None:
-        self._clock = clock
+    """`started`: when this process's controllers began (None: not known, and the first delivery's
+    time stands in, later and so safe)."""
+
+    def __init__(
+        self, clock: Callable[[], datetime] = wall_clock, started: Callable[[], datetime | None] = _unknown
+    ) -> None:
+        self._clock, self._started = clock, started
         self._alone_since: datetime | None = None  # set by the first delivery, moved by a takeover
         self._begun: set[K] = set()
         self._gone: set[K] = set()
@@ -46,7 +55,7 @@ class FirstDeliveries(Generic[K]):
         began delivering it before nor saw it removed. Marks the delivery begun either way (before
         its apply: an apply that fails half-way has still left objects behind)."""
         if self._alone_since is None:
-            self._alone_since = self._clock()
+            self._alone_since = self._started() or self._clock()
         first = key not in self._begun and key not in self._gone
         self._begun.add(key)
         return first and created is not None and created >= self._alone_since + ALONE_MARGIN

@@ -24,10 +24,13 @@ from fleetwave.delivery import manifests
 
 
 class SummaryMemory:
-    def __init__(self, clock: Callable[[], datetime] = wall_clock) -> None:
+    def __init__(
+        self, clock: Callable[[], datetime] = wall_clock, started: Callable[[], datetime | None] | None = None
+    ) -> None:
+        """`started`: when the controllers began (`FirstDeliveries`)."""
         self._delivered_with: dict[SummaryKey, str] = {}  # -> the credentials' fingerprint
         self.prunes: manifests.PruneMemo[SummaryKey] = {}
-        self._firsts = FirstDeliveries[SummaryKey](clock)
+        self._firsts = FirstDeliveries[SummaryKey](clock, started or (lambda: None))
 
     def delivered(self, summary: SummaryKey, credentials: str) -> None:
         """`summary` was delivered with the credentials of fingerprint `credentials`."""
