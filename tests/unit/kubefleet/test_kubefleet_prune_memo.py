@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from fleetwave.controllers import kubefleet
-from fleetwave.controllers.kubefleet import executor
+from fleetwave.controllers.kubefleet import executor, ledger
 from fleetwave.controllers.kubefleet.executor import DeliveryMemory, Placed
 from fleetwave.delivery import content as ct
 from fleetwave.delivery import manifests
@@ -134,3 +134,19 @@ async def test_a_placement_created_after_this_process_began_delivering_is_not_se
         ctx, memory, "m", [CM], inventory="old/m", created=datetime.now(UTC) - timedelta(hours=1)
     )
     assert member.prunes == 4
+
+
+async def test_a_run_or_placement_delivers_with_its_placements_creation_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    member = _Member(monkeypatch)
+    now = datetime.now(UTC)
+    ctx: Any = SimpleNamespace(known_versions=KnownVersions(), cache=_NO_MEMBERS, clock=lambda: now)
+    memory = DeliveryMemory(started=lambda: now - timedelta(minutes=10))
+    fresh = ledger.Content("0", "h", [CM], "crp/fresh", created=now - timedelta(minutes=1))
+    older = ledger.Content("0", "h", [CM], "crp/older", created=now - timedelta(minutes=11))
+    delivered = await ledger.deliver(ctx, memory, ["m"], fresh)
+    assert delivered["m"].error is None
+    assert member.prunes == 0  # created after the controllers began: nobody delivered it before
+    await ledger.deliver(ctx, memory, ["m"], older)
+    assert member.prunes == 1

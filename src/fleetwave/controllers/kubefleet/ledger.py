@@ -172,15 +172,7 @@ async def _settle(
         failed = replace(entry, error=str(e), override_error=str(e))
         return m.Delivery(m.DeliveryPhase.FAILED, message=str(e)), failed
     if entry.error:  # a failed apply is retried, level-triggered, until it succeeds
-        applied = await executor.apply(
-            ctx,
-            memory,
-            cluster,
-            objects,
-            inventory=content.inventory,
-            rules=content.rules,
-            created=content.created,
-        )
+        applied = await _apply(ctx, memory, cluster, objects, content)
         if not applied.ok:
             failed = replace(entry, error=applied.message)
             return m.Delivery(m.DeliveryPhase.FAILED, message=applied.message), failed
@@ -197,6 +189,25 @@ async def _settle(
     done = st.fmt(ctx.clock()) if result.ok else None
     entry = replace(entry, message=result.message, done_at=done)
     return m.Delivery(m.DeliveryPhase.APPLIED, ready=result.ok, message=result.message), entry
+
+
+async def _apply(
+    ctx: Context,
+    memory: executor.DeliveryMemory,
+    cluster: str,
+    objects: Sequence[Mapping[str, Any]],
+    content: Content,
+) -> executor.Outcome:
+    """Apply `objects` (`content` as `cluster` gets it) under the content's inventory and rules."""
+    return await executor.apply(
+        ctx,
+        memory,
+        cluster,
+        objects,
+        inventory=content.inventory,
+        rules=content.rules,
+        created=content.created,
+    )
 
 
 async def deliver(
@@ -218,15 +229,7 @@ async def _deliver_one(
     except co.OverrideError as e:
         at = st.fmt(ctx.clock())
         return Delivered(content.index, digest, at, str(e), error=str(e), override_error=str(e))
-    result = await executor.apply(
-        ctx,
-        memory,
-        cluster,
-        rendered.objects,
-        inventory=content.inventory,
-        rules=content.rules,
-        created=content.created,
-    )
+    result = await _apply(ctx, memory, cluster, rendered.objects, content)
     at = st.fmt(ctx.clock())
     return Delivered(
         index=content.index,
