@@ -499,6 +499,18 @@ class Watch:
                 out.append((seen - at, self.gate_seen.get(name, at) - at, between))
         return out
 
+    def gate_epochs(self, names: list[str]) -> dict[str, list[float]]:
+        """Per gated promotion: its gate's `until` and when its next stage's profile was seen (epoch
+        seconds), to line up with the controller's log of its passes."""
+        out = {}
+        for name in names:
+            until = _delay_until((self.promotions.get(name, {}).get("status") or {}).get("rollout") or {})
+            seen = self.first_write.get(f"{name}-staging")
+            if until and seen:
+                at = dt.datetime.fromisoformat(until.replace("Z", "+00:00")).timestamp()
+                out[name] = [round(at, 3), round(seen, 3)]
+        return out
+
     def stop(self) -> None:
         for task in self.tasks:
             task.cancel()
@@ -1083,6 +1095,7 @@ async def point(
                 ([round(r * 1000), [round(t * 1000) for t in between]] for r, _, between in gates),
                 reverse=True,
             ),
+            "gate_epochs": watch.gate_epochs(names),
             "controller_rss_mib": round(sampler.peak["controller"] / 2**20),
             "controller_cpu_s": round(cpu, 1),
             "controller_cores": round(cpu / max(t_load, 1e-3), 2),

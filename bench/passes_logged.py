@@ -1,0 +1,47 @@
+"""Run the controller with each reconcile logged (its queue wait and duration) and each write of a
+promotion's stage profile marked, for `bench/gate_timeline.py`.
+
+    FLEETWAVE_BENCH_ENTRY=bench/passes_logged.py PYTHONPATH=src .venv/bin/python bench/bench_scale.py \
+        --sizes 100 --servers 20 --promotions 90 --staged-runs 10 --ratio-trials 0 --keep-logs DIR
+
+Only the runtime's reconcile line is raised to DEBUG (the rest stays at the controller's level), so a
+loaded batch writes ~100,000 lines; that costs the controller a little CPU, which the figures of
+such a run include.
+"""
+
+from __future__ import annotations
+
+import logging
+import runpy
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+from fleetwave.controllers.shared.context import Context
+from fleetwave.controllers.sveltos import promotion
+
+log = logging.getLogger("fleetwave.bench.passes")
+
+
+def _marked(apply: Any) -> Any:
+    async def apply_profile(ctx: Context, body: Mapping[str, Any]) -> Any:
+        name = str(body["metadata"]["name"])
+        log.debug("stage profile write started %s", name)
+        try:
+            return await apply(ctx, body)
+        finally:
+            log.debug("stage profile write ended %s", name)
+
+    return apply_profile
+
+
+def main() -> None:
+    for name in ("fleetwave.runtime.controller", log.name):
+        logging.getLogger(name).setLevel(logging.DEBUG)
+    promotion._apply_profile = _marked(promotion._apply_profile)
+    sys.argv = ["fleetwave", *sys.argv[1:]]
+    runpy.run_module("fleetwave", run_name="__main__", alter_sys=True)
+
+
+if __name__ == "__main__":
+    main()
