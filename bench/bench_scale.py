@@ -390,6 +390,20 @@ def management_writes(state: fleet.FleetState) -> float:
     )
 
 
+def terminated_watchers(state: fleet.FleetState) -> dict[str, float]:
+    """Watchers the management API server has closed for not keeping up, by resource, so far: while
+    it waits on a slow watcher it delays that kind's events to every watcher."""
+    with internals.http(
+        kubeclient.config_from_file(state.cluster(fleet.MANAGEMENT).kubeconfig), timeout=10
+    ) as http:
+        text = http.get("/metrics").text
+    out: dict[str, float] = {}
+    for m in re.finditer(r"^apiserver_terminated_watchers_total\{([^}]*)\} (\S+)$", text, re.M):
+        resource = re.search(r'resource="([^"]*)"', m.group(1))
+        out[resource.group(1) if resource else m.group(1)] = float(m.group(2))
+    return out
+
+
 def member_events(client: Client) -> dict[str, int]:
     """The controller's Events about MemberClusters, by reason and the start of their message (a
     member that flipped to not ready under load shows here, with the probe's failure)."""
@@ -1076,6 +1090,7 @@ async def point(
         reactions = [r for r, _, _ in gates]
         counts = await asyncio.to_thread(object_counts, sync)
         events = await asyncio.to_thread(member_events, sync)
+        closed = await asyncio.to_thread(terminated_watchers, state)
         finished = [x for x in names + runs if x in watch.done]
         passes = _promotion_passes(work_single, work, len(names))
         return {
@@ -1096,6 +1111,7 @@ async def point(
                 reverse=True,
             ),
             "gate_epochs": watch.gate_epochs(names),
+            "terminated_watchers": closed,
             "controller_rss_mib": round(sampler.peak["controller"] / 2**20),
             "controller_cpu_s": round(cpu, 1),
             "controller_cores": round(cpu / max(t_load, 1e-3), 2),

@@ -1,10 +1,10 @@
-"""Run the controller with each reconcile logged (its queue wait and duration) and each write of a
-promotion's stage profile marked, for `bench/gate_timeline.py`.
+"""Run the controller with each reconcile logged (its queue wait and duration), each write of a
+promotion's stage profile marked and each informer's relists, for `bench/gate_timeline.py`.
 
     FLEETWAVE_BENCH_ENTRY=bench/passes_logged.py PYTHONPATH=src .venv/bin/python bench/bench_scale.py \
         --sizes 100 --servers 20 --promotions 90 --staged-runs 10 --ratio-trials 0 --keep-logs DIR
 
-Only the runtime's reconcile line is raised to DEBUG (the rest stays at the controller's level), so a
+Only those lines are raised to DEBUG (the rest stays at the controller's level), so a
 loaded batch writes ~100,000 lines; that costs the controller a little CPU, which the figures of
 such a run include.
 """
@@ -36,7 +36,8 @@ def _marked(apply: Any) -> Any:
 
 
 def main() -> None:
-    for name in ("fleetwave.runtime.controller", log.name):
+    # The informers' lines too: a watch the API server closed shows as a relist.
+    for name in ("fleetwave.runtime.controller", "fleetwave.runtime.watching", log.name):
         logging.getLogger(name).setLevel(logging.DEBUG)
     promotion._apply_profile = _marked(promotion._apply_profile)
     sys.argv = ["fleetwave", *sys.argv[1:]]
