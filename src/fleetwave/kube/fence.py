@@ -49,6 +49,7 @@ class Fence:
         self._armed = False
         self._deadlines: dict[str, float] = {}
         self.refused = 0  # writes refused since the process started (read by tests and the bench)
+        self._refused_since_open = 0  # in the current closed spell: the first is a warning, the rest not
 
     def arm(self) -> None:
         """Leader election starts: closed until a lease is held."""
@@ -63,6 +64,9 @@ class Fence:
     def renewed(self, lease: str, valid_for: float) -> None:
         """`lease` was written by us; it is ours for `valid_for` more seconds of our clock."""
         self._deadlines[lease] = self._clock() + valid_for
+        if self._refused_since_open and self.is_open():
+            log.info("lease confirmed again: writes go out (%d refused meanwhile)", self._refused_since_open)
+            self._refused_since_open = 0
 
     def dropped(self, lease: str) -> None:
         """`lease` is no longer ours (lost, released, handed over)."""
@@ -79,7 +83,16 @@ class Fence:
         if _EXEMPT.get() or self.is_open():
             return
         self.refused += 1
-        log.warning("fenced write refused: %s (the lease is not confirmed; this replica may not lead)", what)
+        self._refused_since_open += 1
+        # One warning per closed spell: a stopping or paused replica refuses every write in flight
+        # (dozens of Events at once), and one line says what happened; the rest are for debugging.
+        level = logging.WARNING if self._refused_since_open == 1 else logging.DEBUG
+        log.log(
+            level,
+            "fenced write refused: %s (the lease is not confirmed; this replica may not lead; "
+            "further refusals until it is are logged at debug level)",
+            what,
+        )
         raise FencedWrite(f"{what} refused: this replica's lease is not confirmed")
 
 

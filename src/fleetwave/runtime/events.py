@@ -30,7 +30,7 @@ from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import Event
 
 from fleetwave.core import timestamps
-from fleetwave.kube import ops
+from fleetwave.kube import fence, ops
 from fleetwave.kube.client import AsyncClient
 from fleetwave.runtime.background import BackgroundQueue
 
@@ -179,7 +179,7 @@ class EventRecorder:
         try:
             self._remember(key, await self._create(ref, type_, reason, message, now, 1))
         except Exception as exc:
-            log.warning("event %s %s on %s/%s not recorded: %s", type_, reason, ref.kind, ref.name, exc)
+            _not_recorded(type_, reason, ref, exc)
 
     async def _write_repeats(self, key: _Key, seen: _Seen) -> None:
         """Add the repeats counted since the last write to the Event (a new one if it expired)."""
@@ -198,7 +198,7 @@ class EventRecorder:
             if self._seen.get(key) is seen:
                 self._remember(key, fresh)
         except Exception as exc:
-            log.warning("event %s %s on %s/%s not recorded: %s", type_, reason, ref.kind, ref.name, exc)
+            _not_recorded(type_, reason, ref, exc)
 
     async def _bump(self, seen: _Seen, repeats: int, at: dt.datetime) -> bool:
         """Count `repeats` more occurrences; False if the Event has gone (expired by its TTL)."""
@@ -242,3 +242,10 @@ class EventRecorder:
             old_key, old = self._seen.popitem(last=False)
             if old.unwritten:
                 self._release(old_key, old)  # forgotten, but its repeats are still written
+
+
+def _not_recorded(type_: str, reason: str, ref: ObjectRef, exc: Exception) -> None:
+    """A write the fence refused was already logged once by the fence (ADR 0115): at debug level
+    here, or a replica that stops with Events queued logs a line for each."""
+    level = logging.DEBUG if isinstance(exc, fence.FencedWrite) else logging.WARNING
+    log.log(level, "event %s %s on %s/%s not recorded: %s", type_, reason, ref.kind, ref.name, exc)

@@ -186,3 +186,27 @@ async def test_helm_starts_no_install_upgrade_uninstall_or_rollback_past_the_fen
         await session.run("status", "--", "release")
     await asyncio.sleep(0)
     assert marker.read_text().split() == ["upgrade", "status"]
+
+
+def test_a_closed_spell_warns_once_and_says_how_many_were_refused_when_it_opens(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    clock = Clock()
+    f = fence.Fence(clock)
+    f.arm()
+    f.renewed("ns/lock/me", 1.0)
+    clock.t += 2.0
+    caplog.set_level("DEBUG", logger=fence.__name__)
+    for _ in range(3):  # a stopping replica's queued writes: one warning, not one each
+        with pytest.raises(fence.FencedWrite):
+            f.check("PATCH request")
+    levels = [r.levelname for r in caplog.records if "fenced write refused" in r.getMessage()]
+    assert levels == ["WARNING", "DEBUG", "DEBUG"]
+    f.renewed("ns/lock/me", 10.0)
+    assert any("(3 refused meanwhile)" in r.getMessage() for r in caplog.records)
+    caplog.clear()
+    clock.t += 11.0  # a new spell warns again
+    with pytest.raises(fence.FencedWrite):
+        f.check("PUT request")
+    assert [r.levelname for r in caplog.records] == ["WARNING"]
+    assert f.refused == 4

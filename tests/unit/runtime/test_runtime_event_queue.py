@@ -6,8 +6,9 @@ import asyncio
 from typing import Any
 
 import httpx2
+import pytest
 
-from fleetwave.kube import ops
+from fleetwave.kube import fence, ops
 from fleetwave.runtime import events
 
 REF = events.ObjectRef("fleetwave.io/v1alpha1", "ClusterPromotion", "web", None, "uid-1")
@@ -142,3 +143,20 @@ class _Everything(set[str]):
 async def _settle() -> None:
     for _ in range(5):
         await asyncio.sleep(0)
+
+
+class _Fenced:
+    """Every create refused by the fence, as for a replica whose lease is not confirmed."""
+
+    async def create(self, event: Any) -> Any:
+        raise fence.FencedWrite("POST request refused: this replica's lease is not confirmed")
+
+
+async def test_an_event_the_fence_refused_is_not_warned_about_again(caplog: pytest.LogCaptureFixture) -> None:
+    recorder = events.EventRecorder(_Fenced())  # type: ignore[arg-type]
+    caplog.set_level("DEBUG", logger=events.__name__)
+    for reason in ("StageDelivered", "StageSucceeded"):
+        await recorder.record(REF, events.EventType.NORMAL, reason, "m")
+    await recorder.close()
+    lines = [r for r in caplog.records if "not recorded" in r.getMessage()]
+    assert [r.levelname for r in lines] == ["DEBUG", "DEBUG"]  # the fence warned, once
