@@ -1,4 +1,5 @@
 """Helm releases on a real member via the delivery layer: install, upgrade, no-op, bad values, uninstall;
+a summary finalized without its snapshot removes only its own release;
 a cancelled install (lost lease, SIGTERM) leaves no helm process behind."""
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ import socket
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +20,11 @@ from lightkube.resources.apps_v1 import Deployment
 from lightkube.resources.core_v1 import ConfigMap
 
 from fleetwave.api.sveltos import HelmChart
+from fleetwave.controllers.fleet.ports import HelmAdapter
+from fleetwave.controllers.shared.context import Context
+from fleetwave.controllers.sveltos import summary
+from fleetwave.controllers.sveltos import summary_status as ss
+from fleetwave.delivery import content as dc
 from fleetwave.delivery import helm
 from fleetwave.delivery import helmplan as hp
 from fleetwave.delivery.target import MemberTarget, MemberUnreachable
@@ -314,3 +321,46 @@ async def test_a_release_another_owner_installed_is_kept_unless_a_lower_tier_tak
         target, helm=helm_bin, release_name="greeter", release_namespace=namespace, owner="summary-c"
     )
     assert gone.action == "uninstalled"
+
+
+async def test_a_summary_withdrawn_after_its_snapshot_is_gone_removes_its_release_and_no_other(
+    bins: binaries.Binaries, repo: chartrepo.ChartRepo, target: MemberTarget, namespace: str
+) -> None:
+    """Garbage collection deletes a profile's content snapshot together with its summaries, so a
+    summary is often finalized with no snapshot to read: the release its status names and that
+    carries its owner label goes; one status names that nobody labelled (a forged entry) stays."""
+    helm_bin = bins.path("helm")
+    raw = {
+        "metadata": {"name": "web-sveltos-m1", "namespace": "fleet", "labels": {ss.PROFILE_LABEL: "web"}},
+        "spec": {},
+        "status": {
+            "helmReleaseSummaries": [
+                {"releaseName": "greeter", "releaseNamespace": namespace},
+                {"releaseName": "bystander", "releaseNamespace": namespace},
+            ]
+        },
+    }
+    ours = hp.Ownership(dc.inventory_key(summary.owner_of(raw)))
+    installed = await helm.install_or_upgrade(
+        target, _chart(repo.url, namespace, "1.0.0"), helm=helm_bin, ownership=ours
+    )
+    assert installed.ok, installed.error
+    by_hand = _chart(repo.url, namespace, "1.0.0", releaseName="bystander")
+    assert (await helm.install_or_upgrade(target, by_hand, helm=helm_bin)).ok
+    ctx = Context(
+        client=None,  # type: ignore[arg-type]  # withdrawing with no checks writes nothing
+        cache=None,  # type: ignore[arg-type]
+        recorder=None,  # type: ignore[arg-type]
+        helm=HelmAdapter(helm_bin),
+        health=None,  # type: ignore[arg-type]
+        namespace="fleetwave-system",
+        clock=lambda: datetime.now(UTC),
+    )
+
+    assert await summary.withdraw(ctx, None, raw, target, body={}) is None
+
+    assert (
+        await helm.status(target, helm=helm_bin, release_name="greeter", release_namespace=namespace) is None
+    )
+    kept = await helm.status(target, helm=helm_bin, release_name="bystander", release_namespace=namespace)
+    assert kept is not None

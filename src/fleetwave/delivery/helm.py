@@ -434,9 +434,12 @@ async def uninstall(
     release_name: str,
     release_namespace: str,
     owner: str | tuple[str, ...] | None = None,
+    owned_only: bool = False,
 ) -> HelmReleaseReport:
     """Remove the release and wait for its objects to go; "absent" when it was not installed — or,
-    with `owner`, when another owner's labels are on it (never remove what another profile keeps)."""
+    with `owner`, when another owner's labels are on it (never remove what another profile keeps).
+    `owned_only`: a release without an owner label is left too (its name came from a source that
+    cannot prove it was ours, such as a status others can write)."""
     try:
         hp.check_release(release_name, release_namespace)
     except ContentError as err:
@@ -446,8 +449,7 @@ async def uninstall(
             current = await _status(h, release_name, release_namespace)
         except HelmError as err:
             return HelmReleaseReport(release_name, release_namespace, "failed", error=str(err))
-        owners = (owner,) if isinstance(owner, str) else owner
-        if current is None or (owners and current.labels.get(hp.OWNER_LABEL) not in (None, *owners)):
+        if current is None or not hp.removable(current, owner, owned_only):
             return HelmReleaseReport(release_name, release_namespace, "absent")
         result = await h.run("uninstall", "--namespace", release_namespace, "--wait", "--", release_name)
         if result.code != 0:

@@ -174,6 +174,17 @@ class Ownership:
         return (self.owner, *self.formerly)
 
 
+def removable(current: Release, owner: str | tuple[str, ...] | None, owned_only: bool) -> bool:
+    """Whether the installed release may be removed for `owner`: never when another owner's label is
+    on it; one without a label only when the caller knows the release as its own (not `owned_only`:
+    its name came from somewhere that cannot prove that, such as a status others can write)."""
+    owners = (owner,) if isinstance(owner, str) else owner
+    label = current.labels.get(OWNER_LABEL)
+    if not owners:
+        return not owned_only  # no owner to prove it by
+    return label in owners or (label is None and not owned_only)
+
+
 def owned_elsewhere(current: Release | None, ours: Ownership | None) -> str:
     """Why `ours` must not install over the release (empty when it may): another owner keeps it
     unless our tier is strictly lower; a release without an owner label is taken over."""

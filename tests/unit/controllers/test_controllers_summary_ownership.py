@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from fleetwave.api import families
+from fleetwave.api.sveltos import MAX_LIST
 from fleetwave.controllers.shared.context import Context
 from fleetwave.controllers.shared.keys import SummaryKey
 from fleetwave.controllers.sveltos import content, rollout_common, summary
@@ -295,7 +296,7 @@ async def test_deleting_a_summary_fleetwave_did_not_make_withdraws_nothing() -> 
     assert [r for _, r, _ in ctx.recorder] == [summary.NOT_OURS]  # type: ignore[attr-defined]
 
 
-def test_only_releases_the_summary_s_own_snapshot_installs_are_uninstalled() -> None:
+def test_a_release_only_status_names_is_removed_only_when_labelled_ours() -> None:
     chart = {"chart": {"releaseName": "web", "releaseNamespace": "web"}, "values": {}}
     resolved = content.Resolved(hash="e" * 64, body={"policies": [], "helmCharts": [chart]})
     doc = _summary(metadata__annotations={ss.CONTENT_ANNOTATION: resolved.snapshot_name})
@@ -306,7 +307,34 @@ def test_only_releases_the_summary_s_own_snapshot_installs_are_uninstalled() -> 
         ]
     }
     ctx = _ctx(_Cache([content.snapshot_configmap(resolved, "fleetwave-system")]), _Client())
-    assert summary._releases_to_uninstall(doc, summary._snapshot(ctx, doc)) == [("web", "web")]
+    assert summary._releases_to_uninstall(doc, summary._snapshot(ctx, doc)) == [
+        ("web", "web", False),  # its own snapshot names it too: removed even without a label
+        ("kyverno", "kyverno", True),
+    ]
+
+
+def test_a_summary_finalized_after_its_snapshot_is_gone_still_removes_its_releases() -> None:
+    """Garbage collection deletes the snapshot with the profile, often before the summaries'
+    finalizers run: what status names is still removed when its owner label is ours."""
+    doc = _summary(metadata__annotations={ss.CONTENT_ANNOTATION: "fw-content-" + "e" * 40})
+    doc["status"] = {"helmReleaseSummaries": [{"releaseName": "web", "releaseNamespace": "web"}]}
+    ctx = _ctx(_Cache([]), _Client())
+
+    assert summary._snapshot(ctx, doc) == {}
+    assert summary._releases_to_uninstall(doc, {}) == [("web", "web", True)]
+
+
+def test_a_release_installed_before_status_recorded_it_is_still_removed() -> None:
+    chart = {"chart": {"releaseName": "web", "releaseNamespace": "web"}, "values": {}}
+    assert summary._releases_to_uninstall(_summary(), {"helmCharts": [chart]}) == [("web", "web", True)]
+
+
+def test_a_status_listing_more_releases_than_a_profile_may_have_is_cut_to_that_bound() -> None:
+    doc = _summary()
+    doc["status"] = {
+        "helmReleaseSummaries": [{"releaseName": f"r{i}", "releaseNamespace": "x"} for i in range(1000)]
+    }
+    assert len(summary._releases_to_uninstall(doc, {})) == MAX_LIST
 
 
 def test_hand_made_summaries_never_count_as_a_profile_s_deliveries() -> None:

@@ -29,6 +29,20 @@ def test_an_equal_or_higher_tier_is_refused_naming_the_owner() -> None:
     assert "(tier 100)" in hp.owned_elsewhere(garbled, hp.Ownership("summary-b"))
 
 
+def test_a_release_is_removed_for_its_owner_and_an_unlabelled_one_only_when_known_as_ours() -> None:
+    ours = ("summary-a", "summary/fleet/web-m1")
+    assert hp.removable(release(**OWNED), ours, owned_only=False)
+    assert hp.removable(release(**OWNED), ours, owned_only=True)
+    assert hp.removable(release(**{hp.OWNER_LABEL: "summary/fleet/web-m1"}), ours, owned_only=True)
+    assert not hp.removable(release(**{hp.OWNER_LABEL: "summary-b"}), ours, owned_only=False)
+    # No label: the caller's own content names it (removed), or only a status others write (kept).
+    assert hp.removable(release(), ours, owned_only=False)
+    assert not hp.removable(release(), ours, owned_only=True)
+    # No owner to prove it by: only a caller that knows the release may remove it.
+    assert hp.removable(release(**OWNED), None, owned_only=False)
+    assert not hp.removable(release(**OWNED), None, owned_only=True)
+
+
 def test_the_owner_labels_go_to_helm_and_count_for_up_to_date() -> None:
     chart = HelmChart.model_validate(
         {

@@ -96,9 +96,15 @@ class HelmAdapter:
         release: str,
         namespace: str,
         owner: str | tuple[str, ...] | None = None,
+        owned_only: bool = False,
     ) -> HelmOutcome:
         report = await helm.uninstall(
-            target, helm=self.binary, release_name=release, release_namespace=namespace, owner=owner
+            target,
+            helm=self.binary,
+            release_name=release,
+            release_namespace=namespace,
+            owner=owner,
+            owned_only=owned_only,
         )
         return _outcome(report)
 

@@ -194,6 +194,7 @@ class HelmPort(Protocol):
         release: str,
         namespace: str,
         owner: str | tuple[str, ...] | None = None,
+        owned_only: bool = False,
     ) -> HelmOutcome: ...
 
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from fleetwave.api import conditions
 from fleetwave.api.models import ClusterProfile
-from fleetwave.api.sveltos import ClusterProfileSpec, HelmChart, ValidateHealth
+from fleetwave.api.sveltos import MAX_LIST, ClusterProfileSpec, HelmChart, ValidateHealth
 from fleetwave.controllers.fleet import members, pull, tenancy
 from fleetwave.controllers.fleet.boundary import content_boundary
 from fleetwave.controllers.shared.context import Context, HelmOutcome, Wake, as_dict
@@ -740,8 +740,11 @@ async def _charts(
     for old in previous.get("helmReleaseSummaries") or []:  # charts removed from the profile
         key = (old.get("releaseName"), old.get("releaseNamespace"))
         if key not in wanted and not dry_run and old.get("status") != "Uninstalled":
+            # Only status names it, and others can write status: only a release labelled ours goes.
             owner = ownership.owners() if ownership else None
-            await ctx.helm.uninstall(target, release=str(key[0]), namespace=str(key[1]), owner=owner)
+            await ctx.helm.uninstall(
+                target, release=str(key[0]), namespace=str(key[1]), owner=owner, owned_only=True
+            )
     return releases
 
 
@@ -861,8 +864,10 @@ async def withdraw(
         | {kinds.GVK(str(o["apiVersion"]), str(o["kind"])) for o in _objects(body)},
     )
     owners = (dc.inventory_key(owner_of(raw)), dc.inventory_key(inventory(meta["namespace"], meta["name"])))
-    for release, namespace in _releases_to_uninstall(raw, body):
-        await ctx.helm.uninstall(target, release=release, namespace=namespace, owner=owners)
+    for release, namespace, owned_only in _releases_to_uninstall(raw, body):
+        await ctx.helm.uninstall(
+            target, release=release, namespace=namespace, owner=owners, owned_only=owned_only
+        )
     return await _delete_checks(
         ctx, obj, target, profile.post_delete_checks, "postDeleteChecks", owner_of(raw)
     )
@@ -920,18 +925,25 @@ def _snapshot(ctx: Context, raw: Mapping[str, Any]) -> dict[str, Any]:
         return {}
 
 
-def _releases_to_uninstall(raw: Mapping[str, Any], body: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """The helm releases the summary recorded that its own content `body` installs: status is
-    writable by others, so it alone never names a release to remove."""
-    charts = {
+def _releases_to_uninstall(raw: Mapping[str, Any], body: Mapping[str, Any]) -> list[tuple[str, str, bool]]:
+    """The helm releases to remove when the summary goes, each with whether only a release labelled
+    as ours may go (`owned_only`). Status is writable by others and the snapshot may already be gone
+    (garbage collection deletes it with the profile), so a name either gives alone removes only a
+    release our owner label is on; one both give removes an unlabelled release too (installed before
+    releases were labelled)."""
+    charts = [
         (str((c.get("chart") or {}).get("releaseName")), str((c.get("chart") or {}).get("releaseNamespace")))
         for c in body.get("helmCharts") or []
-    }
+    ]
     recorded = [
         (str(r.get("releaseName")), str(r.get("releaseNamespace")))
-        for r in (raw.get("status") or {}).get("helmReleaseSummaries") or []
+        for r in ((raw.get("status") or {}).get("helmReleaseSummaries") or [])[:MAX_LIST]
+    ]  # a profile has at most MAX_LIST charts: a longer list was not written by us
+    named = list(dict.fromkeys([*recorded, *charts]))
+    return [
+        (name, namespace, not ((name, namespace) in charts and (name, namespace) in recorded))
+        for name, namespace in named
     ]
-    return [r for r in recorded if r in charts]
 
 
 async def _patch_meta(ctx: Context, namespace: str, name: str, metadata: Mapping[str, Any]) -> None:
