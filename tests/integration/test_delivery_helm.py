@@ -25,7 +25,7 @@ from fleetwave.controllers.shared.context import Context
 from fleetwave.controllers.sveltos import summary
 from fleetwave.controllers.sveltos import summary_status as ss
 from fleetwave.delivery import content as dc
-from fleetwave.delivery import helm
+from fleetwave.delivery import egress, helm
 from fleetwave.delivery import helmplan as hp
 from fleetwave.delivery.target import MemberTarget, MemberUnreachable
 from fleetwave.local import binaries, chartrepo, fleet
@@ -364,3 +364,47 @@ async def test_a_summary_withdrawn_after_its_snapshot_is_gone_removes_its_releas
     )
     kept = await helm.status(target, helm=helm_bin, release_name="bystander", release_namespace=namespace)
     assert kept is not None
+
+
+async def test_helm_fetches_through_the_egress_proxy_which_refuses_forbidden_addresses(
+    bins: binaries.Binaries, target: MemberTarget, tmp_path: Path
+) -> None:
+    """Real helm, given the process's egress proxy (ADR 0125): a chart URL at a metadata address —
+    as an index.yaml or a redirect could name it — is refused by the proxy, over https (CONNECT)
+    and over http (forwarded), before any connection is made."""
+    with helm._session(bins.path("helm"), target) as h:
+        for url in (
+            "https://169.254.169.254/charts/x-1.0.0.tgz",
+            "http://169.254.169.254/charts/x-1.0.0.tgz",
+        ):
+            pulled = await h.run("pull", "--destination", str(tmp_path), "--", url)
+            assert pulled.code != 0
+            assert "fleetwave egress: 169.254.169.254 is" in pulled.stderr, pulled.stderr
+
+
+def _address_off_loopback() -> str | None:
+    """This machine's address on its default route (Go sends loopback straight, never to a proxy)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect(("192.0.2.1", 9))  # no packet is sent: this only picks the route
+        except OSError:
+            return None
+        address = str(probe.getsockname()[0])
+    return None if address.startswith("127.") else address
+
+
+async def test_a_chart_from_a_repository_off_loopback_installs_through_the_egress_proxy(
+    bins: binaries.Binaries, target: MemberTarget, namespace: str, tmp_path: Path
+) -> None:
+    address = _address_off_loopback()
+    if address is None:
+        pytest.skip("this machine has no address off loopback to serve a repository on")
+    helm_bin = bins.path("helm")
+    before = egress.shared().handled
+    with chartrepo.serve(helm_bin, tmp_path, [(CHARTS / "hello", "1.0.0")], address=address) as served:
+        installed = await helm.install_or_upgrade(
+            target, _chart(served.url, namespace, "1.0.0"), helm=helm_bin
+        )
+    assert installed.ok, installed.error
+    assert (installed.action, installed.chart_version) == ("installed", "1.0.0")
+    assert egress.shared().handled >= before + 2  # the index and the chart, each its own connection

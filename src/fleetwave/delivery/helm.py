@@ -14,8 +14,9 @@ positional arguments after `--` (`helmplan`).
 
 A chart repository's host is resolved and every address checked before helm runs (link-local,
 cloud-metadata and unspecified addresses never, loopback only with the operator's opt-in:
-`promapi.guards`). helm then resolves the name again itself, so a name that changes its answer in
-between is not caught here; ADR 0096 says what remains open and why.
+`promapi.guards`), for a clear refusal up front. What helm then fetches goes through the process's
+egress proxy (`delivery.egress`, ADR 0125), which checks every destination again and connects to a
+checked address itself: index-listed chart URLs, redirects and a name that changed its answer.
 
 A private registry's credentials and CA, and the patches helm's post-renderer applies (ADR 0105),
 reach helm only as files: written 0600 into a fresh 0700 directory just before the one helm process
@@ -43,7 +44,7 @@ from typing import Any, Literal
 import yaml
 
 from fleetwave.api.sveltos import HelmChart
-from fleetwave.delivery import bounded, helm_preview, postrender, registry
+from fleetwave.delivery import bounded, egress, helm_preview, postrender, registry
 from fleetwave.delivery import helmplan as hp
 from fleetwave.delivery.content import ContentError, values_hash
 from fleetwave.delivery.target import MemberTarget, MemberUnreachable
@@ -111,7 +112,12 @@ class _Helm:
     """One helm session against one member: binary, kubeconfig file and private helm homes."""
 
     def __init__(
-        self, binary: str, target: MemberTarget, kubeconfig: Path, private: Private = Private()
+        self,
+        binary: str,
+        target: MemberTarget,
+        kubeconfig: Path,
+        private: Private = Private(),
+        member_host: str = "",
     ) -> None:
         self.binary, self.target, self.kubeconfig, self.private = binary, target, kubeconfig, private
         home = kubeconfig.parent
@@ -122,6 +128,8 @@ class _Helm:
             "HELM_CONFIG_HOME": str(home / "config"),
             "HELM_DATA_HOME": str(home / "data"),
         }
+        # Every fetch goes through the process's egress proxy, which checks where it connects (ADR 0125).
+        self.env |= egress.helm_environment(member_host)
         if bounded.ALLOW_UNCONFINED_ENV in os.environ:  # the post-renderer honours the operator's opt-out
             self.env[bounded.ALLOW_UNCONFINED_ENV] = os.environ[bounded.ALLOW_UNCONFINED_ENV]
 
@@ -214,8 +222,8 @@ async def _kill(proc: asyncio.subprocess.Process) -> None:
 
 @contextmanager
 def _session(binary: str, target: MemberTarget, private: Private = Private()) -> Iterator[_Helm]:
-    with target.kubeconfig_file() as kubeconfig:
-        yield _Helm(binary, target, kubeconfig, private)
+    with target.kubeconfig_file() as kubeconfig:  # checked here: its server's host can be read
+        yield _Helm(binary, target, kubeconfig, private, target.server_host())
 
 
 async def _status(h: _Helm, name: str, namespace: str) -> hp.Release | None:

@@ -16,6 +16,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager, context
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
+from urllib.parse import urlsplit
 
 from fleetwave.delivery import sessions
 from fleetwave.kube import client as kubeclient
@@ -74,6 +75,11 @@ class MemberTarget:
             return kubeclient.member_config(self.kubeconfig, allow_insecure=self.allow_insecure)
         except kubeclient.KubeconfigRefused as e:
             raise CredentialsRefused(self.name, str(e)) from None
+
+    def server_host(self) -> str:
+        """The host of the member's API server, as its checked kubeconfig names it."""
+        current = self.config().get()
+        return (urlsplit(current.cluster.server).hostname or "") if current is not None else ""
 
     @contextmanager
     def kubeconfig_file(self) -> Iterator[Path]:

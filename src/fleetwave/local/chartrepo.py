@@ -68,13 +68,14 @@ def serve(
     charts: Sequence[tuple[Path, str]],
     *,
     basic_auth: tuple[str, str] | None = None,
+    address: str = "127.0.0.1",
 ) -> Iterator[ChartRepo]:
-    """Package each (chart_dir, version), index them, and serve `directory` until the block exits;
-    with `basic_auth` (username, password), only to requests that carry them."""
+    """Package each (chart_dir, version), index them, and serve `directory` on `address` until the
+    block exits; with `basic_auth` (username, password), only to requests that carry them."""
     for chart_dir, version in charts:
         package(helm, chart_dir, directory, version=version)
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(directory, basic_auth))
-    url = f"http://127.0.0.1:{server.server_address[1]}"
+    server = ThreadingHTTPServer((address, 0), _handler(directory, basic_auth))
+    url = f"http://{address}:{server.server_address[1]}"
     subprocess.run([helm, "repo", "index", str(directory), "--url", url], check=True, capture_output=True)
     thread = threading.Thread(target=server.serve_forever, name="chart-repo", daemon=True)
     thread.start()

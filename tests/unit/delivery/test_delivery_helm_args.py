@@ -8,6 +8,7 @@ process group and reaped (a fake `helm` script stands in for the binary).
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import time
 from pathlib import Path
@@ -16,7 +17,7 @@ from typing import Any
 import pytest
 
 from fleetwave.api.sveltos import HelmChart
-from fleetwave.delivery import helm
+from fleetwave.delivery import egress, helm
 from fleetwave.delivery import helmplan as hp
 from fleetwave.delivery.content import ContentError
 from fleetwave.delivery.target import MemberTarget
@@ -241,3 +242,22 @@ async def test_a_call_past_its_timeout_is_killed_with_its_group(
     assert "timed out" in result.stderr
     assert not os.path.exists(f"/proc/{helm_pid}")  # noqa: ASYNC240 - /proc, instantaneous
     assert _wait_gone(child_pid)
+
+
+async def test_helm_fetches_through_the_egress_proxy_and_reaches_its_member_directly(tmp_path: Path) -> None:
+    kubeconfig = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "c", "cluster": {"server": "https://10.0.0.7:6443"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+        "current-context": "x",
+    }
+    target = MemberTarget("m", json.dumps(kubeconfig).encode())
+    fake = _fake_helm(tmp_path, 'echo "$HTTPS_PROXY $HTTP_PROXY $NO_PROXY"\n')
+
+    with helm._session(fake, target) as h:
+        result = await h.run("version", "--")
+
+    url = egress.shared().url
+    assert result.stdout.split() == [url, url, "10.0.0.7"]
