@@ -404,6 +404,33 @@ def terminated_watchers(state: fleet.FleetState) -> dict[str, float]:
     return out
 
 
+def watch_traffic(state: fleet.FleetState) -> dict[str, list[float]]:
+    """Watch events the management API server has sent so far, by resource: [events, bytes]. Every
+    watcher of a kind gets each of its events, so a kind whose events are many or large keeps its
+    watchers (the controller's informers, this benchmark's watches) decoding, and a watcher that
+    falls behind delays that kind's next events to every watcher."""
+    with internals.http(
+        kubeclient.config_from_file(state.cluster(fleet.MANAGEMENT).kubeconfig), timeout=10
+    ) as http:
+        text = http.get("/metrics").text
+    out: dict[str, list[float]] = collections.defaultdict(lambda: [0.0, 0.0])
+    for name, slot in (("apiserver_watch_events_total", 0), ("apiserver_watch_events_sizes_sum", 1)):
+        for m in re.finditer(rf"^{name}\{{([^}}]*)\}} (\S+)$", text, re.M):
+            resource = re.search(r'resource="([^"]*)"', m.group(1))
+            out[resource.group(1) if resource else "?"][slot] += float(m.group(2))
+    return dict(out)
+
+
+def _traffic_between(before: dict[str, list[float]], after: dict[str, list[float]]) -> dict[str, list[float]]:
+    """[events, MiB] per resource between two readings, the largest first."""
+    moved = {
+        k: [v[0] - before.get(k, [0.0, 0.0])[0], (v[1] - before.get(k, [0.0, 0.0])[1]) / 2**20]
+        for k, v in after.items()
+    }
+    ranked = sorted(((k, v) for k, v in moved.items() if v[0] >= 1), key=lambda kv: -kv[1][1])
+    return {k: [round(v[0]), round(v[1], 1)] for k, v in ranked}
+
+
 def member_events(client: Client) -> dict[str, int]:
     """The controller's Events about MemberClusters, by reason and the start of their message (a
     member that flipped to not ready under load shows here, with the probe's failure)."""
@@ -1070,6 +1097,7 @@ async def point(
         etcd = next(p.pid for p in state.processes if p.name == "etcd")
         requests_before = await asyncio.to_thread(member_requests, state.members)
         writes_before = await asyncio.to_thread(management_writes, state)
+        traffic_before = await asyncio.to_thread(watch_traffic, state)
         cpu_before = cpu_seconds(tree(controller_pid))
         with Sampler(controller_pid, apiserver, etcd) as sampler:
             t0 = time.monotonic()
@@ -1091,6 +1119,7 @@ async def point(
         counts = await asyncio.to_thread(object_counts, sync)
         events = await asyncio.to_thread(member_events, sync)
         closed = await asyncio.to_thread(terminated_watchers, state)
+        traffic = _traffic_between(traffic_before, await asyncio.to_thread(watch_traffic, state))
         finished = [x for x in names + runs if x in watch.done]
         passes = _promotion_passes(work_single, work, len(names))
         return {
@@ -1112,6 +1141,8 @@ async def point(
             ),
             "gate_epochs": watch.gate_epochs(names),
             "terminated_watchers": closed,
+            # The loaded batch's watch events from the management API server: [events, MiB] by resource.
+            "watch_events_load": traffic,
             "controller_rss_mib": round(sampler.peak["controller"] / 2**20),
             "controller_cpu_s": round(cpu, 1),
             "controller_cores": round(cpu / max(t_load, 1e-3), 2),
