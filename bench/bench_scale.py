@@ -468,6 +468,16 @@ def _delay_until(rollout: Obj) -> str | None:
     return str(until) if until else None
 
 
+def _changed_parts(before: Obj, after: Obj) -> list[str]:
+    """The parts of an object that differ between two versions: spec, metadata's and status's keys."""
+    changed = ["spec"] if before.get("spec") != after.get("spec") else []
+    for part in ("metadata", "status"):
+        old, new = before.get(part) or {}, after.get(part) or {}
+        skip = {"resourceVersion", "generation", "managedFields"} if part == "metadata" else set()
+        changed += [f"{part}.{k}" for k in sorted((set(old) | set(new)) - skip) if old.get(k) != new.get(k)]
+    return changed
+
+
 class Watch:
     """Stage profiles' first writes with clusters, and promotion/run completion, as events arrive."""
 
@@ -480,6 +490,9 @@ class Watch:
         self.status_seen: dict[str, list[float]] = {}  # promotion -> receive time of each of its events
         self.changed = asyncio.Event()
         self.tasks: list[asyncio.Task[None]] = []
+        self.profiles: dict[str, Obj] = {}  # the last version of each profile seen
+        # What each ClusterProfile event changed over the version before it ("spec", "status.rollout"...).
+        self.profile_changes: collections.Counter[str] = collections.Counter()
 
     def start(self) -> None:
         self.tasks = [
@@ -492,6 +505,11 @@ class Watch:
         async for _, obj in self.client.watch(kinds.resource("ClusterProfile"), on_error=on_error_retry):
             if (obj.spec or {}).get("clusterRefs"):
                 self.first_write.setdefault(obj.metadata.name, time.time())
+            body = obj.to_dict()
+            before = self.profiles.get(obj.metadata.name)
+            self.profiles[obj.metadata.name] = body
+            if before is not None:
+                self.profile_changes[" ".join(_changed_parts(before, body)) or "nothing"] += 1
 
     async def _promotions(self) -> None:
         async for _, obj in self.client.watch(kinds.resource("ClusterPromotion"), on_error=on_error_retry):
@@ -1143,6 +1161,8 @@ async def point(
             "terminated_watchers": closed,
             # The loaded batch's watch events from the management API server: [events, MiB] by resource.
             "watch_events_load": traffic,
+            # What the ClusterProfile events this benchmark saw changed, the most frequent first.
+            "profile_event_changes": dict(watch.profile_changes.most_common(12)),
             "controller_rss_mib": round(sampler.peak["controller"] / 2**20),
             "controller_cpu_s": round(cpu, 1),
             "controller_cores": round(cpu / max(t_load, 1e-3), 2),
