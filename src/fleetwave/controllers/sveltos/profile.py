@@ -19,7 +19,6 @@ from fleetwave.controllers.shared import engine_state
 from fleetwave.controllers.shared.context import Context
 from fleetwave.controllers.sveltos import (
     content,
-    profile_progress,
     profile_scope,
     profile_withdrawal,
     rollout_reconcile,
@@ -108,7 +107,7 @@ class _Profiles:
         }
 
     def progress_only(self, previous: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
-        return profile_progress.progress_only(previous, new)
+        return False  # what profiles that depend on it read: written at once
 
     async def after_status(self, ctx: Context, run: Pass[ClusterProfile], decision: fx.Decision) -> None:
         return None  # a profile's effects never edit its own spec

@@ -137,26 +137,16 @@ _STAGE_PROGRESS = ("currentStatusDescription", "completed")
 _RECORD_STAGE_PROGRESS = ("completed", "lastProgressAt", "message")
 
 
-def record_without_progress(record: Any) -> dict[str, Any]:
-    """The engine's record (a normalised `status.rollout`) without how far its Progressing stages
-    got: their count of clusters done, when one last finished, and the messages that say so."""
-    rollout = dict(record or {})
+def _without_progress(plain: Mapping[str, Any]) -> dict[str, Any]:
+    """A normalised status without what `progress_only` lets move."""
+    rollout = dict(plain.get("rollout") or {})
     rollout["stages"] = [_stage_without(s, _RECORD_STAGE_PROGRESS) for s in rollout.get("stages") or []]
     rollout["conditions"] = [_without_message(c) for c in rollout.get("conditions") or []]
     rollout.pop("message", None)
-    return rollout
-
-
-def without_message(conditions: Any) -> list[Any]:
-    return [_without_message(c) for c in conditions or []]
-
-
-def _without_progress(plain: Mapping[str, Any]) -> dict[str, Any]:
-    """A normalised status without what `progress_only` lets move."""
     out = {k: v for k, v in plain.items() if k != "message"}
-    out["rollout"] = record_without_progress(plain.get("rollout"))
+    out["rollout"] = rollout
     out["stages"] = [_stage_without(s, _STAGE_PROGRESS) for s in plain.get("stages") or []]
-    out["conditions"] = without_message(plain.get("conditions"))
+    out["conditions"] = [_without_message(c) for c in plain.get("conditions") or []]
     return out
 
 
