@@ -26,7 +26,7 @@ import os
 import threading
 from collections.abc import Awaitable
 from dataclasses import dataclass
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
 from fleetwave.promapi import guards
 
@@ -80,6 +80,9 @@ class Head:
         return next((v for k, v in self.fields if k.lower() == name), None)
 
 
+_Streams = tuple[asyncio.StreamReader, asyncio.StreamWriter]
+
+
 @dataclass(frozen=True, slots=True)
 class Destination:
     host: str
@@ -122,9 +125,9 @@ def _host(host: str | None) -> str:
     return host
 
 
-def _port(where: object, default: int | None) -> int:
+def _port(where: SplitResult, default: int | None) -> int:
     try:
-        port = getattr(where, "port", None) or default
+        port = where.port or default
     except ValueError:
         port = None
     if port is None or not 0 < port < 65536:
@@ -249,9 +252,6 @@ async def _forward(client: _Streams, head: Head, where: Destination) -> None:
 async def _wait_for_eof(reader: asyncio.StreamReader) -> None:
     with contextlib.suppress(ConnectionError):
         await reader.read(1)
-
-
-_Streams = tuple[asyncio.StreamReader, asyncio.StreamWriter]
 
 
 async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
