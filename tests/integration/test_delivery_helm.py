@@ -347,8 +347,48 @@ async def test_a_summary_withdrawn_after_its_snapshot_is_gone_removes_its_releas
     assert installed.ok, installed.error
     by_hand = _chart(repo.url, namespace, "1.0.0", releaseName="bystander")
     assert (await helm.install_or_upgrade(target, by_hand, helm=helm_bin)).ok
-    ctx = Context(
-        client=None,  # type: ignore[arg-type]  # withdrawing with no checks writes nothing
+    assert await summary.withdraw(_withdrawing_context(helm_bin), None, raw, target, body={}) is None
+
+    assert (
+        await helm.status(target, helm=helm_bin, release_name="greeter", release_namespace=namespace) is None
+    )
+    kept = await helm.status(target, helm=helm_bin, release_name="bystander", release_namespace=namespace)
+    assert kept is not None
+
+
+async def test_a_summary_withdrawn_with_no_status_and_no_snapshot_removes_the_release_its_spec_names(
+    bins: binaries.Binaries, repo: chartrepo.ChartRepo, target: MemberTarget, namespace: str
+) -> None:
+    """Deleted during its first delivery (no status yet) and finalized after garbage collection took
+    its snapshot: the summary's copy of its profile's spec names the chart, so the release carrying
+    its owner label goes; an unlabelled one the spec also names stays."""
+    helm_bin = bins.path("helm")
+    charts = [{"releaseName": n, "releaseNamespace": namespace} for n in ("greeter", "bystander")]
+    raw = {
+        "metadata": {"name": "web-sveltos-m1", "namespace": "fleet", "labels": {ss.PROFILE_LABEL: "web"}},
+        "spec": {"clusterProfileSpec": {"helmCharts": charts}},
+    }
+    ours = hp.Ownership(dc.inventory_key(summary.owner_of(raw)))
+    installed = await helm.install_or_upgrade(
+        target, _chart(repo.url, namespace, "1.0.0"), helm=helm_bin, ownership=ours
+    )
+    assert installed.ok, installed.error
+    by_hand = _chart(repo.url, namespace, "1.0.0", releaseName="bystander")
+    assert (await helm.install_or_upgrade(target, by_hand, helm=helm_bin)).ok
+
+    assert await summary.withdraw(_withdrawing_context(helm_bin), None, raw, target, body={}) is None
+
+    assert (
+        await helm.status(target, helm=helm_bin, release_name="greeter", release_namespace=namespace) is None
+    )
+    kept = await helm.status(target, helm=helm_bin, release_name="bystander", release_namespace=namespace)
+    assert kept is not None
+
+
+def _withdrawing_context(helm_bin: str) -> Context:
+    """A context that can withdraw with no checks: nothing is written to the management cluster."""
+    return Context(
+        client=None,  # type: ignore[arg-type]
         cache=None,  # type: ignore[arg-type]
         recorder=None,  # type: ignore[arg-type]
         helm=HelmAdapter(helm_bin),
@@ -356,14 +396,6 @@ async def test_a_summary_withdrawn_after_its_snapshot_is_gone_removes_its_releas
         namespace="fleetwave-system",
         clock=lambda: datetime.now(UTC),
     )
-
-    assert await summary.withdraw(ctx, None, raw, target, body={}) is None
-
-    assert (
-        await helm.status(target, helm=helm_bin, release_name="greeter", release_namespace=namespace) is None
-    )
-    kept = await helm.status(target, helm=helm_bin, release_name="bystander", release_namespace=namespace)
-    assert kept is not None
 
 
 async def test_helm_fetches_through_the_egress_proxy_which_refuses_forbidden_addresses(

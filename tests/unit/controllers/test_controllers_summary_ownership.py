@@ -329,6 +329,39 @@ def test_a_release_installed_before_status_recorded_it_is_still_removed() -> Non
     assert summary._releases_to_uninstall(_summary(), {"helmCharts": [chart]}) == [("web", "web", True)]
 
 
+def test_a_summary_deleted_before_its_status_and_after_its_snapshot_removes_what_its_spec_names() -> None:
+    """Both races at once: no status written yet, the snapshot already collected. The summary's
+    own copy of its profile's spec still names the chart: its release goes when labelled ours."""
+    chart = {"repositoryURL": "https://charts.example", "chartName": "web", "releaseName": "web"}
+    doc = _summary(spec__clusterProfileSpec={"helmCharts": [{**chart, "releaseNamespace": "web"}]})
+    assert summary._releases_to_uninstall(doc, {}) == [("web", "web", True)]
+
+
+def test_a_release_the_spec_and_the_status_name_without_the_snapshot_needs_our_label() -> None:
+    chart = {"chart": {"releaseName": "web", "releaseNamespace": "web"}, "values": {}}
+    doc = _summary(
+        spec__clusterProfileSpec={"helmCharts": [{"releaseName": "web", "releaseNamespace": "web"}]}
+    )
+    doc["status"] = {"helmReleaseSummaries": [{"releaseName": "web", "releaseNamespace": "web"}]}
+    assert summary._releases_to_uninstall(doc, {}) == [("web", "web", True)]
+    assert summary._releases_to_uninstall(doc, {"helmCharts": [chart]}) == [("web", "web", False)]
+
+
+@pytest.mark.parametrize(
+    "charts",
+    [
+        "not a list",
+        ["not an entry", {"releaseName": 7}],
+        [{"releaseName": f"r{i}", "releaseNamespace": "x"} for i in range(1000)],
+    ],
+)
+def test_a_spec_s_charts_are_read_within_bounds_whatever_their_shape(charts: Any) -> None:
+    doc = _summary(spec__clusterProfileSpec={"helmCharts": charts})
+    named = summary._releases_to_uninstall(doc, {})
+    assert len(named) <= MAX_LIST
+    assert all(owned_only for _, _, owned_only in named)
+
+
 def test_a_status_listing_more_releases_than_a_profile_may_have_is_cut_to_that_bound() -> None:
     doc = _summary()
     doc["status"] = {

@@ -927,23 +927,38 @@ def _snapshot(ctx: Context, raw: Mapping[str, Any]) -> dict[str, Any]:
 
 def _releases_to_uninstall(raw: Mapping[str, Any], body: Mapping[str, Any]) -> list[tuple[str, str, bool]]:
     """The helm releases to remove when the summary goes, each with whether only a release labelled
-    as ours may go (`owned_only`). Status is writable by others and the snapshot may already be gone
-    (garbage collection deletes it with the profile), so a name either gives alone removes only a
-    release our owner label is on; one both give removes an unlabelled release too (installed before
-    releases were labelled)."""
+    as ours may go (`owned_only`). Three sources name them: the status, the snapshot and the
+    summary's own copy of its profile's spec. Status and spec are writable by others, and the
+    snapshot may already be gone (garbage collection deletes it with the profile) while the status
+    is not written yet (a summary deleted during its first delivery): a name not given by both the
+    status and the snapshot removes only a release our owner label is on; one both give removes an
+    unlabelled release too (installed before releases were labelled)."""
     charts = [
-        (str((c.get("chart") or {}).get("releaseName")), str((c.get("chart") or {}).get("releaseNamespace")))
-        for c in body.get("helmCharts") or []
+        _release_of(c.get("chart") if isinstance(c, Mapping) else None)
+        for c in _entries(body.get("helmCharts"))
     ]
-    recorded = [
-        (str(r.get("releaseName")), str(r.get("releaseNamespace")))
-        for r in ((raw.get("status") or {}).get("helmReleaseSummaries") or [])[:MAX_LIST]
-    ]  # a profile has at most MAX_LIST charts: a longer list was not written by us
-    named = list(dict.fromkeys([*recorded, *charts]))
+    recorded = [_release_of(r) for r in _entries((raw.get("status") or {}).get("helmReleaseSummaries"))]
+    profile_spec = (raw.get("spec") or {}).get("clusterProfileSpec")
+    specified_charts = profile_spec.get("helmCharts") if isinstance(profile_spec, Mapping) else None
+    specified = [_release_of(c) for c in _entries(specified_charts)]
+    named = list(dict.fromkeys([*recorded, *charts, *specified]))
     return [
         (name, namespace, not ((name, namespace) in charts and (name, namespace) in recorded))
         for name, namespace in named
     ]
+
+
+def _entries(listed: Any) -> list[Any]:
+    """At most MAX_LIST entries of a list: a profile has at most that many charts, so a longer list
+    was not written by us."""
+    return list(listed[:MAX_LIST]) if isinstance(listed, list) else []
+
+
+def _release_of(entry: Any) -> tuple[str, str]:
+    """A chart's or a release summary's (releaseName, releaseNamespace); helm is given neither before
+    `check_release` has refused what cannot be a release's name."""
+    fields = entry if isinstance(entry, Mapping) else {}
+    return str(fields.get("releaseName")), str(fields.get("releaseNamespace"))
 
 
 async def _patch_meta(ctx: Context, namespace: str, name: str, metadata: Mapping[str, Any]) -> None:
