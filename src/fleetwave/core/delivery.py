@@ -69,17 +69,28 @@ def _admit(stage: st.StageStatus, fleet: m.Fleet, slots: int) -> tuple[list[str]
 
 
 def advance(
-    stage: st.StageStatus, fleet: m.Fleet, delivery: Mapping[str, m.Delivery], *, admit: bool = True
+    stage: st.StageStatus,
+    fleet: m.Fleet,
+    delivery: Mapping[str, m.Delivery],
+    *,
+    admit: bool = True,
+    revision: str | None = None,
 ) -> Progress:
     """`admit=False` (a paused rollout): the started clusters go on, no new one starts. Clusters
-    set aside by the failure budget count as finished and hold no slot."""
+    set aside by the failure budget count as finished and hold no slot. `revision`: the content
+    hash being delivered; a cluster admitted now whose delivery the shell shows done at exactly it
+    (a promotion wrote its stage profile's summaries ahead) counts as done in this step."""
     set_aside = frozenset(name for name, _ in stage.set_aside)
     done, in_flight, failed = _scan(stage, fleet, delivery, set_aside)
     slots = 0 if failed or not admit else stage.max_in_flight - in_flight
     admitted, not_ready = _admit(stage, fleet, slots)
     started = stage.started + tuple(admitted)
-    # Newly admitted clusters always get a Deliver, so no member counts as done in this revision
-    # without having been asked; earlier ones are re-asked while the shell still reports Pending.
+    if revision is not None:
+        proven = sum(1 for name in admitted if delivery.get(name, m.PENDING).done_at(revision))
+        done, in_flight = done + proven, in_flight - proven
+    # Newly admitted clusters always get a Deliver, so none counts as done without having been
+    # asked unless the shell proves it runs this revision; earlier ones are re-asked while the
+    # shell still reports Pending.
     effects: list[fx.Effect] = [
         fx.Deliver(name, stage.name)
         for name in stage.started

@@ -248,8 +248,18 @@ def _before(
     )
 
 
+def _advance_stage(ctx: _Ctx, stage: st.StageStatus) -> delivery.Progress:
+    return delivery.advance(
+        stage,
+        ctx.fleet,
+        ctx.observed.delivery,
+        admit=not ctx.spec.paused,
+        revision=ctx.spec.revision.content_hash,
+    )
+
+
 def _deliver(ctx: _Ctx, status: st.RolloutStatus, stage: st.StageStatus, acc: _Acc) -> st.StageStatus:
-    progress = delivery.advance(stage, ctx.fleet, ctx.observed.delivery, admit=not ctx.spec.paused)
+    progress = _advance_stage(ctx, stage)
     set_aside_now = False
     if ctx.spec.failure_budget is not None:
         failing, stage = _failing(ctx, stage, progress.failed, acc)
@@ -269,7 +279,7 @@ def _deliver(ctx: _Ctx, status: st.RolloutStatus, stage: st.StageStatus, acc: _A
             stage, failing_since=verdict.failing_since, set_aside=stage.set_aside + verdict.set_aside
         )
         if verdict.set_aside:  # their slots are free now: fill them in this same step
-            progress = delivery.advance(stage, ctx.fleet, ctx.observed.delivery, admit=not ctx.spec.paused)
+            progress = _advance_stage(ctx, stage)
     acc.effects.extend(progress.effects)
     old_failed = {name for name, _ in stage.failed}
     for name, why in progress.failed:

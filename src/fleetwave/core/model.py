@@ -287,10 +287,17 @@ class Delivery:
     phase: DeliveryPhase
     ready: bool = False
     message: str = ""
+    # The revision (content hash) the shell read this delivery as being of, when what it reads
+    # records one: the engine then counts a cluster it admits in this very step as done already.
+    revision: str | None = None
 
     @property
     def done(self) -> bool:
         return self.phase is DeliveryPhase.APPLIED and self.ready
+
+    def done_at(self, revision: str) -> bool:
+        """Done, and shown by the shell to be of `revision`."""
+        return self.done and self.revision == revision
 
 
 PENDING = Delivery(DeliveryPhase.PENDING)

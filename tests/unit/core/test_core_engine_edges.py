@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
 from core_helpers import (
     APPLYING,
     DONE,
     T0,
     Driver,
+    delivered,
     delivers,
     events,
     fleet,
@@ -150,6 +152,37 @@ def test_content_change_restarts_from_the_first_stage() -> None:
     assert d.status.current == 0
     assert d.status.started_at == T0 + minutes(5)
     assert delivers(decision) == ["dev-0"]
+
+
+def test_a_cluster_admitted_while_already_running_the_revision_is_done_in_the_same_step() -> None:
+    """A promotion writes its stage profile's summaries ahead: when the profile's pass admits a
+    cluster the shell shows done at exactly this revision, the stage finishes in that pass (one
+    status write, not a second one a pass later)."""
+    d = Driver(spec(stage("dev"), content="v2"), fleet(dev=2))
+    d.delivery = delivered(["dev-0", "dev-1"], m.Delivery(m.DeliveryPhase.APPLIED, ready=True, revision="v2"))
+    decision = d.step()
+    assert sorted(delivers(decision)) == ["dev-0", "dev-1"]  # still asked: level-triggered
+    assert d.stage("dev").completed == 2
+    assert d.status is not None
+    assert d.status.phase is st.RolloutPhase.SUCCEEDED
+
+
+@pytest.mark.parametrize(
+    "shown",
+    [
+        m.Delivery(m.DeliveryPhase.APPLIED, ready=True),  # no revision shown: a pass later, as before
+        m.Delivery(m.DeliveryPhase.APPLIED, ready=True, revision="v1"),  # the revision before
+        m.Delivery(m.DeliveryPhase.APPLIED, ready=False, revision="v2"),  # not ready
+    ],
+)
+def test_a_cluster_admitted_is_done_at_once_only_when_shown_ready_at_this_revision(shown: m.Delivery) -> None:
+    d = Driver(spec(stage("dev"), content="v2"), fleet(dev=1))
+    d.delivery = {"dev-0": shown}
+    d.step()
+    assert d.stage("dev").completed == 0
+    assert "1 in flight" in d.stage("dev").message
+    assert d.status is not None
+    assert d.status.phase is not st.RolloutPhase.SUCCEEDED
 
 
 def test_trigger_edit_never_restarts() -> None:

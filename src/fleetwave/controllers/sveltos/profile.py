@@ -75,7 +75,8 @@ class _Profiles:
     async def observe(self, ctx: Context, run: Pass[ClusterProfile]) -> Observation[_Facts]:
         existing = common.summaries_of(ctx.cache, run.key)
         names = run.fleet.names
-        deliveries = {c: rf.delivery_of(existing.get(c), run.resolved.hash) for c in names}
+        revision = run.spec.revision.content_hash
+        deliveries = {c: rf.delivery_of(existing.get(c), run.resolved.hash, revision) for c in names}
         matching = _matching(ctx, run)
         observed = m.Observed(delivery=deliveries, previous=run.previous)
         return Observation(observed, _Facts(existing, deliveries, matching))

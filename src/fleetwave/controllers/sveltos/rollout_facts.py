@@ -22,14 +22,18 @@ from fleetwave.translate.common import split_key
 _DELIVERIES: VersionedMemo[m.Delivery] = VersionedMemo(65_536)
 
 
-def delivery_of(summary: Mapping[str, Any] | None, content_hash: str) -> m.Delivery:
-    """The delivery of revision `content_hash` to one cluster, read from its ClusterSummary."""
+def delivery_of(
+    summary: Mapping[str, Any] | None, content_hash: str, revision: str | None = None
+) -> m.Delivery:
+    """The delivery of content `content_hash` to one cluster, read from its ClusterSummary.
+    `revision`: the engine's revision that content is delivered as; a delivery found at the
+    content says so (`Delivery.revision`), so a cluster admitted in the same pass counts as done."""
     if summary is None:
         return m.PENDING
-    return _DELIVERIES.get(summary, content_hash, lambda o: _read(o, content_hash))
+    return _DELIVERIES.get(summary, (content_hash, revision), lambda o: _read(o, content_hash, revision))
 
 
-def _read(summary: Mapping[str, Any], content_hash: str) -> m.Delivery:
+def _read(summary: Mapping[str, Any], content_hash: str, revision: str | None) -> m.Delivery:
     annotations = (summary.get("metadata") or {}).get("annotations") or {}
     status = summary.get("status") or {}
     ready = find(status, "Ready")
@@ -47,7 +51,10 @@ def _read(summary: Mapping[str, Any], content_hash: str) -> m.Delivery:
     if ready.get("reason") == "Failed":
         return m.Delivery(m.DeliveryPhase.FAILED, message=str(ready.get("message", "")))
     return m.Delivery(
-        m.DeliveryPhase.APPLIED, ready=ready.get("status") == "True", message=str(ready.get("message", ""))
+        m.DeliveryPhase.APPLIED,
+        ready=ready.get("status") == "True",
+        message=str(ready.get("message", "")),
+        revision=revision,  # its annotation and its status both name the content (checked above)
     )
 
 
