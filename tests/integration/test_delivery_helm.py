@@ -323,51 +323,29 @@ async def test_a_release_another_owner_installed_is_kept_unless_a_lower_tier_tak
     assert gone.action == "uninstalled"
 
 
+def _summary_naming(releases: list[str], namespace: str, where: str) -> dict[str, Any]:
+    """A summary being withdrawn whose `status` or whose copy of its profile's `spec` names the
+    releases, with no other source beside it."""
+    names = [{"releaseName": n, "releaseNamespace": namespace} for n in releases]
+    named = (
+        {"spec": {}, "status": {"helmReleaseSummaries": names}}
+        if where == "status"
+        else {"spec": {"clusterProfileSpec": {"helmCharts": names}}}
+    )
+    labels = {ss.PROFILE_LABEL: "web"}
+    return {"metadata": {"name": "web-sveltos-m1", "namespace": "fleet", "labels": labels}, **named}
+
+
+@pytest.mark.parametrize("where", ["status", "spec"])
 async def test_a_summary_withdrawn_after_its_snapshot_is_gone_removes_its_release_and_no_other(
-    bins: binaries.Binaries, repo: chartrepo.ChartRepo, target: MemberTarget, namespace: str
+    bins: binaries.Binaries, repo: chartrepo.ChartRepo, target: MemberTarget, namespace: str, where: str
 ) -> None:
     """Garbage collection deletes a profile's content snapshot together with its summaries, so a
-    summary is often finalized with no snapshot to read: the release its status names and that
-    carries its owner label goes; one status names that nobody labelled (a forged entry) stays."""
+    summary is often finalized with no snapshot to read, and one deleted during its first delivery
+    has no status either (then its copy of its profile's spec names its charts): the release so
+    named that carries its owner label goes; one nobody labelled (a forged entry) stays."""
     helm_bin = bins.path("helm")
-    raw = {
-        "metadata": {"name": "web-sveltos-m1", "namespace": "fleet", "labels": {ss.PROFILE_LABEL: "web"}},
-        "spec": {},
-        "status": {
-            "helmReleaseSummaries": [
-                {"releaseName": "greeter", "releaseNamespace": namespace},
-                {"releaseName": "bystander", "releaseNamespace": namespace},
-            ]
-        },
-    }
-    ours = hp.Ownership(dc.inventory_key(summary.owner_of(raw)))
-    installed = await helm.install_or_upgrade(
-        target, _chart(repo.url, namespace, "1.0.0"), helm=helm_bin, ownership=ours
-    )
-    assert installed.ok, installed.error
-    by_hand = _chart(repo.url, namespace, "1.0.0", releaseName="bystander")
-    assert (await helm.install_or_upgrade(target, by_hand, helm=helm_bin)).ok
-    assert await summary.withdraw(_withdrawing_context(helm_bin), None, raw, target, body={}) is None
-
-    assert (
-        await helm.status(target, helm=helm_bin, release_name="greeter", release_namespace=namespace) is None
-    )
-    kept = await helm.status(target, helm=helm_bin, release_name="bystander", release_namespace=namespace)
-    assert kept is not None
-
-
-async def test_a_summary_withdrawn_with_no_status_and_no_snapshot_removes_the_release_its_spec_names(
-    bins: binaries.Binaries, repo: chartrepo.ChartRepo, target: MemberTarget, namespace: str
-) -> None:
-    """Deleted during its first delivery (no status yet) and finalized after garbage collection took
-    its snapshot: the summary's copy of its profile's spec names the chart, so the release carrying
-    its owner label goes; an unlabelled one the spec also names stays."""
-    helm_bin = bins.path("helm")
-    charts = [{"releaseName": n, "releaseNamespace": namespace} for n in ("greeter", "bystander")]
-    raw = {
-        "metadata": {"name": "web-sveltos-m1", "namespace": "fleet", "labels": {ss.PROFILE_LABEL: "web"}},
-        "spec": {"clusterProfileSpec": {"helmCharts": charts}},
-    }
+    raw = _summary_naming(["greeter", "bystander"], namespace, where)
     ours = hp.Ownership(dc.inventory_key(summary.owner_of(raw)))
     installed = await helm.install_or_upgrade(
         target, _chart(repo.url, namespace, "1.0.0"), helm=helm_bin, ownership=ours
