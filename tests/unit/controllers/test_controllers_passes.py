@@ -42,9 +42,15 @@ class _Kind:
     metered = False
 
     def __init__(
-        self, policy: passes.Policy, max_passes: int = 1, learns: int = 0, quiet: bool = False
+        self,
+        policy: passes.Policy,
+        max_passes: int = 1,
+        learns: int = 0,
+        quiet: bool = False,
+        moves: bool = False,
     ) -> None:
         self.policy, self.max_passes, self.learns, self.quiet = policy, max_passes, learns, quiet
+        self.moves = moves  # each pass's engine record differs from the one it started from
         self.log: list[str] = []
 
     async def observe(self, current: Versioned, now: datetime) -> int:
@@ -52,9 +58,10 @@ class _Kind:
 
     def decide(self, number: int, current: Versioned, now: datetime) -> passes.Decided[int]:
         self.log.append(f"decide {number}")
-        decision = fx.Decision(None, (), None, None, None, False)  # type: ignore[arg-type]
+        status, previous = (number, number - 1) if self.moves else (None, None)
+        decision = fx.Decision(status, (), None, None, None, False)  # type: ignore[arg-type]
         pending = self.policy is passes.Policy.WRITE_THEN_ACT
-        return passes.Decided(number, decision, {"pass": number}, None, pending, self.quiet)
+        return passes.Decided(number, decision, {"pass": number}, previous, pending, self.quiet)  # type: ignore[arg-type]
 
     async def before_write(self, decided: passes.Decided[int]) -> None:
         self.log.append(f"before {decided.step}")
@@ -109,6 +116,16 @@ async def test_the_last_pass_only_writes_and_leaves_its_effects_to_the_next_reco
     result = await passes.drive(_ctx(client), kind, CURRENT)
     assert result == Result(requeue_after=requeue.FLOOR_SECONDS)
     assert kind.log[-2:] == ["before 2", "after 2 WRITTEN"]
+    assert "act 2" not in kind.log
+
+
+async def test_a_last_pass_that_moved_the_rollout_on_hands_its_effects_on_at_once() -> None:
+    """ADR 0127: a stage started by the last pass is applied by the next reconcile without the
+    floor's wait; a last pass that moved nothing keeps the floor (the test above)."""
+    client, kind = _Client(), _Kind(passes.Policy.WRITE_THEN_ACT, max_passes=2, learns=5, moves=True)
+    result = await passes.drive(_ctx(client), kind, CURRENT)
+    assert result == Result(requeue_after=requeue.AT_ONCE_SECONDS)
+    assert requeue.AT_ONCE_SECONDS < requeue.FLOOR_SECONDS
     assert "act 2" not in kind.log
 
 

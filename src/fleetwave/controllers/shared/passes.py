@@ -13,7 +13,7 @@ kind, named in `Policy`:
   stage Started) before it happens; what the effects learnt is written by the next pass. Passes go
   on within the reconcile while the effects keep teaching something new, up to the kind's
   `max_passes` (two: ADR 0101 measures why one is too few and more pay nothing), and the last pass
-  only writes.
+  only writes. When that pass moved the rollout on, the next reconcile follows at once (ADR 0127).
 """
 
 from __future__ import annotations
@@ -104,12 +104,20 @@ async def drive(ctx: Context, kind: Passes[Seen, S], current: Versioned) -> Resu
             break
         if number == kind.max_passes:
             # Effects decided but not carried out: the next reconcile decides them again.
-            return Result(requeue_after=requeue.FLOOR_SECONDS)
+            return Result(requeue_after=_handed_on(decided))
         if not await kind.act(decided):
             break
     # From the clock now, not the pass's start: a pass under load lasts a second, and a deadline
     # counted from its start would fire that much late.
     return kind.requeue(decided, ctx.clock())
+
+
+def _handed_on(decided: Decided[S]) -> float:
+    """When the next reconcile carries out what the last pass decided: at once when that pass moved
+    the rollout on (a stage or batch started, whose applies are the rollout's critical path), after
+    the floor when it moved nothing (a retry that teaches nothing new must not spin; ADR 0127)."""
+    moved = decided.previous is not None and decided.decision.status != decided.previous
+    return requeue.AT_ONCE_SECONDS if moved else requeue.FLOOR_SECONDS
 
 
 def _held_back(ctx: Context, kind: Passes[Seen, S], decided: Decided[S]) -> float | None:

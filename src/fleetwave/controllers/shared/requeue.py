@@ -16,6 +16,10 @@ from fleetwave.core import effects as fx
 from fleetwave.runtime.controller import Result
 
 FLOOR_SECONDS = 0.05
+# "Again now" for a reconcile that moved its rollout on and left that move's effects to the next
+# reconcile (`passes.drive`): a timer, not the error backoff, and not the floor, which at 100
+# clusters added 50 ms to every stage boundary of a staged run (ADR 0127).
+AT_ONCE_SECONDS = 0.001
 
 
 def seconds_until(decision: fx.Decision, now: datetime) -> float | None:
