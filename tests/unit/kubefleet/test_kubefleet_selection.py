@@ -283,3 +283,29 @@ def test_a_resource_placement_selects_a_configured_namespaced_kind_in_its_namesp
 def test_configuring_a_built_in_kind_changes_nothing() -> None:
     config_maps = kinds.KindInfo(kinds.GVK("v1", "ConfigMap"), "configmaps", True)
     assert selection.configured([config_maps]) == ()
+
+
+NS_BY_LABEL = {"kind": "Namespace", "labelSelector": {"matchLabels": {"team": "a"}}}
+
+
+@pytest.mark.parametrize(
+    ("selectors", "kind", "namespace", "labels", "wakes"),
+    [
+        ([{"kind": "Namespace", "name": "app"}], "ConfigMap", "app", {}, True),
+        ([{"kind": "Namespace", "name": "app"}], "ConfigMap", "other", {}, False),
+        ([NS_BY_LABEL], "ConfigMap", "x", {"team": "a"}, True),
+        ([NS_BY_LABEL], "ConfigMap", "x", {"team": "b"}, False),
+        ([NS_BY_LABEL], "ConfigMap", "x", None, True),  # the namespace is not in the cache yet
+        ([{"kind": "Namespace"}], "Secret", "any", {}, True),  # every namespace
+        ([{"kind": "Namespace", "labelSelector": {"matchLabels": 3}}], "Secret", "x", {}, True),
+        ([{"kind": "ClusterRole"}], "ClusterRole", None, None, True),
+        ([{"kind": "ClusterRole"}], "ConfigMap", "app", {}, False),
+        ([{"kind": "Namespace", "name": "app"}], "ClusterRole", None, None, False),
+        ("not a list", "ConfigMap", "app", {}, False),
+        ([7, {"kind": "Namespace", "name": "app"}], "ConfigMap", "app", {}, True),
+    ],
+)
+def test_a_change_may_matter_only_to_a_placement_that_could_select_it(
+    selectors: object, kind: str, namespace: str | None, labels: dict[str, str] | None, wakes: bool
+) -> None:
+    assert selection.may_select(selectors, kind, namespace, labels) is wakes

@@ -253,6 +253,29 @@ def _placements(ctx: Context, scope: nm.Scope, namespace: str | None = None) -> 
     ]
 
 
+def _selecting(ctx: Context, scope: nm.Scope, kind: str) -> Callable[[Any], list[str]]:
+    """The cluster-scoped placements a change to an object of `kind` may matter to
+    (`selection.may_select`), not every placement: with 100 of them, each ConfigMap written anywhere
+    cost 100 placement passes (ADR 0127)."""
+
+    def mapper(obj: Any) -> list[str]:
+        namespace = obj.metadata.namespace
+        labels = _namespace_labels(ctx, namespace) if namespace else None
+        return [
+            scope.key(o["metadata"].get("namespace"), o["metadata"]["name"])
+            for o in ctx.cache.list(scope.placement)
+            if selection.may_select((o.get("spec") or {}).get("resourceSelectors"), kind, namespace, labels)
+        ]
+
+    return mapper
+
+
+def _namespace_labels(ctx: Context, namespace: str) -> dict[str, str] | None:
+    """The labels of `namespace` as the cache holds it; None while it does not."""
+    obj = ctx.cache.get("Namespace", None, namespace)
+    return None if obj is None else dict((obj.get("metadata") or {}).get("labels") or {})
+
+
 def _wire(ctx: Context, scope: nm.Scope, placements: Controller[str], runs: Controller[str]) -> None:
     _wire_runs(ctx, scope, runs)
     _wire_placements(ctx, scope, placements)
@@ -309,7 +332,7 @@ def _wire_placements(ctx: Context, scope: nm.Scope, placements: Controller[str])
     )
     configured = [k.key for k in selection.configured(ctx.placement_kinds)]
     for kind in [*SELECTABLE, *envelopes.KINDS, *configured]:
-        mapper = same_namespace if scope.namespaced else (lambda _o: _placements(ctx, scope))
+        mapper = same_namespace if scope.namespaced else _selecting(ctx, scope, kind.partition(".")[0])
         _watch(inf[kind], placements, mapper)
     # A new override snapshot, or an override gone (its snapshots then no longer count), may change
     # what any placement's clusters get: each placement works out whether it does.

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fleetwave.api.kubefleet import PlacementSpec, ResourceSelector
+from fleetwave.api.meta import LabelSelector
 from fleetwave.api.objects import Obj
 from fleetwave.controllers.fleet import members
 from fleetwave.controllers.kubefleet import envelopes
@@ -134,6 +135,41 @@ def _matches(sel: ResourceSelector, obj: Obj) -> bool:
     if sel.label_selector is not None:
         return sel.label_selector.matches(dict(meta.get("labels") or {}))
     return True
+
+
+def may_select(
+    selectors: object, kind: str, namespace: str | None, namespace_labels: Mapping[str, str] | None
+) -> bool:
+    """Whether a change to an object can change what a ClusterResourcePlacement with these raw
+    `spec.resourceSelectors` selects: a namespaced object (in `namespace`) only through a Namespace
+    selector that takes its namespace (`namespace_labels`: the namespace's labels, None while the
+    namespace is not known); a cluster-scoped one only through a selector of its `kind`. Coarse on
+    purpose: a wake too many costs one pass, a wake too few a missed change, so anything unreadable
+    wakes."""
+    if not isinstance(selectors, list):
+        return False
+    return any(
+        isinstance(raw, Mapping) and _wakes(raw, kind, namespace, namespace_labels) for raw in selectors
+    )
+
+
+def _wakes(
+    raw: Mapping[str, Any], kind: str, namespace: str | None, labels: Mapping[str, str] | None
+) -> bool:
+    if namespace is None:
+        return bool(raw.get("kind") == kind)
+    return raw.get("kind") == "Namespace" and _takes_namespace(raw, namespace, labels)
+
+
+def _takes_namespace(raw: Mapping[str, Any], namespace: str, labels: Mapping[str, str] | None) -> bool:
+    if raw.get("name") is not None:
+        return bool(raw.get("name") == namespace)
+    if raw.get("labelSelector") is None or labels is None:
+        return True
+    try:
+        return LabelSelector.model_validate(raw["labelSelector"]).matches(dict(labels))
+    except ValueError:  # pydantic's ValidationError: the placement's own pass reports it
+        return True
 
 
 def _generated(kind: Kind, obj: Obj) -> bool:
