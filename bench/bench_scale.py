@@ -13,7 +13,8 @@ cluster, so later points carry them too):
   1. ratio (`--ratio-trials`, default 3): a 3-stage promotion without maxUpdate (one ConfigMap) and a
      staged run with maxConcurrency 100% (a Namespace and a ConfigMap) over the N registrations,
      each timed per content revision against applying the same objects to the same registrations
-     directly, stage by stage, every registration of a stage at once (issue 11's ratio at N);
+     directly, stage by stage, every registration of a stage at once (issue 11's ratio at N); each
+     timed step starts after SETTLE seconds in which the controllers finish the step before;
   2. no load: one ClusterPromotion over the N clusters, 3 stages, maxUpdate 10%, until Succeeded;
   3. load: `--promotions` such promotions at once (each with a 2 s delay gate after dev) and
      `--staged-runs` ClusterStagedUpdateRuns over the same N clusters (3 stages, maxConcurrency 10%),
@@ -998,6 +999,12 @@ async def _staged_trial(
     return ran, index, run_cpu
 
 
+# Seconds the fleet is left to settle before each timed step of a ratio trial (as in bench_gates):
+# what the controllers do once a rollout is done (a placement following its run, a stage profile
+# summing its summaries up) would otherwise land in the next step, the direct apply's included.
+SETTLE = 1.0
+
+
 async def ratio(
     state: fleet.FleetState,
     n: int,
@@ -1029,24 +1036,29 @@ async def ratio(
         sources = {"member": sorted({m.kubeconfig for m in state.members}), "management": [mk]}
         await _print_idle_cpu(state)
         for trial in range(1, trials + 1):
+            await asyncio.sleep(SETTLE)
             marked = await _mark_requests(sources)
             followed = timeline if follow_stages else None
             promoted, content_hash, promotion_cpu = await _promotion_trial(
                 state, client, (name, trial, content_hash), controller_pid, followed, profiles
             )
             await _print_requests(marked, sources, n)
+            await asyncio.sleep(SETTLE)
             direct = await _direct_measured(state, servers, stages, [ratio_payload(f"direct-{n}", trial)])
+            await asyncio.sleep(SETTLE)
             floor, same_kind = await _floors(
                 state, client, servers, (stages, floor_stages), n, trial, (direct, promoted), profiles
             )
             floors.append(floor / direct)
             summary_floors.append((same_kind / direct, promoted / same_kind))
+            await asyncio.sleep(SETTLE)
             marked = await _mark_requests(sources)
             ran, index, run_cpu = await _staged_trial(
                 state, client, (staged, n, trial, index), controller_pid, profiles
             )
             await _print_requests(marked, sources, n)
             staged_docs_n = ratio_staged_docs(f"sdirect-{n}", n, trial)[:2]
+            await asyncio.sleep(SETTLE)
             profile = profiles.during("direct-staged", trial)
             direct_staged = await _direct_measured(state, servers, stages, staged_docs_n)
             await _profiled(profile)
