@@ -54,6 +54,7 @@ from lightkube import AsyncClient, Client, codecs
 from lightkube.resources.core_v1 import Event
 from lightkube.types import on_error_retry
 
+import bench_gates as bg
 import summary_floor
 from fleetwave.kube import client as kubeclient
 from fleetwave.kube import internals, kinds
@@ -999,10 +1000,8 @@ async def _staged_trial(
     return ran, index, run_cpu
 
 
-# Seconds the fleet is left to settle before each timed step of a ratio trial (as in bench_gates):
-# what the controllers do once a rollout is done (a placement following its run, a stage profile
-# summing its summaries up) would otherwise land in the next step, the direct apply's included.
-SETTLE = 1.0
+# Seconds the fleet is left to settle before each timed step of a ratio trial: bench_gates' own.
+SETTLE = bg.SETTLE
 
 
 async def ratio(
