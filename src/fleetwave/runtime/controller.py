@@ -183,8 +183,10 @@ class Controller(Generic[K]):
         except asyncio.CancelledError:
             raise
         except Exception as e:
-            if isinstance(e, ops.StatusError) and ops.is_not_found(e):
-                # An object deleted while it was reconciled: the retry sees it gone. No traceback.
+            if isinstance(e, ops.StatusError) and (ops.is_not_found(e) or ops.is_stale(e)):
+                # An object deleted, or changed by someone else, while it was reconciled (a write
+                # guarded by the resourceVersion it read was refused): the retry reads it afresh.
+                # Routine under concurrent edits, so no traceback.
                 log.debug("controller %s: %r: %s; retrying", self.name, key, ops.message_of(e))
             else:
                 log.exception(

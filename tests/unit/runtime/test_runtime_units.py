@@ -92,6 +92,38 @@ async def test_an_object_deleted_mid_reconcile_is_retried_without_a_traceback(
     assert all(r.exc_info is None for r in caplog.records)
 
 
+async def test_a_write_refused_as_stale_is_retried_without_a_traceback(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    request = httpx2.Request("PATCH", "https://127.0.0.1/apis/fleetwave.io/v1alpha1/clusterpromotions/p")
+    text = (
+        'Operation cannot be fulfilled on clusterpromotions.fleetwave.io "p": the object has been '
+        "modified; please apply your changes to the latest version and try again"
+    )
+    response = httpx2.Response(409, text=text, request=request)
+    stale = ops.StatusError("conflict", request=request, response=response)
+    with caplog.at_level(logging.DEBUG, logger="fleetwave.runtime.controller"):
+        q, m, _timer = await run_once(stale)
+    assert q.num_requeues("k") == 1
+    assert count(m, "error") == 1
+    assert [r.levelno for r in caplog.records] == [logging.DEBUG, logging.DEBUG]
+    assert "the object has been modified" in caplog.records[0].getMessage()
+    assert all(r.exc_info is None for r in caplog.records)
+
+
+async def test_a_field_manager_conflict_is_still_logged_with_its_traceback(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    request = httpx2.Request("PATCH", "https://127.0.0.1/apis/fleetwave.io/v1alpha1/clusterprofiles/p")
+    text = 'Apply failed with 1 conflict: conflict with "kubectl-edit": .spec.tier'
+    response = httpx2.Response(409, text=text, request=request)
+    conflict = ops.StatusError("conflict", request=request, response=response)
+    with caplog.at_level(logging.DEBUG, logger="fleetwave.runtime.controller"):
+        await run_once(conflict)
+    assert [r.levelno for r in caplog.records] == [logging.ERROR, logging.DEBUG]
+    assert caplog.records[0].exc_info is not None
+
+
 async def test_requeue_without_delay_uses_the_rate_limiter() -> None:
     q, m, timer = await run_once(controller.Result(requeue=True))
     assert q.num_requeues("k") == 1
