@@ -13,8 +13,10 @@ cluster, so later points carry them too):
   1. ratio (`--ratio-trials`, default 3): a 3-stage promotion without maxUpdate (one ConfigMap) and a
      staged run with maxConcurrency 100% (a Namespace and a ConfigMap) over the N registrations,
      each timed per content revision against applying the same objects to the same registrations
-     directly, stage by stage, every registration of a stage at once (issue 11's ratio at N); each
-     timed step starts after SETTLE seconds in which the controllers finish the step before;
+     directly, stage by stage, every registration of a stage at once (issue 11's ratio at N); the
+     staged run also against its delivered floor, the same applies made as a delivery makes them
+     (`manifests.apply`: ownership label and annotation, version precondition) with no controller;
+     each timed step starts after SETTLE seconds in which the controllers finish the step before;
   2. no load: one ClusterPromotion over the N clusters, 3 stages, maxUpdate 10%, until Succeeded;
   3. load: `--promotions` such promotions at once (each with a 2 s delay gate after dev) and
      `--staged-runs` ClusterStagedUpdateRuns over the same N clusters (3 stages, maxConcurrency 10%),
@@ -56,6 +58,9 @@ from lightkube.types import on_error_retry
 
 import bench_gates as bg
 import summary_floor
+from fleetwave.delivery import manifests
+from fleetwave.delivery.known_versions import KnownVersions
+from fleetwave.delivery.target import MemberTarget
 from fleetwave.kube import client as kubeclient
 from fleetwave.kube import internals, kinds
 from fleetwave.local import binaries, fleet, processes
@@ -730,6 +735,34 @@ async def _direct_measured(
     return seconds
 
 
+# The inventory the staged run's delivered floor applies under (one for every registration, as a
+# placement's is the same on every cluster).
+DELIVERED_INVENTORY = "bench/staged-run-floor"
+
+
+async def _delivered(
+    state: fleet.FleetState, stages: dict[str, list[int]], docs: list[Obj], known: KnownVersions
+) -> float:
+    """`_direct_measured`, each registration's objects applied as a delivery applies them
+    (`manifests.apply`: the inventory label, the owner annotation, over the version its last apply
+    returned) with no controller: what the staged run's member applies cost on their own."""
+    targets = [MemberTarget.from_file(m.name, m.kubeconfig) for m in state.members]
+
+    async def deliver(target: MemberTarget) -> None:
+        report = await manifests.apply(target, docs, inventory=DELIVERED_INVENTORY, known=known)
+        if not report.ok:
+            raise RuntimeError("the delivered floor's apply failed: " + "; ".join(report.errors))
+
+    others, own = fleet_cpu(state), time.process_time()
+    t0 = time.monotonic()
+    for members in stages.values():
+        await asyncio.gather(*(deliver(targets[i % len(targets)]) for i in members))
+    seconds = time.monotonic() - t0
+    spent, own = _cpu_text(others, fleet_cpu(state)), time.process_time() - own
+    print(f"  CPU of the fleet in the delivered floor ({seconds:.2f} s): {spent}, this benchmark {own:.2f} s")
+    return seconds
+
+
 FLOOR_NS = "bench-scale-floor"
 
 
@@ -1024,7 +1057,8 @@ async def ratio(
     servers = [kubeclient.async_client(kubeclient.config_from_file(m.kubeconfig)) for m in state.members]
     stages = stage_members(n, len(state.members))
     name, staged = f"ratio-{n}", f"sratio-{n}"
-    rows: list[tuple[float, float, float, float, float, float]] = []
+    rows: list[tuple[float, float, float, float, float, float, float]] = []
+    known = KnownVersions()  # the delivered floor's, kept across trials as the controller keeps its own
     timeline = _Timeline(client, name)
     profiles = ApiServerProfiles({"management": mk, "member": state.members[0].kubeconfig}, profiles_into)
     floors: list[float] = []
@@ -1061,11 +1095,15 @@ async def ratio(
             profile = profiles.during("direct-staged", trial)
             direct_staged = await _direct_measured(state, servers, stages, staged_docs_n)
             await _profiled(profile)
-            rows.append((promoted, direct, promotion_cpu, ran, direct_staged, run_cpu))
+            await asyncio.sleep(SETTLE)
+            delivered_docs = ratio_staged_docs(f"sdelivered-{n}", n, trial)[:2]
+            delivered = await _delivered(state, stages, delivered_docs, known)
+            rows.append((promoted, direct, promotion_cpu, ran, direct_staged, run_cpu, delivered))
             print(
                 f"ratio at {n}, trial {trial}: promotion {promoted:.2f} s (CPU {promotion_cpu:.2f} s) "
                 f"vs direct {direct:.2f} s -> {promoted / direct:.2f}x; staged run {ran:.2f} s "
-                f"(CPU {run_cpu:.2f} s) vs direct {direct_staged:.2f} s -> {ran / direct_staged:.2f}x",
+                f"(CPU {run_cpu:.2f} s) vs direct {direct_staged:.2f} s -> {ran / direct_staged:.2f}x, "
+                f"vs its delivered floor {delivered:.2f} s -> {ran / delivered:.2f}x",
                 flush=True,
             )
     finally:
@@ -1087,6 +1125,9 @@ async def ratio(
         "run_direct_s": round(med[4], 2),
         "run_ratio": round(statistics.median(r[3] / r[4] for r in rows), 2),
         "run_cpu_s": round(med[5], 2),
+        "run_delivered_s": round(med[6], 2),
+        "run_vs_delivered": round(statistics.median(r[3] / r[6] for r in rows), 2),
+        "delivered_vs_direct": round(statistics.median(r[6] / r[4] for r in rows), 2),
     }
 
 
@@ -1330,6 +1371,11 @@ def report(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
                 f"-> {row['promotion_ratio']}x "
                 f"(controller CPU {row['promotion_cpu_s']} s); staged run {row['run_s']} s vs direct "
                 f"{row['run_direct_s']} s -> {row['run_ratio']}x (controller CPU {row['run_cpu_s']} s)"
+            )
+            print(
+                f"staged run's delivered floor at {row['clusters']} clusters (medians): "
+                f"{row['run_delivered_s']} s, {row['delivered_vs_direct']}x direct; the staged run "
+                f"{row['run_vs_delivered']}x it"
             )
             print(
                 f"floors at {row['clusters']} clusters (medians): ConfigMap records {row['floor_ratio']}x "
