@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from lightkube.generic_resource import create_global_resource
 
 from fleetwave.api.sveltos import ClusterProfile
@@ -118,6 +119,38 @@ def test_a_spec_is_parsed_once_per_content_whatever_its_status_and_version() -> 
     held = rollout_common.parse_as(labelled, "ClusterProfile", ClusterProfile)
     assert held is not first
     assert held.metadata.annotations == {"fleetwave.io/hold-clusters": "ns/a"}
+
+
+def test_a_new_version_with_the_same_body_is_found_without_serialising_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def versioned(rv: str, max_update: str, labels: dict[str, str]) -> dict[str, Any]:
+        raw = _profile(rv, max_update)
+        raw["metadata"].update({"uid": "u-versions", "generation": 1, "labels": labels})
+        return raw
+
+    first = rollout_common.parse_as(versioned("1", "10%", {}), "ClusterProfile", ClusterProfile)
+    serialised: list[object] = []
+    real_dumps = rollout_common.json.dumps
+
+    def dumps(value: object, **options: Any) -> str:
+        serialised.append(value)
+        return real_dumps(value, **options)
+
+    monkeypatch.setattr(rollout_common.json, "dumps", dumps)
+    # A status write: a new resourceVersion, the same body.
+    written = {**versioned("2", "10%", {}), "status": {"matchingClusters": [{"name": "a"}]}}
+    assert rollout_common.parse_as(written, "ClusterProfile", ClusterProfile) is first
+    assert serialised == []
+    # Another spec or other labels, under the same generation (a body written ahead keeps the
+    # live one): content of its own.
+    changed = rollout_common.parse_as(versioned("3", "50%", {}), "ClusterProfile", ClusterProfile)
+    relabelled = rollout_common.parse_as(
+        versioned("4", "10%", {"env": "a"}), "ClusterProfile", ClusterProfile
+    )
+    assert changed.spec.max_update == "50%"
+    assert relabelled.metadata.labels == {"env": "a"}
+    assert len(serialised) == 2
 
 
 def test_the_spec_a_summary_carries_does_not_change_when_a_stage_admits_more_clusters() -> None:
