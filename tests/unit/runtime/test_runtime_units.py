@@ -76,38 +76,33 @@ async def test_an_exception_is_retried_with_backoff_and_counted() -> None:
     assert errors == 1
 
 
-async def test_an_object_deleted_mid_reconcile_is_retried_without_a_traceback(
-    caplog: pytest.LogCaptureFixture,
+_STALE = (
+    'Operation cannot be fulfilled on clusterpromotions.fleetwave.io "p": the object has been '
+    "modified; please apply your changes to the latest version and try again"
+)
+
+
+@pytest.mark.parametrize(
+    ("code", "text", "said"),
+    [
+        (404, "404 page not found", "404 page not found"),  # deleted while it was reconciled
+        (409, _STALE, "the object has been modified"),  # changed since it was read
+    ],
+)
+async def test_an_object_gone_or_changed_mid_reconcile_is_retried_without_a_traceback(
+    caplog: pytest.LogCaptureFixture, code: int, text: str, said: str
 ) -> None:
-    request = httpx2.Request("PATCH", "https://127.0.0.1/apis/fleetwave.io/v1alpha1/clusterprofiles/p/status")
-    response = httpx2.Response(404, text="404 page not found", request=request)
-    gone = ops.StatusError("not found", request=request, response=response)
+    request = httpx2.Request("PATCH", "https://127.0.0.1/apis/fleetwave.io/v1alpha1/clusterpromotions/p")
+    response = httpx2.Response(code, text=text, request=request)
+    refused = ops.StatusError("refused", request=request, response=response)
     with caplog.at_level(logging.DEBUG, logger="fleetwave.runtime.controller"):
-        q, m, _timer = await run_once(gone)
+        q, m, _timer = await run_once(refused)
     assert q.num_requeues("k") == 1
     assert count(m, "error") == 1
     # The retry's line and the reconcile's timing line, both at DEBUG, neither with a traceback.
     assert [r.levelno for r in caplog.records] == [logging.DEBUG, logging.DEBUG]
     assert "retrying" in caplog.records[0].getMessage()
-    assert all(r.exc_info is None for r in caplog.records)
-
-
-async def test_a_write_refused_as_stale_is_retried_without_a_traceback(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    request = httpx2.Request("PATCH", "https://127.0.0.1/apis/fleetwave.io/v1alpha1/clusterpromotions/p")
-    text = (
-        'Operation cannot be fulfilled on clusterpromotions.fleetwave.io "p": the object has been '
-        "modified; please apply your changes to the latest version and try again"
-    )
-    response = httpx2.Response(409, text=text, request=request)
-    stale = ops.StatusError("conflict", request=request, response=response)
-    with caplog.at_level(logging.DEBUG, logger="fleetwave.runtime.controller"):
-        q, m, _timer = await run_once(stale)
-    assert q.num_requeues("k") == 1
-    assert count(m, "error") == 1
-    assert [r.levelno for r in caplog.records] == [logging.DEBUG, logging.DEBUG]
-    assert "the object has been modified" in caplog.records[0].getMessage()
+    assert said in caplog.records[0].getMessage()
     assert all(r.exc_info is None for r in caplog.records)
 
 
