@@ -48,6 +48,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -708,31 +709,41 @@ class _Timeline:
         await asyncio.gather(*self._tasks, return_exceptions=True)
 
 
+async def _stage_by_stage(stages: dict[str, list[int]], deliver: Callable[[int], Awaitable[None]]) -> float:
+    """Seconds to `deliver` to every registration of a stage at once, stage after stage."""
+    t0 = time.monotonic()
+    for members in stages.values():
+        await asyncio.gather(*(deliver(i) for i in members))
+    return time.monotonic() - t0
+
+
+async def _measured(state: fleet.FleetState, what: str, step: Awaitable[float]) -> float:
+    """`step`'s seconds, with the CPU it cost the fleet and this benchmark printed: the direct apply is
+    CPU-bound on a small machine too, and what a rollout adds is read against it."""
+    others, own = fleet_cpu(state), time.process_time()
+    seconds = await step
+    spent, own = _cpu_text(others, fleet_cpu(state)), time.process_time() - own
+    print(f"  CPU of the fleet in {what} ({seconds:.2f} s): {spent}, this benchmark {own:.2f} s")
+    return seconds
+
+
 async def _direct(servers: list[AsyncClient], stages: dict[str, list[int]], docs: list[Obj]) -> float:
     """The same objects applied to every registration's server (each registration its own request,
     as its delivery is), all of a stage at once, stage after stage. ConfigMaps and Namespaces are
     ready once they exist, so a stage is done when its applies have returned."""
 
-    async def deliver(server: AsyncClient) -> None:
+    async def deliver(index: int) -> None:
+        server = servers[index % len(servers)]
         for doc in docs:  # in order, as a delivery's waves: a namespace before what it holds
             await server.apply(codecs.from_dict(doc), force=True)
 
-    t0 = time.monotonic()
-    for members in stages.values():
-        await asyncio.gather(*(deliver(servers[i % len(servers)]) for i in members))
-    return time.monotonic() - t0
+    return await _stage_by_stage(stages, deliver)
 
 
 async def _direct_measured(
     state: fleet.FleetState, servers: list[AsyncClient], stages: dict[str, list[int]], docs: list[Obj]
 ) -> float:
-    """`_direct`, with the CPU it cost the fleet and this benchmark printed: the direct apply is
-    CPU-bound on a small machine too, and what a rollout adds is read against it."""
-    others, own = fleet_cpu(state), time.process_time()
-    seconds = await _direct(servers, stages, docs)
-    spent, own = _cpu_text(others, fleet_cpu(state)), time.process_time() - own
-    print(f"  CPU of the fleet in the direct apply ({seconds:.2f} s): {spent}, this benchmark {own:.2f} s")
-    return seconds
+    return await _measured(state, "the direct apply", _direct(servers, stages, docs))
 
 
 # The inventory the staged run's delivered floor applies under (one for every registration, as a
@@ -748,19 +759,13 @@ async def _delivered(
     returned) with no controller: what the staged run's member applies cost on their own."""
     targets = [MemberTarget.from_file(m.name, m.kubeconfig) for m in state.members]
 
-    async def deliver(target: MemberTarget) -> None:
+    async def deliver(index: int) -> None:
+        target = targets[index % len(targets)]
         report = await manifests.apply(target, docs, inventory=DELIVERED_INVENTORY, known=known)
         if not report.ok:
             raise RuntimeError("the delivered floor's apply failed: " + "; ".join(report.errors))
 
-    others, own = fleet_cpu(state), time.process_time()
-    t0 = time.monotonic()
-    for members in stages.values():
-        await asyncio.gather(*(deliver(targets[i % len(targets)]) for i in members))
-    seconds = time.monotonic() - t0
-    spent, own = _cpu_text(others, fleet_cpu(state)), time.process_time() - own
-    print(f"  CPU of the fleet in the delivered floor ({seconds:.2f} s): {spent}, this benchmark {own:.2f} s")
-    return seconds
+    return await _measured(state, "the delivered floor", _stage_by_stage(stages, deliver))
 
 
 FLOOR_NS = "bench-scale-floor"
