@@ -11,7 +11,8 @@ An Event's first occurrence is written at once; its repeats are counted in memor
 bump of `count` and `lastTimestamp` `bump_after` seconds after the first of them (ADR 0068: every
 revision of a rollout repeats the same stage Events, and a count bump per repeat was a third of the
 requests of a rollout). `flush()` waits for what was queued and writes the repeats held back;
-`close()` does so within a time limit, at shutdown.
+`close()` does so within a time limit, at shutdown. Every Event write goes in the client's bulk
+lane (`kube.lanes`): a promotion's decision never waits behind one.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import Event
 
 from fleetwave.core import timestamps
-from fleetwave.kube import fence, ops
+from fleetwave.kube import fence, lanes, ops
 from fleetwave.kube.client import AsyncClient
 from fleetwave.runtime.background import BackgroundQueue
 
@@ -156,11 +157,15 @@ class EventRecorder:
         self._queue.put((key, seen))
 
     async def _handle(self, item: _Pending) -> None:
-        if len(item) == 2:
-            key, seen = item
-            await self._write_repeats(key, seen)
-        else:
-            await self._write(*item)
+        # An Event decides nothing: its write goes in the bulk lane, behind a rollout's decisions.
+        # Said here, not left to the writer task, which inherits the lane of whichever reconcile
+        # happened to record the first Event.
+        with lanes.bulk():
+            if len(item) == 2:
+                key, seen = item
+                await self._write_repeats(key, seen)
+            else:
+                await self._write(*item)
 
     async def _write(
         self, ref: ObjectRef, type_: EventType, reason: str, message: str, now: dt.datetime

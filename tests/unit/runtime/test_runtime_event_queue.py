@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any
 
 import httpx2
 import pytest
 
-from fleetwave.kube import fence, ops
+from fleetwave.kube import fence, lanes, ops
 from fleetwave.runtime import events
 
 REF = events.ObjectRef("fleetwave.io/v1alpha1", "ClusterPromotion", "web", None, "uid-1")
@@ -160,3 +161,32 @@ async def test_an_event_the_fence_refused_is_not_warned_about_again(caplog: pyte
     await recorder.close()
     lines = [r for r in caplog.records if "not recorded" in r.getMessage()]
     assert [r.levelname for r in lines] == ["DEBUG", "DEBUG"]  # the fence warned, once
+
+
+class _Lanes:
+    """Records, for each Event created and each count bumped, whether it was sent in the bulk lane."""
+
+    def __init__(self) -> None:
+        self.in_bulk: list[bool] = []
+
+    async def create(self, event: Any) -> Any:
+        self.in_bulk.append(lanes.in_bulk())
+        return event
+
+    async def patch(self, _resource: Any, _name: str, _body: dict[str, Any], **_: Any) -> Any:
+        self.in_bulk.append(lanes.in_bulk())
+        return None
+
+
+@pytest.mark.parametrize("recorded_in_bulk", [False, True])
+async def test_event_writes_take_the_bulk_lane_whoever_recorded_the_first(recorded_in_bulk: bool) -> None:
+    """The writer task is started by the first `record` and inherits its caller's lane: a promotion
+    (outside the bulk lane) recording first must not put every later Event past the bulk work."""
+    api = _Lanes()
+    recorder = events.EventRecorder(api)  # type: ignore[arg-type]
+    with lanes.bulk() if recorded_in_bulk else contextlib.nullcontext():
+        await recorder.record(REF, events.EventType.NORMAL, "StageStarted", "m")
+    await recorder.record(REF, events.EventType.NORMAL, "StageStarted", "m")  # a repeat: a count bump
+    await recorder.flush()
+    await recorder.close()
+    assert api.in_bulk == [True, True]
