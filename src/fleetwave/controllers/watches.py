@@ -400,7 +400,8 @@ def _wire_summaries(
 ) -> None:
     summaries.watch(informers["ClusterSummary"], _summary_itself(summaries, writes))
     summaries.watch(
-        informers["ClusterProfile"], lambda p: [s.key for s in writes.wakeups.take_waiting(object_key(p))]
+        informers["ClusterProfile"],
+        lambda p: [s.key for s in writes.wakeups.profile_event(object_key(p), p.metadata.resourceVersion)],
     )
     summaries.watch(informers["MemberCluster"], keys.summaries_of_member)
     if keys.cache.family.capi and members.CAPI_CACHE_KIND in informers:

@@ -279,6 +279,29 @@ async def test_a_summary_its_profile_does_not_want_as_it_is_waits_without_delive
     assert ctx.wakeups.take_waiting("web") == ([SummaryKey.parse(key)] if woken_by_profile else [])
 
 
+async def test_a_summary_is_judged_against_its_stage_profile_as_a_promotion_wrote_it() -> None:
+    """The promotion wrote the stage profile with m1 admitted; the cache still shows the version
+    before (the profile's watch runs behind): the summary goes on to delivery at once."""
+    refs = {"kind": "MemberCluster", "namespace": NS}
+    cached = _profile(clusterRefs=[{**refs, "name": "m2"}])
+    cached["metadata"]["resourceVersion"] = "20"
+    written = copy.deepcopy(cached)
+    written["metadata"]["resourceVersion"] = "21"
+    written["spec"]["clusterRefs"] = [{**refs, "name": "m1"}, {**refs, "name": "m2"}]
+    snapshot = content.snapshot_configmap(SNAPSHOT, "fleetwave-system")
+    client = _Client()
+    ctx = _ctx(_Cache([cached, _member(), snapshot, _summary()]), client)
+    key = f"{NS}/{ss.summary_name('web', 'm1')}"
+
+    await summary.reconcile(ctx, SummaryMemory(), key)
+    assert client.patches == []  # as the cache shows the profile, m1 is not admitted: it waits
+    assert ctx.wakeups.profile_written("web", written) == [SummaryKey.parse(key)]  # woken by the write
+
+    await summary.reconcile(ctx, SummaryMemory(), key)
+    ((_, patch),) = client.patches
+    assert patch == {"metadata": {"finalizers": [ss.FINALIZER]}}  # accepted: on to delivery
+
+
 async def test_deleting_a_summary_fleetwave_did_not_make_withdraws_nothing() -> None:
     doc = _summary(uid="forged")
     doc["metadata"]["deletionTimestamp"] = "2026-11-22T09:00:00Z"

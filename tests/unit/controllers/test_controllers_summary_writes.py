@@ -15,6 +15,7 @@ import pytest
 from fleetwave.api import families
 from fleetwave.api.sveltos import ClusterProfile
 from fleetwave.controllers.shared.context import Context
+from fleetwave.controllers.shared.keys import SummaryKey
 from fleetwave.controllers.sveltos import (
     content,
     profile_scope,
@@ -320,6 +321,33 @@ async def test_the_summaries_go_out_while_the_profile_write_is_in_flight() -> No
         _server_ctx(again, _ProfileCache(stored)), parsed, RESOLVED, ["fleet/a", "fleet/b"]
     )
     assert [b for b in again.applied if b["kind"] == "ClusterSummary"] == written
+
+
+async def test_a_stage_profile_write_wakes_the_summaries_waiting_for_it_and_is_judged_as_written() -> None:
+    """The summaries of a stage judge themselves against the profile as the promotion's write
+    returned it, and those that already found it behind are woken when the write returns, not when
+    the profile's watch (behind under load) shows it."""
+    stored = _stored(["a"])
+    stored["metadata"]["managedFields"] = [{"manager": "fleetwave", "operation": "Apply"}]
+    cache = _ProfileCache(stored)
+    ctx = _server_ctx(_Server(stored), cache)
+    woken: list[str] = []
+    ctx.queues.add("ClusterSummary", woken.append)
+    waiting = SummaryKey.parse(f"fleet/{ss.summary_name(NAME, 'b')}")
+    ctx.wakeups.await_profile(NAME, waiting)
+    wanted = promotion._StageProfile(
+        name=NAME,
+        stage="dev",
+        spec={k: v for k, v in _body([])["spec"].items() if k != "clusterRefs"},
+        annotations={rollout_common.PINNED_ANNOTATION: "new"},
+    )
+    await promotion._deliver_stage(ctx, _run(), wanted, ("fleet/a", "fleet/b"))
+    assert woken == [waiting.key]
+    judged = ctx.wakeups.as_written(NAME, cache.get("ClusterProfile", None, NAME))
+    assert judged is not None
+    assert judged["metadata"]["resourceVersion"] == "8"  # the cache shows "7"
+    assert [r["name"] for r in judged["spec"]["clusterRefs"]] == ["a", "b"]
+    assert "managedFields" not in judged["metadata"]  # as the cache will hold it
 
 
 class _RefusingServer(_Server):

@@ -97,3 +97,50 @@ def test_a_summary_key_is_its_work_queue_key() -> None:
     assert key == SummaryKey("fleet", "web-m1")
     assert key.key == "fleet/web-m1"
     assert SummaryKey.of({"metadata": {"namespace": "fleet", "name": "web-m1"}}) == key
+
+
+def _profile(version: str, uid: str = "uid-1", refs: tuple[str, ...] = ()) -> dict[str, object]:
+    return {
+        "metadata": {"name": "web-dev", "uid": uid, "resourceVersion": version},
+        "spec": {"clusterRefs": [{"name": r} for r in refs]},
+    }
+
+
+def test_a_stage_profile_is_judged_as_written_until_its_watch_shows_that_version() -> None:
+    wakeups = Wakeups()
+    cached = _profile("10", refs=("c1",))
+    written = _profile("12", refs=("c1", "c2"))
+    assert wakeups.as_written("web-dev", cached) is cached  # nothing written by a promotion yet
+    wakeups.profile_written("web-dev", written)
+    assert wakeups.as_written("web-dev", cached) is written  # the cache is behind the write
+    # An older event of it (someone else's write before ours) does not end it.
+    wakeups.profile_event("web-dev", "11")
+    assert wakeups.as_written("web-dev", _profile("11")) is written
+    wakeups.profile_event("web-dev", "12")  # the watch has caught up: the cache is the truth again
+    assert wakeups.as_written("web-dev", cached) is cached
+
+
+@pytest.mark.parametrize(
+    "cached",
+    [
+        None,  # not in the cache (deleted, or not seen yet): a write does not bring it back
+        _profile("14"),  # the cache is ahead of the write
+        _profile("12"),  # the cache shows the very version written
+        _profile("15", uid="uid-2"),  # deleted and created again: another object
+        _profile("abc"),  # a version that is not etcd's integer: no order is assumed
+    ],
+)
+def test_the_cache_is_used_when_the_write_is_not_a_later_version_of_the_same_profile(
+    cached: dict[str, object] | None,
+) -> None:
+    wakeups = Wakeups()
+    wakeups.profile_written("web-dev", _profile("12", refs=("c1", "c2")))
+    assert wakeups.as_written("web-dev", cached) is cached
+
+
+def test_summaries_waiting_on_a_profile_are_handed_over_when_a_promotion_s_write_of_it_returns() -> None:
+    wakeups = Wakeups()
+    waiting = SummaryKey.parse("fleetwave-system/web-dev-sveltos-c2")
+    wakeups.await_profile("web-dev", waiting)
+    assert wakeups.profile_written("web-dev", _profile("12")) == [waiting]
+    assert wakeups.profile_event("web-dev", "12") == []  # handed over once

@@ -11,11 +11,18 @@ promotion that wrote a stage profile without writing its summaries ahead expects
 `watches.STAGE_PROFILE_AHEAD` later (`arrived`, asked by the composition root's profile watch). A
 summary that found its profile not yet as it needs it waits for that profile (`await_profile`): the
 profile's next event wakes it (`take_waiting`, asked by the summaries' profile watch).
+
+A promotion's write of a stage profile is also left here as the API server returned it
+(`profile_written`): until the profile's watch shows that version (`profile_event`), a summary judges
+itself against it (`as_written`), and the summaries waiting on the profile are woken when the write
+returns, not when its event comes. Under load the profile watch ran seconds behind the writes, and
+the summaries the promotion wrote with the profile waited for it that long.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from fleetwave.controllers.shared.keys import SummaryKey
 
@@ -42,6 +49,8 @@ class Wakeups:
     def __init__(self) -> None:
         self._expected: dict[str, str] = {}  # profile name -> the version a promotion wrote
         self._waiting: dict[str, set[SummaryKey]] = {}  # profile name -> summaries waiting on it
+        # profile name -> the stage profile as a promotion's write returned it, until its event comes
+        self._written: dict[str, Mapping[str, Any]] = {}
 
     def expect_version(self, profile: str, version: str) -> None:
         """A promotion wrote `version` of stage profile `profile`: its event is due a pass at once."""
@@ -62,3 +71,45 @@ class Wakeups:
     def take_waiting(self, profile: str) -> list[SummaryKey]:
         """The summaries waiting on `profile`'s next event, in key order (once: they wait no longer)."""
         return sorted(self._waiting.pop(profile, ()), key=lambda s: s.key)
+
+    def profile_written(self, profile: str, stored: Mapping[str, Any]) -> list[SummaryKey]:
+        """A promotion's write of stage profile `profile` returned `stored`: summaries judge
+        themselves against it until the profile's watch shows it; those waiting on the profile, to be
+        woken now (once)."""
+        self._written[profile] = stored
+        return self.take_waiting(profile)
+
+    def as_written(self, profile: str, cached: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+        """`profile` as a summary should judge itself against: `cached` (the cache's version), or the
+        version a promotion's write returned when that is the same object (uid) and newer. A profile
+        the cache does not have is not brought back by a write of it."""
+        written = self._written.get(profile)
+        if written is None or cached is None or _uid(written) != _uid(cached):
+            return cached
+        return written if _later(_version(written), _version(cached)) else cached
+
+    def profile_event(self, profile: str, version: str | None) -> list[SummaryKey]:
+        """The profile's watch showed `version` of it (its deletion included): a written version it
+        has caught up with is forgotten. The summaries waiting on the profile, to be woken (once)."""
+        written = self._written.get(profile)
+        if written is not None and not _later(_version(written), version):
+            del self._written[profile]
+        return self.take_waiting(profile)
+
+
+def _uid(obj: Mapping[str, Any]) -> object:
+    return (obj.get("metadata") or {}).get("uid")
+
+
+def _version(obj: Mapping[str, Any]) -> str | None:
+    version = (obj.get("metadata") or {}).get("resourceVersion")
+    return str(version) if version is not None else None
+
+
+def _later(version: str | None, than: str | None) -> bool:
+    """Whether `version` is a later resourceVersion of the same object than `than`. Opaque strings by
+    the API conventions; etcd's are increasing integers, and anything else is never later here (the
+    cache's version is then the one used)."""
+    if version is None or than is None or not (version.isdigit() and than.isdigit()):
+        return False
+    return int(version) > int(than)

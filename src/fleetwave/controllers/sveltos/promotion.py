@@ -24,7 +24,7 @@ from fleetwave.api.models import ClusterPromotion
 from fleetwave.controllers.fleet import members
 from fleetwave.controllers.fleet.boundary import content_boundary
 from fleetwave.controllers.gates import analysis_gates, webhook_gates
-from fleetwave.controllers.shared.context import Context, Wake
+from fleetwave.controllers.shared.context import Context, Wake, as_dict
 from fleetwave.controllers.shared.echoes import tracked
 from fleetwave.controllers.sveltos import (
     content,
@@ -519,11 +519,26 @@ def _profile_body(
 
 
 async def _apply_profile(ctx: Context, body: Mapping[str, Any]) -> Any:
-    """Apply a stage profile; as the API server stored it."""
-    key = ("ClusterProfile", str(body["metadata"]["name"]))
-    return await tracked(
-        ctx.echoes, key, KIND, ops.apply(ctx.client, body), lambda o: o.metadata.resourceVersion
+    """Apply a stage profile; as the API server stored it. The summaries written with it judge
+    themselves against that version until the profile's watch shows it, and those already waiting
+    for it are woken now (`Wakeups.profile_written`)."""
+    name = str(body["metadata"]["name"])
+    stored = await tracked(
+        ctx.echoes,
+        ("ClusterProfile", name),
+        KIND,
+        ops.apply(ctx.client, body),
+        lambda o: o.metadata.resourceVersion,
     )
+    raw = as_dict(stored)
+    # As the cache will hold it (informers drop managedFields), so parses of it are shared.
+    meta = {k: v for k, v in (raw.get("metadata") or {}).items() if k != "managedFields"}
+    waiting = ctx.wakeups.profile_written(name, {**raw, "metadata": meta})
+    wake = ctx.queues.of("ClusterSummary")
+    if wake is not None:
+        for summary in waiting:
+            wake(summary.key)
+    return stored
 
 
 def _with_defaults(current: Any, desired: Mapping[str, Any]) -> Any:
