@@ -297,17 +297,21 @@ def _run() -> Any:
     return SimpleNamespace(parsed=owner, obj=owner, resolved=RESOLVED)
 
 
-async def test_the_summaries_go_out_while_the_profile_write_is_in_flight() -> None:
-    stored = _stored(["a"])
-    server = _Server(stored)
-    ctx = _server_ctx(server, _ProfileCache(stored))
-    wanted = promotion._StageProfile(
+def _newly_pinned() -> promotion._StageProfile:
+    """The dev stage profile as a promotion wants it with a new pin (clusterRefs are added per call)."""
+    return promotion._StageProfile(
         name=NAME,
         stage="dev",
         spec={k: v for k, v in _body([])["spec"].items() if k != "clusterRefs"},
         annotations={rollout_common.PINNED_ANNOTATION: "new"},
     )
-    await promotion._deliver_stage(ctx, _run(), wanted, ("fleet/a", "fleet/b"))
+
+
+async def test_the_summaries_go_out_while_the_profile_write_is_in_flight() -> None:
+    stored = _stored(["a"])
+    server = _Server(stored)
+    ctx = _server_ctx(server, _ProfileCache(stored))
+    await promotion._deliver_stage(ctx, _run(), _newly_pinned(), ("fleet/a", "fleet/b"))
     kinds = [b["kind"] for b in server.applied]
     assert kinds.count("ClusterProfile") == 1
     written = [b for b in server.applied if b["kind"] == "ClusterSummary"]
@@ -335,13 +339,7 @@ async def test_a_stage_profile_write_wakes_the_summaries_waiting_for_it_and_is_j
     ctx.queues.add("ClusterSummary", woken.append)
     waiting = SummaryKey.parse(f"fleet/{ss.summary_name(NAME, 'b')}")
     ctx.wakeups.await_profile(NAME, waiting)
-    wanted = promotion._StageProfile(
-        name=NAME,
-        stage="dev",
-        spec={k: v for k, v in _body([])["spec"].items() if k != "clusterRefs"},
-        annotations={rollout_common.PINNED_ANNOTATION: "new"},
-    )
-    await promotion._deliver_stage(ctx, _run(), wanted, ("fleet/a", "fleet/b"))
+    await promotion._deliver_stage(ctx, _run(), _newly_pinned(), ("fleet/a", "fleet/b"))
     assert woken == [waiting.key]
     judged = ctx.wakeups.as_written(NAME, cache.get("ClusterProfile", None, NAME))
     assert judged is not None
