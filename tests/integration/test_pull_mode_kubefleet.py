@@ -252,6 +252,24 @@ def _may(
     return bool(made.status and made.status.allowed)
 
 
+def _not_granted_within(
+    client: Client,
+    user: str,
+    groups: list[str],
+    asks: list[tuple[str, str, str, str | None]],
+    *,
+    seconds: float,
+) -> list[tuple[str, str, str, str | None]]:
+    """The asks (verb, resource, group, namespace) still not allowed once `seconds` have passed; []
+    as soon as every one is."""
+    deadline = time.monotonic() + seconds
+    while True:
+        refused = [a for a in asks if not _may(client, user, groups, *a)]
+        if not refused or time.monotonic() > deadline:
+            return refused
+        time.sleep(0.2)
+
+
 def test_the_agents_hub_identity_reads_its_own_work_and_writes_its_reports_and_nothing_else(
     agent: AgentProcess, management: Client
 ) -> None:
@@ -315,8 +333,9 @@ def test_the_agents_member_rights_apply_what_profiles_deliver_but_never_imperson
             ("bind", "clusterroles", "rbac.authorization.k8s.io", None),
             ("approve", "signers", "certificates.k8s.io", None),
         ]
-        for verb, resource, group, ns in allowed:
-            assert _may(member, user, groups, verb, resource, group, ns), (verb, resource, ns)
+        # The API server's authorizer learns new roles and bindings from its own watch, a moment
+        # after they are written: the grants are asked until they hold (or the bound passes).
+        assert _not_granted_within(member, user, groups, allowed, seconds=15.0) == []
         for verb, resource, group, ns in denied:
             assert not _may(member, user, groups, verb, resource, group, ns), (verb, resource, ns)
     finally:
