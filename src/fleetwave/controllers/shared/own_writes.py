@@ -32,7 +32,11 @@ class OwnWrites:
             self._deferred.discard(key)
             return False
         written, at = entry
-        if self._clock() - at > self.horizon or cached_version == written or _newer(cached_version, written):
+        if (
+            self._clock() - at > self.horizon
+            or cached_version == written
+            or later_version(cached_version, written)
+        ):
             del self._written[key]
             self._deferred.discard(key)
             return False
@@ -45,13 +49,15 @@ class OwnWrites:
         if key not in self._deferred:
             return False
         entry = self._written.get(key)
-        if entry is not None and not (cached_version == entry[0] or _newer(cached_version, entry[0])):
+        if entry is not None and not (cached_version == entry[0] or later_version(cached_version, entry[0])):
             return False
         self._deferred.discard(key)
         return True
 
 
-def _newer(cached: str | None, written: str) -> bool:
-    if cached is None or not (cached.isdigit() and written.isdigit()):
+def later_version(version: str | None, than: str | None) -> bool:
+    """Whether `version` is a later resourceVersion of the same object than `than`. Opaque strings by
+    the API conventions; etcd's are increasing integers, and anything else is never later here."""
+    if version is None or than is None or not (version.isdigit() and than.isdigit()):
         return False
-    return int(cached) > int(written)
+    return int(version) > int(than)

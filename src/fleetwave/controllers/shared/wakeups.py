@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from fleetwave.controllers.shared.keys import SummaryKey
+from fleetwave.controllers.shared.own_writes import later_version
 
 Enqueue = Callable[[str], None]
 
@@ -86,13 +87,13 @@ class Wakeups:
         written = self._written.get(profile)
         if written is None or cached is None or _uid(written) != _uid(cached):
             return cached
-        return written if _later(_version(written), _version(cached)) else cached
+        return written if later_version(_version(written), _version(cached)) else cached
 
     def profile_event(self, profile: str, version: str | None) -> list[SummaryKey]:
         """The profile's watch showed `version` of it (its deletion included): a written version it
         has caught up with is forgotten. The summaries waiting on the profile, to be woken (once)."""
         written = self._written.get(profile)
-        if written is not None and not _later(_version(written), version):
+        if written is not None and not later_version(_version(written), version):
             del self._written[profile]
         return self.take_waiting(profile)
 
@@ -104,12 +105,3 @@ def _uid(obj: Mapping[str, Any]) -> object:
 def _version(obj: Mapping[str, Any]) -> str | None:
     version = (obj.get("metadata") or {}).get("resourceVersion")
     return str(version) if version is not None else None
-
-
-def _later(version: str | None, than: str | None) -> bool:
-    """Whether `version` is a later resourceVersion of the same object than `than`. Opaque strings by
-    the API conventions; etcd's are increasing integers, and anything else is never later here (the
-    cache's version is then the one used)."""
-    if version is None or than is None or not (version.isdigit() and than.isdigit()):
-        return False
-    return int(version) > int(than)

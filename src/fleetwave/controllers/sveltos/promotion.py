@@ -44,6 +44,7 @@ from fleetwave.core import status as st
 from fleetwave.core import timestamps
 from fleetwave.kube import ops
 from fleetwave.runtime.controller import Result
+from fleetwave.runtime.watching import slimmed
 
 log = logging.getLogger(__name__)
 
@@ -531,9 +532,8 @@ async def _apply_profile(ctx: Context, body: Mapping[str, Any]) -> Any:
         lambda o: o.metadata.resourceVersion,
     )
     raw = as_dict(stored)
-    # As the cache will hold it (informers drop managedFields), so parses of it are shared.
-    meta = {k: v for k, v in (raw.get("metadata") or {}).items() if k != "managedFields"}
-    waiting = ctx.wakeups.profile_written(name, {**raw, "metadata": meta})
+    # Slimmed as the informer keeps it, so parses of it are shared; a copy: `stored` is returned whole.
+    waiting = ctx.wakeups.profile_written(name, slimmed({**raw, "metadata": dict(raw.get("metadata") or {})}))
     wake = ctx.queues.of("ClusterSummary")
     if wake is not None:
         for summary in waiting:
