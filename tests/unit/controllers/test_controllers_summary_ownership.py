@@ -413,3 +413,20 @@ def test_foreign_checks_the_shape_fleetwave_writes() -> None:
     not_controller = _summary()
     not_controller["metadata"]["ownerReferences"][0]["controller"] = False
     assert "no controller reference" in ss.foreign(not_controller)
+
+
+async def test_a_summary_of_a_stage_profile_a_promotion_just_created_goes_on_before_its_cache_event() -> None:
+    """The promotion's write created the profile with m1 admitted and returned; the summary written
+    after it arrives while the profile's creation has not reached the cache."""
+    refs = {"kind": "MemberCluster", "namespace": NS}
+    created = _profile(clusterRefs=[{**refs, "name": "m1"}])
+    created["metadata"]["resourceVersion"] = "21"
+    snapshot = content.snapshot_configmap(SNAPSHOT, "fleetwave-system")
+    client = _Client()
+    ctx = _ctx(_Cache([_member(), snapshot, _summary()]), client)
+    key = f"{NS}/{ss.summary_name('web', 'm1')}"
+    ctx.wakeups.profile_written("web", created)
+
+    await summary.reconcile(ctx, SummaryMemory(), key)
+    ((_, patch),) = client.patches
+    assert patch == {"metadata": {"finalizers": [ss.FINALIZER]}}  # accepted: on to delivery

@@ -11,7 +11,7 @@ import pytest
 from fleetwave.api import families
 from fleetwave.controllers.shared.context import Context
 from fleetwave.controllers.shared.keys import SummaryKey
-from fleetwave.controllers.shared.wakeups import Queues, Wakeups
+from fleetwave.controllers.shared.wakeups import UNSEEN_CREATION_TRUSTED, Queues, Wakeups
 
 
 def _ctx() -> Context:
@@ -123,7 +123,6 @@ def test_a_stage_profile_is_judged_as_written_until_its_watch_shows_that_version
 @pytest.mark.parametrize(
     "cached",
     [
-        None,  # not in the cache (deleted, or not seen yet): a write does not bring it back
         _profile("14"),  # the cache is ahead of the write
         _profile("12"),  # the cache shows the very version written
         _profile("15", uid="uid-2"),  # deleted and created again: another object
@@ -131,11 +130,31 @@ def test_a_stage_profile_is_judged_as_written_until_its_watch_shows_that_version
     ],
 )
 def test_the_cache_is_used_when_the_write_is_not_a_later_version_of_the_same_profile(
-    cached: dict[str, object] | None,
+    cached: dict[str, object],
 ) -> None:
     wakeups = Wakeups()
     wakeups.profile_written("web-dev", _profile("12", refs=("c1", "c2")))
     assert wakeups.as_written("web-dev", cached) is cached
+
+
+def test_a_created_profile_stands_as_written_until_its_watch_shows_it_or_the_bound_passes() -> None:
+    """Its summaries are written once the creation returns; the cache may not show it yet."""
+    now = [100.0]
+    wakeups = Wakeups(clock=lambda: now[0])
+    assert wakeups.as_written("web-dev", None) is None  # nothing written: not in the cache, no profile
+    created = _profile("12", refs=("c1",))
+    wakeups.profile_written("web-dev", created)
+    now[0] += UNSEEN_CREATION_TRUSTED - 1
+    assert wakeups.as_written("web-dev", None) is created
+    now[0] += 1  # never shown by its watch (deleted across a relist): the write no longer stands in
+    assert wakeups.as_written("web-dev", None) is None
+
+
+def test_a_deletion_the_watch_shows_ends_what_a_promotion_wrote_of_the_profile() -> None:
+    wakeups = Wakeups(clock=lambda: 100.0)
+    wakeups.profile_written("web-dev", _profile("12", refs=("c1",)))
+    wakeups.profile_event("web-dev", "13")  # its deletion, at a later version
+    assert wakeups.as_written("web-dev", None) is None
 
 
 def test_summaries_waiting_on_a_profile_are_handed_over_when_a_promotion_s_write_of_it_returns() -> None:

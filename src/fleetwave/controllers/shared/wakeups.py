@@ -16,11 +16,15 @@ A promotion's write of a stage profile is also left here as the API server retur
 (`profile_written`): until the profile's watch shows that version (`profile_event`), a summary judges
 itself against it (`as_written`), and the summaries waiting on the profile are woken when the write
 returns, not when its event comes. Under load the profile watch ran seconds behind the writes, and
-the summaries the promotion wrote with the profile waited for it that long.
+the summaries the promotion wrote with the profile waited for it that long. A profile the promotion
+created stands for itself the same way while the cache does not show it yet, for at most
+`UNSEEN_CREATION_TRUSTED` seconds: its summaries are written after the creation returns, and found
+it missing from the cache, retrying with backoff until its creation event came (ADR 0128).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -28,6 +32,12 @@ from fleetwave.controllers.shared.keys import SummaryKey
 from fleetwave.controllers.shared.own_writes import later_version
 
 Enqueue = Callable[[str], None]
+
+# Seconds a promotion's write of a profile stands in for it while the cache does not show the profile
+# at all. The profile's events end it sooner; the bound is for a profile deleted before its watch
+# showed it (a relist in between shows neither its creation nor its deletion): its summaries, whose
+# owner is gone, are garbage collected meanwhile.
+UNSEEN_CREATION_TRUSTED = 60.0
 
 
 class Queues:
@@ -47,11 +57,13 @@ class Queues:
 
 
 class Wakeups:
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
         self._expected: dict[str, str] = {}  # profile name -> the version a promotion wrote
         self._waiting: dict[str, set[SummaryKey]] = {}  # profile name -> summaries waiting on it
-        # profile name -> the stage profile as a promotion's write returned it, until its event comes
-        self._written: dict[str, Mapping[str, Any]] = {}
+        # profile name -> the stage profile as a promotion's write returned it, and when (clock), until
+        # its event comes
+        self._written: dict[str, tuple[Mapping[str, Any], float]] = {}
 
     def expect_version(self, profile: str, version: str) -> None:
         """A promotion wrote `version` of stage profile `profile`: its event is due a pass at once."""
@@ -77,23 +89,29 @@ class Wakeups:
         """A promotion's write of stage profile `profile` returned `stored`: summaries judge
         themselves against it until the profile's watch shows it; those waiting on the profile, to be
         woken now (once)."""
-        self._written[profile] = stored
+        self._written[profile] = (stored, self._clock())
         return self.take_waiting(profile)
 
     def as_written(self, profile: str, cached: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
         """`profile` as a summary should judge itself against: `cached` (the cache's version), or the
-        version a promotion's write returned when that is the same object (uid) and newer. A profile
-        the cache does not have is not brought back by a write of it."""
-        written = self._written.get(profile)
-        if written is None or cached is None or _uid(written) != _uid(cached):
+        version a promotion's write returned when that is the same object (uid) and newer, or when
+        the cache does not show the profile yet and the write is less than `UNSEEN_CREATION_TRUSTED`
+        seconds old. A deletion the watch showed ends the write's say (`profile_event`)."""
+        entry = self._written.get(profile)
+        if entry is None:
+            return cached
+        written, when = entry
+        if cached is None:
+            return written if self._clock() - when < UNSEEN_CREATION_TRUSTED else None
+        if _uid(written) != _uid(cached):
             return cached
         return written if later_version(_version(written), _version(cached)) else cached
 
     def profile_event(self, profile: str, version: str | None) -> list[SummaryKey]:
         """The profile's watch showed `version` of it (its deletion included): a written version it
         has caught up with is forgotten. The summaries waiting on the profile, to be woken (once)."""
-        written = self._written.get(profile)
-        if written is not None and not later_version(_version(written), version):
+        entry = self._written.get(profile)
+        if entry is not None and not later_version(_version(entry[0]), version):
             del self._written[profile]
         return self.take_waiting(profile)
 

@@ -171,7 +171,8 @@ def _standing(ctx: Context, raw: Mapping[str, Any]) -> tuple[str, str]:
     meta = raw["metadata"]
     profile = str(meta["labels"][ss.PROFILE_LABEL])
     # A stage profile a promotion wrote with this summary is judged as written, not as the cache
-    # still shows it: the profile's watch may run seconds behind under load (`Wakeups`).
+    # still shows it (or does not show it yet): the profile's watch may run seconds behind under load
+    # (`Wakeups`).
     owner = ctx.wakeups.as_written(profile, ctx.cache.get("ClusterProfile", None, profile))
     if owner is None:
         # Its profile was deleted (garbage collection deletes the summary next, and the finalizer
