@@ -19,6 +19,7 @@ from fleetwave.controllers.shared.keys import SummaryKey
 from fleetwave.controllers.sveltos import content, rollout_common, summary
 from fleetwave.controllers.sveltos import summary_status as ss
 from fleetwave.controllers.sveltos.summary_memory import SummaryMemory
+from fleetwave.runtime.controller import Result
 
 T0 = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
 NS = "fleet"
@@ -274,9 +275,11 @@ async def test_a_summary_its_profile_does_not_want_as_it_is_waits_without_delive
 
     assert client.patches == []
     assert ctx.recorder == []  # type: ignore[attr-defined]
-    assert result.requeue
-    # The profile's next event wakes it; a profile that is gone has none to wait for.
+    # The profile's next event wakes it, a re-check long after is the net; a profile that is gone has
+    # no event to wait for: retried with backoff.
     assert ctx.wakeups.take_waiting("web") == ([SummaryKey.parse(key)] if woken_by_profile else [])
+    waiting = Result(requeue_after=summary.PROFILE_WAIT_NET, poll=True)
+    assert result == (waiting if woken_by_profile else Result(requeue=True))
 
 
 async def test_a_summary_is_judged_against_its_stage_profile_as_a_promotion_wrote_it() -> None:

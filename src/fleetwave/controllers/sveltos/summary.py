@@ -61,6 +61,10 @@ log = logging.getLogger(__name__)
 UNREACHABLE_RETRY = 5.0
 PROBE_TIMEOUT = 5.0
 PROBE_FRESH = 5.0
+# Seconds between re-checks of a summary waiting on its profile's next event or write (`Wakeups`):
+# the net for a watch that is down. Rate-limited retries instead (5 ms, doubling) spun about seven
+# times while a promotion's profile write took 0.7 s under load.
+PROFILE_WAIT_NET = 30.0
 
 
 def inventory(namespace: str, name: str) -> str:
@@ -95,13 +99,14 @@ async def reconcile(ctx: Context, memory: SummaryMemory, key: str) -> Result:
     if foreign:
         return await _ignore(ctx, obj, raw, foreign)
     if stale:
-        # Its profile's next event wakes it (a promotion writes a stage profile and its summaries
-        # at once, and the summary's event may come first); the backoff is the safety net.
+        # Its profile's next event, or a promotion's write of it, wakes it (a promotion writes a stage
+        # profile and its summaries at once, and the summary's event may come first).
         log.debug("ClusterSummary %s waits for its profile: %s", key, stale)
         profile = str(meta["labels"][ss.PROFILE_LABEL])
-        if ctx.cache.get("ClusterProfile", None, profile) is not None:  # one gone has no next event
-            ctx.wakeups.await_profile(profile, SummaryKey.parse(key))
-        return Result(requeue=True)
+        if ctx.cache.get("ClusterProfile", None, profile) is None:
+            return Result(requeue=True)  # one gone has no next event: retried with backoff until GC
+        ctx.wakeups.await_profile(profile, SummaryKey.parse(key))
+        return Result(requeue_after=PROFILE_WAIT_NET, poll=True)
     if ss.FINALIZER not in (meta.get("finalizers") or []):
         await _patch_meta(
             ctx, namespace, name, {"finalizers": [*(meta.get("finalizers") or []), ss.FINALIZER]}
