@@ -137,6 +137,7 @@ class _RollingPasses:
     policy = passes.Policy.WRITE_THEN_ACT
     max_passes = PASSES
     metered = False  # a placement's rollout is not one of the rollout metrics (ADR 0082)
+    woken_by_every_change = False  # a placement wakes on its spec, not on another's status write
 
     def __init__(
         self,

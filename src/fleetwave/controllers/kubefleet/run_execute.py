@@ -211,6 +211,7 @@ class _RunPasses:
     policy = passes.Policy.WRITE_THEN_ACT
     max_passes = PASSES
     metered = True
+    woken_by_every_change = False  # a run wakes on its spec and its own caught-up writes only
 
     def __init__(
         self,

@@ -31,6 +31,10 @@ from fleetwave.core import status as st
 from fleetwave.kube.status import StatusWrite, Versioned
 from fleetwave.runtime.controller import Result
 
+# Seconds before a pass whose status write conflicted is tried again, for a kind whose every change
+# wakes its next pass (`Passes.woken_by_every_change`): the newer version's event wakes it sooner;
+# this is the net for a watch that is down.
+CONFLICT_NET = 1.0
 S = TypeVar("S")  # the kind's own step: what its effects and announcements need
 Seen = TypeVar("Seen")  # what the kind observes before it decides
 
@@ -60,6 +64,9 @@ class Passes(Protocol[Seen, S]):
     policy: Policy
     max_passes: int
     metered: bool  # its status writes feed the rollout metrics (ADR 0082)
+    # Its own-kind watch wakes a pass on every change of the object, another writer's included: a
+    # conflicted status write then waits for the newer version's event instead of retrying at once.
+    woken_by_every_change: bool
 
     async def observe(self, current: Versioned, now: datetime) -> Seen:
         """What the pass decides from, read from the cache, members and gates (I/O)."""
@@ -96,7 +103,12 @@ async def drive(ctx: Context, kind: Passes[Seen, S], current: Versioned) -> Resu
             return sooner(kind.requeue(decided, ctx.clock()), held)
         written, current = await ctx.write_status(kind.kind, current, decided.body)
         if written is StatusWrite.CONFLICT:
-            return Result(requeue=True)  # someone wrote newer state: decide again from it
+            # Someone wrote newer state: decide again from it. Retried at once, the pass would find
+            # the cache still behind that write and conflict again (hundreds of times per 100 x 100
+            # run, stage profiles the promotions rewrote), unless it waits for its event.
+            if kind.woken_by_every_change:
+                return Result(requeue_after=CONFLICT_NET, poll=True)
+            return Result(requeue=True)
         if kind.metered:
             ctx.record_rollout(kind.kind, kind.key, decided.previous, decided.decision.status)
         await kind.after_write(decided, written)

@@ -129,6 +129,7 @@ class _SveltosPasses(Generic[P, F]):
     policy = passes.Policy.ACT_THEN_WRITE
     max_passes = 1  # the write's own event wakes the next pass: what it observes depends on it
     metered = True
+    woken_by_every_change = True  # `watches`: a promotion's and a profile's own watches take every change
 
     def __init__(self, ctx: Context, run: Pass[P], rollout: Rollout[P, F], local: Mapping[str, Any]) -> None:
         self.ctx, self.run, self.rollout, self.local = ctx, run, rollout, local
