@@ -12,6 +12,7 @@ from lightkube import ApiError
 from lightkube.models import meta_v1
 
 from fleetwave.api import families
+from fleetwave.controllers.shared import passes
 from fleetwave.controllers.shared.context import Context
 from fleetwave.controllers.shared.status_writer import PROGRESS_EVERY, StatusWriter, Whose
 from fleetwave.controllers.sveltos import content, rollout_common, rollout_reconcile
@@ -19,6 +20,7 @@ from fleetwave.controllers.sveltos import summary_status as ss
 from fleetwave.controllers.sveltos.rollout_reconcile import Observation, Pass, Prepared
 from fleetwave.core import effects as fx
 from fleetwave.core import model as m
+from fleetwave.runtime.controller import Result
 
 T0 = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
 KIND = "ClusterProfile"
@@ -210,13 +212,14 @@ async def test_a_progress_only_status_is_held_back_after_a_recent_write_and_writ
     assert len(patches()) == 1  # anything more than progress: at once
 
 
-async def test_a_status_conflict_requeues_and_skips_after_write_effects() -> None:
+async def test_a_status_conflict_waits_for_the_newer_versions_event_and_skips_after_write_effects() -> None:
     client, rollout = _Client(conflict=True), _Fake()
     cache = _Cache({(KIND, "p"): _profile()})
 
     result = await rollout_reconcile.reconcile(_ctx(cache, client), "p", rollout)
 
-    assert result.requeue
+    # A promotion's or profile's own watch takes its every change: the newer version wakes it.
+    assert result == Result(requeue_after=passes.CONFLICT_NET, poll=True)
     assert "after_status" not in rollout.log
 
 
