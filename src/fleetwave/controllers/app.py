@@ -73,6 +73,8 @@ class Settings:
     # for a free worker. Sized from measurement at 100 rollouts over 100 clusters (ADR 0123): with 16
     # that wait's p99 was 1.4 s, with 24 0.3 s; 32 shortened it no further.
     promotion_workers: int = 24
+    # Promotion workers that only take a promotion whose own timer fell due (a gate): ADR 0129.
+    promotion_deadline_workers: int = 4
     lease_duration: float = 15.0  # how long a crashed leader blocks its successor
     # Health-check sandbox (ADR 0041): worker processes, and one member's judgement's budget. Four:
     # user code of one owner holds one at a time, so three owners' checks run at once (ADR 0097).
@@ -432,6 +434,7 @@ def _add_controllers(
         lambda k: promotion.reconcile(ctx, k),
         workers=settings.promotion_workers,
         deadlines_first=True,  # a gate falling due goes before summaries' news (ADR 0117)
+        deadline_workers=settings.promotion_deadline_workers,
         rollout=keys.rollout_of_promotion,
         keys=lambda: keys.all_of("ClusterPromotion"),
     )

@@ -53,16 +53,20 @@ class Controller(Generic[K]):
         metrics_: metrics.Metrics | None = None,
         bulk: bool = False,
         deadlines_first: bool = False,
+        deadline_workers: int = 0,
     ) -> None:
         """`bulk`: its reconciles' API requests go in their clients' bulk lane (`kube.lanes`).
         `deadlines_first`: a key whose `requeue_after` (not a poll) fell due is handed out before
         keys woken by events (ADR 0117) — for rollouts, whose timers are gates people wait on; a
-        controller whose timers are safety nets keeps them with its events."""
+        controller whose timers are safety nets keeps them with its events. `deadline_workers`: that
+        many more workers, which take only such keys: when every other worker is busy (each pass
+        awaiting the API server), a deadline falling due still starts at once (ADR 0129)."""
         self.name = name
         self._reconcile = reconcile
         self._workers = workers
         self._bulk = bulk
         self._deadlines_first = deadlines_first
+        self._deadline_workers = deadline_workers if deadlines_first else 0
         self.queue: queueing.WorkQueue[K] = queue if queue is not None else queueing.WorkQueue()
         self._metrics = metrics_ if metrics_ is not None else metrics.Metrics()
         self._metrics.queue_depth.labels(name).set_function(lambda: len(self.queue))
@@ -138,6 +142,10 @@ class Controller(Generic[K]):
     async def run(self) -> None:
         """Run the workers until cancelled; shuts the queue down on the way out."""
         tasks = [asyncio.create_task(self._worker(), name=f"{self.name}-{i}") for i in range(self._workers)]
+        tasks += [
+            asyncio.create_task(self._worker(timer_lane_only=True), name=f"{self.name}-deadlines-{i}")
+            for i in range(self._deadline_workers)
+        ]
         try:
             await asyncio.gather(*tasks)
         finally:
@@ -146,10 +154,10 @@ class Controller(Generic[K]):
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
 
-    async def _worker(self) -> None:
+    async def _worker(self, *, timer_lane_only: bool = False) -> None:
         while True:
             try:
-                key = await self.queue.get()
+                key = await self.queue.get(timer_lane_only=timer_lane_only)
             except queueing.ShutDown:
                 return
             try:

@@ -142,10 +142,12 @@ class Manager:
         keys: Callable[[], Iterable[K]] = tuple,
         bulk: bool = False,
         deadlines_first: bool = False,
+        deadline_workers: int = 0,
     ) -> controller.Controller[K]:
         """`rollout(key)` names the rollout a key is part of (its shard's hash input; default: the
         key itself) and `keys()` lists every key, for the keys of a shard this replica takes over;
-        `bulk`: its requests go in the bulk lane (`kube.lanes`); `deadlines_first`: see `Controller`."""
+        `bulk`: its requests go in the bulk lane (`kube.lanes`); `deadlines_first`, `deadline_workers`:
+        see `Controller`."""
         ctl: controller.Controller[K] = controller.Controller(
             name,
             reconcile,
@@ -153,6 +155,7 @@ class Manager:
             metrics_=self.metrics,
             bulk=bulk,
             deadlines_first=deadlines_first,
+            deadline_workers=deadline_workers,
         )
         if self.shards is not None:
             held, of = self.shards, rollout or (lambda key: f"{name}/{key}")

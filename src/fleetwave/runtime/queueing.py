@@ -90,6 +90,10 @@ class WorkQueue(Generic[K]):
         self._ready_at: dict[K, float] = {}
         self._waits: dict[K, float] = {}
         self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
+        # Getters that take only timer-lane keys (`get(timer_lane_only=True)`), and how many ready
+        # keys are in the timer lane.
+        self._timer_waiters: collections.deque[asyncio.Future[None]] = collections.deque()
+        self._timer_ready = 0
         self._shut_down = False
 
     def __len__(self) -> int:
@@ -168,20 +172,22 @@ class WorkQueue(Generic[K]):
         timers = self._timers.get(key)
         return min(when for when, _ in timers.values()) if timers else None
 
-    async def get(self) -> K:
+    async def get(self, *, timer_lane_only: bool = False) -> K:
         """Wait for a ready key (the timer lane first) and mark it as processing; raise `ShutDown`
-        once shut down."""
-        while not self._ready:
+        once shut down. `timer_lane_only`: only a key in the timer lane (a worker kept for keys whose
+        own timer fired, while the others are busy with news)."""
+        waiters = self._timer_waiters if timer_lane_only else self._waiters
+        while not (self._timer_ready if timer_lane_only else self._ready):
             if self._shut_down:
                 raise ShutDown
             waiter = asyncio.get_running_loop().create_future()
-            self._waiters.append(waiter)
+            waiters.append(waiter)
             try:
                 await waiter
             except asyncio.CancelledError:
                 # A wake-up delivered to a cancelled getter must not strand a ready key.
                 if waiter.done() and not waiter.cancelled():
-                    self._wake_one()
+                    self._wake_one(Lane.TIMER if timer_lane_only else Lane.EVENT)
                 raise
         if self._shut_down:
             raise ShutDown
@@ -209,10 +215,11 @@ class WorkQueue(Generic[K]):
             for _, handle in timers.values():
                 handle.cancel()
         self._timers.clear()
-        while self._waiters:
-            waiter = self._waiters.popleft()
+        for waiter in (*self._waiters, *self._timer_waiters):
             if not waiter.done():
                 waiter.set_result(None)
+        self._waiters.clear()
+        self._timer_waiters.clear()
 
     def _fire(self, key: K, lane: Lane) -> None:
         timers = self._timers.get(key)
@@ -226,9 +233,11 @@ class WorkQueue(Generic[K]):
         """Put a dirty key that is not in flight at the back of its lane."""
         lane = Lane.TIMER if key in self._urgent else Lane.EVENT
         ticket = next(self._tickets)
+        if lane is Lane.TIMER:
+            self._timer_ready += 1  # a key moves to the timer lane once, never back, until handed out
         self._ready[key] = (lane, ticket)
         self._lanes[lane].append((key, ticket))
-        self._wake_one()
+        self._wake_one(lane)
 
     def _pop(self) -> K:
         """The first ready key of the first lane that has one (`_ready` is not empty)."""
@@ -236,13 +245,17 @@ class WorkQueue(Generic[K]):
             while lane:
                 key, ticket = lane.popleft()
                 if self._ready.get(key, (None, None))[1] == ticket:
-                    del self._ready[key]
+                    if self._ready.pop(key)[0] is Lane.TIMER:
+                        self._timer_ready -= 1
                     return key
         raise AssertionError("a ready key is in no lane")
 
-    def _wake_one(self) -> None:
-        while self._waiters:
-            waiter = self._waiters.popleft()
-            if not waiter.done():
-                waiter.set_result(None)
-                return
+    def _wake_one(self, lane: Lane) -> None:
+        """Wake one getter for a key made ready in `lane`: a timer-lane key wakes a getter kept for
+        that lane first; any other getter takes any key."""
+        for waiters in (self._timer_waiters, self._waiters) if lane is Lane.TIMER else (self._waiters,):
+            while waiters:
+                waiter = waiters.popleft()
+                if not waiter.done():
+                    waiter.set_result(None)
+                    return

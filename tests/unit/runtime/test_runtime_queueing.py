@@ -518,3 +518,75 @@ async def test_news_due_after_a_pending_deadline_is_left_to_the_deadlines_pass()
     q.done("p")
     clock.advance(5.0)
     assert len(q) == 0
+
+
+async def test_a_getter_kept_for_deadlines_takes_only_keys_whose_own_timer_fired() -> None:
+    q, clock = make()
+    kept = asyncio.create_task(q.get(timer_lane_only=True))
+    q.add("news")
+    done, _ = await asyncio.wait({kept}, timeout=0)
+    assert not done  # news waits for an ordinary getter
+    q.add_after("gate", 1.0)
+    clock.advance(1.0)
+    assert await kept == "gate"
+    assert await take(q, 1) == ["news"]
+
+
+async def test_a_deadline_wakes_the_getter_kept_for_it_before_an_ordinary_one() -> None:
+    q, clock = make()
+    ordinary = asyncio.create_task(q.get())
+    kept = asyncio.create_task(q.get(timer_lane_only=True))
+    await asyncio.wait({ordinary, kept}, timeout=0)
+    q.add_after("gate", 1.0)
+    clock.advance(1.0)
+    assert await kept == "gate"
+    q.add("news")
+    assert await ordinary == "news"
+
+
+async def test_a_key_moved_to_the_timer_lane_is_a_deadline_for_the_kept_getter_once() -> None:
+    q, clock = make()
+    q.add("k")  # news first: the event lane
+    q.add_after("k", 1.0)
+    clock.advance(1.0)  # its own timer fires while it waits: it moves to the timer lane
+    assert await q.get(timer_lane_only=True) == "k"
+    q.done("k")
+    kept = asyncio.create_task(q.get(timer_lane_only=True))
+    done, _ = await asyncio.wait({kept}, timeout=0)
+    assert not done  # handed out once: no deadline left behind
+    assert len(q) == 0
+    q.shutdown()
+    with pytest.raises(queueing.ShutDown):
+        await kept
+
+
+async def test_a_controllers_deadline_workers_start_a_deadline_while_every_other_worker_is_busy() -> None:
+    release = asyncio.Event()
+    started: list[str] = []
+
+    async def reconcile(key: str) -> Result:
+        started.append(key)
+        if key.startswith("busy"):
+            await release.wait()  # a pass awaiting a slow API server
+        return Result()
+
+    q, clock = make()
+    ctl: Controller[str] = Controller(
+        "c", reconcile, workers=2, queue=q, deadlines_first=True, deadline_workers=1
+    )
+    running = asyncio.create_task(ctl.run())
+    for key in ("busy-1", "busy-2", "news"):
+        q.add(key)
+    q.add_after("gate", 1.0)
+    for _ in range(5):
+        await asyncio.sleep(0)
+    clock.advance(1.0)
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert started == ["busy-1", "busy-2", "gate"]  # the news waits for a worker; the gate does not
+    release.set()
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert started[-1] == "news"
+    running.cancel()
+    await asyncio.gather(running, return_exceptions=True)
