@@ -90,10 +90,8 @@ class WorkQueue(Generic[K]):
         self._ready_at: dict[K, float] = {}
         self._waits: dict[K, float] = {}
         self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
-        # Getters that take only timer-lane keys (`get(timer_lane_only=True)`), and how many ready
-        # keys are in the timer lane.
+        # Getters that take only timer-lane keys (`get(timer_lane_only=True)`).
         self._timer_waiters: collections.deque[asyncio.Future[None]] = collections.deque()
-        self._timer_ready = 0
         self._shut_down = False
 
     def __len__(self) -> int:
@@ -177,7 +175,9 @@ class WorkQueue(Generic[K]):
         once shut down. `timer_lane_only`: only a key in the timer lane (a worker kept for keys whose
         own timer fired, while the others are busy with news)."""
         waiters = self._timer_waiters if timer_lane_only else self._waiters
-        while not (self._timer_ready if timer_lane_only else self._ready):
+        # The timer lane holds no stale entries (a key enters it once, and leaves it only when handed
+        # out), so its length is the count of its ready keys.
+        while not (self._lanes[Lane.TIMER] if timer_lane_only else self._ready):
             if self._shut_down:
                 raise ShutDown
             waiter = asyncio.get_running_loop().create_future()
@@ -233,8 +233,6 @@ class WorkQueue(Generic[K]):
         """Put a dirty key that is not in flight at the back of its lane."""
         lane = Lane.TIMER if key in self._urgent else Lane.EVENT
         ticket = next(self._tickets)
-        if lane is Lane.TIMER:
-            self._timer_ready += 1  # a key moves to the timer lane once, never back, until handed out
         self._ready[key] = (lane, ticket)
         self._lanes[lane].append((key, ticket))
         self._wake_one(lane)
@@ -245,8 +243,7 @@ class WorkQueue(Generic[K]):
             while lane:
                 key, ticket = lane.popleft()
                 if self._ready.get(key, (None, None))[1] == ticket:
-                    if self._ready.pop(key)[0] is Lane.TIMER:
-                        self._timer_ready -= 1
+                    del self._ready[key]
                     return key
         raise AssertionError("a ready key is in no lane")
 
