@@ -117,6 +117,7 @@ async def reconcile(ctx: Context, memory: SummaryMemory, key: str) -> Result:
         return Result()  # maxConsecutiveFailures reached: a new revision or a spec edit wakes us
     if pull.is_pull_member(ctx, summary_pull.cluster_of(raw)):
         return await summary_pull.reconcile(ctx, key, obj, raw, wanted, _content)
+    raw = _as_last_decided(memory, key, raw, wanted)
     inputs = _template_inputs(ctx, raw)
     same_target = _same_target(ctx, memory, key, raw)
     if settled(raw, wanted, same_target=same_target, template_inputs=inputs) == "done":
@@ -140,6 +141,9 @@ async def _deliver_and_report(
         previous=raw.get("status") or {},
         max_failures=int(limit) if limit else None,
     )
+    unwritten = _unwritten_for(ctx, memory, key, raw, outcome, status, wanted)
+    if unwritten:
+        return Result(requeue_after=min(unwritten, ctx.judge_poll))
     held = _progress_held_back(ctx, key, raw.get("status") or {}, status)
     if held is not None:
         return Result(requeue_after=min(held, ctx.judge_poll))
@@ -154,6 +158,44 @@ async def _deliver_and_report(
     if ss.gave_up(status, content_hash=wanted, generation=meta.get("generation")):
         return Result()
     return requeue_for(ctx, raw, outcome)
+
+
+def _as_last_decided(memory: SummaryMemory, key: str, raw: dict[str, Any], wanted: str) -> dict[str, Any]:
+    """`raw` with the status this process decided for this version of it and has not written yet
+    (`summary_pending`): a revision applied whose health is pending is judged, not applied again."""
+    unwritten = memory.pending.status_of(SummaryKey.parse(key), raw, wanted)
+    return raw if unwritten is None else {**raw, "status": unwritten}
+
+
+def _unwritten_for(
+    ctx: Context,
+    memory: SummaryMemory,
+    key: str,
+    raw: Mapping[str, Any],
+    outcome: ss.Outcome,
+    status: Mapping[str, Any],
+    wanted: str,
+) -> float:
+    """Seconds `status` stays unwritten (0: write it now): the first news of a revision applied whose
+    health is pending, for up to `summary_pending.UNWRITTEN_FOR` (ADR 0130). A verdict is written at
+    once, and so is anything after which the next pass would apply again."""
+    summary_key, pending = SummaryKey.parse(key), memory.pending
+    holding = pending.status_of(summary_key, raw, wanted) is not None
+    verdict = outcome.healthy or outcome.failed or outcome.unreachable or outcome.waiting or outcome.dry_run
+    news = holding or (raw.get("status") or {}).get("observedContentHash") != wanted
+    if verdict or not news or not _judged_next(ctx, memory, key, {**raw, "status": status}, wanted):
+        pending.release(summary_key)
+        return 0.0
+    return pending.hold(summary_key, raw, wanted, status)
+
+
+def _judged_next(
+    ctx: Context, memory: SummaryMemory, key: str, decided: Mapping[str, Any], wanted: str
+) -> bool:
+    """Whether the summary's next pass, reading `decided`, only judges health (applies nothing)."""
+    inputs = _template_inputs(ctx, decided)
+    same_target = _same_target(ctx, memory, key, decided)
+    return settled(decided, wanted, same_target=same_target, template_inputs=inputs) == "judge"
 
 
 def _progress_held_back(

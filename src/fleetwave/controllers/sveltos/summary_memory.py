@@ -11,6 +11,8 @@ only, so a restart or another replica starts without it and does the work again.
 - Which summaries this process began delivering, and since when it delivers alone: a summary
   created after that, which this process never delivered nor saw deleted, was delivered by nobody,
   so its first delivery has nothing left behind to search for (ADR 0121).
+- The status of a revision applied whose health is pending, not written yet (`summary_pending`,
+  ADR 0130).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from datetime import datetime
 
 from fleetwave.controllers.shared.first_deliveries import FirstDeliveries, wall_clock
 from fleetwave.controllers.shared.keys import SummaryKey
+from fleetwave.controllers.sveltos.summary_pending import PendingStatuses
 from fleetwave.delivery import manifests
 
 
@@ -31,6 +34,7 @@ class SummaryMemory:
         self._delivered_with: dict[SummaryKey, str] = {}  # -> the credentials' fingerprint
         self.prunes: manifests.PruneMemo[SummaryKey] = {}
         self._firsts = FirstDeliveries[SummaryKey](clock, started or (lambda: None))
+        self.pending = PendingStatuses(clock)
 
     def delivered(self, summary: SummaryKey, credentials: str) -> None:
         """`summary` was delivered with the credentials of fingerprint `credentials`."""
@@ -50,9 +54,11 @@ class SummaryMemory:
         self._delivered_with.pop(summary, None)
         self.prunes.pop(summary, None)
         self._firsts.gone(summary)
+        self.pending.release(summary)
 
     def forget_prunes(self) -> None:
         """A shard was taken over: what was pruned no longer says nothing was left behind, and
         summaries created until now may have been delivered by the replica that held it."""
         self.prunes.clear()
         self._firsts.taken_over()
+        self.pending.clear()
