@@ -5,10 +5,15 @@ management cluster or a member), as client-go's `rest_client_requests_total` and
 Labels are bounded: the verb from the method (and `watch`, `list`), the resource's plural (and its
 subresource) from the path, never an object's name or namespace, and the code's class for codes
 outside a short list. Watches are counted but not timed (they last as long as the server lets them).
+
+At DEBUG each request is also logged once it is answered: method, target, path, code and how long it
+took (`bench/trace_rollout.py --controller-log` merges these into a rollout's timeline). The path
+names an object, never its content; the query string (selectors, watch bookmarks) is left out.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 
 import httpx2
@@ -28,6 +33,7 @@ LATENCY = Histogram(
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0),
     registry=REGISTRY,
 )
+log = logging.getLogger(__name__)
 _KNOWN_CODES = frozenset({200, 201, 204, 400, 401, 403, 404, 409, 410, 422, 429, 500, 503, 504})
 
 
@@ -77,15 +83,23 @@ class Measured(httpx2.AsyncBaseTransport):
         verb, started = verb_of(request), time.perf_counter()
         try:
             response = await self.inner.handle_async_request(request)
-        except Exception:
+        except Exception as err:
             REQUESTS.labels(verb, resource_of(request.url.path), "error", self.target).inc()
+            self._logged(request, type(err).__name__, started)
             raise
         code = response.status_code
         shown = str(code) if code in _KNOWN_CODES else f"{code // 100}xx"
         REQUESTS.labels(verb, resource_of(request.url.path), shown, self.target).inc()
         if verb != "watch":
             LATENCY.labels(verb, self.target).observe(time.perf_counter() - started)
+        self._logged(request, str(code), started)
         return response
+
+    def _logged(self, request: httpx2.Request, answer: str, started: float) -> None:
+        if log.isEnabledFor(logging.DEBUG):
+            took = (time.perf_counter() - started) * 1000
+            path = request.url.path
+            log.debug("%s %s %s: %s in %.1f ms", request.method, self.target, path, answer, took)
 
     async def aclose(self) -> None:
         await self.inner.aclose()

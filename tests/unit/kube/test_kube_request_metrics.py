@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import logging
+import re
 
 import httpx2
 import pytest
@@ -61,3 +63,35 @@ def test_requests_through_the_transport_reach_the_controllers_metrics() -> None:
         in text
     )
     assert "fleetwave_api_request_duration_seconds_bucket" in text
+
+
+def test_at_debug_each_request_is_logged_with_its_path_code_and_time_never_its_query(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    def answer(request: httpx2.Request) -> httpx2.Response:
+        if request.url.path.endswith("/gone"):
+            raise httpx2.ConnectError("refused")
+        return httpx2.Response(201)
+
+    measured = rq.Measured(httpx2.MockTransport(answer), "member")
+    path = "/api/v1/namespaces/team-a/configmaps"
+
+    async def two() -> None:
+        await measured.handle_async_request(httpx2.Request("POST", f"https://h{path}?labelSelector=a%3Db"))
+        with pytest.raises(httpx2.ConnectError):
+            await measured.handle_async_request(httpx2.Request("GET", f"https://h{path}/gone"))
+
+    with caplog.at_level(logging.DEBUG, logger=rq.__name__):
+        asyncio.run(two())
+    lines = [r.getMessage() for r in caplog.records if r.name == rq.__name__]
+    assert len(lines) == 2
+    assert re.fullmatch(rf"POST member {path}: 201 in \d+\.\d ms", lines[0])
+    assert re.fullmatch(rf"GET member {path}/gone: ConnectError in \d+\.\d ms", lines[1])
+    assert "labelSelector" not in " ".join(lines)
+
+
+def test_above_debug_nothing_is_logged(caplog: pytest.LogCaptureFixture) -> None:
+    measured = rq.Measured(httpx2.MockTransport(lambda _: httpx2.Response(200)), "member")
+    with caplog.at_level(logging.INFO, logger=rq.__name__):
+        asyncio.run(measured.handle_async_request(httpx2.Request("GET", "https://h/api/v1/namespaces")))
+    assert [r for r in caplog.records if r.name == rq.__name__] == []
