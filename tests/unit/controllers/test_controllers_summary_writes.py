@@ -315,7 +315,7 @@ async def test_the_summaries_go_out_while_the_profile_write_is_in_flight() -> No
     stored = _stored(["a"])
     server = _Server(stored)
     ctx = _server_ctx(server, _ProfileCache(stored))
-    await promotion._deliver_stage(ctx, _run(), _newly_pinned(), ("fleet/a", "fleet/b"), opening=True)
+    await promotion._deliver_stage(ctx, _run(), _newly_pinned(), ("fleet/a", "fleet/b"))
     kinds = [b["kind"] for b in server.applied]
     assert kinds.count("ClusterProfile") == 1
     assert server.decisions == ["ClusterProfile"]  # the stage opened is a decision, its summaries bulk
@@ -412,25 +412,3 @@ async def test_a_profiles_generated_profile_labels_its_summaries_with_the_profil
     labels = await _labels_written(dict(generated.labels), forged)
     assert profile_scope.SVELTOS_PROFILE_NAME_LABEL not in labels
     assert profile_scope.SVELTOS_PROFILE_NAME_LABEL not in await _labels_written({}, {})
-
-
-async def test_a_write_that_refills_a_started_stage_is_no_decision() -> None:
-    stored = _stored(["a"])
-    server = _Server(stored)
-    ctx = _server_ctx(server, _ProfileCache(stored))
-    await promotion._deliver_stage(ctx, _run(), _newly_pinned(), ("fleet/a", "fleet/b"), opening=False)
-    assert [b["kind"] for b in server.applied].count("ClusterProfile") == 1
-    assert server.decisions == []
-
-
-def _with_previous(stages: dict[str, tuple[str, ...]] | None) -> Any:
-    previous = None
-    if stages is not None:
-        previous = SimpleNamespace(stages=[SimpleNamespace(name=n, started=s) for n, s in stages.items()])
-    return SimpleNamespace(previous=previous)
-
-
-def test_a_stage_opens_when_the_pass_before_had_started_none_of_its_clusters() -> None:
-    assert promotion._opens(_with_previous(None), "staging")  # no status yet
-    assert promotion._opens(_with_previous({"dev": ("fleet/a",), "staging": ()}), "staging")
-    assert not promotion._opens(_with_previous({"dev": ("fleet/a",), "staging": ("fleet/b",)}), "staging")

@@ -11,7 +11,6 @@ profiles, postDelayHealthChecks run against the stage's clusters, and approvals 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -141,8 +140,7 @@ class _Promotions:
                     _pass_now(ctx, wanted.name, written)  # a rollback's summaries are not written ahead
             elif stage.started:
                 pinned = (run.resolved.snapshot_name, run.resolved.hash)
-                wanted = _delivery_profile(run, stage, pinned)
-                await _deliver_stage(ctx, run, wanted, stage.started, opening=_opens(run, stage.name))
+                await _deliver_stage(ctx, run, _delivery_profile(run, stage, pinned), stage.started)
         for effect in decision.effects:
             await _carry_out(ctx, run, decision, effect)
         await _remove_finished_verifications(ctx, run, decision)
@@ -438,24 +436,12 @@ def _pass_now(ctx: Context, profile: str, written: Any) -> None:
         wake.call()
 
 
-def _opens(run: Run, stage: str) -> bool:
-    """Whether this pass starts the stage's first clusters (its gate just opened, or a new revision
-    reached it): the write that does so is what a gate's reaction waits for. The writes that refill
-    a stage's update window as clusters finish are not."""
-    previous = run.previous
-    before = None if previous is None else next((s for s in previous.stages if s.name == stage), None)
-    return before is None or not before.started
-
-
-async def _deliver_stage(
-    ctx: Context, run: Run, wanted: _StageProfile, clusters: tuple[str, ...], *, opening: bool = False
-) -> None:
+async def _deliver_stage(ctx: Context, run: Run, wanted: _StageProfile, clusters: tuple[str, ...]) -> None:
     """The stage profile with the clusters the engine started, and their summaries written ahead
     (`summary_writes.write_ahead`). A profile that exists and only gains clusters (or a new pin) is
     known before the API server answers — its uid, its spec — so both writes go at once: one
     management round trip per stage boundary instead of two in a row. A summary that arrives before
-    its profile waits for it (`summary._standing`). `opening`: the write starts the stage (`_opens`),
-    and narrows the bulk lane while it is in flight (ADR 0134)."""
+    its profile waits for it (`summary._standing`)."""
     body = _profile_body(ctx, run, wanted, clusters)
     if body is None:
         return
@@ -463,10 +449,10 @@ async def _deliver_stage(
     if len(clusters) <= summary_writes.WRITE_AHEAD_MAX:  # else nothing is written ahead: no prediction
         ahead = _as_stored(ctx.cache.get("ClusterProfile", None, wanted.name), body)
     if ahead is None:
-        written = await _apply_profile(ctx, body, opening=opening)
+        written = await _apply_profile(ctx, body)
         wrote_all = await summary_writes.write_ahead(ctx, written, run.resolved, clusters)
     else:
-        profile = asyncio.ensure_future(_apply_profile(ctx, body, opening=opening))
+        profile = asyncio.ensure_future(_apply_profile(ctx, body))
         summaries = asyncio.ensure_future(summary_writes.write_ahead(ctx, ahead, run.resolved, clusters))
         try:
             written, wrote_all = await asyncio.gather(profile, summaries)
@@ -533,13 +519,12 @@ def _profile_body(
     }
 
 
-async def _apply_profile(ctx: Context, body: Mapping[str, Any], *, opening: bool = False) -> Any:
+async def _apply_profile(ctx: Context, body: Mapping[str, Any]) -> Any:
     """Apply a stage profile; as the API server stored it. The summaries written with it judge
     themselves against that version until the profile's watch shows it, and those already waiting
     for it are woken now (`Wakeups.profile_written`)."""
     name = str(body["metadata"]["name"])
-    # A stage opened is what a gate's reaction waits for: per-cluster work makes room (ADR 0134).
-    with lanes.decision() if opening else contextlib.nullcontext():
+    with lanes.decision():  # it opens clusters to a revision: per-cluster work makes room (ADR 0132)
         stored = await tracked(
             ctx.echoes,
             ("ClusterProfile", name),
