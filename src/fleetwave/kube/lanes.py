@@ -6,8 +6,8 @@ with how many are in flight. A controller makes most of its requests in bulk —
 cluster of every rollout — and few that decide for many clusters at once: a promotion opening a stage
 when its gate opens. Requests made inside `bulk()` wait for one of the client's bulk slots; others
 go straight to the connection pool, so under load a decision waits behind at most the bounded bulk
-lane instead of behind every bulk request issued (ADR 0068, addendum 929c24d). While a request made
-inside `decision()` is in flight the lane narrows, so the next decision finds fewer beside it (ADR 0132).
+lane instead of behind every bulk request issued (ADR 0068, addendum 929c24d); while a decision is
+in flight the lane narrows, so the next decision finds fewer beside it (ADR 0132).
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from collections.abc import Iterator
 import httpx2
 
 _BULK: contextvars.ContextVar[bool] = contextvars.ContextVar("fleetwave_bulk_lane", default=False)
-_DECISION: contextvars.ContextVar[bool] = contextvars.ContextVar("fleetwave_decision", default=False)
 
 
 @contextlib.contextmanager
@@ -38,29 +37,13 @@ def in_bulk() -> bool:
     return _BULK.get()
 
 
-@contextlib.contextmanager
-def decision() -> Iterator[None]:
-    """Requests made inside are a decision for many clusters at once (a stage opened): they go past
-    the bulk lane, and while one is in flight the lane narrows."""
-    token = _DECISION.set(True)
-    try:
-        yield
-    finally:
-        _DECISION.reset(token)
-
-
-def in_decision() -> bool:
-    return _DECISION.get()
-
-
 class Laned(httpx2.AsyncBaseTransport):
     """`inner` with at most `slots` bulk requests in flight at once, and at most `narrow` of them
-    while a decision (a request made inside `decision()`) is in flight: a slot is held until the response's
+    while a decision (any request not in bulk) is in flight: a slot is held until the response's
     headers arrive (the server has done its work by then). Bulk requests already out when a decision
     starts finish; new ones wait until it has its answer, so decisions that keep coming (a hundred
     promotions) keep the lane narrow and a stage of a thousand summaries with no decision beside it
-    has every slot (ADR 0132). Waiting requests go out first come, first served. Any other request
-    goes past the lane and leaves its width alone."""
+    has every slot (ADR 0132). Waiting requests go out first come, first served."""
 
     def __init__(self, inner: httpx2.AsyncBaseTransport, slots: int, narrow: int | None = None) -> None:
         if slots < 1 or (narrow is not None and narrow < 1):
@@ -74,9 +57,7 @@ class Laned(httpx2.AsyncBaseTransport):
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         if not in_bulk():
-            if in_decision():
-                return await self._decide(request)
-            return await self.inner.handle_async_request(request)
+            return await self._decide(request)
         await self._take_slot()
         try:
             return await self.inner.handle_async_request(request)
@@ -124,4 +105,4 @@ class Laned(httpx2.AsyncBaseTransport):
         await self.inner.aclose()
 
 
-__all__ = ["Laned", "bulk", "decision", "in_bulk", "in_decision"]
+__all__ = ["Laned", "bulk", "in_bulk"]

@@ -24,7 +24,6 @@ from fleetwave.controllers.sveltos import (
     summary_writes,
 )
 from fleetwave.controllers.sveltos import summary_status as ss
-from fleetwave.kube import lanes
 
 RESOLVED = content.Resolved(hash="h" * 64, body={})
 
@@ -265,14 +264,11 @@ class _Server:
     def __init__(self, stored: dict[str, Any]) -> None:
         self.stored = stored
         self.applied: list[dict[str, Any]] = []
-        self.decisions: list[str] = []  # the kinds applied as a decision (`lanes.decision()`)
         self.summary_seen = asyncio.Event()
 
     async def apply(self, obj: Any, **_: Any) -> Any:
         body = obj.to_dict() if hasattr(obj, "to_dict") else dict(obj)
         self.applied.append(body)
-        if lanes.in_decision():
-            self.decisions.append(body["kind"])
         if body["kind"] == "ClusterSummary":
             self.summary_seen.set()
             return _Obj({"metadata": {"name": body["metadata"]["name"], "resourceVersion": "9"}})
@@ -318,7 +314,6 @@ async def test_the_summaries_go_out_while_the_profile_write_is_in_flight() -> No
     await promotion._deliver_stage(ctx, _run(), _newly_pinned(), ("fleet/a", "fleet/b"))
     kinds = [b["kind"] for b in server.applied]
     assert kinds.count("ClusterProfile") == 1
-    assert server.decisions == ["ClusterProfile"]  # the stage opened is a decision, its summaries bulk
     written = [b for b in server.applied if b["kind"] == "ClusterSummary"]
     assert [b["metadata"]["name"] for b in written] == [ss.summary_name(NAME, c) for c in ("a", "b")]
     # What the profile's own pass will write from the stored profile: the same bodies, byte for byte.

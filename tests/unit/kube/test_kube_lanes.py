@@ -99,15 +99,10 @@ class EachHeld(httpx2.AsyncBaseTransport):
         return httpx2.Response(200, text="ok")
 
 
-async def _decision_get(client: httpx2.AsyncClient, path: str) -> int:
-    with lanes.decision():
-        return (await client.get(path)).status_code
-
-
 async def test_the_lane_narrows_while_a_decision_is_in_flight_and_widens_after() -> None:
     held = EachHeld()
     async with httpx2.AsyncClient(transport=lanes.Laned(held, 4, 2), base_url="http://api") as client:
-        decision = asyncio.create_task(_decision_get(client, "/decision"))
+        decision = asyncio.create_task(client.get("/decision"))
         await _settle()
         bulk = [asyncio.create_task(_bulk_get(client, f"/bulk/{i}")) for i in range(6)]
         await _settle()
@@ -126,7 +121,7 @@ async def test_bulk_requests_out_when_a_decision_starts_finish_and_no_new_one_jo
     async with httpx2.AsyncClient(transport=lanes.Laned(held, 4, 2), base_url="http://api") as client:
         bulk = [asyncio.create_task(_bulk_get(client, f"/bulk/{i}")) for i in range(4)]
         await _settle()
-        decision = asyncio.create_task(_decision_get(client, "/decision"))
+        decision = asyncio.create_task(client.get("/decision"))
         later = asyncio.create_task(_bulk_get(client, "/bulk/later"))
         await _settle()
         assert held.bulk_in_flight() == 4
@@ -139,19 +134,6 @@ async def test_bulk_requests_out_when_a_decision_starts_finish_and_no_new_one_jo
         assert "/bulk/later" in held.in_flight
         held.release("/decision", "/bulk/3", "/bulk/later")
         await asyncio.gather(decision, later, *bulk)
-
-
-async def test_a_request_neither_bulk_nor_a_decision_goes_past_the_lane_and_leaves_it_wide() -> None:
-    held = EachHeld()
-    async with httpx2.AsyncClient(transport=lanes.Laned(held, 4, 2), base_url="http://api") as client:
-        other = asyncio.create_task(client.get("/other"))
-        await _settle()
-        bulk = [asyncio.create_task(_bulk_get(client, f"/bulk/{i}")) for i in range(6)]
-        await _settle()
-        assert "/other" in held.in_flight
-        assert held.bulk_in_flight() == 4
-        held.release("/other", *(f"/bulk/{i}" for i in range(6)))
-        await asyncio.gather(other, *bulk)
 
 
 async def test_a_request_cancelled_while_it_waits_leaves_no_slot_taken() -> None:

@@ -42,7 +42,7 @@ from fleetwave.core import effects as fx
 from fleetwave.core import model as m
 from fleetwave.core import status as st
 from fleetwave.core import timestamps
-from fleetwave.kube import lanes, ops
+from fleetwave.kube import ops
 from fleetwave.runtime.controller import Result
 from fleetwave.runtime.watching import slimmed
 
@@ -524,14 +524,13 @@ async def _apply_profile(ctx: Context, body: Mapping[str, Any]) -> Any:
     themselves against that version until the profile's watch shows it, and those already waiting
     for it are woken now (`Wakeups.profile_written`)."""
     name = str(body["metadata"]["name"])
-    with lanes.decision():  # it opens clusters to a revision: per-cluster work makes room (ADR 0132)
-        stored = await tracked(
-            ctx.echoes,
-            ("ClusterProfile", name),
-            KIND,
-            ops.apply(ctx.client, body),
-            lambda o: o.metadata.resourceVersion,
-        )
+    stored = await tracked(
+        ctx.echoes,
+        ("ClusterProfile", name),
+        KIND,
+        ops.apply(ctx.client, body),
+        lambda o: o.metadata.resourceVersion,
+    )
     raw = as_dict(stored)
     # Slimmed as the informer keeps it, so parses of it are shared; a copy: `stored` is returned whole.
     waiting = ctx.wakeups.profile_written(name, slimmed({**raw, "metadata": dict(raw.get("metadata") or {})}))
