@@ -63,10 +63,6 @@ _LIMITS = httpx2.Limits(
 # Of those, requests in the bulk lane (`lanes.bulk()`: per-cluster work) in flight at once; the rest
 # are kept for a rollout's own decisions, which then wait behind at most these (ADR 0068, addendum 929c24d).
 BULK_SLOTS = 32
-# ... and while one of those decisions is in flight, at most these: a decision's round trip grows
-# with the requests beside it, and a stage of a thousand clusters needs the whole lane only when no
-# decision is being made (ADR 0132).
-BULK_SLOTS_BESIDE_A_DECISION = 8
 
 http = internals.http
 async_http = internals.async_http
@@ -245,14 +241,11 @@ def _transport(config: KubeConfig, target: str) -> lanes.Laned:
     """lightkube's own TLS set-up (CA, client certificate, insecure) on a pool with `_LIMITS`, whose
     connections are asyncio's own transports (`asyncio_streams`: TLS in the event loop, not in
     Python): a transport given to the client is where httpx takes all three from. Its bulk lane
-    holds `BULK_SLOTS` (`BULK_SLOTS_BESIDE_A_DECISION` while a decision is in flight); every request
-    is counted and timed (`request_metrics`); a mutating one asks the write fence last, after any
-    wait for a slot, right before it goes out (`fence`, ADR 0115)."""
+    holds `BULK_SLOTS`; every request is counted and timed (`request_metrics`); a mutating one asks
+    the write fence last, after any wait for a slot, right before it goes out (`fence`, ADR 0115)."""
     context = internals.tls_context(config)
     pool = internals.transport_over(AsyncioBackend(), ssl_context=context, limits=_LIMITS)
-    return lanes.Laned(
-        request_metrics.Measured(fence.Fenced(pool), target), BULK_SLOTS, BULK_SLOTS_BESIDE_A_DECISION
-    )
+    return lanes.Laned(request_metrics.Measured(fence.Fenced(pool), target), BULK_SLOTS)
 
 
 def server_and_ca(config: KubeConfig) -> tuple[str, bytes | None]:

@@ -71,110 +71,6 @@ async def test_a_task_started_in_bulk_stays_in_bulk() -> None:
 def test_a_lane_needs_a_slot() -> None:
     with pytest.raises(ValueError, match="at least one slot"):
         lanes.Laned(Held(), 0)
-    with pytest.raises(ValueError, match="at least one slot"):
-        lanes.Laned(Held(), 4, 0)
-
-
-class EachHeld(httpx2.AsyncBaseTransport):
-    """Answers each request when its own path is released; records the order requests went out."""
-
-    def __init__(self) -> None:
-        self.gates: dict[str, asyncio.Event] = {}
-        self.sent: list[str] = []
-        self.in_flight: list[str] = []
-
-    def release(self, *paths: str) -> None:
-        for path in paths:
-            self.gates.setdefault(path, asyncio.Event()).set()
-
-    def bulk_in_flight(self) -> int:
-        return sum(p.startswith("/bulk") for p in self.in_flight)
-
-    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        path = request.url.path
-        self.sent.append(path)
-        self.in_flight.append(path)
-        await self.gates.setdefault(path, asyncio.Event()).wait()
-        self.in_flight.remove(path)
-        return httpx2.Response(200, text="ok")
-
-
-async def test_the_lane_narrows_while_a_decision_is_in_flight_and_widens_after() -> None:
-    held = EachHeld()
-    async with httpx2.AsyncClient(transport=lanes.Laned(held, 4, 2), base_url="http://api") as client:
-        decision = asyncio.create_task(client.get("/decision"))
-        await _settle()
-        bulk = [asyncio.create_task(_bulk_get(client, f"/bulk/{i}")) for i in range(6)]
-        await _settle()
-        assert held.bulk_in_flight() == 2  # beside a decision, the narrow lane
-        held.release("/decision")
-        await decision
-        await _settle()
-        assert held.bulk_in_flight() == 4  # no decision in flight: the whole lane
-        held.release(*(f"/bulk/{i}" for i in range(6)))
-        assert await asyncio.gather(*bulk) == [200] * 6
-    assert held.sent[1:] == [f"/bulk/{i}" for i in range(6)]  # first come, first served
-
-
-async def test_bulk_requests_out_when_a_decision_starts_finish_and_no_new_one_joins_them() -> None:
-    held = EachHeld()
-    async with httpx2.AsyncClient(transport=lanes.Laned(held, 4, 2), base_url="http://api") as client:
-        bulk = [asyncio.create_task(_bulk_get(client, f"/bulk/{i}")) for i in range(4)]
-        await _settle()
-        decision = asyncio.create_task(client.get("/decision"))
-        later = asyncio.create_task(_bulk_get(client, "/bulk/later"))
-        await _settle()
-        assert held.bulk_in_flight() == 4
-        assert "/decision" in held.in_flight
-        held.release("/bulk/0", "/bulk/1")
-        await _settle()
-        assert "/bulk/later" not in held.sent  # two still out beside the decision: the narrow lane is full
-        held.release("/bulk/2")
-        await _settle()
-        assert "/bulk/later" in held.in_flight
-        held.release("/decision", "/bulk/3", "/bulk/later")
-        await asyncio.gather(decision, later, *bulk)
-
-
-async def test_a_request_cancelled_while_it_waits_leaves_no_slot_taken() -> None:
-    held = EachHeld()
-    lane = lanes.Laned(held, 1)
-    async with httpx2.AsyncClient(transport=lane, base_url="http://api") as client:
-        first = asyncio.create_task(_bulk_get(client, "/bulk/first"))
-        waiting = asyncio.create_task(_bulk_get(client, "/bulk/cancelled"))
-        await _settle()
-        waiting.cancel()
-        await asyncio.gather(waiting, return_exceptions=True)
-        held.release("/bulk/first")
-        await first
-        last = asyncio.create_task(_bulk_get(client, "/bulk/last"))
-        await _settle()
-        assert held.in_flight == ["/bulk/last"]
-        assert "/bulk/cancelled" not in held.sent
-        held.release("/bulk/last")
-        await last
-    assert lane._bulk_in_flight == 0
-
-
-async def test_a_slot_handed_to_a_request_cancelled_before_it_ran_goes_to_the_next() -> None:
-    held = EachHeld()
-    lane = lanes.Laned(held, 1)
-    async with httpx2.AsyncClient(transport=lane, base_url="http://api") as client:
-        first = asyncio.create_task(_bulk_get(client, "/bulk/first"))
-        handed = asyncio.create_task(_bulk_get(client, "/bulk/handed"))
-        after = asyncio.create_task(_bulk_get(client, "/bulk/after"))
-        await _settle()
-        held.release("/bulk/first")
-        while held.in_flight:  # noqa: ASYNC110 - until the first answer is in and its slot handed over
-            await asyncio.sleep(0)
-        handed.cancel()  # its slot is counted, but it has not run yet
-        await asyncio.gather(first, handed, return_exceptions=True)
-        await _settle()
-        assert held.in_flight == ["/bulk/after"]
-        assert "/bulk/handed" not in held.sent
-        held.release("/bulk/after")
-        await after
-    assert lane._bulk_in_flight == 0
 
 
 async def test_every_async_client_has_a_bulk_lane_below_its_connections() -> None:
@@ -188,8 +84,7 @@ async def test_every_async_client_has_a_bulk_lane_below_its_connections() -> Non
     try:
         transport = client._client._client._transport  # type: ignore[attr-defined]
         assert isinstance(transport, lanes.Laned)
-        assert transport.slots == kubeclient.BULK_SLOTS < kubeclient.CONNECTIONS
-        assert transport.narrow == kubeclient.BULK_SLOTS_BESIDE_A_DECISION < kubeclient.BULK_SLOTS
+        assert transport._slots._value == kubeclient.BULK_SLOTS < kubeclient.CONNECTIONS
     finally:
         await client.close()
 
