@@ -1,14 +1,12 @@
 """Which ClusterSummary events wake the promotion of the summary's stage profile, and how soon.
 
 A promotion decides from its summaries' deliveries: whose they are, at which revision, done, failed
-or in flight (ADR 0117). Some of that news can change what it does next — a summary new to it, moved
-to another profile or deleted, a failure, the last delivery of a stage done (the stage can succeed
-and the next one start), any delivery done while a stage runs with fewer clusters in flight than it
-has (a slot is free) — and wakes it at once. The rest only moves a stage's count of clusters done:
-it wakes the promotion within PROGRESS_FOLDS seconds, so that a stage of 60 deliveries finishing over
-half a second costs a few passes and status writes instead of one per delivery (ADR 0120). A summary
-its profile rewrote at a new revision is such progress (ADR 0134): to the promotion it was in
-flight before the write and is in flight after it.
+or in flight (ADR 0117). Some of that news can change what it does next — a summary's spec or
+owner, a failure, the last delivery of a stage done (the stage can succeed and the next one start),
+any delivery done while a stage runs with fewer clusters in flight than it has (a slot is free) —
+and wakes it at once. The rest only moves a stage's count of clusters done: it wakes the promotion
+within PROGRESS_FOLDS seconds, so that a stage of 60 deliveries finishing over half a second costs
+a few passes and status writes instead of one per delivery (ADR 0120).
 """
 
 from __future__ import annotations
@@ -57,10 +55,6 @@ class OpenDeliveries:
     def seen(self, profile: str) -> int:
         return self._seen.get(profile, 0)
 
-    def moved(self, name: str, profile: str | None) -> bool:
-        """Whether a summary seen before now names another profile (or none)."""
-        return name in self._profile_of and self._profile_of[name] != profile
-
     def _forget(self, profile: str, name: str) -> None:
         left = self._seen[profile] - 1
         if left:
@@ -87,7 +81,6 @@ class DeliveryNews:
     def on_change(self, event: EventType, obj: Any) -> None:
         name, raw = object_key(obj), as_dict(obj)
         profile = _profile_of(raw)
-        moved = self._open.moved(name, profile)
         closed = self._open.update(event, name, profile, _done(raw)) and self._all_written(profile)
         woken = list(self._promotion_of(obj))
         if event == "DELETED" or not woken:
@@ -98,7 +91,7 @@ class DeliveryNews:
             self._marks[name] = mark
             if mark == before or (before is None and not _delivering(raw)):
                 return
-            decisive = before is None or moved or closed or _failed(raw)
+            decisive = before is None or before[0] != mark[0] or closed or _failed(raw)
         for key in woken:
             now = decisive or self._slots_freed(key)
             self._promotions.enqueue(key, 0.0 if now else PROGRESS_FOLDS)

@@ -9,10 +9,6 @@ deadline a pass asked for) is handed out before keys woken by events (`add`, the
 within each lane. A deadline is a promise made to a person ("the gate opens at 12:00:00"); an event
 is news a pass would pick up a moment later anyway, and under load a few hundred of them wait
 ahead. A key is in at most one lane: a timer firing for a key waiting in the event lane moves it.
-
-A key handed out drops its pending event-lane timer (ADR 0134): that timer folds news, paces a
-watch or retries, and the pass starting now reads everything that arrived before it. News that
-arrives during the pass, and the pass's own requeue, set a timer again.
 """
 
 from __future__ import annotations
@@ -196,7 +192,6 @@ class WorkQueue(Generic[K]):
         if self._shut_down:
             raise ShutDown
         key = self._pop()
-        self._drop_news_timer(key)
         self._processing.add(key)
         self._dirty.discard(key)
         self._urgent.discard(key)
@@ -225,14 +220,6 @@ class WorkQueue(Generic[K]):
                 waiter.set_result(None)
         self._waiters.clear()
         self._timer_waiters.clear()
-
-    def _drop_news_timer(self, key: K) -> None:
-        timers = self._timers.get(key)
-        news = None if timers is None else timers.pop(Lane.EVENT, None)
-        if news is not None:
-            news[1].cancel()
-            if not timers:
-                del self._timers[key]
 
     def _fire(self, key: K, lane: Lane) -> None:
         timers = self._timers.get(key)

@@ -125,27 +125,13 @@ def test_the_last_of_the_summaries_written_so_far_is_not_the_last_of_the_stage()
     assert _emit(news, queue, _summary("c2", "done")) == [0.0]
 
 
-def test_a_failure_a_move_and_a_deletion_wake_the_promotion_at_once() -> None:
+def test_a_failure_and_a_spec_change_wake_the_promotion_at_once() -> None:
     news, queue = _news(3)
     for c in ("c0", "c1", "c2"):
         _emit(news, queue, _summary(c), "ADDED")
     assert _emit(news, queue, _summary("c0", "failed")) == [0.0]
-    moved = _summary("c1", generation=2)
-    moved.to_dict()["metadata"]["labels"] = {ss.PROFILE_LABEL: "shop-staging"}
-    assert _emit(news, queue, moved) == [0.0]
+    assert _emit(news, queue, _summary("c1", generation=2)) == [0.0]
     assert _emit(news, queue, _summary("c2"), "DELETED") == [0.0]
-
-
-def test_a_summary_rewritten_at_a_new_revision_is_progress() -> None:
-    # The profile rewrote it (spec, generation, content annotation): in flight before, in flight
-    # after. It wakes the promotion within the fold, not at once (ADR 0134).
-    news, queue = _news(3)
-    for c in ("c0", "c1", "c2"):
-        _emit(news, queue, _summary(c, "done"), "ADDED")
-    rewritten = _summary("c1", "done", generation=2)
-    rewritten.to_dict()["metadata"]["annotations"] = {ss.CONTENT_HASH_ANNOTATION: "h2"}
-    assert _emit(news, queue, rewritten) == [dn.PROGRESS_FOLDS]
-    assert _emit(news, queue, rewritten) == []  # the same again: no wake
 
 
 def test_in_a_stage_with_fewer_clusters_in_flight_than_it_has_each_done_frees_a_slot_at_once() -> None:

@@ -520,35 +520,6 @@ async def test_news_due_after_a_pending_deadline_is_left_to_the_deadlines_pass()
     assert len(q) == 0
 
 
-async def test_a_key_handed_out_drops_its_pending_fold_but_keeps_its_deadline() -> None:
-    # Progress folded into a pass within 0.25 s (ADR 0120), then news that wakes the key at once:
-    # the pass it starts reads the folded news too, so the fold does not run a second pass (ADR 0134).
-    q, clock = make()
-    q.add_after("p", 2.0, queueing.Lane.TIMER)
-    q.add_after("p", 0.25, queueing.Lane.EVENT)
-    q.add("p")
-    assert await q.get() == "p"
-    assert clock.live_timers == 1  # the deadline's
-    assert q.pending_timer("p") == pytest.approx(clock.now() + 2.0)
-    q.done("p")
-    clock.advance(0.5)
-    assert len(q) == 0
-    clock.advance(1.5)
-    assert await q.get() == "p"
-
-
-async def test_a_fold_asked_for_while_its_key_is_in_flight_still_runs() -> None:
-    # News that arrives during a pass came after the pass read its cache: its fold stands.
-    q, clock = make()
-    q.add("p")
-    assert await q.get() == "p"
-    q.add_after("p", 0.25, queueing.Lane.EVENT)
-    q.done("p")
-    assert len(q) == 0
-    clock.advance(0.25)
-    assert await q.get() == "p"
-
-
 async def test_a_getter_kept_for_deadlines_takes_only_keys_whose_own_timer_fired() -> None:
     q, clock = make()
     kept = asyncio.create_task(q.get(timer_lane_only=True))
