@@ -180,6 +180,31 @@ def _deployment(namespace: str, image: str) -> dict[str, Any]:
     }
 
 
+async def test_an_object_created_with_an_empty_status_is_not_applied_over_its_creation_version(
+    target: MemberTarget, members: dict[str, Client], namespace: str
+) -> None:
+    # The API server returns a Deployment it has just created with `status: {}`; its controller
+    # writes the status next, so the version the creation returned is stale at once. Kept as if
+    # settled, the next apply went over it and was refused: a refusal and a read more per object.
+    member = members[target.name]
+    known = KnownVersions()
+    path = f"/apis/apps/v1/namespaces/{namespace}/deployments/watched"
+    created = await manifests.apply(
+        target, [_deployment(namespace, "registry.k8s.io/pause:3.8")], inventory="s/w", known=known
+    )
+    assert [o.action for o in created.objects] == ["created"]
+    live = created.objects[0].live
+    assert live is not None
+    assert live.get("status") == {}
+    await _rolled_out(member, namespace)
+    requests = await _requests(target)
+    second = await manifests.apply(
+        target, [_deployment(namespace, "registry.k8s.io/pause:3.9")], inventory="s/w", known=known
+    )
+    assert [o.action for o in second.objects] == ["configured"]
+    assert [m for m, p in requests if p == path] == ["GET", "PATCH"]  # read once, never refused
+
+
 async def test_an_object_with_status_is_applied_over_the_version_its_member_watch_saw(
     target: MemberTarget, members: dict[str, Client], namespace: str
 ) -> None:

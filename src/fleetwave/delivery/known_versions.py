@@ -116,8 +116,13 @@ _SETTLED = {("v1", "Namespace"): {"phase": "Active"}}
 
 
 def _status_is_settled(live: Mapping[str, Any]) -> bool:
-    """Whether nothing will move the object's version after our apply but another writer's change."""
+    """Whether nothing will move the object's version after our apply but another writer's change.
+    An empty status (`{}`, as the API server returns a Deployment or a Job it has just created) is
+    one its controller has not written yet: it writes it next, and an apply over the version kept
+    from the creation would be refused (a refusal and a read more, once per created object)."""
     status = live.get("status")
+    if isinstance(status, Mapping) and not status:
+        return False
     settled = _SETTLED.get((str(live.get("apiVersion")), str(live.get("kind"))))
     return not _has_status(status) or settled == status
 
