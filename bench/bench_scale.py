@@ -59,6 +59,7 @@ from lightkube.types import on_error_retry
 
 import bench_gates as bg
 import summary_floor
+import watch_lag
 from fleetwave.delivery import manifests
 from fleetwave.delivery.known_versions import KnownVersions
 from fleetwave.delivery.target import MemberTarget
@@ -501,6 +502,10 @@ class Watch:
         self.profiles: dict[str, Obj] = {}  # the last version of each profile seen
         # What each ClusterProfile event changed over the version before it ("spec", "status.rollout"...).
         self.profile_changes: collections.Counter[str] = collections.Counter()
+        # (receive time, resourceVersion) of every promotion event, and of every profile event with
+        # its profile's name: how far the profiles' stream ran behind the promotions' (`watch_lag`).
+        self.promotion_seen: list[watch_lag.Seen] = []
+        self.profile_seen: list[tuple[float, int, str]] = []
 
     def start(self) -> None:
         self.tasks = [
@@ -511,8 +516,10 @@ class Watch:
 
     async def _profiles(self) -> None:
         async for _, obj in self.client.watch(kinds.resource("ClusterProfile"), on_error=on_error_retry):
+            received = time.time()
             if (obj.spec or {}).get("clusterRefs"):
-                self.first_write.setdefault(obj.metadata.name, time.time())
+                self.first_write.setdefault(obj.metadata.name, received)
+            self.profile_seen.append((received, _revision(obj), obj.metadata.name))
             body = obj.to_dict()
             before = self.profiles.get(obj.metadata.name)
             self.profiles[obj.metadata.name] = body
@@ -523,6 +530,7 @@ class Watch:
         async for _, obj in self.client.watch(kinds.resource("ClusterPromotion"), on_error=on_error_retry):
             self.promotions[obj.metadata.name] = obj.to_dict()
             self.status_seen.setdefault(obj.metadata.name, []).append(time.time())
+            self.promotion_seen.append((time.time(), _revision(obj)))
             rollout = (obj.status or {}).get("rollout") or {}
             if _delay_until(rollout) is not None:
                 self.gate_seen.setdefault(obj.metadata.name, time.time())
@@ -578,9 +586,51 @@ class Watch:
                 out[name] = [round(at, 3), round(seen, 3)]
         return out
 
+    def profile_lag(self, since: float, names: list[str]) -> dict[str, Any]:
+        """How far the profiles' stream ran behind the promotions' from `since` (ms): p50, p99 and
+        the most of every profile event, and of each gate's measured event (its next stage's first
+        write with clusters), slowest first: a gate seen late because the server's profile watch
+        fell behind, not because the write was late, shows here."""
+        reached = watch_lag.first_reached(self.promotion_seen)
+        lags = [watch_lag.lag(reached, (t, rv)) for t, rv, _ in self.profile_seen if t >= since]
+        known = [x for x in lags if x is not None]
+        gates: list[tuple[str, int]] = []
+        for name in names:
+            seen = self.first_write.get(f"{name}-staging")
+            event = next((e for e in self.profile_seen if e[0] == seen and e[2] == f"{name}-staging"), None)
+            late = None if event is None else watch_lag.lag(reached, event[:2])
+            if late is not None:
+                gates.append((name, round(late * 1000)))
+        windows: dict[int, list[float]] = {}
+        for (t, _, _), late in zip((e for e in self.profile_seen if e[0] >= since), lags, strict=True):
+            if late is not None:
+                windows.setdefault(int((t - since) // LAG_WINDOW), []).append(late)
+        return {
+            "events": len(lags),
+            # Per LAG_WINDOW seconds of the batch: [its start (s), events, their p99 lag (ms)].
+            "windows": [
+                [k * LAG_WINDOW, len(v), round(pct(v, 0.99) * 1000)] for k, v in sorted(windows.items())
+            ],
+            "p50_ms": round(pct(known, 0.5) * 1000) if known else None,
+            "p99_ms": round(pct(known, 0.99) * 1000) if known else None,
+            "max_ms": round(max(known) * 1000) if known else None,
+            "gates_slowest": sorted(gates, key=lambda g: -g[1])[:8],
+        }
+
     def stop(self) -> None:
         for task in self.tasks:
             task.cancel()
+
+
+LAG_WINDOW = 10  # seconds of the loaded batch per window of `Watch.profile_lag`
+
+
+def _revision(obj: Any) -> int:
+    """An event's resourceVersion as the integer it is (an etcd revision; -1 if it is not one)."""
+    try:
+        return int(obj.metadata.resourceVersion)
+    except (TypeError, ValueError):
+        return -1
 
 
 def pct(values: list[float], q: float) -> float:
@@ -1175,7 +1225,7 @@ async def point(
         traffic_before = await asyncio.to_thread(watch_traffic, state)
         cpu_before = cpu_seconds(tree(controller_pid))
         with Sampler(controller_pid, apiserver, etcd) as sampler:
-            t0 = time.monotonic()
+            t0, load_epoch = time.monotonic(), time.time()
             await asyncio.gather(
                 *(
                     client.apply(codecs.from_dict(promotion(name, n, gated=True)), force=True)
@@ -1215,6 +1265,8 @@ async def point(
                 reverse=True,
             ),
             "gate_epochs": watch.gate_epochs(names),
+            # The profiles' watch stream behind the promotions' over the loaded batch (`watch_lag`).
+            "profile_watch_lag": watch.profile_lag(load_epoch, names),
             "terminated_watchers": closed,
             # The loaded batch's watch events from the management API server: [events, MiB] by resource.
             "watch_events_load": traffic,

@@ -1,0 +1,47 @@
+"""`bench/watch_lag.py` measures one watch stream's lag behind another from resourceVersions."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+
+
+@pytest.fixture(scope="module")
+def watch_lag() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("watch_lag", BENCH / "watch_lag.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_an_event_is_late_by_the_time_since_the_reference_first_reached_its_revision(
+    watch_lag: ModuleType,
+) -> None:
+    reached = watch_lag.first_reached([(10.0, 100), (10.5, 140), (11.0, 200)])
+    assert watch_lag.lag(reached, (12.0, 120)) == pytest.approx(1.5)  # 140 >= 120, first at 10.5
+    assert watch_lag.lag(reached, (12.0, 140)) == pytest.approx(1.5)
+    assert watch_lag.lag(reached, (11.2, 150)) == pytest.approx(0.2)  # 200 at 11.0
+
+
+def test_an_event_ahead_of_the_reference_is_not_late_and_one_past_it_is_unknown(
+    watch_lag: ModuleType,
+) -> None:
+    reached = watch_lag.first_reached([(10.0, 100), (11.0, 200)])
+    assert watch_lag.lag(reached, (10.2, 150)) == 0.0  # came before the reference showed 200
+    assert watch_lag.lag(reached, (12.0, 201)) is None
+
+
+def test_the_reference_keeps_the_first_time_each_revision_was_reached(watch_lag: ModuleType) -> None:
+    # Out of order in the list, and a relist's older revision after a newer one: neither moves it.
+    revisions, times = watch_lag.first_reached([(11.0, 200), (10.0, 100), (11.5, 150), (12.0, 300)])
+    assert revisions == [100, 200, 300]
+    assert times == [10.0, 11.0, 12.0]
