@@ -586,11 +586,13 @@ class Watch:
                 out[name] = [round(at, 3), round(seen, 3)]
         return out
 
-    def profile_lag(self, since: float, names: list[str]) -> dict[str, Any]:
+    def profile_lag(self, since: float, names: list[str], raw: Path | None = None) -> dict[str, Any]:
         """How far the profiles' stream ran behind the promotions' from `since` (ms): p50, p99 and
         the most of every profile event, and of each gate's measured event (its next stage's first
         write with clusters), slowest first: a gate seen late because the server's profile watch
         fell behind, not because the write was late, shows here."""
+        if raw is not None:  # every event as received, for `watch_lag.py` to set beside the controller's
+            raw.write_text(json.dumps({"promotions": self.promotion_seen, "profiles": self.profile_seen}))
         reached = watch_lag.first_reached(self.promotion_seen)
         lags = [watch_lag.lag(reached, (t, rv)) for t, rv, _ in self.profile_seen if t >= since]
         known = [x for x in lags if x is not None]
@@ -1266,7 +1268,7 @@ async def point(
             ),
             "gate_epochs": watch.gate_epochs(names),
             # The profiles' watch stream behind the promotions' over the loaded batch (`watch_lag`).
-            "profile_watch_lag": watch.profile_lag(load_epoch, names),
+            "profile_watch_lag": watch.profile_lag(load_epoch, names, args.watch_lag_file),
             "terminated_watchers": closed,
             # The loaded batch's watch events from the management API server: [events, MiB] by resource.
             "watch_events_load": traffic,
@@ -1469,6 +1471,13 @@ def _arguments() -> argparse.Namespace:
         action="store_true",
         help="print when each stage of a promotion trial was pinned, written and Ready (a watch of "
         "every summary during the trial, whose CPU the trial then shares)",
+    )
+    parser.add_argument(
+        "--watch-lag-file",
+        type=Path,
+        default=None,
+        help="write every promotion and ClusterProfile event this benchmark received (time, "
+        "resourceVersion) into this file, for bench/watch_lag.py",
     )
     parser.add_argument(
         "--keep-logs",

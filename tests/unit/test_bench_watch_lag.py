@@ -45,3 +45,17 @@ def test_the_reference_keeps_the_first_time_each_revision_was_reached(watch_lag:
     revisions, times = watch_lag.first_reached([(11.0, 200), (10.0, 100), (11.5, 150), (12.0, 300)])
     assert revisions == [100, 200, 300]
     assert times == [10.0, 11.0, 12.0]
+
+
+def test_the_controllers_informer_events_are_read_from_its_log(watch_lag: ModuleType, tmp_path: Path) -> None:
+    log = tmp_path / "controller.log"
+    log.write_text(
+        "2026-12-01 09:00:00,250 DEBUG fleetwave.bench.passes: informer event ClusterPromotion load-1 500\n"
+        "2026-12-01 09:00:01,000 DEBUG fleetwave.runtime.controller: reconciled clusterpromotion load-1\n"
+        "2026-12-01 09:00:02,500 DEBUG fleetwave.bench.passes: informer event ClusterProfile load-1-dev 480\n"
+    )
+    promotions, profiles = watch_lag.read_controller_log(log)
+    start = 1_796_115_600.0  # 2026-12-01 09:00:00 UTC
+    assert promotions == [(pytest.approx(start + 0.25), 500)]
+    assert profiles == [(pytest.approx(start + 2.5), 480)]
+    assert watch_lag.lag(watch_lag.first_reached(promotions), profiles[0]) == pytest.approx(2.25)
