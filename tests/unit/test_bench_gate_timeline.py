@@ -3,25 +3,16 @@
 from __future__ import annotations
 
 import datetime as dt
-import importlib.util
-import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
-
 
 @pytest.fixture(scope="module")
-def timeline() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("gate_timeline", BENCH / "gate_timeline.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while it loads
-    spec.loader.exec_module(module)
-    return module
+def timeline(bench_module: Callable[[str], ModuleType]) -> ModuleType:
+    return bench_module("gate_timeline")
 
 
 def _stamp(epoch: float) -> str:

@@ -2,25 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
-
 
 @pytest.fixture(scope="module")
-def watch_lag() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("watch_lag", BENCH / "watch_lag.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+def watch_lag(bench_module: Callable[[str], ModuleType]) -> ModuleType:
+    return bench_module("watch_lag")
 
 
 def test_an_event_is_late_by_the_time_since_the_reference_first_reached_its_revision(
