@@ -180,29 +180,46 @@ def _deployment(namespace: str, image: str) -> dict[str, Any]:
     }
 
 
-async def test_an_object_created_with_an_empty_status_is_not_applied_over_its_creation_version(
+async def test_an_object_created_with_an_empty_status_is_applied_over_the_version_its_watch_saw(
     target: MemberTarget, members: dict[str, Client], namespace: str
 ) -> None:
-    # The API server returns a Deployment it has just created with `status: {}`; its controller
-    # writes the status next, so the version the creation returned is stale at once. Kept as if
-    # settled, the next apply went over it and was refused: a refusal and a read more per object.
+    # The API server returns a Deployment it has just created with `status: {}`, kept as settled;
+    # its controller writes the status next. Over the creation's version the next apply was
+    # refused, then read again and applied: a member watch that saw the status write knows better.
     member = members[target.name]
-    known = KnownVersions()
+    watches = MemberWatches()
+    listed = asyncio.Event()
+    watches.subscribe(target, [Interest("apps/v1", "Deployment", namespace)], "test", listed.set)
+    known = KnownVersions(watched=watches.latest)
     path = f"/apis/apps/v1/namespaces/{namespace}/deployments/watched"
-    created = await manifests.apply(
-        target, [_deployment(namespace, "registry.k8s.io/pause:3.8")], inventory="s/w", known=known
-    )
-    assert [o.action for o in created.objects] == ["created"]
-    live = created.objects[0].live
-    assert live is not None
-    assert live.get("status") == {}
-    await _rolled_out(member, namespace)
-    requests = await _requests(target)
-    second = await manifests.apply(
-        target, [_deployment(namespace, "registry.k8s.io/pause:3.9")], inventory="s/w", known=known
-    )
-    assert [o.action for o in second.objects] == ["configured"]
-    assert [m for m, p in requests if p == path] == ["GET", "PATCH"]  # read once, never refused
+    try:
+        await asyncio.wait_for(listed.wait(), 30)
+        created = await manifests.apply(
+            target, [_deployment(namespace, "registry.k8s.io/pause:3.8")], inventory="s/w", known=known
+        )
+        assert [o.action for o in created.objects] == ["created"]
+        live = created.objects[0].live
+        assert live is not None
+        assert live.get("status") == {}
+        ref = created.objects[0].ref
+        await _rolled_out(member, namespace)
+        for _ in range(300):  # the watch saw the status the controller wrote after the creation
+            now = member.get(Deployment, "watched", namespace=namespace).metadata.resourceVersion  # type: ignore[union-attr]
+            seen = watches.latest(target.pool_key(), ref)
+            if seen and seen["metadata"]["resourceVersion"] == now:
+                break
+            await asyncio.sleep(0.1)
+        else:
+            pytest.fail("the member watch never saw the Deployment's status")
+        assert now != live["metadata"]["resourceVersion"]  # the creation's version is stale
+        requests = await _requests(target)
+        second = await manifests.apply(
+            target, [_deployment(namespace, "registry.k8s.io/pause:3.9")], inventory="s/w", known=known
+        )
+        assert [o.action for o in second.objects] == ["configured"]
+        assert [m for m, p in requests if p == path] == ["PATCH"]  # never refused, never read
+    finally:
+        await watches.close()
 
 
 async def test_an_object_with_status_is_applied_over_the_version_its_member_watch_saw(

@@ -59,14 +59,18 @@ class KnownVersions:
 
     def get(self, server: Hashable, ref: ct.ObjectRef) -> dict[str, Any] | None:
         """The object as this process's last apply of it on `server` left it, if its status is
-        settled; else as a member watch last saw it, if not older than that apply's result."""
+        settled; else as a member watch last saw it, if not older than that apply's result. A
+        settled one that a member watch has seen change since is taken as the watch saw it: a
+        Deployment or Job the API server has just created comes back with `status: {}`, and its
+        controller writes the status next (over the creation's version the next apply would be
+        refused, then read again)."""
         key = (server, ref.identity)
         found = self._entries.get(key)
+        seen = self.watched(server, ref) if self.watched is not None else None
         if found is not None:
             self._entries.move_to_end(key)
             if found[0]:
-                return found[1]
-        seen = self.watched(server, ref) if self.watched is not None else None
+                return _kept(seen) if seen is not None and _changed_since(seen, found[1]) else found[1]
         if seen is None or (found is not None and not _not_older(seen, found[1])):
             return None
         return _kept(seen)
@@ -110,19 +114,23 @@ def _not_older(seen: Mapping[str, Any], applied: Mapping[str, Any]) -> bool:
     return str(mine.get("resourceVersion") or "") == str(theirs.get("resourceVersion") or "")
 
 
+def _changed_since(seen: Mapping[str, Any], applied: Mapping[str, Any]) -> bool:
+    """Whether the watch saw the object at a later version than our apply returned (the same
+    object: its uid; versions compared as integers, else never later)."""
+    if (seen.get("metadata") or {}).get("uid") != applied["metadata"].get("uid"):
+        return False
+    a, b = ct.version_number(applied), ct.version_number(seen)
+    return a is not None and b is not None and b > a
+
+
 # Statuses the API server sets when it creates the object and no controller moves while it lives:
 # a Namespace is Active until it is deleted, and the deletion changes its version anyway.
 _SETTLED = {("v1", "Namespace"): {"phase": "Active"}}
 
 
 def _status_is_settled(live: Mapping[str, Any]) -> bool:
-    """Whether nothing will move the object's version after our apply but another writer's change.
-    An empty status (`{}`, as the API server returns a Deployment or a Job it has just created) is
-    one its controller has not written yet: it writes it next, and an apply over the version kept
-    from the creation would be refused (a refusal and a read more, once per created object)."""
+    """Whether nothing will move the object's version after our apply but another writer's change."""
     status = live.get("status")
-    if isinstance(status, Mapping) and not status:
-        return False
     settled = _SETTLED.get((str(live.get("apiVersion")), str(live.get("kind"))))
     return not _has_status(status) or settled == status
 

@@ -50,7 +50,7 @@ def test_an_applied_object_is_kept_with_its_version_and_uid_but_not_its_managed_
     ("status", "kept"),
     [
         ({"loadBalancer": {}}, True),  # a ClusterIP Service's: says nothing
-        ({}, False),  # not written yet (a Deployment just created): its controller writes it next
+        ({}, True),
         ({"phase": "Active"}, False),  # a Namespace's
         ({"conditions": [{"type": "Available", "status": "True"}]}, False),
     ],
@@ -170,3 +170,27 @@ def test_an_object_with_status_is_known_as_its_watch_saw_it_if_not_older_than_ou
     found = known.get("t", ct.ref_of(seen["t"]))
     assert found is not None
     assert found["metadata"]["resourceVersion"] == "5"
+
+
+def test_a_settled_object_a_watch_saw_change_since_is_known_as_the_watch_saw_it() -> None:
+    # A Deployment the API server has just created comes back with `status: {}` (settled); its
+    # controller writes the status next. A member watch that saw that write knows the version.
+    seen: dict[str, Any] = {}
+    known = KnownVersions(watched=lambda server, ref: seen.get(server))
+    created = _live("a", "20", status={}, v="1")
+    ref = ct.ref_of(created)
+    known.keep("s", ref, created)
+    assert (known.get("s", ref) or {})["metadata"]["resourceVersion"] == "20"  # nothing seen since
+    seen["s"] = _live("a", "20", status={}, v="1")
+    assert (known.get("s", ref) or {})["metadata"]["resourceVersion"] == "20"  # seen at our version
+    seen["s"] = _live("a", "24", status={"replicas": 1}, v="1")
+    kept = known.get("s", ref)
+    assert kept is not None
+    assert kept["metadata"]["resourceVersion"] == "24"
+    assert "status" not in kept
+    other = _live("a", "30", v="1")
+    other["metadata"]["uid"] = "uid-other"
+    seen["s"] = other
+    # Another object of that name (deleted and made again): ours as our apply left it, which its
+    # version precondition then judges.
+    assert (known.get("s", ref) or {})["metadata"]["resourceVersion"] == "20"
