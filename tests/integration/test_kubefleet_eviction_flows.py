@@ -63,7 +63,22 @@ def controller(
         withdraw=withdraw,
         cleanup=cleanup,
     ) as thread:
+        # PickN places on the members that are ready when it schedules: all three, before any test.
+        wait_for(lambda: _all_ready(shell), timeout=120, what="the three members ready")
         yield thread
+
+
+def _all_ready(shell: Shell) -> bool:
+    members = json.loads(shell("kubectl get memberclusters.cluster.kubernetes-fleet.io -o json"))["items"]
+    ready = [
+        m
+        for m in members
+        if any(
+            c.get("type") == "Ready" and c.get("status") == "True"
+            for c in (m.get("status") or {}).get("conditions") or []
+        )
+    ]
+    return len(members) == 3 and len(ready) == 3
 
 
 @pytest.fixture
