@@ -5,6 +5,8 @@ deletion) is refused by the version precondition and judged on a fresh read, as 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx2
@@ -180,6 +182,37 @@ def _deployment(namespace: str, image: str) -> dict[str, Any]:
     }
 
 
+@contextlib.asynccontextmanager
+async def _watched_deployments(
+    target: MemberTarget, namespace: str
+) -> AsyncIterator[tuple[MemberWatches, KnownVersions]]:
+    """A member watch of the namespace's Deployments, listed (it sees what comes next), and known
+    versions that take objects from it."""
+    watches = MemberWatches()
+    listed = asyncio.Event()
+    watches.subscribe(target, [Interest("apps/v1", "Deployment", namespace)], "test", listed.set)
+    try:
+        await asyncio.wait_for(listed.wait(), 30)
+        yield watches, KnownVersions(watched=watches.latest)
+    finally:
+        await watches.close()
+
+
+async def _rolled_out_and_seen(
+    member: Client, watches: MemberWatches, target: MemberTarget, ref: Any, namespace: str
+) -> dict[str, Any]:
+    """The Deployment once rolled out (nothing writes it after that) and seen by the watch at its
+    current version."""
+    for _ in range(300):
+        live = member.get(Deployment, "watched", namespace=namespace).to_dict()
+        seen = watches.latest(target.pool_key(), ref)
+        done = readiness.is_ready({"apiVersion": "apps/v1", "kind": "Deployment", **live})[0]
+        if done and seen and seen["metadata"]["resourceVersion"] == live["metadata"]["resourceVersion"]:
+            return live
+        await asyncio.sleep(0.1)
+    pytest.fail("the Deployment never rolled out, or the member watch never saw it")
+
+
 async def test_an_object_created_with_an_empty_status_is_applied_over_the_version_its_watch_saw(
     target: MemberTarget, members: dict[str, Client], namespace: str
 ) -> None:
@@ -187,13 +220,8 @@ async def test_an_object_created_with_an_empty_status_is_applied_over_the_versio
     # its controller writes the status next. Over the creation's version the next apply was
     # refused, then read again and applied: a member watch that saw the status write knows better.
     member = members[target.name]
-    watches = MemberWatches()
-    listed = asyncio.Event()
-    watches.subscribe(target, [Interest("apps/v1", "Deployment", namespace)], "test", listed.set)
-    known = KnownVersions(watched=watches.latest)
     path = f"/apis/apps/v1/namespaces/{namespace}/deployments/watched"
-    try:
-        await asyncio.wait_for(listed.wait(), 30)
+    async with _watched_deployments(target, namespace) as (watches, known):
         created = await manifests.apply(
             target, [_deployment(namespace, "registry.k8s.io/pause:3.8")], inventory="s/w", known=known
         )
@@ -201,25 +229,15 @@ async def test_an_object_created_with_an_empty_status_is_applied_over_the_versio
         live = created.objects[0].live
         assert live is not None
         assert live.get("status") == {}
-        ref = created.objects[0].ref
-        await _rolled_out(member, namespace)
-        for _ in range(300):  # the watch saw the status the controller wrote after the creation
-            now = member.get(Deployment, "watched", namespace=namespace).metadata.resourceVersion  # type: ignore[union-attr]
-            seen = watches.latest(target.pool_key(), ref)
-            if seen and seen["metadata"]["resourceVersion"] == now:
-                break
-            await asyncio.sleep(0.1)
-        else:
-            pytest.fail("the member watch never saw the Deployment's status")
-        assert now != live["metadata"]["resourceVersion"]  # the creation's version is stale
+        # The watch saw the status the controller wrote after the creation.
+        now = await _rolled_out_and_seen(member, watches, target, created.objects[0].ref, namespace)
+        assert now["metadata"]["resourceVersion"] != live["metadata"]["resourceVersion"]  # stale
         requests = await _requests(target)
         second = await manifests.apply(
             target, [_deployment(namespace, "registry.k8s.io/pause:3.9")], inventory="s/w", known=known
         )
         assert [o.action for o in second.objects] == ["configured"]
         assert [m for m, p in requests if p == path] == ["PATCH"]  # never refused, never read
-    finally:
-        await watches.close()
 
 
 async def test_an_object_with_status_is_applied_over_the_version_its_member_watch_saw(
@@ -229,13 +247,8 @@ async def test_an_object_with_status_is_applied_over_the_version_its_member_watc
     # is stale at once, and the object used to be read before each apply. A member watch that saw
     # the status writes knows the current version: applied over it, nothing read.
     member = members[target.name]
-    watches = MemberWatches()
-    listed = asyncio.Event()
-    watches.subscribe(target, [Interest("apps/v1", "Deployment", namespace)], "test", listed.set)
-    known = KnownVersions(watched=watches.latest)
     path = f"/apis/apps/v1/namespaces/{namespace}/deployments/watched"
-    try:
-        await asyncio.wait_for(listed.wait(), 30)  # the stream has listed: it sees what comes next
+    async with _watched_deployments(target, namespace) as (watches, known):
         # Created, then applied again once its status is written: that apply returns it with status.
         for image in ("registry.k8s.io/pause:3.8", "registry.k8s.io/pause:3.9"):
             first = await manifests.apply(
@@ -244,15 +257,7 @@ async def test_an_object_with_status_is_applied_over_the_version_its_member_watc
             assert first.ok, first.errors
             ref = first.objects[0].ref
             await _rolled_out(member, namespace)
-        for _ in range(300):  # rolled out (nothing writes it after that), and the watch saw it
-            live = member.get(Deployment, "watched", namespace=namespace).to_dict()
-            seen = watches.latest(target.pool_key(), ref)
-            done = readiness.is_ready({"apiVersion": "apps/v1", "kind": "Deployment", **live})[0]
-            if done and seen and seen["metadata"]["resourceVersion"] == live["metadata"]["resourceVersion"]:
-                break
-            await asyncio.sleep(0.1)
-        else:
-            pytest.fail("the Deployment never rolled out, or the member watch never saw it")
+        await _rolled_out_and_seen(member, watches, target, ref, namespace)
         known.watched = None
         assert known.get(target.pool_key(), ref) is None  # what our apply returned is stale: not used
         known.watched = watches.latest
@@ -265,5 +270,3 @@ async def test_an_object_with_status_is_applied_over_the_version_its_member_watc
         assert [m for m, p in requests if p == path] == ["PATCH"]  # applied, never read
         image = member.get(Deployment, "watched", namespace=namespace).spec.template.spec.containers[0].image  # type: ignore[union-attr]
         assert image == "registry.k8s.io/pause:3.10"
-    finally:
-        await watches.close()
