@@ -224,6 +224,17 @@ def two_snapshots(management: Client, crp: str, hub_ns: str) -> None:
     )
 
 
+def _status_fields(obj: Any) -> dict[str, Any]:
+    """The fields of `obj`'s status the API server records as the controller's (its managedFields):
+    the delivery ledger is one value there (`x-kubernetes-map-type: atomic`), not one entry per
+    cluster key rewritten on every status write."""
+    for entry in obj.metadata.managedFields or []:
+        fields = entry.fieldsV1 if hasattr(entry, "fieldsV1") else entry.get("fieldsV1")
+        if (entry.subresource if hasattr(entry, "subresource") else entry.get("subresource")) == "status":
+            return dict((fields or {}).get("f:status") or {})
+    raise AssertionError("no status fields in managedFields")
+
+
 def test_seed_004_cluster_scoped_rollout_then_rollback(
     controller: Controllers, management: Client, members: dict[str, Client], hub_ns: str
 ) -> None:
@@ -265,6 +276,7 @@ def test_seed_004_cluster_scoped_rollout_then_rollback(
         <= status["deliveries"][f"{MEMBER_NS}/member-1"]["appliedAt"]
     )
     assert staging["endTime"] <= canary["startTime"]
+    assert _status_fields(get(management, "ClusterStagedUpdateRun", run))["f:deliveries"] == {}
     assert all(cm_value(m, hub_ns) == "value2" for m in members.values())
     assert cond(get(management, "ClusterStagedUpdateRun", run), "Succeeded") == {}
 

@@ -19,6 +19,7 @@ from fleetwave.api.analyses import AnalysisGate, analyses_field
 from fleetwave.api.analyses import check_unique as check_unique_analyses
 from fleetwave.api.meta import (
     AGE,
+    AtomicMap,
     Condition,
     DNSLabel,
     Duration,
@@ -413,6 +414,13 @@ class PlacementStatus(StatusModel):
     """Set by the controller: `<Kind>Scheduled` (which clusters were picked, or why the placement
     cannot roll out) and `<Kind>Available` (every picked cluster holds the same snapshot and it is
     ready), or `<Kind>DiffReported` with applyStrategy ReportDiff."""
+    deliveries: AtomicMap | None = None
+    """Set by the controller: what it delivered, per cluster (`namespace/name` when the name is used
+    in more than one namespace): the snapshot index and content hash applied there, when, and when it
+    became available. Written after each apply, so a cluster missing here is delivered again."""
+    deletions: AtomicMap | None = None
+    """Set by the controller: per cluster the content is being removed from, when its removal
+    started and when it was done."""
 
 
 def _placement_columns(prefix: str) -> tuple[dict[str, Any], ...]:
@@ -791,6 +799,13 @@ class UpdateRunStatus(StatusModel):
     picked. The content is removed from them after the last stage."""
     conditions: list[Condition] | None = None
     """Set by the controller: the run's `Initialized`, `Progressing` and `Succeeded` conditions."""
+    deliveries: AtomicMap | None = None
+    """Set by the controller: what it delivered, per cluster (`namespace/name` when the name is used
+    in more than one namespace): the snapshot index and content hash applied there, when, and when it
+    became available. Written after each apply, so a cluster missing here is delivered again."""
+    deletions: AtomicMap | None = None
+    """Set by the controller: per cluster the content is being removed from, when its removal
+    started and when it was done."""
 
 
 _RUN_COLUMNS = (

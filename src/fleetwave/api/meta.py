@@ -54,6 +54,16 @@ FreeForm = Annotated[
     dict[str, Any], WithJsonSchema({"type": "object", "x-kubernetes-preserve-unknown-fields": True})
 ]
 
+# A controller-written map keyed by cluster (a delivery ledger): one value to the API server. A map
+# under `x-kubernetes-preserve-unknown-fields` is otherwise tracked key by key in managedFields, ~100
+# bytes per cluster on every object that carries it, recomputed on every status write.
+AtomicMap = Annotated[
+    dict[str, Any],
+    WithJsonSchema(
+        {"type": "object", "x-kubernetes-preserve-unknown-fields": True, "x-kubernetes-map-type": "atomic"}
+    ),
+]
+
 Duration = Annotated[
     str,
     AfterValidator(v.check_duration),

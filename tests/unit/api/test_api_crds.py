@@ -195,3 +195,23 @@ def test_property_operators_and_sort_orders_are_enums_in_the_crd() -> None:
     orders = [n["enum"] for p, n in _nodes(root) if p.endswith("propertySorter.sortOrder")]
     assert operators == [["Gt", "Ge", "Eq", "Ne", "Lt", "Le"]] * 2  # required and preferred terms
     assert orders == [["Ascending", "Descending"]] * 2
+
+
+@pytest.mark.parametrize(
+    "crd",
+    [
+        "clusterstagedupdateruns.fleetwave.io",
+        "stagedupdateruns.fleetwave.io",
+        "clusterresourceplacements.fleetwave.io",
+        "resourceplacements.fleetwave.io",
+    ],
+)
+def test_delivery_ledgers_are_atomic_maps_so_the_api_server_tracks_no_field_per_cluster(crd: str) -> None:
+    # ADR 0136: undeclared, each cluster's ledger entry cost five managedFields entries, rewritten
+    # on every status write.
+    status = CRDS[crd]["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]
+    for ledger in ("deliveries", "deletions"):
+        field = status["properties"][ledger]
+        assert field["x-kubernetes-map-type"] == "atomic"
+        assert field["x-kubernetes-preserve-unknown-fields"] is True
+        assert field["type"] == "object"
