@@ -1,7 +1,8 @@
-"""What a staged update run's status writes cost the management API server, with its delivery
-ledger tracked key by key in managedFields or kept as one value (`x-kubernetes-map-type: atomic`).
+"""What a staged update run's status writes cost the management API server, as its delivery ledger
+was written before ADR 0136, since it, and since ADR 0137.
 
     PYTHONPATH=src .venv/bin/python bench/bench_status_write_cost.py [--clusters 100] [--rounds 3]
+        [--ways tracked,atomic,implied]
 
 A management API server + etcd (as `fleetwave local up` starts them) with fleetwave's CRDs. Each
 trial writes one ClusterStagedUpdateRun's status the way a run over `--clusters` clusters in three
@@ -9,11 +10,14 @@ stages does: the frozen plan first, then one merge patch on /status per cluster 
 its ledger entry (`status.deliveries`) and its Started/Succeeded conditions in `stagesStatus` (a
 list, so the whole list travels, as the controller sends it). No controller runs.
 
-The two schemas alternate, trial by trial, in one run (the CRD is replaced between trials):
-`tracked` declares no `deliveries`/`deletions` (kept as unknown fields, so the server tracks every
-cluster key of the ledger in managedFields), `atomic` is the schema the models generate today.
-Reported per schema: the API server's CPU seconds per write and the wall time of the writes
-(medians over the trials), and the final object's bytes and its managedFields' bytes.
+Three ways alternate, trial by trial, in one run (the CRD is replaced between trials):
+- `tracked`: a CRD without `deliveries`/`deletions` (kept as unknown fields, so the server tracks
+  every cluster key of the ledger in managedFields), each entry naming its index and hash;
+- `atomic`: the CRD the models generate (the ledger one value, ADR 0136), the same entries;
+- `implied`: that CRD, and entries at the run's snapshot naming neither (ADR 0137), as
+  `ledger.dump` writes them today.
+Reported per way: the API server's CPU seconds per write and the wall time of the writes (medians
+over the trials), and the final object's bytes and its managedFields' bytes.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from typing import Any
 import bench_scale  # the fleet and process readers are shared
 from fleetwave.api import crds
 from fleetwave.api.models import ClusterStagedUpdateRun
+from fleetwave.controllers.kubefleet import ledger
 from fleetwave.kube import client as kubeclient
 from fleetwave.kube import internals, kinds
 from fleetwave.kube.status import merge_patch  # what the controller sends
@@ -42,13 +47,15 @@ API = f"{kinds.GROUP}/{kinds.VERSION}"
 CRD = f"{ClusterStagedUpdateRun.plural}.{kinds.GROUP}"
 LEDGER_FIELDS = ("deliveries", "deletions")
 STAGES = ("dev", "staging", "prod")
+SNAPSHOT = ledger.Implied("0", "h" * 64)  # the run's snapshot: its index and content hash
+WAYS = ("tracked", "atomic", "implied")
 Obj = dict[str, Any]
 
 
-def crd(schema: str) -> Obj:
-    """The run's CRD as generated today (`atomic`), or without the ledger fields (`tracked`)."""
+def crd(way: str) -> Obj:
+    """The run's CRD as generated today, or without the ledger fields (`tracked`)."""
     out = crds.crd_for(ClusterStagedUpdateRun)
-    if schema == "tracked":
+    if way == "tracked":
         status = out["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]
         for name in LEDGER_FIELDS:
             del status["properties"][name]
@@ -103,16 +110,11 @@ def initial_status(clusters: list[str]) -> Obj:
     }
 
 
-def delivered(status: Obj, cluster: str, second: int) -> Obj:
+def delivered(status: Obj, cluster: str, second: int, way: str) -> Obj:
     """The status once `cluster` was applied and became available: its ledger entry and conditions."""
     out = copy.deepcopy(status)
-    out["deliveries"][cluster] = {
-        "index": "0",
-        "hash": "h" * 64,
-        "appliedAt": _t(second),
-        "doneAt": _t(second),
-        "message": "ready",
-    }
+    entry = ledger.Delivered(SNAPSHOT.index, SNAPSHOT.hash, _t(second), "ready", done_at=_t(second))
+    out["deliveries"][cluster] = entry.dump(SNAPSHOT if way == "implied" else None)
     for stage in out["stagesStatus"]:
         for entry in stage["clusters"]:
             if entry["clusterName"] == cluster:
@@ -126,15 +128,15 @@ def delivered(status: Obj, cluster: str, second: int) -> Obj:
     return out
 
 
-def replace_crd(http: Any, schema: str) -> None:
-    body = crd(schema)
+def replace_crd(http: Any, way: str) -> None:
+    body = crd(way)
     current = http.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{CRD}").json()
     body["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
     http.put(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{CRD}", json=body).raise_for_status()
     time.sleep(5.0)  # the API server rebuilds the kind's handler from the new schema
 
 
-def trial(http: Any, apiserver: int, name: str, clusters: list[str]) -> Obj:
+def trial(http: Any, apiserver: int, way: str, name: str, clusters: list[str]) -> Obj:
     base = f"/apis/{API}/clusterstagedupdateruns"
     run = {
         "apiVersion": API,
@@ -148,7 +150,7 @@ def trial(http: Any, apiserver: int, name: str, clusters: list[str]) -> Obj:
     http.patch(f"{base}/{name}/status", json={"status": status}, headers=merge).raise_for_status()
     cpu, started = bench_scale.cpu_seconds([apiserver]), time.monotonic()
     for i, cluster in enumerate(clusters):
-        fresh = delivered(status, cluster, i + 1)
+        fresh = delivered(status, cluster, i + 1, way)
         body = {"status": merge_patch(status, fresh)}
         http.patch(f"{base}/{name}/status", json=body, headers=merge).raise_for_status()
         status = fresh
@@ -173,24 +175,24 @@ def run(args: argparse.Namespace, state: fleet.FleetState) -> dict[str, list[Obj
         install.install(mgmt)
     apiserver = next(p.pid for p in state.processes if p.name == f"{fleet.MANAGEMENT}/apiserver")
     clusters = [f"bench-scale/c-{i:04d}" for i in range(args.clusters)]
-    results: dict[str, list[Obj]] = {"tracked": [], "atomic": []}
+    results: dict[str, list[Obj]] = {way: [] for way in args.ways.split(",")}
     with internals.http(config, timeout=60) as http:
         for round_ in range(args.rounds):
-            for schema, trials in results.items():
-                replace_crd(http, schema)
-                trials.append(trial(http, apiserver, f"cost-{schema}-{round_}", clusters))
-                print(schema, json.dumps(trials[-1]), flush=True)
+            for way, trials in results.items():
+                replace_crd(http, way)
+                trials.append(trial(http, apiserver, way, f"cost-{way}-{round_}", clusters))
+                print(way, json.dumps(trials[-1]), flush=True)
     return results
 
 
 def report(results: dict[str, list[Obj]]) -> None:
-    print("\nschema | API server CPU per write | wall per write | object bytes | managedFields bytes")
-    for schema, trials in results.items():
+    print("\nway | API server CPU per write | wall per write | object bytes | managedFields bytes")
+    for way, trials in results.items():
         if not trials:
             continue
         med = {k: statistics.median(t[k] for t in trials) for k in trials[0]}
         print(
-            f"{schema} | {med['cpu_ms_per_write']:.2f} ms | {med['wall_ms_per_write']:.2f} ms | "
+            f"{way} | {med['cpu_ms_per_write']:.2f} ms | {med['wall_ms_per_write']:.2f} ms | "
             f"{med['object_bytes']:.0f} | {med['managed_fields_bytes']:.0f}"
         )
 
@@ -199,6 +201,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clusters", type=int, default=100)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--ways", default=",".join(WAYS), help=f"which of {', '.join(WAYS)}, in turn")
     args = parser.parse_args()
     bins = binaries.ensure()
     print(f"# {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC, load {os.getloadavg()}", flush=True)

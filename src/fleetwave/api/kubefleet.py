@@ -416,8 +416,9 @@ class PlacementStatus(StatusModel):
     ready), or `<Kind>DiffReported` with applyStrategy ReportDiff."""
     deliveries: AtomicMap | None = None
     """Set by the controller: what it delivered, per cluster (`namespace/name` when the name is used
-    in more than one namespace): the snapshot index and content hash applied there, when, and when it
-    became available. Written after each apply, so a cluster missing here is delivered again."""
+    in more than one namespace): the snapshot index and content hash applied there (a run leaves
+    both out of an entry at its own snapshot), when, and when it became available. Written after
+    each apply, so a cluster missing here is delivered again."""
     deletions: AtomicMap | None = None
     """Set by the controller: per cluster the content is being removed from, when its removal
     started and when it was done."""
@@ -801,8 +802,9 @@ class UpdateRunStatus(StatusModel):
     """Set by the controller: the run's `Initialized`, `Progressing` and `Succeeded` conditions."""
     deliveries: AtomicMap | None = None
     """Set by the controller: what it delivered, per cluster (`namespace/name` when the name is used
-    in more than one namespace): the snapshot index and content hash applied there, when, and when it
-    became available. Written after each apply, so a cluster missing here is delivered again."""
+    in more than one namespace): the snapshot index and content hash applied there (a run leaves
+    both out of an entry at its own snapshot), when, and when it became available. Written after
+    each apply, so a cluster missing here is delivered again."""
     deletions: AtomicMap | None = None
     """Set by the controller: per cluster the content is being removed from, when its removal
     started and when it was done."""

@@ -48,6 +48,17 @@ class Content:
 
 
 @dataclass(frozen=True, slots=True)
+class Implied:
+    """The snapshot a run delivers: an entry at it is written without its index and hash (ADR 0137;
+    the same 64-character hash on every cluster was ~7 KB of a run's status at 100 clusters, sent to
+    the API server on every status write). An entry at any other snapshot (a rollback's target) or
+    content (a cluster's overrides) names its own."""
+
+    index: str
+    hash: str
+
+
+@dataclass(frozen=True, slots=True)
 class Delivered:
     index: str
     hash: str
@@ -61,10 +72,10 @@ class Delivered:
     override_error: str | None = None
 
     @classmethod
-    def load(cls, raw: Mapping[str, Any]) -> Delivered:
+    def load(cls, raw: Mapping[str, Any], implied: Implied | None = None) -> Delivered:
         return cls(
-            index=str(raw.get("index") or ""),
-            hash=str(raw.get("hash") or ""),
+            index=_own_or(raw.get("index"), implied.index if implied else ""),
+            hash=_own_or(raw.get("hash"), implied.hash if implied else ""),
             applied_at=str(raw.get("appliedAt") or ""),
             message=str(raw.get("message") or ""),
             error=str(raw["error"]) if raw.get("error") else None,
@@ -74,8 +85,13 @@ class Delivered:
             override_error=str(raw["overrideError"]) if raw.get("overrideError") else None,
         )
 
-    def dump(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"index": self.index, "hash": self.hash, "appliedAt": self.applied_at}
+    def dump(self, implied: Implied | None = None) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if implied is None or self.index != implied.index:
+            out["index"] = self.index
+        if implied is None or self.hash != implied.hash:
+            out["hash"] = self.hash
+        out["appliedAt"] = self.applied_at
         out["message"] = self.message
         if self.error:
             out["error"] = self.error
@@ -90,15 +106,20 @@ class Delivered:
         return out
 
 
+def _own_or(value: Any, implied: str) -> str:
+    """An entry's own index or hash when it names one (an empty one included: it round-trips)."""
+    return implied if value is None else str(value)
+
+
 Ledger = Mapping[str, Delivered]
 
 
-def load(raw: Mapping[str, Any] | None) -> Ledger:
-    return {c: Delivered.load(e) for c, e in (raw or {}).items() if isinstance(e, Mapping)}
+def load(raw: Mapping[str, Any] | None, implied: Implied | None = None) -> Ledger:
+    return {c: Delivered.load(e, implied) for c, e in (raw or {}).items() if isinstance(e, Mapping)}
 
 
-def dump(ledger: Ledger) -> dict[str, dict[str, Any]]:
-    return {c: e.dump() for c, e in sorted(ledger.items())}
+def dump(ledger: Ledger, implied: Implied | None = None) -> dict[str, dict[str, Any]]:
+    return {c: e.dump(implied) for c, e in sorted(ledger.items())}
 
 
 def merged(ledger: Ledger, entries: Ledger) -> Ledger:
