@@ -161,6 +161,24 @@ def light_fleet(state_dir: Path, servers: int, bins: binaries.Binaries) -> fleet
     )
 
 
+def on_a_management_cluster(
+    prefix: str, measure: Callable[[fleet.FleetState], Any], report: Callable[[Any], None]
+) -> None:
+    """`measure` on a management cluster (and one light member) started for it; then `report` what
+    it returned (None if it failed) and stop the cluster: the frame of the single-server benchmarks."""
+    bins = binaries.ensure()
+    print(f"# {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC, load {os.getloadavg()}", flush=True)
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        state_dir = Path(tmp) / "fleet"
+        state = light_fleet(state_dir, 1, bins)
+        result = None
+        try:
+            result = measure(state)
+        finally:
+            report(result)
+            fleet.down(state_dir)
+
+
 def register_upto(
     mgmt_kubeconfig: str, servers: list[fleet.ClusterInfo], start: int, stop: int, sizes: list[int]
 ) -> None:

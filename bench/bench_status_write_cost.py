@@ -26,11 +26,8 @@ import argparse
 import copy
 import datetime as dt
 import json
-import os
 import statistics
-import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
 import bench_scale  # the fleet and process readers are shared
@@ -40,7 +37,7 @@ from fleetwave.controllers.kubefleet import ledger
 from fleetwave.kube import client as kubeclient
 from fleetwave.kube import internals, kinds
 from fleetwave.kube.status import merge_patch  # what the controller sends
-from fleetwave.local import binaries, fleet
+from fleetwave.local import fleet
 from fleetwave.mgmt import install
 
 API = f"{kinds.GROUP}/{kinds.VERSION}"
@@ -203,17 +200,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--ways", default=",".join(WAYS), help=f"which of {', '.join(WAYS)}, in turn")
     args = parser.parse_args()
-    bins = binaries.ensure()
-    print(f"# {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC, load {os.getloadavg()}", flush=True)
-    with tempfile.TemporaryDirectory(prefix="fleetwave-bench-status-cost-") as tmp:
-        state_dir = Path(tmp) / "fleet"
-        state = bench_scale.light_fleet(state_dir, 1, bins)
-        results: dict[str, list[Obj]] = {}
-        try:
-            results = run(args, state)
-        finally:
-            report(results)
-            fleet.down(state_dir)
+    bench_scale.on_a_management_cluster(
+        "fleetwave-bench-status-cost-", lambda state: run(args, state), lambda results: report(results or {})
+    )
 
 
 if __name__ == "__main__":

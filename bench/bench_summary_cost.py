@@ -25,9 +25,7 @@ import argparse
 import asyncio
 import datetime as dt
 import json
-import os
 import re
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -41,7 +39,7 @@ from fleetwave.controllers.sveltos import summary_status as ss
 from fleetwave.controllers.sveltos import summary_writes
 from fleetwave.kube import client as kubeclient
 from fleetwave.kube import internals, kinds
-from fleetwave.local import binaries, fleet
+from fleetwave.local import fleet
 from fleetwave.mgmt import install
 
 API = f"{kinds.GROUP}/{kinds.VERSION}"
@@ -332,17 +330,9 @@ def main() -> None:
         "--heap-profile", default=None, help="keep the API server's heap profile at each point: PATH.<count>"
     )
     args = parser.parse_args()
-    bins = binaries.ensure()
-    print(f"# {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC, load {os.getloadavg()}", flush=True)
-    with tempfile.TemporaryDirectory(prefix="fleetwave-bench-cost-") as tmp:
-        state_dir = Path(tmp) / "fleet"
-        state = bench_scale.light_fleet(state_dir, 1, bins)
-        rows: list[Obj] = []
-        try:
-            rows = run(args, state)
-        finally:
-            report(rows)
-            fleet.down(state_dir)
+    bench_scale.on_a_management_cluster(
+        "fleetwave-bench-cost-", lambda state: run(args, state), lambda rows: report(rows or [])
+    )
 
 
 if __name__ == "__main__":

@@ -397,6 +397,21 @@ class PlacementSpec(Model):
     reports it and does not roll out."""
 
 
+# The delivery ledger a RollingUpdate placement and a staged update run keep (ADR 0136, 0137).
+_DELIVERIES = Field(
+    default=None,
+    description="Set by the controller: what it delivered, per cluster (`namespace/name` when the name "
+    "is used in more than one namespace): the snapshot index and content hash applied there (a run "
+    "leaves both out of an entry at its own snapshot), when, and when it became available. Written "
+    "after each apply, so a cluster missing here is delivered again.",
+)
+_DELETIONS = Field(
+    default=None,
+    description="Set by the controller: per cluster the content is being removed from, when its "
+    "removal started and when it was done.",
+)
+
+
 class PlacementStatus(StatusModel):
     """Observed state of a placement, written by the controller."""
 
@@ -414,14 +429,8 @@ class PlacementStatus(StatusModel):
     """Set by the controller: `<Kind>Scheduled` (which clusters were picked, or why the placement
     cannot roll out) and `<Kind>Available` (every picked cluster holds the same snapshot and it is
     ready), or `<Kind>DiffReported` with applyStrategy ReportDiff."""
-    deliveries: AtomicMap | None = None
-    """Set by the controller: what it delivered, per cluster (`namespace/name` when the name is used
-    in more than one namespace): the snapshot index and content hash applied there (a run leaves
-    both out of an entry at its own snapshot), when, and when it became available. Written after
-    each apply, so a cluster missing here is delivered again."""
-    deletions: AtomicMap | None = None
-    """Set by the controller: per cluster the content is being removed from, when its removal
-    started and when it was done."""
+    deliveries: AtomicMap | None = _DELIVERIES
+    deletions: AtomicMap | None = _DELETIONS
 
 
 def _placement_columns(prefix: str) -> tuple[dict[str, Any], ...]:
@@ -800,14 +809,8 @@ class UpdateRunStatus(StatusModel):
     picked. The content is removed from them after the last stage."""
     conditions: list[Condition] | None = None
     """Set by the controller: the run's `Initialized`, `Progressing` and `Succeeded` conditions."""
-    deliveries: AtomicMap | None = None
-    """Set by the controller: what it delivered, per cluster (`namespace/name` when the name is used
-    in more than one namespace): the snapshot index and content hash applied there (a run leaves
-    both out of an entry at its own snapshot), when, and when it became available. Written after
-    each apply, so a cluster missing here is delivered again."""
-    deletions: AtomicMap | None = None
-    """Set by the controller: per cluster the content is being removed from, when its removal
-    started and when it was done."""
+    deliveries: AtomicMap | None = _DELIVERIES
+    deletions: AtomicMap | None = _DELETIONS
 
 
 _RUN_COLUMNS = (
