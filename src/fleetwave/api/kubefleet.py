@@ -402,7 +402,7 @@ _DELIVERIES = Field(
     default=None,
     description="Set by the controller: what it delivered, per cluster (`namespace/name` when the name "
     "is used in more than one namespace): the snapshot index and content hash applied there (a run "
-    "leaves both out of an entry at its own snapshot), when, and when it became available. Written "
+    "leaves the hash out of an entry at its own snapshot), when, and when it became available. Written "
     "after each apply, so a cluster missing here is delivered again.",
 )
 _DELETIONS = Field(

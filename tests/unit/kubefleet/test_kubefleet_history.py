@@ -58,16 +58,3 @@ def test_merging_what_latest_made_of_each_ledger_is_latest_over_all_of_them() ->
     assert merged["a"].index == "1"  # the same time: the later ledger's
     assert merged["b"].index == "2"  # newer in the first ledger
     assert merged["c"].index is None
-
-
-def test_a_runs_entry_without_an_index_holds_the_runs_snapshot() -> None:
-    # ADR 0137: a run writes no index on entries at the snapshot it delivers.
-    run = {
-        "resourceSnapshotIndexUsed": "3",
-        "deliveries": {
-            "a": {"appliedAt": "t", "doneAt": "t"},
-            "b": {"index": "2", "appliedAt": "t", "doneAt": "t"},
-        },
-    }
-    held = history.latest([run])
-    assert (held["a"].index, held["b"].index) == ("3", "2")

@@ -93,8 +93,8 @@ def test_record_survives_a_round_trip_through_status_and_writes_no_nulls() -> No
     assert None not in _leaves(own)  # a null would be dropped by the API server and re-sent forever
 
 
-def test_ledger_entries_at_the_runs_snapshot_name_neither_its_index_nor_its_hash() -> None:
-    # ADR 0137: the same index and 64-character hash on every cluster, sent on every status write.
+def test_ledger_entries_at_the_runs_snapshot_leave_its_hash_out_and_keep_their_index() -> None:
+    # ADR 0137: the same 64-character hash on every cluster, sent on every status write.
     where = _setting()
     back = lg.Delivered("0", "h0", applied_at=st.fmt(T0), message="ready")  # a rollback's target
     odd = lg.Delivered("1", "", applied_at=st.fmt(T0))  # an empty hash round-trips as empty
@@ -102,13 +102,19 @@ def test_ledger_entries_at_the_runs_snapshot_name_neither_its_index_nor_its_hash
     record = _record(where, ledger=ledger)
     dumped = run_record.dump(record)
     assert dumped["deliveries"]["fleet/dev-1"] == {
+        "index": "1",
         "appliedAt": st.fmt(T0),
         "message": "ready",
         "doneAt": st.fmt(T0),
     }
     assert dumped["deliveries"]["fleet/dev-2"]["index"] == "0"
     assert dumped["deliveries"]["fleet/dev-2"]["hash"] == "h0"
-    assert dumped["deliveries"]["fleet/dev-3"] == {"hash": "", "appliedAt": st.fmt(T0), "message": ""}
+    assert dumped["deliveries"]["fleet/dev-3"] == {
+        "index": "1",
+        "hash": "",
+        "appliedAt": st.fmt(T0),
+        "message": "",
+    }
     assert run_record.load(dumped) == record
 
 
@@ -116,7 +122,7 @@ def test_a_ledger_written_with_every_index_and_hash_reads_the_same() -> None:
     where = _setting()
     record = _record(where, ledger={"fleet/dev-1": _done("fleet/dev-1", T0)})
     dumped = run_record.dump(record)
-    dumped["deliveries"]["fleet/dev-1"] |= {"index": "1", "hash": "h1"}  # as written before ADR 0137
+    dumped["deliveries"]["fleet/dev-1"] |= {"hash": "h1"}  # as written before ADR 0137
     assert run_record.load(dumped) == record
 
 

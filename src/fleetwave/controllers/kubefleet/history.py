@@ -26,12 +26,10 @@ class Held:
 
 
 def _events(status: Obj) -> Iterable[Held]:
-    # A run's entry at the snapshot it delivers names no index (ADR 0137): it is the run's.
-    implied = status.get("resourceSnapshotIndexUsed")
     for cluster, entry in (status.get("deliveries") or {}).items():
         if entry.get("appliedAt"):
             diffs = tuple(d for d in entry.get("diffedPlacements") or () if isinstance(d, Mapping))
-            index, at = str(entry.get("index", implied)), str(entry["appliedAt"])
+            index, at = str(entry.get("index")), str(entry["appliedAt"])
             applied = entry.get("overrides") if isinstance(entry.get("overrides"), Mapping) else {}
             error = str(entry.get("overrideError") or "")
             yield Held(cluster, index, at, bool(entry.get("doneAt")), diffs, applied, error)

@@ -48,17 +48,6 @@ class Content:
 
 
 @dataclass(frozen=True, slots=True)
-class Implied:
-    """The snapshot a run delivers: an entry at it is written without its index and hash (ADR 0137;
-    the same 64-character hash on every cluster was ~7 KB of a run's status at 100 clusters, sent to
-    the API server on every status write). An entry at any other snapshot (a rollback's target) or
-    content (a cluster's overrides) names its own."""
-
-    index: str
-    hash: str
-
-
-@dataclass(frozen=True, slots=True)
 class Delivered:
     index: str
     hash: str
@@ -71,11 +60,16 @@ class Delivered:
     overrides: Mapping[str, Any] = field(default_factory=dict)
     override_error: str | None = None
 
+    # `implied_hash`: the content hash of the snapshot a run delivers. A run's entry at it is written
+    # without it (ADR 0137: the same 64 characters on every cluster, ~7 KB of a run's status at 100
+    # clusters, sent to the API server on every status write); an entry at another content (a
+    # rollback's target, a cluster's overrides) names its own. The index is always written: a
+    # controller from before reads who holds which snapshot from it.
     @classmethod
-    def load(cls, raw: Mapping[str, Any], implied: Implied | None = None) -> Delivered:
+    def load(cls, raw: Mapping[str, Any], implied_hash: str | None = None) -> Delivered:
         return cls(
-            index=_own_or(raw.get("index"), implied.index if implied else ""),
-            hash=_own_or(raw.get("hash"), implied.hash if implied else ""),
+            index=str(raw.get("index") or ""),
+            hash=_own_or(raw.get("hash"), implied_hash or ""),
             applied_at=str(raw.get("appliedAt") or ""),
             message=str(raw.get("message") or ""),
             error=str(raw["error"]) if raw.get("error") else None,
@@ -85,11 +79,9 @@ class Delivered:
             override_error=str(raw["overrideError"]) if raw.get("overrideError") else None,
         )
 
-    def dump(self, implied: Implied | None = None) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        if implied is None or self.index != implied.index:
-            out["index"] = self.index
-        if implied is None or self.hash != implied.hash:
+    def dump(self, implied_hash: str | None = None) -> dict[str, Any]:
+        out: dict[str, Any] = {"index": self.index}
+        if self.hash != implied_hash:
             out["hash"] = self.hash
         out["appliedAt"] = self.applied_at
         out["message"] = self.message
@@ -107,19 +99,19 @@ class Delivered:
 
 
 def _own_or(value: Any, implied: str) -> str:
-    """An entry's own index or hash when it names one (an empty one included: it round-trips)."""
+    """An entry's own hash when it names one (an empty one included: it round-trips)."""
     return implied if value is None else str(value)
 
 
 Ledger = Mapping[str, Delivered]
 
 
-def load(raw: Mapping[str, Any] | None, implied: Implied | None = None) -> Ledger:
-    return {c: Delivered.load(e, implied) for c, e in (raw or {}).items() if isinstance(e, Mapping)}
+def load(raw: Mapping[str, Any] | None, implied_hash: str | None = None) -> Ledger:
+    return {c: Delivered.load(e, implied_hash) for c, e in (raw or {}).items() if isinstance(e, Mapping)}
 
 
-def dump(ledger: Ledger, implied: Implied | None = None) -> dict[str, dict[str, Any]]:
-    return {c: e.dump(implied) for c, e in sorted(ledger.items())}
+def dump(ledger: Ledger, implied_hash: str | None = None) -> dict[str, dict[str, Any]]:
+    return {c: e.dump(implied_hash) for c, e in sorted(ledger.items())}
 
 
 def merged(ledger: Ledger, entries: Ledger) -> Ledger:

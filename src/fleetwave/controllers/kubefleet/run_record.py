@@ -80,7 +80,7 @@ def load(status: Mapping[str, Any]) -> RunRecord:
             index=str(status["resourceSnapshotIndexUsed"]),
             strategy_raw=dict(status["stagedUpdateStrategySnapshot"]),
             rollout=engine_state.load(status["rollout"]),
-            ledger=lg.load(status.get("deliveries"), implied(status)),
+            ledger=lg.load(status.get("deliveries"), str(status["snapshot"]["hash"])),
             approvals=_seen(status.get("approvals")),
             deletion_clusters=tuple(str(c) for c in status.get("deletionClusters") or ()),
             deletions=rm.load(status.get("deletions")),
@@ -89,11 +89,6 @@ def load(status: Mapping[str, Any]) -> RunRecord:
         )
     except (KeyError, TypeError, ValueError) as e:
         raise Unreadable(f"the run's record in status is damaged ({type(e).__name__}: {e})") from e
-
-
-def implied(status: Mapping[str, Any]) -> lg.Implied:
-    """The snapshot a run's ledger entries are at unless they name another (ADR 0137)."""
-    return lg.Implied(str(status["resourceSnapshotIndexUsed"]), str(status["snapshot"]["hash"]))
 
 
 def _seen(raw: Any) -> dict[str, Seen]:
@@ -111,7 +106,7 @@ def dump(record: RunRecord) -> dict[str, Any]:
         "resourceSnapshotIndexUsed": record.index,
         "stagedUpdateStrategySnapshot": dict(record.strategy_raw),
         "rollout": engine_state.dump(record.rollout),
-        "deliveries": lg.dump(record.ledger, lg.Implied(record.index, record.snapshot_hash)),
+        "deliveries": lg.dump(record.ledger, record.snapshot_hash),  # ADR 0137
         "approvals": {n: _dump_seen(s) for n, s in sorted(record.approvals.items())},
         "deletionClusters": list(record.deletion_clusters),
         "deletions": rm.dump(record.deletions),
