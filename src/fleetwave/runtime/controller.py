@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Hashable, Iterable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from fleetwave.kube import lanes, ops
+from fleetwave.kube import fence, lanes, ops
 from fleetwave.runtime import metrics, queueing, watching
 
 log = logging.getLogger(__name__)
@@ -196,6 +196,10 @@ class Controller(Generic[K]):
                 # guarded by the resourceVersion it read was refused): the retry reads it afresh.
                 # Routine under concurrent edits, so no traceback.
                 log.debug("controller %s: %r: %s; retrying", self.name, key, ops.message_of(e))
+            elif isinstance(e, fence.FencedWrite):
+                # The lease is not confirmed: the fence has said so once for the whole spell, and
+                # every reconcile in flight meets it; the retry writes once the lease is renewed.
+                log.debug("controller %s: %r: %s; retrying", self.name, key, e)
             else:
                 log.exception(
                     "controller %s: reconcile of %r failed", self.name, key, extra=_about(self.name, key)

@@ -10,7 +10,7 @@ from typing import Any
 import httpx2
 import pytest
 
-from fleetwave.kube import ops, status
+from fleetwave.kube import fence, ops, status
 from fleetwave.runtime import controller, events, leader, metrics, probes, queueing
 
 
@@ -103,6 +103,21 @@ async def test_an_object_gone_or_changed_mid_reconcile_is_retried_without_a_trac
     assert [r.levelno for r in caplog.records] == [logging.DEBUG, logging.DEBUG]
     assert "retrying" in caplog.records[0].getMessage()
     assert said in caplog.records[0].getMessage()
+    assert all(r.exc_info is None for r in caplog.records)
+
+
+async def test_a_write_the_fence_refused_is_retried_without_a_traceback(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # While the lease is unconfirmed every reconcile in flight meets the fence; the fence logs the
+    # spell once, so each reconcile's refusal is a debug line, and the key is retried with backoff.
+    refused = fence.FencedWrite("PATCH request refused: this replica's lease is not confirmed")
+    with caplog.at_level(logging.DEBUG, logger="fleetwave.runtime.controller"):
+        q, m, _timer = await run_once(refused)
+    assert q.num_requeues("k") == 1
+    assert count(m, "error") == 1
+    assert [r.levelno for r in caplog.records] == [logging.DEBUG, logging.DEBUG]
+    assert "lease is not confirmed; retrying" in caplog.records[0].getMessage()
     assert all(r.exc_info is None for r in caplog.records)
 
 
