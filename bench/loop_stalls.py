@@ -71,7 +71,7 @@ def _watchdog(main: int) -> None:
 
 
 def main() -> None:
-    loop_lag.watch = _watched(loop_lag.watch)  # type: ignore[assignment]
+    loop_lag.watch = _watched(loop_lag.watch)
     leader.LeaderElector.try_acquire_or_renew = _timed(  # type: ignore[method-assign]
         leader.LeaderElector.try_acquire_or_renew
     )

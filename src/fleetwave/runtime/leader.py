@@ -105,6 +105,7 @@ class LeaderElector:
         self._wall_clock = wall_clock
         self._fence = write_fence or fence.Fence()  # not armed: enforces nothing
         self.renewed_at: float | None = None  # monotonic time at which the last successful attempt began
+        self._held: Lease | None = None  # the lease as our last write returned it, while we hold it
 
     def _now(self) -> float:
         return self._monotonic() if self._monotonic is not None else asyncio.get_running_loop().time()
@@ -128,6 +129,7 @@ class LeaderElector:
                 stop_if_cancelled()
         finally:
             self.leading.clear()
+            self._held = None
             self._fence.dropped(self._fence_key)
 
     async def renew(self) -> bool:
@@ -136,6 +138,7 @@ class LeaderElector:
         deadline = self._last_renew() + self.renew_deadline
         attempt = await self._bounded_attempt(deadline - self._now())
         if attempt is Attempt.OTHER or (attempt is Attempt.FAILED and self._now() >= deadline):
+            self._held = None
             self._fence.dropped(self._fence_key)
             log.error("leader election %s/%s: %s lost the lease", self.namespace, self.name, self.identity)
             return False
@@ -177,6 +180,10 @@ class LeaderElector:
     async def _try_acquire_or_renew(self) -> Attempt:
         # Both clocks are read before any request: see the module docstring.
         now, wall = self._now(), self._wall_clock()
+        if self._held is not None:
+            renewed = await self._renew_in_one_request(self._held, now, wall)
+            if renewed is not None:
+                return renewed
         try:
             lease = await self._api.get(Lease, self.name, namespace=self.namespace)
         except ops.ApiError as exc:
@@ -200,7 +207,21 @@ class LeaderElector:
             return Attempt.OTHER
         return await self._write(lease, now, wall)
 
-    async def _write(self, lease: Lease | None, now: float, wall: dt.datetime) -> Attempt:
+    async def _renew_in_one_request(self, held: Lease, now: float, wall: dt.datetime) -> Attempt | None:
+        """The holder's renewal in one request, as client-go's: the lease written over the version our
+        last write returned, with no read before it. Under load every request to the API server
+        waits its turn, and a renewal of two requests waits twice. None when the server refused it
+        (someone else wrote the lease, or deleted it): the caller reads it and judges it afresh."""
+        try:
+            return await self._write(held, now, wall, quiet=True)
+        except ops.ApiError:
+            self._held = None
+            return None
+
+    async def _write(
+        self, lease: Lease | None, now: float, wall: dt.datetime, *, quiet: bool = False
+    ) -> Attempt:
+        """`quiet`: an error the API server answered is raised, not logged (`_renew_in_one_request`)."""
         old = lease.spec if lease is not None and lease.spec is not None else LeaseSpec()
         taking_over = old.holderIdentity != self.identity
         spec = LeaseSpec(
@@ -213,6 +234,8 @@ class LeaderElector:
         try:
             written = await self._put(lease, spec)
         except ops.ApiError as exc:
+            if quiet:
+                raise
             if ops.code_of(exc) != ops.CONFLICT:
                 log.warning("leader election: writing the lease failed: %s", exc)
             return Attempt.FAILED
@@ -220,6 +243,7 @@ class LeaderElector:
             log.warning("leader election: writing the lease failed: %s", exc)
             return Attempt.FAILED
         self._observed = Observation(str(written.metadata.resourceVersion), now)
+        self._held = written
         self.renewed_at = now
         # Writes may go out until the renew deadline counted from the attempt's start, as the holder's
         # own give-up: the time the request took is already spent.
@@ -244,6 +268,7 @@ class LeaderElector:
     async def release(self) -> bool:
         """Give the lease up if we hold it, so a successor need not wait for it to expire."""
         self.leading.clear()
+        self._held = None
         self._fence.dropped(self._fence_key)
         wall = self._wall_clock()
         with fence.exempt():

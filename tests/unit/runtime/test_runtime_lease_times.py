@@ -18,6 +18,7 @@ from lightkube.models.coordination_v1 import LeaseSpec
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.coordination_v1 import Lease
 
+from fleetwave.kube import ops
 from fleetwave.runtime import leader
 
 T0 = dt.datetime(2030, 1, 1, tzinfo=dt.UTC)
@@ -45,6 +46,7 @@ class SlowApi:
         self.version = 0
         self.written: list[tuple[float, LeaseSpec]] = []  # (clock when the write finished, spec)
         self.requests = 0
+        self.replaced_over: list[str] = []  # the resourceVersion each accepted replace was sent over
 
     def _take(self) -> None:
         self.requests += 1
@@ -69,7 +71,7 @@ class SlowApi:
     async def get(self, _resource: Any, _name: str, *, namespace: str) -> Lease:
         self._take()
         if self.lease is None:
-            raise leader.ops.ApiError(
+            raise ops.ApiError(
                 response=httpx2.Response(
                     404,
                     json={"kind": "Status", "code": 404, "message": "not found"},
@@ -84,7 +86,31 @@ class SlowApi:
 
     async def replace(self, lease: Lease) -> Lease:
         self._take()
+        assert lease.metadata is not None
+        if lease.metadata.resourceVersion != str(self.version):  # as the API server's precondition
+            raise _refused(409, "the object has been modified")
+        self.replaced_over.append(str(lease.metadata.resourceVersion))
         return self._store(lease)
+
+    def taken_by(self, other: str) -> None:
+        """Another replica writes the lease (it took it over)."""
+        assert self.lease is not None
+        assert self.lease.spec is not None
+        self.version += 1
+        self.lease = Lease(
+            metadata=ObjectMeta(name="lock", namespace="ns", resourceVersion=str(self.version)),
+            spec=LeaseSpec(holderIdentity=other, leaseDurationSeconds=15, renewTime=T0),
+        )
+
+
+def _refused(code: int, message: str) -> ops.ApiError:
+    return ops.ApiError(
+        response=httpx2.Response(
+            code,
+            json={"kind": "Status", "code": code, "message": message},
+            request=httpx2.Request("PUT", "https://api/lease"),
+        )
+    )
 
 
 def _elector(api: SlowApi, clocks: Clocks) -> leader.LeaderElector:
@@ -126,9 +152,9 @@ async def test_renew_time_is_the_wall_time_before_the_request_not_after_the_resp
 async def test_the_renew_deadline_counts_from_the_start_of_the_last_successful_attempt() -> None:
     clocks = Clocks()
     refused = httpx2.ConnectError("connection refused")
-    # Acquire at once (GET 404 + create); then a renewal whose requests take 4 s + 5 s and succeed;
+    # Acquire at once (GET 404 + create); then a renewal (one write) that takes 9 s and succeeds;
     # then failures (each moves the clocks by 2 s).
-    api = SlowApi(clocks, [0.0, 0.0, 4.0, 5.0, refused, refused, refused, refused, refused, refused])
+    api = SlowApi(clocks, [0.0, 0.0, 9.0, refused, refused, refused, refused, refused, refused])
     elector = _elector(api, clocks)
 
     await elector.run()  # returns when leadership is lost
@@ -136,7 +162,7 @@ async def test_the_renew_deadline_counts_from_the_start_of_the_last_successful_a
     # The slow renewal began at 0 s and its response came at 9 s: the deadline is 0 + 10 s, so the
     # first failure (ending at 11 s) loses the lease. Counting from the response (9 s) would have
     # kept leading until 19 s, through four more failures.
-    assert api.requests == 5
+    assert api.requests == 4
     assert clocks.t == 11.0
     assert elector.renewed_at == 0.0
     assert not elector.is_leader
@@ -192,3 +218,38 @@ def test_a_cancellation_swallowed_on_the_way_still_stops_the_renewal_loop() -> N
     checked, stopped = asyncio.run(main())
     assert checked == [True]
     assert stopped
+
+
+async def test_the_holder_renews_in_one_request_over_the_version_its_last_write_returned() -> None:
+    clocks = Clocks()
+    api = SlowApi(clocks, [0.0] * 5)  # acquire (GET 404 + create), then three renewals
+    elector = _elector(api, clocks)
+    assert await elector.try_acquire_or_renew() is leader.Attempt.HELD
+    assert api.requests == 2
+
+    for expected in ("1", "2", "3"):
+        clocks.t += 2.0
+        assert await elector.try_acquire_or_renew() is leader.Attempt.HELD
+        assert api.replaced_over[-1] == expected  # no read: the version the last write returned
+    assert api.requests == 5  # one write per renewal
+    assert elector.renewed_at == 6.0
+
+
+async def test_a_holder_whose_lease_was_taken_reads_it_and_gives_up() -> None:
+    clocks = Clocks()
+    api = SlowApi(clocks, [0.0, 0.0])
+    elector = _elector(api, clocks)
+    assert await elector.try_acquire_or_renew() is leader.Attempt.HELD
+
+    api.taken_by("them")  # e.g. we were paused past the lease's duration
+    clocks.t += 2.0
+    # The write over our version is refused (409); the lease read then names another live holder.
+    assert await elector.try_acquire_or_renew() is leader.Attempt.OTHER
+    assert api.requests == 4  # GET 404, create, the refused write, the read
+    assert api.lease is not None
+    assert api.lease.spec is not None
+    assert api.lease.spec.holderIdentity == "them"
+
+    # The next attempt reads first: nothing is written over another holder's lease.
+    assert await elector.try_acquire_or_renew() is leader.Attempt.OTHER
+    assert api.requests == 5
