@@ -5,7 +5,14 @@ right to delete a Secret."""
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
+from types import SimpleNamespace
+from typing import Any
 
+from lightkube.generic_resource import create_global_resource
+
+from fleetwave.api import families
+from fleetwave.controllers.shared.context import Cache
 from fleetwave.controllers.sveltos import content, content_gc
 
 NOW = dt.datetime(2030, 1, 1, tzinfo=dt.UTC)
@@ -71,3 +78,72 @@ def test_a_secret_snapshot_is_owned_by_its_anchor_configmap() -> None:
     # No blockOwnerDeletion: that would need a right on the anchor's finalizers.
     plain = content.snapshot_object(content.Resolved(H4, {"policies": []}), "fleetwave-system")
     assert "ownerReferences" not in plain["metadata"]
+
+
+class _Informer:
+    """The parts of an Informer the cache's index uses: a store and change handlers."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self.store: dict[str, Any] = {}
+        self.revision = 0
+        self.handlers: list[Callable[[str, Any], None]] = []
+
+    def get(self, key: str) -> Any:
+        return self.store.get(key)
+
+    def on_change(self, handler: Callable[[str, Any], None]) -> None:
+        self.handlers.append(handler)
+
+    def put(self, raw: dict[str, Any], event: str = "ADDED") -> None:
+        obj = _RESOURCES[self.kind].from_dict(raw)
+        self.store[raw["metadata"]["name"]] = obj
+        self.revision += 1
+        for handler in self.handlers:
+            handler(event, obj)
+
+    def delete(self, name: str) -> None:
+        obj = self.store.pop(name)
+        self.revision += 1
+        for handler in self.handlers:
+            handler("DELETED", obj)
+
+
+_RESOURCES = {
+    kind: create_global_resource("fleetwave.io", "v1alpha1", kind + "Gc", kind.lower() + "gcs")
+    for kind in ("ClusterSummary", "ClusterProfile", "ClusterPromotion")
+}
+
+
+def _collector() -> tuple[content_gc.Collector, dict[str, _Informer]]:
+    informers = {kind: _Informer(kind) for kind in _RESOURCES}
+    cache = Cache(informers)  # type: ignore[arg-type]
+    return content_gc.Collector([SimpleNamespace(family=families.NATIVE, cache=cache)]), informers  # type: ignore[list-item]
+
+
+def _summary(name: str, snapshot: str) -> dict[str, Any]:
+    return {"metadata": {"name": name, "annotations": {"fleetwave.io/content": snapshot}}}
+
+
+def test_the_collector_finds_what_names_a_snapshot_through_indexes_kept_from_events() -> None:
+    collector, informers = _collector()
+    summaries = informers["ClusterSummary"]
+    summaries.put(_summary("s1", "fw-content-a"))  # before the index exists: read when it is made
+    assert collector.is_named("fw-content-a")
+    assert not collector.is_named("fw-content-b")
+
+    summaries.put(_summary("s2", "fw-content-b"))
+    summaries.put(_summary("s1", "fw-content-b"), event="MODIFIED")  # moved on to the new content
+    assert not collector.is_named("fw-content-a")
+    assert collector.is_named("fw-content-b")
+    summaries.delete("s1")
+    assert collector.is_named("fw-content-b")  # s2 still names it
+    summaries.delete("s2")
+    assert not collector.is_named("fw-content-b")
+
+    informers["ClusterProfile"].put({"metadata": {"name": "p"}, "status": {"rollout": {"contentHash": H1}}})
+    assert collector.is_named("fw-content-s-" + H1[:40])
+    informers["ClusterPromotion"].put(
+        {"metadata": {"name": "r"}, "status": {"revisions": [{"revision": 1, "snapshot": "fw-content-old"}]}}
+    )
+    assert collector.is_named("fw-content-old")

@@ -55,7 +55,7 @@ class Cache:
         # a kubeconfig named by any family's member is a credential to every family.
         self.peers: list[Cache] = []
         self._memo: dict[str, tuple[tuple[int, ...], Any]] = {}
-        self._indexes: dict[tuple[str, str], _LabelIndex] = {}
+        self._indexes: dict[tuple[str, str], ValueIndex] = {}
 
     def has(self, kind: str) -> bool:
         """Whether an informer of `kind` feeds this cache (Cluster API clusters may not: ADR 0109)."""
@@ -85,12 +85,23 @@ class Cache:
     def labelled(self, kind: str, label: str, value: str) -> Objects:
         """The objects of `kind` whose `label` is `value`, through an index kept from informer events
         (made on first use), in native form: no scan of the whole kind."""
-        index = self._indexes.get((kind, label))
+        slot = (kind, "label " + label)
+        index = self._indexes.get(slot)
         if index is None:
-            index = self._indexes[(kind, label)] = _LabelIndex(self.informers[kind], label)
+            index = self._indexes[slot] = ValueIndex(self.informers[kind], _label_reader(label))
         informer = self.informers[kind]
         found = (informer.get(key) for key in sorted(index.keys_of(value)))
         return [self._view(kind, as_dict(o)) for o in found if o is not None]
+
+    def index(self, kind: str, name: str, values_of: Callable[[dict[str, Any]], Iterable[str]]) -> ValueIndex:
+        """The index `name` of `kind` (made on first use): its objects' keys by the values
+        `values_of` reads from each, in native form, kept up to date from informer events."""
+        found = self._indexes.get((kind, name))
+        if found is None:
+            found = self._indexes[(kind, name)] = ValueIndex(
+                self.informers[kind], lambda obj: values_of(self._view(kind, as_dict(obj)))
+            )
+        return found
 
     def memo(
         self, name: str, kind: str | tuple[str, ...], build: Callable[[], T], *, everywhere: bool = False
@@ -120,12 +131,13 @@ class Cache:
         return list(self.informers[kind].store.values())
 
 
-class _LabelIndex:
-    """Keys of an informer's objects by the value of one label, kept up to date by its events."""
+class ValueIndex:
+    """Keys of an informer's objects by the values `values_of` reads from each, kept up to date by
+    its events: what would otherwise be a scan of the whole kind is a lookup."""
 
-    def __init__(self, informer: Informer, label: str) -> None:
-        self.label = label
-        self._value_of: dict[str, str] = {}
+    def __init__(self, informer: Informer, values_of: Callable[[Any], Iterable[str]]) -> None:
+        self._values_of = values_of
+        self._held: dict[str, frozenset[str]] = {}
         self._keys: dict[str, set[str]] = {}
         for key, obj in informer.store.items():
             self._put(key, obj)
@@ -141,17 +153,26 @@ class _LabelIndex:
             self._put(key, obj)
 
     def _put(self, key: str, obj: Any) -> None:
-        value = (obj.metadata.labels or {}).get(self.label)
-        if value is not None:
-            self._value_of[key] = value
-            self._keys.setdefault(value, set()).add(key)
+        values = frozenset(v for v in self._values_of(obj) if v)
+        if values:
+            self._held[key] = values
+            for value in values:
+                self._keys.setdefault(value, set()).add(key)
 
     def _drop(self, key: str) -> None:
-        old = self._value_of.pop(key, None)
-        if old is not None:
-            self._keys[old].discard(key)
-            if not self._keys[old]:
-                del self._keys[old]
+        for value in self._held.pop(key, frozenset()):
+            keys = self._keys[value]
+            keys.discard(key)
+            if not keys:
+                del self._keys[value]
+
+
+def _label_reader(label: str) -> Callable[[Any], Iterable[str]]:
+    def values_of(obj: Any) -> Iterable[str]:
+        value = (obj.metadata.labels or {}).get(label)
+        return () if value is None else (str(value),)
+
+    return values_of
 
 
 def as_dict(obj: Any) -> dict[str, Any]:
