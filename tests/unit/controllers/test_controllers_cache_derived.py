@@ -3,10 +3,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import pytest
+from informer_support import FakeInformer
 from lightkube.generic_resource import create_global_resource
 
 from fleetwave.api.sveltos import ClusterProfile
@@ -16,36 +16,12 @@ from fleetwave.controllers.sveltos import rollout_common, summary_writes
 Summary = create_global_resource("fleetwave.io", "v1alpha1", "ClusterSummaryT", "clustersummariest")
 
 
-class FakeInformer:
-    """The parts of an Informer the cache uses: a store, a revision, change handlers."""
-
-    def __init__(self) -> None:
-        self.store: dict[str, Any] = {}
-        self.revision = 0
-        self.handlers: list[Callable[[str, Any], None]] = []
-
-    def get(self, key: str) -> Any:
-        return self.store.get(key)
-
-    def on_change(self, handler: Callable[[str, Any], None]) -> None:
-        self.handlers.append(handler)
-
-    def put(self, name: str, labels: dict[str, str], event: str = "ADDED") -> None:
-        obj = Summary.from_dict({"metadata": {"name": name, "labels": labels}})
-        self.store[name] = obj
-        self.revision += 1
-        for h in self.handlers:
-            h(event, obj)
-
-    def delete(self, name: str) -> None:
-        obj = self.store.pop(name)
-        self.revision += 1
-        for h in self.handlers:
-            h("DELETED", obj)
+def _labelled(name: str, labels: dict[str, str]) -> dict[str, Any]:
+    return {"metadata": {"name": name, "labels": labels}}
 
 
 def test_memo_rebuilds_only_when_the_kind_changed() -> None:
-    informer = FakeInformer()
+    informer = FakeInformer(Summary)
     cache = Cache({"ClusterSummary": informer})  # type: ignore[dict-item]
     builds: list[int] = []
 
@@ -55,38 +31,38 @@ def test_memo_rebuilds_only_when_the_kind_changed() -> None:
 
     assert cache.memo("n", "ClusterSummary", build) == 0
     assert cache.memo("n", "ClusterSummary", build) == 0
-    informer.put("a", {})
+    informer.put(_labelled("a", {}))
     assert cache.memo("n", "ClusterSummary", build) == 1
     assert builds == [0, 1]
 
 
 def test_memo_counts_the_peers_changes_when_asked_to() -> None:
-    mine, theirs = FakeInformer(), FakeInformer()
+    mine, theirs = FakeInformer(Summary), FakeInformer(Summary)
     cache, peer = Cache({"ClusterSummary": mine}), Cache({"ClusterSummary": theirs})  # type: ignore[dict-item]
     cache.peers = [peer]
     calls = []
     cache.memo("everywhere", "ClusterSummary", lambda: calls.append(1), everywhere=True)
-    theirs.put("x", {})
+    theirs.put(_labelled("x", {}))
     cache.memo("everywhere", "ClusterSummary", lambda: calls.append(1), everywhere=True)
     cache.memo("mine only", "ClusterSummary", lambda: calls.append(1))
-    theirs.put("y", {})
+    theirs.put(_labelled("y", {}))
     cache.memo("mine only", "ClusterSummary", lambda: calls.append(1))
     assert len(calls) == 3  # the peer's second change does not concern "mine only"
 
 
 def test_labelled_follows_adds_relabels_and_deletes() -> None:
-    informer = FakeInformer()
-    informer.put("before-index", {"profile": "p"})
+    informer = FakeInformer(Summary)
+    informer.put(_labelled("before-index", {"profile": "p"}))
     cache = Cache({"ClusterSummary": informer})  # type: ignore[dict-item]
 
     def names(value: str) -> list[str]:
         return [o["metadata"]["name"] for o in cache.labelled("ClusterSummary", "profile", value)]
 
     assert names("p") == ["before-index"]
-    informer.put("b", {"profile": "p"})
-    informer.put("c", {"profile": "q"})
+    informer.put(_labelled("b", {"profile": "p"}))
+    informer.put(_labelled("c", {"profile": "q"}))
     assert names("p") == ["b", "before-index"]
-    informer.put("b", {"profile": "q"}, event="MODIFIED")
+    informer.put(_labelled("b", {"profile": "q"}), event="MODIFIED")
     assert names("p") == ["before-index"]
     assert names("q") == ["b", "c"]
     informer.delete("c")

@@ -5,10 +5,10 @@ right to delete a Secret."""
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
+from informer_support import FakeInformer
 from lightkube.generic_resource import create_global_resource
 
 from fleetwave.api import families
@@ -80,43 +80,14 @@ def test_a_secret_snapshot_is_owned_by_its_anchor_configmap() -> None:
     assert "ownerReferences" not in plain["metadata"]
 
 
-class _Informer:
-    """The parts of an Informer the cache's index uses: a store and change handlers."""
-
-    def __init__(self, kind: str) -> None:
-        self.kind = kind
-        self.store: dict[str, Any] = {}
-        self.revision = 0
-        self.handlers: list[Callable[[str, Any], None]] = []
-
-    def get(self, key: str) -> Any:
-        return self.store.get(key)
-
-    def on_change(self, handler: Callable[[str, Any], None]) -> None:
-        self.handlers.append(handler)
-
-    def put(self, raw: dict[str, Any], event: str = "ADDED") -> None:
-        obj = _RESOURCES[self.kind].from_dict(raw)
-        self.store[raw["metadata"]["name"]] = obj
-        self.revision += 1
-        for handler in self.handlers:
-            handler(event, obj)
-
-    def delete(self, name: str) -> None:
-        obj = self.store.pop(name)
-        self.revision += 1
-        for handler in self.handlers:
-            handler("DELETED", obj)
-
-
 _RESOURCES = {
     kind: create_global_resource("fleetwave.io", "v1alpha1", kind + "Gc", kind.lower() + "gcs")
     for kind in ("ClusterSummary", "ClusterProfile", "ClusterPromotion")
 }
 
 
-def _collector() -> tuple[content_gc.Collector, dict[str, _Informer]]:
-    informers = {kind: _Informer(kind) for kind in _RESOURCES}
+def _collector() -> tuple[content_gc.Collector, dict[str, FakeInformer]]:
+    informers = {kind: FakeInformer(resource) for kind, resource in _RESOURCES.items()}
     cache = Cache(informers)  # type: ignore[arg-type]
     return content_gc.Collector([SimpleNamespace(family=families.NATIVE, cache=cache)]), informers  # type: ignore[list-item]
 
