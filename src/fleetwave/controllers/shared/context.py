@@ -85,10 +85,7 @@ class Cache:
     def labelled(self, kind: str, label: str, value: str) -> Objects:
         """The objects of `kind` whose `label` is `value`, through an index kept from informer events
         (made on first use), in native form: no scan of the whole kind."""
-        slot = (kind, "label " + label)
-        index = self._indexes.get(slot)
-        if index is None:
-            index = self._indexes[slot] = ValueIndex(self.informers[kind], _label_reader(label))
+        index = self._index_of(kind, "label " + label, _label_reader(label))
         informer = self.informers[kind]
         found = (informer.get(key) for key in sorted(index.keys_of(value)))
         return [self._view(kind, as_dict(o)) for o in found if o is not None]
@@ -96,11 +93,12 @@ class Cache:
     def index(self, kind: str, name: str, values_of: Callable[[dict[str, Any]], Iterable[str]]) -> ValueIndex:
         """The index `name` of `kind` (made on first use): its objects' keys by the values
         `values_of` reads from each, in native form, kept up to date from informer events."""
+        return self._index_of(kind, name, lambda obj: values_of(self._view(kind, as_dict(obj))))
+
+    def _index_of(self, kind: str, name: str, values_of: Callable[[Any], Iterable[str]]) -> ValueIndex:
         found = self._indexes.get((kind, name))
         if found is None:
-            found = self._indexes[(kind, name)] = ValueIndex(
-                self.informers[kind], lambda obj: values_of(self._view(kind, as_dict(obj)))
-            )
+            found = self._indexes[(kind, name)] = ValueIndex(self.informers[kind], values_of)
         return found
 
     def memo(
