@@ -289,10 +289,14 @@ async def _serve(config: kubeclient.KubeConfig, settings: controllers.Settings, 
     client = kubeclient.async_client(config, target="management")
     watcher = kubeclient.async_client(config, target="management")
     leases = kubeclient.async_client(config, target="management")
-    # A process-wide choice, so here and not in the manager (which tests run in their own process).
-    frozen = asyncio.create_task(freezing.keep_long_lived_frozen()) if gc_freeze else None
+    frozen: asyncio.Task[None] | None = None
     try:
-        await controllers.build(client, settings, watch_client=watcher, lease_client=leases).run()
+        manager = controllers.build(client, settings, watch_client=watcher, lease_client=leases)
+        if gc_freeze:  # process-wide, so here and not in the manager (tests run managers in-process)
+            # A GC sweep is taken when the manager's lease leaves room for its pause (ADR 0139).
+            sweeping = freezing.keep_long_lived_frozen(time_left=manager.fence.time_left)
+            frozen = asyncio.create_task(sweeping)
+        await manager.run()
     finally:
         if frozen is not None:
             frozen.cancel()

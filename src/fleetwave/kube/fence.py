@@ -78,6 +78,14 @@ class Fence:
         now = self._clock()
         return bool(self._deadlines) and all(now < deadline for deadline in self._deadlines.values())
 
+    def time_left(self) -> float | None:
+        """Seconds until the first held lease's deadline passes (negative once past); None while no
+        lease is held or the fence is not armed, when a pause of this process endangers no lease. A
+        long stop of the event loop (a full GC sweep) is taken only when it fits (`gc_freeze`)."""
+        if not self._armed or not self._deadlines:
+            return None
+        return min(self._deadlines.values()) - self._clock()
+
     def check(self, what: str) -> None:
         """Raise `FencedWrite` (and log it) unless a write may go out now."""
         if _EXEMPT.get() or self.is_open():

@@ -5,28 +5,146 @@ member clusters the informer caches alone are millions of objects. Once a minute
 frees the cyclic garbage made since the last round, and the objects still alive are moved to the
 GC's permanent generation (`gc.freeze`), so collections walk only what was allocated since. Frozen
 objects are still freed as soon as nothing refers to them; only reference cycles among them wait,
-for the sweep every half hour (unfreeze, one full collection, freeze again): memory held by such
-cycles is bounded by that period, and the loop pays one long pause per sweep instead of one every
-time the heap grows by a quarter.
+for the sweep every half hour (unfreeze, one full collection, freeze again), and the loop pays one
+long pause per sweep instead of one every time the heap grows by a quarter.
 
 Between rounds the GC makes no full collection of its own (ADR 0122): under load it made
 one every few seconds, each walking all that had survived since the last freeze (~130 ms at 100
 rollouts over 100 clusters), and a gate due meanwhile waited for it. The round's collection does
 that walk once a minute.
+
+A sweep's pause grows with the heap (4.2 s at 51,000 ClusterSummaries), and a leader whose loop
+stands still cannot renew its lease (ADR 0139). So a sweep is foretold from the seconds per object
+the collections so far took, and taken only when it fits in what the lease leaves, just after a
+renewal; one that cannot fit is put off, and says so once per period. Memory held by cycles among
+frozen objects is bounded by the sweep period while sweeps fit.
 """
 
 from __future__ import annotations
 
 import asyncio
 import gc
+import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
+
+log = logging.getLogger(__name__)
 
 FREEZE_EVERY = 60.0
 SWEEP_EVERY = 1800.0
 # The oldest generation's threshold while rounds run: collections of the middle generation between
 # two automatic full collections. Under load there are a few per second, so a round comes first.
 DEFERRED_FULL = 100_000
+# What the renewal after a sweep may take: 1.0-1.8 s under load at 51,000 summaries (ADR 0138).
+RENEWAL_RESERVE = 3.0
+# How long a due sweep waits for the moment right after a renewal, when the lease leaves the most
+# time: more than one renewal period (2 s at the default --lease-duration of 15 s).
+SWEEP_WAIT = 5.0
+POLL = 0.05
+# A round walks young objects, which lie closer together in memory than the whole heap: per object,
+# a sweep took 1.5x a round's time (290 vs 190 ns, 4.4 million objects, ADR 0139). Until the first
+# sweep is measured, a round's rate times this foretells it.
+SWEEP_OVER_ROUND = 2.0
+# Collections over fewer objects say little about the rate per object.
+MIN_SAMPLE = 10_000
+
+TimeLeft = Callable[[], float | None]
+
+
+def _no_lease() -> float | None:
+    return None
+
+
+@dataclass(slots=True)
+class PauseForecast:
+    """Seconds per object of the collections seen so far, and from them a sweep's pause."""
+
+    per_object_round: float = 0.0
+    per_object_sweep: float = 0.0
+
+    def observed(self, seconds: float, objects: int, *, sweep: bool) -> None:
+        if objects < MIN_SAMPLE:
+            return
+        if sweep:
+            self.per_object_sweep = seconds / objects
+        else:
+            self.per_object_round = max(seconds / objects, self.per_object_round / 2)
+
+    def sweep_seconds(self, frozen: int) -> float:
+        per_object = self.per_object_sweep or self.per_object_round * SWEEP_OVER_ROUND
+        return frozen * per_object
+
+
+def fits(pause: float, time_left: float | None) -> bool:
+    """Whether a pause leaves the lease time for the renewal after it; always, while no lease is held."""
+    return time_left is None or pause + RENEWAL_RESERVE <= time_left
+
+
+class _Rounds:
+    """The rounds' state: when the last sweep ran, what collections took, what was said."""
+
+    def __init__(self, *, every: float, clock: Callable[[], float], time_left: TimeLeft, wait: float) -> None:
+        self.forecast = PauseForecast()
+        self._every, self._clock, self._time_left, self._wait = every, clock, time_left, wait
+        self._swept = clock()
+        self._said_put_off = False  # in this period
+
+    def sweep_due(self) -> bool:
+        return self._clock() - self._swept >= self._every
+
+    async def sweep_fits(self) -> bool:
+        """Wait up to `wait` for a moment the lease leaves room for the sweep (right after a renewal);
+        False, said once a period, when none came."""
+        pause = self.forecast.sweep_seconds(gc.get_freeze_count())
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + self._wait
+        while not fits(pause, self._time_left()):
+            if loop.time() >= give_up:
+                self._say_put_off(pause)
+                return False
+            await asyncio.sleep(POLL)
+        return True
+
+    def collect(self) -> None:
+        """All but what is frozen, then freeze what survived."""
+        before = gc.get_freeze_count()
+        started = time.perf_counter()
+        gc.collect()
+        seconds = time.perf_counter() - started
+        gc.freeze()
+        self.forecast.observed(seconds, gc.get_freeze_count() - before, sweep=False)
+
+    def sweep(self) -> None:
+        """Everything, frozen or not, then freeze what survived."""
+        foretold = self.forecast.sweep_seconds(gc.get_freeze_count())
+        gc.unfreeze()
+        self._swept, self._said_put_off = self._clock(), False
+        started = time.perf_counter()
+        freed = gc.collect()
+        seconds = time.perf_counter() - started
+        gc.freeze()
+        frozen = gc.get_freeze_count()
+        self.forecast.observed(seconds, frozen, sweep=True)
+        log.info(
+            "GC sweep: %d unreachable objects freed in %.2fs (foretold %.2fs); %d objects frozen",
+            freed,
+            seconds,
+            foretold,
+            frozen,
+        )
+
+    def _say_put_off(self, pause: float) -> None:
+        if self._said_put_off:
+            return
+        self._said_put_off = True
+        log.info(
+            "GC sweep put off: it would stop the event loop for about %.1fs (%d frozen objects), more "
+            "than the leader's lease leaves; reference cycles among long-lived objects wait for it "
+            "(a longer --lease-duration lets it run)",
+            pause,
+            gc.get_freeze_count(),
+        )
 
 
 async def keep_long_lived_frozen(
@@ -34,19 +152,22 @@ async def keep_long_lived_frozen(
     freeze_every: float = FREEZE_EVERY,
     sweep_every: float = SWEEP_EVERY,
     clock: Callable[[], float] = time.monotonic,
+    time_left: TimeLeft = _no_lease,
+    sweep_wait: float = SWEEP_WAIT,
 ) -> None:
     """Run until cancelled; everything frozen is handed back to the GC, and its thresholds restored,
-    on the way out."""
-    swept, thresholds = clock(), gc.get_threshold()
+    on the way out. `time_left`: seconds the leader's lease leaves before its deadline
+    (`Fence.time_left`), None while no lease is held."""
+    rounds = _Rounds(every=sweep_every, clock=clock, time_left=time_left, wait=sweep_wait)
+    thresholds = gc.get_threshold()
     gc.set_threshold(thresholds[0], thresholds[1], DEFERRED_FULL)
     try:
         while True:
             await asyncio.sleep(freeze_every)
-            if clock() - swept >= sweep_every:
-                gc.unfreeze()
-                swept = clock()
-            gc.collect()  # all but what is frozen: the sweep's walks everything
-            gc.freeze()
+            if rounds.sweep_due() and await rounds.sweep_fits():
+                rounds.sweep()
+            else:
+                rounds.collect()
     finally:
         gc.set_threshold(*thresholds)
         gc.unfreeze()

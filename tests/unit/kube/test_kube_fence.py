@@ -210,3 +210,17 @@ def test_a_closed_spell_warns_once_and_says_how_many_were_refused_when_it_opens(
         f.check("PUT request")
     assert [r.levelname for r in caplog.records] == ["WARNING"]
     assert f.refused == 4
+
+
+def test_time_left_is_the_first_held_lease_deadline_and_none_while_nothing_is_held() -> None:
+    clock = Clock()
+    f = fence.Fence(clock)
+    assert f.time_left() is None  # not armed
+    f.arm()
+    assert f.time_left() is None  # a standby: no lease to lose
+    f.renewed("shard-0", 10.0)
+    f.renewed("shard-1", 4.0)
+    clock.t += 1.0
+    assert f.time_left() == pytest.approx(3.0)
+    f.dropped("shard-1")
+    assert f.time_left() == pytest.approx(9.0)

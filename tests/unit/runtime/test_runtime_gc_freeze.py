@@ -6,7 +6,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import logging
 import weakref
+
+import pytest
 
 from fleetwave.runtime import gc_freeze
 
@@ -84,3 +87,66 @@ async def test_the_gc_makes_no_full_collection_of_its_own_while_rounds_run() -> 
     with contextlib.suppress(asyncio.CancelledError):
         await task
     assert gc.get_threshold() == before
+
+
+def test_a_sweep_is_foretold_from_the_rounds_until_one_is_measured() -> None:
+    forecast = gc_freeze.PauseForecast()
+    forecast.observed(0.001, 100, sweep=False)  # too few objects to say anything
+    assert forecast.sweep_seconds(1_000_000) == 0.0
+    forecast.observed(0.2, 1_000_000, sweep=False)
+    assert forecast.sweep_seconds(10_000_000) == 2.0 * gc_freeze.SWEEP_OVER_ROUND
+    forecast.observed(0.05, 1_000_000, sweep=False)  # one quick round halves the rate, no more
+    assert forecast.sweep_seconds(10_000_000) == 1.0 * gc_freeze.SWEEP_OVER_ROUND
+    forecast.observed(3.0, 10_000_000, sweep=True)
+    assert forecast.sweep_seconds(20_000_000) == 6.0
+
+
+def test_a_pause_fits_when_the_renewal_after_it_still_has_time() -> None:
+    assert gc_freeze.fits(60.0, None)  # no lease held: nothing to lose
+    assert gc_freeze.fits(5.0, 5.0 + gc_freeze.RENEWAL_RESERVE)
+    assert not gc_freeze.fits(5.1, 5.0 + gc_freeze.RENEWAL_RESERVE)
+
+
+async def _cycle_after(time_left: gc_freeze.TimeLeft, *, wait: float, seconds: float) -> bool:
+    """Whether a cycle frozen before a sweeping task starts is still alive `seconds` later."""
+    a, b = _Node(), _Node()
+    a.other, b.other = b, a
+    gone = weakref.ref(a)
+    gc.freeze()
+    del a, b
+    task = asyncio.create_task(
+        gc_freeze.keep_long_lived_frozen(
+            freeze_every=0.01, sweep_every=0.0, time_left=time_left, sweep_wait=wait
+        )
+    )
+    try:
+        await asyncio.sleep(seconds)
+        return gone() is not None
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        gc.unfreeze()
+        gc.collect()
+
+
+async def test_a_sweep_the_lease_has_no_room_for_is_put_off_and_said_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger=gc_freeze.__name__)
+    assert await _cycle_after(lambda: 1.0, wait=0.02, seconds=0.2)  # less than the renewal reserve
+    put_off = [r for r in caplog.records if "GC sweep put off" in r.getMessage()]
+    assert len(put_off) == 1
+    assert "--lease-duration" in put_off[0].getMessage()
+
+
+async def test_a_due_sweep_waits_for_the_moment_after_a_renewal(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger=gc_freeze.__name__)
+    answers = iter([1.0] * 5)  # a few polls of a lease about to be renewed, then renewed
+
+    def time_left() -> float:
+        return next(answers, 9.0)
+
+    assert not await _cycle_after(time_left, wait=5.0, seconds=0.5)
+    assert not [r for r in caplog.records if "GC sweep put off" in r.getMessage()]  # it waited, in the round
+    assert [r for r in caplog.records if r.getMessage().startswith("GC sweep: ")]
