@@ -2,7 +2,7 @@
 sampler (`runtime.loop_lag`, every 0.25 s) for STALL seconds, the main thread's stack is logged, and
 again every second the stall lasts; and every leader-lease attempt that took over a second is logged
 with its duration. Tells a loop that stopped apart from an API server slow to answer (a lost lease
-under load is one or the other).
+under load is one or the other). The GC sweeps' own lines (`runtime.gc_freeze`) are logged too.
 
     FLEETWAVE_BENCH_ENTRY=bench/loop_stalls.py PYTHONPATH=src .venv/bin/python bench/bench_scale.py \
         --sizes 1000 --servers 20 --promotions 100 --staged-runs 0 --ratio-trials 0 --keep-logs DIR
@@ -18,7 +18,7 @@ import time
 import traceback
 from typing import Any
 
-from fleetwave.runtime import leader, loop_lag
+from fleetwave.runtime import gc_freeze, leader, loop_lag
 
 log = logging.getLogger("fleetwave.bench.stalls")
 
@@ -76,6 +76,8 @@ def main() -> None:
         leader.LeaderElector.try_acquire_or_renew
     )
     threading.Thread(target=_watchdog, args=(threading.get_ident(),), daemon=True).start()
+    # What each GC sweep freed and took, or why it was put off (ADR 0139), under a WARNING-level run.
+    logging.getLogger(gc_freeze.__name__).setLevel(logging.INFO)
     sys.argv = ["fleetwave", *sys.argv[1:]]
     runpy.run_module("fleetwave", run_name="__main__", alter_sys=True)
 

@@ -14,10 +14,10 @@ rollouts over 100 clusters), and a gate due meanwhile waited for it. The round's
 that walk once a minute.
 
 A sweep's pause grows with the heap (4.2 s at 51,000 ClusterSummaries), and a leader whose loop
-stands still cannot renew its lease (ADR 0139). So a sweep is foretold from the seconds per object
-the collections so far took, and taken only when it fits in what the lease leaves, just after a
-renewal; one that cannot fit is put off, and says so once per period. Memory held by cycles among
-frozen objects is bounded by the sweep period while sweeps fit.
+stands still cannot renew its lease (ADR 0139). So a sweep is foretold from the heap's allocated
+blocks and what the last sweep took per block, and taken only when it fits in what the lease
+leaves, just after a renewal; one that cannot fit is put off, and says so once per period. Memory
+held by cycles among frozen objects is bounded by the sweep period while sweeps fit.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -42,12 +43,14 @@ RENEWAL_RESERVE = 3.0
 # time: more than one renewal period (2 s at the default --lease-duration of 15 s).
 SWEEP_WAIT = 5.0
 POLL = 0.05
-# A round walks young objects, which lie closer together in memory than the whole heap: per object,
-# a sweep took 1.5x a round's time (290 vs 190 ns, 4.4 million objects, ADR 0139). Until the first
-# sweep is measured, a round's rate times this foretells it.
-SWEEP_OVER_ROUND = 2.0
-# Collections over fewer objects say little about the rate per object.
-MIN_SAMPLE = 10_000
+# A sweep's seconds per allocated block until one is measured: what a sweep took in
+# `bench_gc_sweep_rate.py` on this project's 2-core machine while a 1,000-cluster fleet ran beside
+# it, several times its rate on an idle machine (ADR 0139). The heap is counted in pymalloc's
+# blocks (`sys.getallocatedblocks`, ~2 ms for a 2 GiB heap), not in objects the GC tracks:
+# `gc.get_freeze_count()` walks the whole frozen list, over a second at that size.
+PER_BLOCK_UNTIL_MEASURED = 400e-9
+# Sweeps over fewer blocks say little about the rate per block.
+MIN_SAMPLE = 100_000
 
 TimeLeft = Callable[[], float | None]
 
@@ -58,22 +61,16 @@ def _no_lease() -> float | None:
 
 @dataclass(slots=True)
 class PauseForecast:
-    """Seconds per object of the collections seen so far, and from them a sweep's pause."""
+    """A sweep's pause from the heap's allocated blocks and what the last sweep took per block."""
 
-    per_object_round: float = 0.0
-    per_object_sweep: float = 0.0
+    per_block: float = PER_BLOCK_UNTIL_MEASURED
 
-    def observed(self, seconds: float, objects: int, *, sweep: bool) -> None:
-        if objects < MIN_SAMPLE:
-            return
-        if sweep:
-            self.per_object_sweep = seconds / objects
-        else:
-            self.per_object_round = max(seconds / objects, self.per_object_round / 2)
+    def observed(self, seconds: float, blocks: int) -> None:
+        if blocks >= MIN_SAMPLE:
+            self.per_block = seconds / blocks
 
-    def sweep_seconds(self, frozen: int) -> float:
-        per_object = self.per_object_sweep or self.per_object_round * SWEEP_OVER_ROUND
-        return frozen * per_object
+    def sweep_seconds(self, blocks: int) -> float:
+        return blocks * self.per_block
 
 
 def fits(pause: float, time_left: float | None) -> bool:
@@ -96,7 +93,7 @@ class _Rounds:
     async def sweep_fits(self) -> bool:
         """Wait up to `wait` for a moment the lease leaves room for the sweep (right after a renewal);
         False, said once a period, when none came."""
-        pause = self.forecast.sweep_seconds(gc.get_freeze_count())
+        pause = self.forecast.sweep_seconds(sys.getallocatedblocks())
         loop = asyncio.get_running_loop()
         give_up = loop.time() + self._wait
         while not fits(pause, self._time_left()):
@@ -108,30 +105,26 @@ class _Rounds:
 
     def collect(self) -> None:
         """All but what is frozen, then freeze what survived."""
-        before = gc.get_freeze_count()
-        started = time.perf_counter()
         gc.collect()
-        seconds = time.perf_counter() - started
         gc.freeze()
-        self.forecast.observed(seconds, gc.get_freeze_count() - before, sweep=False)
 
     def sweep(self) -> None:
         """Everything, frozen or not, then freeze what survived."""
-        foretold = self.forecast.sweep_seconds(gc.get_freeze_count())
+        blocks = sys.getallocatedblocks()
+        foretold = self.forecast.sweep_seconds(blocks)
         gc.unfreeze()
         self._swept, self._said_put_off = self._clock(), False
         started = time.perf_counter()
         freed = gc.collect()
         seconds = time.perf_counter() - started
         gc.freeze()
-        frozen = gc.get_freeze_count()
-        self.forecast.observed(seconds, frozen, sweep=True)
+        self.forecast.observed(seconds, blocks)
         log.info(
-            "GC sweep: %d unreachable objects freed in %.2fs (foretold %.2fs); %d objects frozen",
+            "GC sweep: %d unreachable objects freed in %.2fs (foretold %.2fs); %d blocks allocated before",
             freed,
             seconds,
             foretold,
-            frozen,
+            blocks,
         )
 
     def _say_put_off(self, pause: float) -> None:
@@ -139,11 +132,11 @@ class _Rounds:
             return
         self._said_put_off = True
         log.info(
-            "GC sweep put off: it would stop the event loop for about %.1fs (%d frozen objects), more "
+            "GC sweep put off: it would stop the event loop for about %.1fs (%d blocks allocated), more "
             "than the leader's lease leaves; reference cycles among long-lived objects wait for it "
             "(a longer --lease-duration lets it run)",
             pause,
-            gc.get_freeze_count(),
+            sys.getallocatedblocks(),
         )
 
 

@@ -89,16 +89,15 @@ async def test_the_gc_makes_no_full_collection_of_its_own_while_rounds_run() -> 
     assert gc.get_threshold() == before
 
 
-def test_a_sweep_is_foretold_from_the_rounds_until_one_is_measured() -> None:
+def test_a_sweep_is_foretold_from_the_last_one_measured() -> None:
     forecast = gc_freeze.PauseForecast()
-    forecast.observed(0.001, 100, sweep=False)  # too few objects to say anything
-    assert forecast.sweep_seconds(1_000_000) == 0.0
-    forecast.observed(0.2, 1_000_000, sweep=False)
-    assert forecast.sweep_seconds(10_000_000) == 2.0 * gc_freeze.SWEEP_OVER_ROUND
-    forecast.observed(0.05, 1_000_000, sweep=False)  # one quick round halves the rate, no more
-    assert forecast.sweep_seconds(10_000_000) == 1.0 * gc_freeze.SWEEP_OVER_ROUND
-    forecast.observed(3.0, 10_000_000, sweep=True)
-    assert forecast.sweep_seconds(20_000_000) == 6.0
+    assert forecast.sweep_seconds(10_000_000) == pytest.approx(
+        10_000_000 * gc_freeze.PER_BLOCK_UNTIL_MEASURED
+    )
+    forecast.observed(0.001, 1_000)
+    assert forecast.per_block == gc_freeze.PER_BLOCK_UNTIL_MEASURED  # too small a heap to say anything
+    forecast.observed(3.0, 30_000_000)
+    assert forecast.sweep_seconds(60_000_000) == pytest.approx(6.0)
 
 
 def test_a_pause_fits_when_the_renewal_after_it_still_has_time() -> None:
