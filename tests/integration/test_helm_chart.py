@@ -18,6 +18,7 @@ cluster-scoped names. The members are the session fleet's.
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import datetime as dt
 import json
@@ -28,6 +29,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import pytest
 import yaml
 from lightkube import ApiError, Client
@@ -38,6 +40,7 @@ from lightkube.resources.apps_v1 import Deployment
 from lightkube.resources.authentication_v1 import SelfSubjectReview
 from lightkube.resources.authorization_v1 import SubjectAccessReview
 from lightkube.resources.core_v1 import ConfigMap, Event, Namespace, Pod, ServiceAccount
+from lightkube.resources.flowcontrol_apiserver_v1 import PriorityLevelConfiguration
 from lightkube.resources.rbac_authorization_v1 import ClusterRole, RoleBinding
 from lightkube.types import PatchType
 from promotion_support import (
@@ -112,7 +115,9 @@ class Helm:
 @pytest.fixture(scope="module")
 def hub(tmp_path_factory: pytest.TempPathFactory, bins: binaries.Binaries) -> Iterator[fleet.FleetState]:
     state_dir = tmp_path_factory.mktemp("chart-hub")
-    state = fleet.up(state_dir, members={}, now=dt.datetime.now(dt.UTC), bin_dir=bins.directory)
+    # API Priority and Fairness on, as in every real cluster: the chart's FlowSchema is tested on it.
+    now = dt.datetime.now(dt.UTC)
+    state = fleet.up(state_dir, members={}, now=now, bin_dir=bins.directory, flow_control=True)
     try:
         yield state
     finally:
@@ -372,6 +377,35 @@ def _review(client: Client, verb: str, resource: str, group: str = "", namespace
     )
     result = client.create(review)
     return bool(result.status and result.status.allowed)
+
+
+def _priority_level(kubeconfig: bytes, path: str, tmp_path: Path) -> str:
+    """The UID of the API Priority and Fairness level the API server put a GET of `path` in (its
+    response header), sent with `kubeconfig`'s token."""
+    config = yaml.safe_load(kubeconfig)
+    (cluster,) = config["clusters"]
+    (user,) = config["users"]
+    ca = tmp_path / "ca.crt"
+    ca.write_bytes(base64.b64decode(cluster["cluster"]["certificate-authority-data"]))
+    headers = {"Authorization": f"Bearer {user['user']['token']}"}
+    answer = httpx2.get(f"{cluster['cluster']['server']}{path}", headers=headers, verify=str(ca), timeout=30)
+    return answer.headers["X-Kubernetes-PF-PriorityLevel-UID"]
+
+
+def test_the_controllers_lease_requests_are_in_the_leader_election_priority_level(
+    installed: str, hub: fleet.FleetState, hub_client: Client, helm: Helm, tmp_path: Path
+) -> None:
+    assert not _kind(helm.template("--set", "leaseFlowSchema.enabled=false"), "FlowSchema")
+    as_controller = service_account_kubeconfig(
+        hub.cluster(fleet.MANAGEMENT).kubeconfig, namespace=NS, name=CONTROLLER
+    )
+    leases = f"/apis/coordination.k8s.io/v1/namespaces/{NS}/leases"
+    leader_election = hub_client.get(PriorityLevelConfiguration, "leader-election").metadata.uid
+    assert _priority_level(as_controller, f"{leases}/{CONTROLLER}", tmp_path) == leader_election
+    # Lists (an informer's) stay in the ServiceAccount's level; so do Leases of other namespaces.
+    elsewhere = "/apis/coordination.k8s.io/v1/namespaces/default/leases/x"
+    assert _priority_level(as_controller, leases, tmp_path) != leader_election
+    assert _priority_level(as_controller, elsewhere, tmp_path) != leader_election
 
 
 def test_the_charts_account_is_denied_what_it_does_not_need(installed: str, hub_client: Client) -> None:

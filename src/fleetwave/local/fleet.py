@@ -182,8 +182,13 @@ def up(
     full_members: int | None = None,
     members_etcd: bool = False,
     pull_members: int = 0,
+    flow_control: bool = False,
 ) -> FleetState:
     """Start the fleet, or return the running one when it is already healthy with the same members.
+
+    `flow_control`: the management API server runs API Priority and Fairness, as every real one
+    does (the chart's FlowSchema is tested against it); off by default, so a test's or a
+    benchmark's requests are never queued by it.
 
     `members_etcd`: the members keep their data in an etcd of their own, not the management
     cluster's (the scale benchmark's fleets, ADR 0066's stop-35 addendum).
@@ -207,7 +212,7 @@ def up(
     bins = binaries.Binaries(bin_dir) if bin_dir else binaries.ensure()
     state_dir.mkdir(parents=True, exist_ok=True)
     try:
-        return _start(state_dir.resolve(), bins, wanted, now, members_etcd)
+        return _start(state_dir.resolve(), bins, wanted, now, members_etcd, flow_control)
     except BaseException:
         down(state_dir)
         raise
@@ -228,7 +233,12 @@ def _wanted(members: Mapping[str, Mapping[str, str]], full_members: int | None, 
 
 
 def _start(
-    state_dir: Path, bins: binaries.Binaries, members: Wanted, now: dt.datetime, members_etcd: bool = False
+    state_dir: Path,
+    bins: binaries.Binaries,
+    members: Wanted,
+    now: dt.datetime,
+    members_etcd: bool = False,
+    flow_control: bool = False,
 ) -> FleetState:
     keys = pki.generate(state_dir / "pki", now=now)
     marker = str(state_dir)
@@ -249,8 +259,10 @@ def _start(
     clusters += [_cluster(state_dir, keys, name, "member", wanted) for name, wanted in members.items()]
     policy = audit.write_policy(state_dir / "audit-policy.yaml") if members else None
     for c in clusters:
-        store, logged = (etcd_port, None) if c.role == "management" else (members_store, policy)
-        records.append(_start_apiserver(bins, keys, c, store, marker, audit_policy=logged))
+        management = c.role == "management"
+        store, logged = (etcd_port, None) if management else (members_store, policy)
+        fair = flow_control and management
+        records.append(_start_apiserver(bins, keys, c, store, marker, audit_policy=logged, flow_control=fair))
 
     state = FleetState(str(state_dir), str(bins.directory), str(keys.ca_cert), etcd_port, clusters, records)
     _save(state)
@@ -337,8 +349,10 @@ def _start_apiserver(
     marker: str,
     *,
     audit_policy: Path | None = None,
+    flow_control: bool = False,
 ) -> ProcessRecord:
-    """`audit_policy`: log every request to the cluster's `audit.log` (members: see `audit`)."""
+    """`audit_policy`: log every request to the cluster's `audit.log` (members: see `audit`).
+    `flow_control`: API Priority and Fairness on (`up`)."""
     name, port, cdir = cluster.name, cluster.port, Path(cluster.kubeconfig).parent
     argv = [
         bins.path("kube-apiserver"),
@@ -359,7 +373,7 @@ def _start_apiserver(
         f"--service-account-signing-key-file={keys.sa_key}",
         "--disable-admission-plugins=ServiceAccount",
         "--endpoint-reconciler-type=none",
-        "--enable-priority-and-fairness=false",
+        f"--enable-priority-and-fairness={str(flow_control).lower()}",
         "--v=0",
         f"--cert-dir={cdir / 'certs'}",
     ]
