@@ -23,6 +23,7 @@ import dataclasses
 import datetime as dt
 import json
 import os
+import ssl
 import subprocess
 import uuid
 from collections.abc import Iterator
@@ -388,7 +389,8 @@ def _priority_level(kubeconfig: bytes, path: str, tmp_path: Path) -> str:
     ca = tmp_path / "ca.crt"
     ca.write_bytes(base64.b64decode(cluster["cluster"]["certificate-authority-data"]))
     headers = {"Authorization": f"Bearer {user['user']['token']}"}
-    answer = httpx2.get(f"{cluster['cluster']['server']}{path}", headers=headers, verify=str(ca), timeout=30)
+    trusted = ssl.create_default_context(cafile=str(ca))
+    answer = httpx2.get(f"{cluster['cluster']['server']}{path}", headers=headers, verify=trusted, timeout=30)
     return answer.headers["X-Kubernetes-PF-PriorityLevel-UID"]
 
 
