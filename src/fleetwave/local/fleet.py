@@ -186,12 +186,9 @@ def up(
 ) -> FleetState:
     """Start the fleet, or return the running one when it is already healthy with the same members.
 
-    `flow_control`: the management API server runs API Priority and Fairness, as every real one
-    does (the chart's FlowSchema is tested against it); off by default, so a test's or a
-    benchmark's requests are never queued by it.
-
     `members_etcd`: the members keep their data in an etcd of their own, not the management
-    cluster's (the scale benchmark's fleets, ADR 0066's stop-35 addendum).
+    cluster's (the scale benchmark's fleets, ADR 0066's stop-35 addendum). `flow_control`: API
+    Priority and Fairness on the management API server (the chart's FlowSchema is tested with it).
 
     The first `full_members` members (all when None) are full, the rest light. The last
     `pull_members` are marked to join in pull mode: registering them and starting their agents is
@@ -246,9 +243,8 @@ def _start(
     etcd_port = processes.free_port()
     records.append(_start_etcd(bins, state_dir, etcd_port, marker))
     api.wait_etcd(etcd_port, timeout=60.0, check_alive=lambda: processes.is_ours(records[0]))
-    # With `members_etcd` the members keep their data in an etcd of their own: a management cluster
-    # never shares one with the clusters it manages, and a thousand registrations' reads of light
-    # members (no watch cache) queued in front of its writes were a contention no real fleet has.
+    # A management cluster never shares an etcd with the clusters it manages: a thousand light
+    # members' reads (no watch cache) queued in front of its writes, a contention no real fleet has.
     members_store = etcd_port
     if members and members_etcd:
         members_store = processes.free_port()
@@ -258,11 +254,8 @@ def _start(
     clusters = [_cluster(state_dir, keys, MANAGEMENT, "management", ({}, FULL, False))]
     clusters += [_cluster(state_dir, keys, name, "member", wanted) for name, wanted in members.items()]
     policy = audit.write_policy(state_dir / "audit-policy.yaml") if members else None
-    for c in clusters:
-        management = c.role == "management"
-        store, logged = (etcd_port, None) if management else (members_store, policy)
-        fair = flow_control and management
-        records.append(_start_apiserver(bins, keys, c, store, marker, audit_policy=logged, flow_control=fair))
+    stores = (etcd_port, members_store)
+    records += _start_apiservers(bins, keys, clusters, marker, stores, policy, flow_control)
 
     state = FleetState(str(state_dir), str(bins.directory), str(keys.ca_cert), etcd_port, clusters, records)
     _save(state)
@@ -339,6 +332,28 @@ def _start_etcd(
         "--listen-metrics-urls=",  # no extra listener
     ]
     return processes.start(name, argv, log=state_dir / f"{name}.log", marker=marker)
+
+
+def _start_apiservers(
+    bins: binaries.Binaries,
+    keys: pki.Pki,
+    clusters: list[ClusterInfo],
+    marker: str,
+    stores: tuple[int, int],
+    policy: Path | None,
+    fair: bool,
+) -> list[ProcessRecord]:
+    """An API server per cluster: the management one on etcd `stores[0]`, with API Priority and
+    Fairness if `fair`; the members on `stores[1]`, their requests audited by `policy`."""
+    started = []
+    for c in clusters:
+        management = c.role == "management"
+        store, logged = (stores[0], None) if management else (stores[1], policy)
+        queued = fair and management
+        started.append(
+            _start_apiserver(bins, keys, c, store, marker, audit_policy=logged, flow_control=queued)
+        )
+    return started
 
 
 def _start_apiserver(
