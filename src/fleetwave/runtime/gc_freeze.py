@@ -79,7 +79,7 @@ def fits(pause: float, time_left: float | None) -> bool:
 
 
 class _Rounds:
-    """The rounds' state: when the last sweep ran, what collections took, what was said."""
+    """The rounds' state: when the last sweep ran, what it took per block, what was said."""
 
     def __init__(self, *, every: float, clock: Callable[[], float], time_left: TimeLeft, wait: float) -> None:
         self.forecast = PauseForecast()
@@ -93,12 +93,13 @@ class _Rounds:
     async def sweep_fits(self) -> bool:
         """Wait up to `wait` for a moment the lease leaves room for the sweep (right after a renewal);
         False, said once a period, when none came."""
-        pause = self.forecast.sweep_seconds(sys.getallocatedblocks())
+        blocks = sys.getallocatedblocks()
+        pause = self.forecast.sweep_seconds(blocks)
         loop = asyncio.get_running_loop()
         give_up = loop.time() + self._wait
         while not fits(pause, self._time_left()):
             if loop.time() >= give_up:
-                self._say_put_off(pause)
+                self._say_put_off(pause, blocks)
                 return False
             await asyncio.sleep(POLL)
         return True
@@ -127,7 +128,7 @@ class _Rounds:
             blocks,
         )
 
-    def _say_put_off(self, pause: float) -> None:
+    def _say_put_off(self, pause: float, blocks: int) -> None:
         if self._said_put_off:
             return
         self._said_put_off = True
@@ -136,7 +137,7 @@ class _Rounds:
             "than the leader's lease leaves; reference cycles among long-lived objects wait for it "
             "(a longer --lease-duration lets it run)",
             pause,
-            sys.getallocatedblocks(),
+            blocks,
         )
 
 
