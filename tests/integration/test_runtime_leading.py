@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import time
 import urllib.request
 from collections.abc import AsyncIterator
 from typing import Any
@@ -19,6 +20,7 @@ from lightkube.types import PatchType
 from fleetwave.kube import client as kubeclient
 from fleetwave.local import fleet
 from fleetwave.runtime import controller, events, leader, manager, watching
+from fleetwave.runtime.lease_loop import LeaseLoop
 
 FAST = {"lease_duration": 3.0, "renew_deadline": 2.0, "retry_period": 0.25}
 
@@ -119,8 +121,9 @@ def http_get(url: str) -> tuple[int, str]:
 
 
 def make_manager(
-    client: AsyncClient, namespace: str, identity: str
+    client: AsyncClient, namespace: str, identity: str, **leases: Any
 ) -> tuple[manager.Manager, asyncio.Queue[str]]:
+    """`leases`: the manager's `lease_client` and `lease_loop`, if given."""
     election = manager.Election(lease_name="mgr", identity=identity, **FAST)
     mgr = manager.Manager(
         client,
@@ -130,6 +133,7 @@ def make_manager(
         health_port=0,
         election=election,
         handle_signals=False,
+        **leases,
     )
     reconciled: asyncio.Queue[str] = asyncio.Queue()
 
@@ -199,3 +203,53 @@ async def test_manager_stops_its_controllers_and_raises_when_the_lease_is_lost(
         await asyncio.wait_for(reconciled.get(), timeout=2)
     lease = management.get(Lease, "mgr", namespace=namespace)
     assert lease.spec.holderIdentity == "usurper", "a deposed leader must not release someone else's lease"
+
+
+def hold_the_loop(seconds: float) -> None:
+    """Python code that keeps the event loop for `seconds`, as a long reconcile pass does: it hands
+    the interpreter lock to other threads every few milliseconds, but never yields to the loop."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        pass
+
+
+async def _leases_on(lease_loop: LeaseLoop | None, config: Any) -> AsyncClient:
+    async def build() -> AsyncClient:
+        return kubeclient.async_client(config)
+
+    return await (build() if lease_loop is None else lease_loop.run(build()))
+
+
+@pytest.mark.parametrize("threaded", [True, False], ids=["lease-loop", "same-loop"])
+async def test_a_long_turn_of_the_managers_loop_keeps_the_lease_only_on_a_lease_loop(
+    local_fleet: fleet.FleetState, aclient: AsyncClient, management: Client, namespace: str, threaded: bool
+) -> None:
+    lease_loop = LeaseLoop() if threaded else None
+    if lease_loop is not None:
+        lease_loop.start()
+    config = kubeclient.config_from_file(local_fleet.cluster(fleet.MANAGEMENT).kubeconfig)
+    leases = await _leases_on(lease_loop, config)
+    mgr, _ = make_manager(aclient, namespace, "m3", lease_client=leases, lease_loop=lease_loop)
+    run = asyncio.create_task(mgr.run())
+    try:
+        async with asyncio.timeout(20):
+            await mgr.leading.wait()
+        before = management.get(Lease, "mgr", namespace=namespace).spec.renewTime
+        hold_the_loop(FAST["renew_deadline"] * 2.5)
+        # Read before this loop runs again: only a renewal on another thread can have opened it.
+        assert mgr.fence.is_open() is threaded
+        if threaded:
+            after = management.get(Lease, "mgr", namespace=namespace).spec.renewTime
+            assert after - before >= dt.timedelta(seconds=FAST["renew_deadline"]), "not renewed meanwhile"
+            await asyncio.sleep(FAST["lease_duration"])
+            assert not run.done(), "the manager stopped although its lease was renewed"
+    finally:
+        mgr.stop()
+        async with asyncio.timeout(20):
+            await asyncio.gather(run, return_exceptions=True)
+        await (leases.close() if lease_loop is None else lease_loop.run(leases.close()))
+        if lease_loop is not None:
+            await lease_loop.stop()
+    if threaded:
+        lease = management.get(Lease, "mgr", namespace=namespace)
+        assert not lease.spec.holderIdentity, "the lease loop hands the lease back on a graceful stop"

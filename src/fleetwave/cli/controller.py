@@ -9,7 +9,7 @@ import shutil
 from collections.abc import Callable, Coroutine
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import typer
 
@@ -38,10 +38,12 @@ from fleetwave.mgmt import placement_kinds
 from fleetwave.promapi import guards
 from fleetwave.runtime import gc_freeze as freezing
 from fleetwave.runtime import logs
+from fleetwave.runtime.lease_loop import LeaseLoop
 from fleetwave.runtime.manager import LeadershipLost
 
 app = typer.Typer(help="Run the fleetwave controller.", no_args_is_help=True)
 
+T = TypeVar("T")
 HTTP_LIBRARY_LOGGERS = logs.HTTP_LIBRARY_LOGGERS
 
 
@@ -285,13 +287,17 @@ def run(
 
 async def _serve(config: kubeclient.KubeConfig, settings: controllers.Settings, *, gc_freeze: bool) -> None:
     """The controller until it stops, and its clients closed after."""
-    # The informers' long-lived watches and the lease renewals each on a client of their own.
+    # The informers' long-lived watches and the lease renewals each on a client of their own; the
+    # leader Lease's on a thread of its own too, where no long turn of this loop delays a renewal.
     client = kubeclient.async_client(config, target="management")
     watcher = kubeclient.async_client(config, target="management")
-    leases = kubeclient.async_client(config, target="management")
+    lease_loop = _lease_loop(settings)
+    leases = await _on(lease_loop, _management_client(config))
     frozen: asyncio.Task[None] | None = None
     try:
-        manager = controllers.build(client, settings, watch_client=watcher, lease_client=leases)
+        manager = controllers.build(
+            client, settings, watch_client=watcher, lease_client=leases, lease_loop=lease_loop
+        )
         if gc_freeze:  # process-wide, so here and not in the manager (tests run managers in-process)
             # A GC sweep is taken when the manager's lease leaves room for its pause (ADR 0139).
             sweeping = freezing.keep_long_lived_frozen(time_left=manager.fence.time_left)
@@ -301,5 +307,33 @@ async def _serve(config: kubeclient.KubeConfig, settings: controllers.Settings, 
         if frozen is not None:
             frozen.cancel()
             await asyncio.gather(frozen, return_exceptions=True)
-        for each in (client, watcher, leases):
+        for each in (client, watcher):
             await each.close()
+        await _close_leases(leases, lease_loop)
+
+
+def _lease_loop(settings: controllers.Settings) -> LeaseLoop | None:
+    """A started thread for the single leader Lease (ADR 0140); None without election or with
+    shards, whose Leases stay on the controller's loop."""
+    if not settings.leader_election or settings.shards > 1:
+        return None
+    started = LeaseLoop()
+    started.start()
+    return started
+
+
+async def _management_client(config: kubeclient.KubeConfig) -> kubeclient.AsyncClient:
+    return kubeclient.async_client(config, target="management")
+
+
+async def _on(lease_loop: LeaseLoop | None, work: Coroutine[Any, Any, T]) -> T:
+    """`work` on the lease loop if there is one (its client's connections belong to it), else here."""
+    return await (work if lease_loop is None else lease_loop.run(work))
+
+
+async def _close_leases(leases: kubeclient.AsyncClient, lease_loop: LeaseLoop | None) -> None:
+    try:
+        await _on(lease_loop, leases.close())
+    finally:
+        if lease_loop is not None:
+            await lease_loop.stop()

@@ -43,6 +43,7 @@ from fleetwave.kube.objects import ConfigMap, Lease, Secret
 from fleetwave.promapi import guards
 from fleetwave.runtime import events, logs, notify
 from fleetwave.runtime.controller import Controller, Result, besides_status
+from fleetwave.runtime.lease_loop import LeaseLoop
 from fleetwave.runtime.manager import Election, Manager
 from fleetwave.runtime.watching import Informer, object_key
 from fleetwave.sandbox.pool import Budget, CheckPool
@@ -128,16 +129,26 @@ def build(
     handle_signals: bool = True,
     watch_client: AsyncClient | None = None,
     lease_client: AsyncClient | None = None,
+    lease_loop: LeaseLoop | None = None,
 ) -> Manager:
     """The manager with every informer and controller. `watch_client`: a client of the same
     credentials for the informers' lists and long-lived watches alone (ADR 0068, addendum bf5b632): in the
     request client's pool, every request walked every watch's connection and probed the idle ones.
     `lease_client`: one for leader election and shard leases alone (their renewals never wait
-    behind the controller's requests)."""
+    behind the controller's requests); built on `lease_loop`, if given, where the leader Lease is
+    then renewed (ADR 0140)."""
     logs.quiet_http_libraries()  # a process running a controller never logs a request's URL or headers
     pool = _check_pool(settings)
     watches = MemberWatches(per_member=settings.member_watches_per_cluster, linger=WATCH_LINGER)
-    manager = _manager(client, settings, pool, watches, handle_signals=handle_signals, leases=lease_client)
+    manager = _manager(
+        client,
+        settings,
+        pool,
+        watches,
+        handle_signals=handle_signals,
+        leases=lease_client,
+        lease_loop=lease_loop,
+    )
     manager.watch_client = watcher = watch_client or client
     watched = settings.watched or ()
     shared = {
@@ -387,6 +398,7 @@ def _manager(
     *,
     handle_signals: bool,
     leases: AsyncClient | None,
+    lease_loop: LeaseLoop | None,
 ) -> SandboxedManager:
     return SandboxedManager(
         client,
@@ -406,6 +418,7 @@ def _manager(
         handle_signals=handle_signals,
         shard_count=settings.shards,
         lease_client=leases,
+        lease_loop=lease_loop,
     )
 
 

@@ -17,6 +17,10 @@ a test's client. Lease requests themselves run `exempt()`: they are how a lease 
 What remains is the interval between the check and the request's bytes leaving the process (no
 await lies between them): a pause exactly there is not caught, as in every client-side lease; the
 server has no fencing token for arbitrary objects.
+
+The leader Lease may be renewed on a thread of its own (`runtime.lease_loop`, ADR 0140) while writes
+are checked on the event loop's: the deadlines are replaced whole, never changed in place, so a
+check reads one consistent set without a lock.
 """
 
 from __future__ import annotations
@@ -54,37 +58,38 @@ class Fence:
     def arm(self) -> None:
         """Leader election starts: closed until a lease is held."""
         self._armed = True
-        self._deadlines.clear()
+        self._deadlines = {}
 
     def disarm(self) -> None:
         """No election in this process (a manager without leader election): never fenced."""
         self._armed = False
-        self._deadlines.clear()
+        self._deadlines = {}
 
     def renewed(self, lease: str, valid_for: float) -> None:
         """`lease` was written by us; it is ours for `valid_for` more seconds of our clock."""
-        self._deadlines[lease] = self._clock() + valid_for
+        self._deadlines = {**self._deadlines, lease: self._clock() + valid_for}
         if self._refused_since_open and self.is_open():
             log.info("lease confirmed again: writes go out (%d refused meanwhile)", self._refused_since_open)
             self._refused_since_open = 0
 
     def dropped(self, lease: str) -> None:
         """`lease` is no longer ours (lost, released, handed over)."""
-        self._deadlines.pop(lease, None)
+        self._deadlines = {held: deadline for held, deadline in self._deadlines.items() if held != lease}
 
     def is_open(self) -> bool:
         if not self._armed:
             return True
-        now = self._clock()
-        return bool(self._deadlines) and all(now < deadline for deadline in self._deadlines.values())
+        deadlines, now = self._deadlines, self._clock()
+        return bool(deadlines) and all(now < deadline for deadline in deadlines.values())
 
     def time_left(self) -> float | None:
         """Seconds until the first held lease's deadline passes (negative once past); None while no
         lease is held or the fence is not armed, when a pause of this process endangers no lease. A
         long stop of the event loop (a full GC sweep) is taken only when it fits (`gc_freeze`)."""
-        if not self._armed or not self._deadlines:
+        deadlines = self._deadlines
+        if not self._armed or not deadlines:
             return None
-        return min(self._deadlines.values()) - self._clock()
+        return min(deadlines.values()) - self._clock()
 
     def check(self, what: str) -> None:
         """Raise `FencedWrite` (and log it) unless a write may go out now."""

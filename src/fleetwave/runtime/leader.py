@@ -106,6 +106,9 @@ class LeaderElector:
         self._fence = write_fence or fence.Fence()  # not armed: enforces nothing
         self.renewed_at: float | None = None  # monotonic time at which the last successful attempt began
         self._held: Lease | None = None  # the lease as our last write returned it, while we hold it
+        # Called once this candidate leads, on the loop the elector runs on (the manager's may be
+        # another: `runtime.lease_loop`).
+        self.on_leading: Callable[[], None] = lambda: None
 
     def _now(self) -> float:
         return self._monotonic() if self._monotonic is not None else asyncio.get_running_loop().time()
@@ -122,6 +125,7 @@ class LeaderElector:
                 await asyncio.sleep(self.retry_period)
             log.info("leader election %s/%s: %s is the leader", self.namespace, self.name, self.identity)
             self.leading.set()
+            self.on_leading()
             while True:
                 await asyncio.sleep(self.retry_period)
                 if not await self.renew():

@@ -10,6 +10,9 @@ gracefully and release the lease, so a successor takes over without waiting for 
 With `shards > 1` (ADR 0067) there is no single leader: controllers start once informers sync, each
 reconciling only the keys of the shards this replica holds (`runtime/shards.py`); a shard that
 cannot be renewed ends the run the same way (`ShardLost` is a `LeadershipLost`).
+
+Given a `lease_loop` (ADR 0140), the single leader Lease is taken, renewed and released on that
+loop's thread, with a lease client built there: a long turn of this loop then delays no renewal.
 """
 
 from __future__ import annotations
@@ -28,11 +31,13 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from fleetwave.kube import fence
 from fleetwave.kube.client import AsyncClient
 from fleetwave.runtime import controller, gc_pauses, leader, loop_lag, metrics, shards, watching
+from fleetwave.runtime.lease_loop import LeaseLoop
 from fleetwave.runtime.probes import Endpoint, ProbeServer
 
 log = logging.getLogger(__name__)
 
 K = TypeVar("K", bound=Hashable)
+T = TypeVar("T")
 
 
 class LeadershipLost(RuntimeError):
@@ -97,7 +102,13 @@ class Manager:
         handle_signals: bool = True,
         shard_count: int = 1,
         lease_client: AsyncClient | None = None,
+        lease_loop: LeaseLoop | None = None,
     ) -> None:
+        """`lease_loop`: the single leader Lease runs there, and `lease_client` must be a client built
+        on that loop (ADR 0140). Shard Leases stay on this loop: their renewals also drain and hand
+        over keys of the controllers here."""
+        if lease_loop is not None and shard_count > 1:
+            raise ValueError("shard Leases are renewed on the manager's own loop: no lease_loop with shards")
         self.metrics = metrics.Metrics()
         # Leases are renewed on a connection of their own: behind the controller's own requests on a
         # busy connection, a renewal could miss its deadline and the controller lose its lease.
@@ -112,6 +123,9 @@ class Manager:
             self.shards.on_gain(self._resync)
             held = self.shards
             self.metrics.shards_held.set_function(lambda: len(held.held))
+        self._lease_loop = lease_loop
+        # Set once this replica leads: told by the elector, from whichever loop it runs on.
+        self.leading = asyncio.Event()
         self.probes = ProbeServer(host, metrics_port, health_port, self._endpoints())
         self.synced = asyncio.Event()
         # Wall time the controllers began, once this replica leads (or contends for shards): from
@@ -188,9 +202,9 @@ class Manager:
             elector_task = asyncio.create_task(self._run_shards(), name="shards")
             tasks.append(elector_task)
         if self.elector is not None:
-            elector_task = asyncio.create_task(self.elector.run(), name="leader election")
+            elector_task = asyncio.create_task(self._elect(self.elector), name="leader election")
             tasks.append(elector_task)
-            if not await self._until(self.elector.leading.wait(), tasks):
+            if not await self._until(self.leading.wait(), tasks):
                 return
             self.metrics.leader.set(1)
         self.controllers_started = dt.datetime.now(dt.UTC)
@@ -198,6 +212,19 @@ class Manager:
         await self._until(asyncio.Event().wait(), tasks)
         if elector_task is not None and elector_task.done() and not self._stop.is_set():
             raise LeadershipLost(f"{self.elector and self.elector.identity} lost the leader lease")
+
+    async def _elect(self, elector: leader.LeaderElector) -> None:
+        """The elector's run (on the lease loop, if there is one) until the lease is lost."""
+        here = asyncio.get_running_loop()
+
+        def tell_here() -> None:
+            here.call_soon_threadsafe(self.leading.set)
+
+        elector.on_leading = tell_here
+        await self._on_lease_loop(elector.run())
+
+    async def _on_lease_loop(self, work: Coroutine[Any, Any, T]) -> T:
+        return await (work if self._lease_loop is None else self._lease_loop.run(work))
 
     async def _run_shards(self) -> None:
         assert self.shards is not None
@@ -228,7 +255,7 @@ class Manager:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         if self.elector is not None:
-            await self.elector.release()
+            await self._on_lease_loop(self.elector.release())
         if self.shards is not None:
             with fence.exempt():
                 await self.shards.release()

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import threading
+import time
 from pathlib import Path
 
 import httpx2
@@ -224,3 +226,32 @@ def test_time_left_is_the_first_held_lease_deadline_and_none_while_nothing_is_he
     assert f.time_left() == pytest.approx(3.0)
     f.dropped("shard-1")
     assert f.time_left() == pytest.approx(9.0)
+
+
+def test_checks_on_one_thread_see_whole_sets_while_another_renews_and_drops() -> None:
+    """The leader Lease may be renewed on a thread of its own (ADR 0140): a check iterating the
+    deadlines while that thread adds and drops leases must neither fail nor see half a change."""
+    f = fence.Fence()
+    f.arm()
+    f.renewed("ns/lock/me", 3600.0)
+    stop = threading.Event()
+
+    def churn() -> None:
+        i = 0
+        while not stop.is_set():
+            f.renewed(f"shard-{i % 50}", 3600.0)
+            f.dropped(f"shard-{(i + 25) % 50}")
+            i += 1
+
+    renewer = threading.Thread(target=churn)
+    renewer.start()
+    try:
+        deadline = time.monotonic() + 0.5
+        while time.monotonic() < deadline:
+            assert f.is_open()
+            left = f.time_left()
+            assert left is not None
+            assert left > 3000
+    finally:
+        stop.set()
+        renewer.join()
