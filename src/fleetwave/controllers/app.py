@@ -138,17 +138,8 @@ def build(
     behind the controller's requests); built on `lease_loop`, if given, where the leader Lease is
     then renewed (ADR 0140)."""
     logs.quiet_http_libraries()  # a process running a controller never logs a request's URL or headers
-    pool = _check_pool(settings)
-    watches = MemberWatches(per_member=settings.member_watches_per_cluster, linger=WATCH_LINGER)
-    manager = _manager(
-        client,
-        settings,
-        pool,
-        watches,
-        handle_signals=handle_signals,
-        leases=lease_client,
-        lease_loop=lease_loop,
-    )
+    manager = _manager(client, settings, lease_client, lease_loop, handle_signals=handle_signals)
+    pool, watches = manager.health_pool, manager.member_watches
     manager.watch_client = watcher = watch_client or client
     watched = settings.watched or ()
     shared = {
@@ -393,17 +384,16 @@ def _report_warm_failure(task: asyncio.Task[None]) -> None:
 def _manager(
     client: AsyncClient,
     settings: Settings,
-    pool: CheckPool,
-    watches: MemberWatches,
-    *,
-    handle_signals: bool,
     leases: AsyncClient | None,
     lease_loop: LeaseLoop | None,
+    *,
+    handle_signals: bool,
 ) -> SandboxedManager:
+    """The manager with its health-check pool and member watches, not yet anything to run."""
     return SandboxedManager(
         client,
-        pool,
-        watches,
+        _check_pool(settings),
+        MemberWatches(per_member=settings.member_watches_per_cluster, linger=WATCH_LINGER),
         namespace=settings.namespace,
         leader_election=settings.leader_election,
         metrics_port=settings.metrics_port,

@@ -60,7 +60,9 @@ class Election:
 def _elections(
     leases: AsyncClient, namespace: str, election: Election, write_fence: fence.Fence, shard_count: int
 ) -> tuple[shards.ShardSet | None, leader.LeaderElector | None]:
-    """Shard Leases (`shard_count > 1`), the single leader Lease (1), or no election (0)."""
+    """Shard Leases (`shard_count > 1`), the single leader Lease (1), or no election (0). `leases`:
+    a client of their own, so a renewal never waits behind the controller's requests on a busy
+    connection."""
     identity = election.identity or leader.default_identity()
     duration, deadline, retry = election.lease_duration, election.renew_deadline, election.retry_period
     if shard_count > 1:
@@ -104,25 +106,17 @@ class Manager:
         lease_client: AsyncClient | None = None,
         lease_loop: LeaseLoop | None = None,
     ) -> None:
-        """`lease_loop`: the single leader Lease runs there, and `lease_client` must be a client built
-        on that loop (ADR 0140). Shard Leases stay on this loop: their renewals also drain and hand
-        over keys of the controllers here."""
+        """`lease_loop`: the leader Lease runs there, on `lease_client`, built there (ADR 0140).
+        Shard Leases stay here: their renewals also drain and hand over the controllers' keys."""
         if lease_loop is not None and shard_count > 1:
             raise ValueError("shard Leases are renewed on the manager's own loop: no lease_loop with shards")
         self.metrics = metrics.Metrics()
-        # Leases are renewed on a connection of their own: behind the controller's own requests on a
-        # busy connection, a renewal could miss its deadline and the controller lose its lease.
-        leases = lease_client or client
         # This replica's write fence (ADR 0115): every lease it holds renews it; armed in `run`.
         self.fence = fence.Fence()
-        self.shards, self.elector = _elections(
-            leases, namespace, election, self.fence, max(shard_count, 1) if leader_election else 0
-        )
+        count = max(shard_count, 1) if leader_election else 0
+        self.shards, self.elector = _elections(lease_client or client, namespace, election, self.fence, count)
         if self.shards is not None:
-            self.shards.busy = lambda shard: any(c.busy(shard) for c in self._controllers)
-            self.shards.on_gain(self._resync)
-            held = self.shards
-            self.metrics.shards_held.set_function(lambda: len(held.held))
+            self._wire(self.shards)
         self._lease_loop = lease_loop
         # Set once this replica leads: told by the elector, from whichever loop it runs on.
         self.leading = asyncio.Event()
@@ -137,6 +131,11 @@ class Manager:
         self._controllers: list[controller.Controller[Any]] = []
         self._handle_signals = handle_signals
         self._stop = asyncio.Event()
+
+    def _wire(self, held: shards.ShardSet) -> None:
+        held.busy = lambda shard: any(c.busy(shard) for c in self._controllers)
+        held.on_gain(self._resync)
+        self.metrics.shards_held.set_function(lambda: len(held.held))
 
     def _resync(self, shard: int) -> None:
         for ctl in self._controllers:
