@@ -1,4 +1,5 @@
-"""Facts derived from a cached object are derived once per resourceVersion, and never kept past it."""
+"""Facts derived from a cached object are derived once per resourceVersion, and never kept past it:
+a new version replaces the old one."""
 
 from __future__ import annotations
 
@@ -37,16 +38,35 @@ def test_an_object_without_a_version_is_derived_every_time() -> None:
     assert memo.get(_obj("", "Applied"), None, lambda o: o["status"]["phase"]) == "Applied"
 
 
+def test_a_new_version_replaces_the_old_one_so_the_memo_holds_what_is_live() -> None:
+    memo: VersionedMemo[str] = VersionedMemo(3)
+    calls: list[str] = []
+
+    def phase(obj: Any) -> str:
+        calls.append(f"{obj['metadata']['name']}@{obj['metadata']['resourceVersion']}")
+        return str(obj["status"]["phase"])
+
+    # Three objects, each updated five times: the memo of three never fills, and each object's
+    # versions are derived once each.
+    for version in range(1, 6):
+        for name in ("a", "b", "c"):
+            assert memo.get(_obj(str(version), f"v{version}", name=name), None, phase) == f"v{version}"
+            assert memo.get(_obj(str(version), f"v{version}", name=name), None, phase) == f"v{version}"
+    assert len(calls) == 15
+    assert len(memo) == 3
+
+
 def test_a_full_memo_starts_over() -> None:
     memo: VersionedMemo[int] = VersionedMemo(2)
     calls = []
 
     def count(obj: Any) -> int:
-        calls.append(obj["metadata"]["resourceVersion"])
+        calls.append(obj["metadata"]["name"])
         return len(calls)
 
-    for version in ("1", "2", "3", "1"):
-        memo.get(_obj(version, "x"), None, count)
-    # "3" found it full and cleared it: "1" is derived again, and the memo never held more than 2.
-    assert calls == ["1", "2", "3", "1"]
-    assert len(memo._values) == 2
+    for name in ("a", "b", "c", "a"):
+        memo.get(_obj("1", "x", name=name), None, count)
+    # "c" found it full (of "a" and "b", say since deleted) and cleared it: "a" is derived again,
+    # and the memo never held more than 2.
+    assert calls == ["a", "b", "c", "a"]
+    assert len(memo) == 2

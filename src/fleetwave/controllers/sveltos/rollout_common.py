@@ -21,7 +21,7 @@ from fleetwave.api.sveltos import ClusterProfile, KustomizationRef, PolicyRef, P
 from fleetwave.controllers.fleet import members
 from fleetwave.controllers.fleet.boundary import content_boundary
 from fleetwave.controllers.shared.context import Cache, Context
-from fleetwave.controllers.shared.versioned_memo import VersionedMemo
+from fleetwave.controllers.shared.versioned_memo import PER_SUMMARY, VersionedMemo
 from fleetwave.controllers.sveltos import content
 from fleetwave.controllers.sveltos import summary_status as ss
 from fleetwave.core import effects as fx
@@ -67,7 +67,7 @@ def parse_as(raw: Mapping[str, Any], kind: str, model: type[T]) -> T:
     return parsed
 
 
-_BY_VERSION: VersionedMemo[Any] = VersionedMemo(65_536)  # the models themselves are _PARSED's
+_BY_VERSION: VersionedMemo[Any] = VersionedMemo(PER_SUMMARY)  # the models themselves are _PARSED's
 
 
 # Per object (kind, uid): the body it was last parsed from, and that body's content key. A status
@@ -159,7 +159,7 @@ def summaries_of(cache: Cache, profile: str) -> dict[str, dict[str, Any]]:
     return out
 
 
-_OWN_SUMMARIES: VersionedMemo[str | None] = VersionedMemo(65_536)
+_OWN_SUMMARIES: VersionedMemo[str | None] = VersionedMemo(PER_SUMMARY)
 
 
 def _own_key(summary: Mapping[str, Any], profile: str, uid: Any, api_version: str) -> str | None:

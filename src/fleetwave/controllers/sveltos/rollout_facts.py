@@ -13,13 +13,13 @@ from fleetwave.api import families
 from fleetwave.api.conditions import find
 from fleetwave.api.families import Family
 from fleetwave.controllers.fleet import capi
-from fleetwave.controllers.shared.versioned_memo import VersionedMemo
+from fleetwave.controllers.shared.versioned_memo import PER_SUMMARY, VersionedMemo
 from fleetwave.controllers.sveltos import summary_status as ss
 from fleetwave.core import model as m
 from fleetwave.core import status as st
 from fleetwave.translate.common import split_key
 
-_DELIVERIES: VersionedMemo[m.Delivery] = VersionedMemo(65_536)
+_DELIVERIES: VersionedMemo[m.Delivery] = VersionedMemo(PER_SUMMARY)
 
 
 def delivery_of(
