@@ -9,7 +9,7 @@ import shutil
 from collections.abc import Callable, Coroutine
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
 import typer
 
@@ -38,12 +38,11 @@ from fleetwave.mgmt import placement_kinds
 from fleetwave.promapi import guards
 from fleetwave.runtime import gc_freeze as freezing
 from fleetwave.runtime import logs
-from fleetwave.runtime.lease_loop import LeaseLoop
+from fleetwave.runtime.lease_loop import LeaseLoop, run_on
 from fleetwave.runtime.manager import LeadershipLost
 
 app = typer.Typer(help="Run the fleetwave controller.", no_args_is_help=True)
 
-T = TypeVar("T")
 HTTP_LIBRARY_LOGGERS = logs.HTTP_LIBRARY_LOGGERS
 
 
@@ -292,7 +291,7 @@ async def _serve(config: kubeclient.KubeConfig, settings: controllers.Settings, 
     client = kubeclient.async_client(config, target="management")
     watcher = kubeclient.async_client(config, target="management")
     lease_loop = _lease_loop(settings)
-    leases = await _on(lease_loop, _management_client(config))
+    leases = await run_on(lease_loop, _management_client(config))
     frozen: asyncio.Task[None] | None = None
     try:
         manager = controllers.build(
@@ -326,14 +325,9 @@ async def _management_client(config: kubeclient.KubeConfig) -> kubeclient.AsyncC
     return kubeclient.async_client(config, target="management")
 
 
-async def _on(lease_loop: LeaseLoop | None, work: Coroutine[Any, Any, T]) -> T:
-    """`work` on the lease loop if there is one (its client's connections belong to it), else here."""
-    return await (work if lease_loop is None else lease_loop.run(work))
-
-
 async def _close_leases(leases: kubeclient.AsyncClient, lease_loop: LeaseLoop | None) -> None:
     try:
-        await _on(lease_loop, leases.close())
+        await run_on(lease_loop, leases.close())
     finally:
         if lease_loop is not None:
             await lease_loop.stop()

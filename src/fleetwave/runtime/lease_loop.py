@@ -80,4 +80,9 @@ class LeaseLoop:
             log.warning("the %s thread did not end within %.0fs; exiting without it", self.name, STOP_SECONDS)
 
 
-__all__ = ["LeaseLoop"]
+async def run_on(lease_loop: LeaseLoop | None, work: Coroutine[Any, Any, T]) -> T:
+    """`work` on `lease_loop` if there is one (its client's connections belong to it), else here."""
+    return await (work if lease_loop is None else lease_loop.run(work))
+
+
+__all__ = ["LeaseLoop", "run_on"]

@@ -31,13 +31,12 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from fleetwave.kube import fence
 from fleetwave.kube.client import AsyncClient
 from fleetwave.runtime import controller, gc_pauses, leader, loop_lag, metrics, shards, watching
-from fleetwave.runtime.lease_loop import LeaseLoop
+from fleetwave.runtime.lease_loop import LeaseLoop, run_on
 from fleetwave.runtime.probes import Endpoint, ProbeServer
 
 log = logging.getLogger(__name__)
 
 K = TypeVar("K", bound=Hashable)
-T = TypeVar("T")
 
 
 class LeadershipLost(RuntimeError):
@@ -220,10 +219,7 @@ class Manager:
             here.call_soon_threadsafe(self.leading.set)
 
         elector.on_leading = tell_here
-        await self._on_lease_loop(elector.run())
-
-    async def _on_lease_loop(self, work: Coroutine[Any, Any, T]) -> T:
-        return await (work if self._lease_loop is None else self._lease_loop.run(work))
+        await run_on(self._lease_loop, elector.run())
 
     async def _run_shards(self) -> None:
         assert self.shards is not None
@@ -254,7 +250,7 @@ class Manager:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         if self.elector is not None:
-            await self._on_lease_loop(self.elector.release())
+            await run_on(self._lease_loop, self.elector.release())
         if self.shards is not None:
             with fence.exempt():
                 await self.shards.release()
