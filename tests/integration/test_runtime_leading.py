@@ -253,3 +253,57 @@ async def test_a_long_turn_of_the_managers_loop_keeps_the_lease_only_on_a_lease_
     if threaded:
         lease = management.get(Lease, "mgr", namespace=namespace)
         assert not lease.spec.holderIdentity, "the lease loop hands the lease back on a graceful stop"
+
+
+async def test_a_pass_finishing_its_write_while_the_manager_stops_still_holds_the_lease(
+    local_fleet: fleet.FleetState, aclient: AsyncClient, management: Client, namespace: str
+) -> None:
+    """The elector stops only after the controllers have: a pass that is cancelled in the middle
+    of its work and finishes its last write on the way out is not refused by the fence."""
+    lease_loop = LeaseLoop()
+    lease_loop.start()
+    leases = await _leases_on(
+        lease_loop, kubeclient.config_from_file(local_fleet.cluster(fleet.MANAGEMENT).kubeconfig)
+    )
+    mgr = manager.Manager(
+        aclient,
+        namespace=namespace,
+        leader_election=True,
+        metrics_port=0,
+        health_port=0,
+        election=manager.Election(lease_name="mgr", identity="m4", **FAST),
+        handle_signals=False,
+        lease_client=leases,
+        lease_loop=lease_loop,
+    )
+    started, outcome = asyncio.Event(), asyncio.get_running_loop().create_future()
+
+    async def reconcile(key: str) -> controller.Result:
+        started.set()
+        try:
+            await asyncio.Event().wait()
+        finally:
+            await asyncio.sleep(0.5)  # the rest of the pass, longer than the elector takes to stop
+            try:
+                await aclient.patch(ConfigMap, "busy", {"data": {"last": "write"}}, namespace=namespace)
+                outcome.set_result("written")
+            except Exception as exc:
+                outcome.set_result(repr(exc))
+        return controller.Result()
+
+    informer = mgr.add_informer(watching.Informer(aclient, ConfigMap, namespace=namespace))
+    mgr.add_controller("configmaps", reconcile).watch(informer, lambda obj: [watching.object_key(obj)])
+    management.create(ConfigMap(metadata=ObjectMeta(name="busy", namespace=namespace)))
+    run = asyncio.create_task(mgr.run())
+    try:
+        async with asyncio.timeout(20):
+            await started.wait()
+    finally:
+        mgr.stop()
+        async with asyncio.timeout(20):
+            await asyncio.gather(run, return_exceptions=True)
+        await lease_loop.run(leases.close())
+        await lease_loop.stop()
+    assert outcome.result() == "written"
+    assert management.get(ConfigMap, "busy", namespace=namespace).data == {"last": "write"}
+    assert not management.get(Lease, "mgr", namespace=namespace).spec.holderIdentity

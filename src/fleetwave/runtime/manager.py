@@ -39,6 +39,10 @@ log = logging.getLogger(__name__)
 K = TypeVar("K", bound=Hashable)
 
 
+_ELECTION, _SHARDS = "leader election", "shards"  # the tasks that hold leases, named; they stop last
+_LEASE_HOLDERS = frozenset({_ELECTION, _SHARDS})
+
+
 class LeadershipLost(RuntimeError):
     """This replica stopped leading; exit non-zero and let the supervisor restart it."""
 
@@ -197,10 +201,10 @@ class Manager:
         self.synced.set()
         elector_task = None
         if self.shards is not None:
-            elector_task = asyncio.create_task(self._run_shards(), name="shards")
+            elector_task = asyncio.create_task(self._run_shards(), name=_SHARDS)
             tasks.append(elector_task)
         if self.elector is not None:
-            elector_task = asyncio.create_task(self._elect(self.elector), name="leader election")
+            elector_task = asyncio.create_task(self._elect(self.elector), name=_ELECTION)
             tasks.append(elector_task)
             if not await self._until(self.leading.wait(), tasks):
                 return
@@ -245,10 +249,13 @@ class Manager:
 
     async def _shutdown(self, tasks: list[asyncio.Task[None]]) -> None:
         self.metrics.leader.set(0)
-        # Controllers and the elector go first, so nothing acts once the lease is released.
-        for task in reversed(tasks):
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        # Controllers stop before the elector: a cancelled elector drops the fence at once (on the
+        # lease loop's thread), and a pass still unwinding would then see its last write refused.
+        holders = [t for t in tasks if t.get_name() in _LEASE_HOLDERS]
+        for phase in ([t for t in tasks if t not in holders], holders):
+            for task in reversed(phase):
+                task.cancel()
+            await asyncio.gather(*phase, return_exceptions=True)
         if self.elector is not None:
             await run_on(self._lease_loop, self.elector.release())
         if self.shards is not None:
