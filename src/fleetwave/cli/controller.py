@@ -217,7 +217,8 @@ GcFreezeOption = Annotated[
     typer.Option(
         "--gc-freeze/--no-gc-freeze",
         help="Keep long-lived objects out of Python's garbage collector, with a full sweep every "
-        "30 min: short collection pauses on a large fleet (ADR 0095).",
+        "30 min (less often while sweeps find nothing): short collection pauses on a large fleet "
+        "(ADR 0095, 0142).",
     ),
 ]
 

@@ -5,8 +5,10 @@ member clusters the informer caches alone are millions of objects. Once a minute
 frees the cyclic garbage made since the last round, and the objects still alive are moved to the
 GC's permanent generation (`gc.freeze`), so collections walk only what was allocated since. Frozen
 objects are still freed as soon as nothing refers to them; only reference cycles among them wait,
-for the sweep every half hour (unfreeze, one full collection, freeze again), and the loop pays one
-long pause per sweep instead of one every time the heap grows by a quarter.
+for the sweep (unfreeze, one full collection, freeze again), and the loop pays one long pause per
+sweep instead of one every time the heap grows by a quarter. Sweeps come every half hour while they
+find such cycles; a sweep that finds (almost) none doubles the wait for the next, up to four hours,
+since its pause buys nothing then (ADR 0142).
 
 Between rounds the GC makes no full collection of its own (ADR 0122): under load it made
 one every few seconds, each walking all that had survived since the last freeze (~130 ms at 100
@@ -34,6 +36,11 @@ log = logging.getLogger(__name__)
 
 FREEZE_EVERY = 60.0
 SWEEP_EVERY = 1800.0
+# The longest wait between sweeps that keep finding (almost) no cycles among long-lived objects.
+SWEEP_EVERY_MOST = 4 * 3600.0
+# Fewer objects than this freed by a sweep (~1 MB at ~100 bytes each) is "almost none": the next
+# waits twice as long. More, and the next comes after the base period again.
+FEW_FREED = 10_000
 # The oldest generation's threshold while rounds run: collections of the middle generation between
 # two automatic full collections. Under load there are a few per second, so a round comes first.
 DEFERRED_FULL = 100_000
@@ -73,6 +80,14 @@ class PauseForecast:
         return blocks * self.per_block
 
 
+def next_sweep_period(period: float, freed: int, *, base: float, longest: float) -> float:
+    """The wait before the next sweep, given what the last one freed: doubled (up to `longest`)
+    when it found almost nothing, `base` again when it found cycles worth the pause."""
+    if freed >= FEW_FREED:
+        return base
+    return min(max(period, base) * 2, max(longest, base))
+
+
 def fits(pause: float, time_left: float | None) -> bool:
     """Whether a pause leaves the lease time for the renewal after it; always, while no lease is held."""
     return time_left is None or pause + RENEWAL_RESERVE <= time_left
@@ -84,6 +99,7 @@ class _Rounds:
     def __init__(self, *, every: float, clock: Callable[[], float], time_left: TimeLeft, wait: float) -> None:
         self.forecast = PauseForecast()
         self._every, self._clock, self._time_left, self._wait = every, clock, time_left, wait
+        self._base = every
         self._swept = clock()
         self._said_put_off = False  # in this period
 
@@ -120,12 +136,15 @@ class _Rounds:
         seconds = time.perf_counter() - started
         gc.freeze()
         self.forecast.observed(seconds, blocks)
+        self._every = next_sweep_period(self._every, freed, base=self._base, longest=SWEEP_EVERY_MOST)
         log.info(
-            "GC sweep: %d unreachable objects freed in %.2fs (foretold %.2fs); %d blocks allocated before",
+            "GC sweep: %d unreachable objects freed in %.2fs (foretold %.2fs); %d blocks allocated "
+            "before; the next in %.0f min",
             freed,
             seconds,
             foretold,
             blocks,
+            self._every / 60,
         )
 
     def _say_put_off(self, pause: float, blocks: int) -> None:

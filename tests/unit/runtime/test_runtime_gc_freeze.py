@@ -149,3 +149,37 @@ async def test_a_due_sweep_waits_for_the_moment_after_a_renewal(caplog: pytest.L
     assert not await _cycle_after(time_left, wait=5.0, seconds=0.5)
     assert not [r for r in caplog.records if "GC sweep put off" in r.getMessage()]  # it waited, in the round
     assert [r for r in caplog.records if r.getMessage().startswith("GC sweep: ")]
+
+
+def test_a_sweep_that_frees_almost_nothing_doubles_the_wait_up_to_the_longest() -> None:
+    period = gc_freeze.next_sweep_period
+    assert period(1800, 0, base=1800, longest=14_400) == 3600
+    assert period(3600, gc_freeze.FEW_FREED - 1, base=1800, longest=14_400) == 7200
+    assert period(14_400, 0, base=1800, longest=14_400) == 14_400
+    assert period(7200, gc_freeze.FEW_FREED, base=1800, longest=14_400) == 1800
+
+
+def _garbage_cycles(objects: int) -> None:
+    for _ in range(objects // 2):
+        a, b = _Node(), _Node()
+        a.other, b.other = b, a
+
+
+def test_the_sweeps_census_sets_when_the_next_sweep_is_due() -> None:
+    now = [0.0]
+    rounds = gc_freeze._Rounds(every=100.0, clock=lambda: now[0], time_left=lambda: None, wait=0.0)
+    try:
+        gc.collect()  # nothing cyclic left for the sweep to find
+        rounds.sweep()
+        now[0] = 150.0
+        assert not rounds.sweep_due(), "a sweep that found nothing waits twice as long for the next"
+        now[0] = 200.0
+        assert rounds.sweep_due()
+        gc.disable()  # so that no automatic collection frees the cycles before the sweep
+        _garbage_cycles(2 * gc_freeze.FEW_FREED)
+        rounds.sweep()
+        now[0] = 300.0
+        assert rounds.sweep_due(), "one that found cycles brings the base period back"
+    finally:
+        gc.enable()
+        gc.unfreeze()
