@@ -120,12 +120,10 @@ def http_get(url: str) -> tuple[int, str]:
         return resp.status, resp.read().decode()
 
 
-def make_manager(
-    client: AsyncClient, namespace: str, identity: str, **leases: Any
-) -> tuple[manager.Manager, asyncio.Queue[str]]:
-    """`leases`: the manager's `lease_client` and `lease_loop`, if given."""
+def bare_manager(client: AsyncClient, namespace: str, identity: str, **leases: Any) -> manager.Manager:
+    """A leader-elected manager on ephemeral ports; `leases`: its `lease_client` and `lease_loop`."""
     election = manager.Election(lease_name="mgr", identity=identity, **FAST)
-    mgr = manager.Manager(
+    return manager.Manager(
         client,
         namespace=namespace,
         leader_election=True,
@@ -135,6 +133,13 @@ def make_manager(
         handle_signals=False,
         **leases,
     )
+
+
+def make_manager(
+    client: AsyncClient, namespace: str, identity: str, **leases: Any
+) -> tuple[manager.Manager, asyncio.Queue[str]]:
+    """`bare_manager` with a controller of ConfigMaps that reports each key it reconciles."""
+    mgr = bare_manager(client, namespace, identity, **leases)
     reconciled: asyncio.Queue[str] = asyncio.Queue()
 
     async def reconcile(key: str) -> controller.Result:
@@ -265,17 +270,7 @@ async def test_a_pass_finishing_its_write_while_the_manager_stops_still_holds_th
     leases = await _leases_on(
         lease_loop, kubeclient.config_from_file(local_fleet.cluster(fleet.MANAGEMENT).kubeconfig)
     )
-    mgr = manager.Manager(
-        aclient,
-        namespace=namespace,
-        leader_election=True,
-        metrics_port=0,
-        health_port=0,
-        election=manager.Election(lease_name="mgr", identity="m4", **FAST),
-        handle_signals=False,
-        lease_client=leases,
-        lease_loop=lease_loop,
-    )
+    mgr = bare_manager(aclient, namespace, "m4", lease_client=leases, lease_loop=lease_loop)
     started, outcome = asyncio.Event(), asyncio.get_running_loop().create_future()
 
     async def reconcile(key: str) -> controller.Result:
