@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Iterable, Mapping
@@ -93,5 +94,12 @@ def compute_stages_hash(stages: tuple[m.StageSpec, ...]) -> str:
 
     Gates and max-in-flight are left out on purpose: editing a trigger or the pace never restarts.
     """
-    doc = [{"name": s.name, "selector": _selector_json(s.selector), "sort": s.sorting_key} for s in stages]
+    return _stages_hash(tuple((s.name, s.selector, s.sorting_key) for s in stages))
+
+
+@functools.lru_cache(maxsize=1024)
+def _stages_hash(defining: tuple[tuple[str, m.Selection | None, str | None], ...]) -> str:
+    # Once per definition: a stage profile's selector names up to thousands of clusters, and every
+    # pass of it and of its summaries translated it again.
+    doc = [{"name": name, "selector": _selector_json(sel), "sort": sort} for name, sel, sort in defining]
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()

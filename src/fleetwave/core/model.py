@@ -26,6 +26,12 @@ class Requirement:
     key: str
     operator: Operator
     values: tuple[str, ...] = ()
+    # The values as a set, for membership: a profile's clusterRefs become one `In` of up to
+    # thousands of member keys, and a pass tests every cluster of the fleet against it.
+    value_set: frozenset[str] = field(init=False, repr=False, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "value_set", frozenset(self.values))
 
 
 @dataclass(frozen=True, slots=True)

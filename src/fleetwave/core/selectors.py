@@ -14,9 +14,9 @@ def requirement_matches(req: m.Requirement, labels: Mapping[str, str]) -> bool:
     value = labels.get(req.key)
     match req.operator:
         case m.Operator.IN:
-            return value is not None and value in req.values
+            return value is not None and value in req.value_set
         case m.Operator.NOT_IN:
-            return value is None or value not in req.values
+            return value is None or value not in req.value_set
         case m.Operator.EXISTS:
             return value is not None
         case m.Operator.DOES_NOT_EXIST:

@@ -124,6 +124,7 @@ def from_promotion(promotion: ClusterPromotion, *, content_hash: str | None = No
 # profileSpec fields that decide how a stage is judged rather than what it delivers: editing one
 # starts a new revision like a content edit (ADR 0030), so no stage is passed on the old rules.
 _JUDGED = ("validateHealths", "syncMode")
+_JUDGED_FIELDS = {"validate_healths", "sync_mode"}  # their model names: only these are dumped
 
 
 def revision_hash(spec: ProfileSpec, content_hash: str | None) -> str:
@@ -131,7 +132,7 @@ def revision_hash(spec: ProfileSpec, content_hash: str | None) -> str:
     referenced ConfigMaps and Secrets) plus the judging fields; the spec's own hash without one."""
     if content_hash is None:
         return profile_content_hash(spec)
-    body = spec.model_dump(mode="json", by_alias=True, exclude_none=True)
+    body = spec.model_dump(mode="json", by_alias=True, exclude_none=True, include=_JUDGED_FIELDS)
     return common.digest({"content": content_hash, "judged": {k: body.get(k) for k in _JUDGED}})
 
 

@@ -590,3 +590,31 @@ async def test_a_controllers_deadline_workers_start_a_deadline_while_every_other
     assert started[-1] == "news"
     running.cancel()
     await asyncio.gather(running, return_exceptions=True)
+
+
+async def test_a_worker_yields_to_the_loop_between_passes_that_make_no_request() -> None:
+    """Passes that never suspend (nothing to write) still let the loop run between them: a timer
+    or a watch event due meanwhile is served after the pass in progress, not after the queue."""
+    processed: list[str] = []
+
+    async def reconcile(key: str) -> Result:
+        processed.append(key)  # no await: a pass that finds nothing to write
+        return Result()
+
+    ctl: Controller[str] = Controller("c", reconcile)
+    for i in range(50):
+        ctl.enqueue(f"k{i}")
+    seen_by_the_loop: list[int] = []
+
+    async def sample() -> None:
+        while not seen_by_the_loop or seen_by_the_loop[-1] < 50:
+            seen_by_the_loop.append(len(processed))
+            await asyncio.sleep(0)
+
+    sampler = asyncio.create_task(sample())
+    run = asyncio.create_task(ctl.run())
+    await asyncio.wait_for(sampler, 5)
+    run.cancel()
+    await asyncio.gather(run, return_exceptions=True)
+    assert len(processed) == 50
+    assert max(b - a for a, b in zip(seen_by_the_loop, seen_by_the_loop[1:], strict=False)) <= 1
