@@ -617,4 +617,4 @@ async def test_a_worker_yields_to_the_loop_between_passes_that_make_no_request()
     run.cancel()
     await asyncio.gather(run, return_exceptions=True)
     assert len(processed) == 50
-    assert max(b - a for a, b in zip(seen_by_the_loop, seen_by_the_loop[1:], strict=False)) <= 1
+    assert max(b - a for a, b in itertools.pairwise(seen_by_the_loop)) <= 1
