@@ -11,7 +11,10 @@ and after side by side, in one run. Per size, microseconds per call (median of f
 `--rounds` calls):
 - `match`: the profile's selector tested against every cluster of a fleet of that size;
 - `revision`: the revision hash of its spec;
-- `translate`: the profile translated to a rollout spec (selector, stages hash, revision hash).
+- `translate`: the profile translated to a rollout spec (selector, stages hash, revision hash);
+- `record`: the engine's side of a pass once the plan is frozen: the record read from the status,
+  one engine step over the fleet (nothing delivered yet), the record written back as JSON;
+- `record KB`: that record's JSON, as the profile's `status.rollout` carries it.
 """
 
 from __future__ import annotations
@@ -28,10 +31,15 @@ HERE = Path(__file__).resolve().parent.parent
 # Runs inside each source tree's process: only the public functions every version has.
 _PROBE = """
 import json, statistics, sys, time
+from datetime import datetime, timezone
 from fleetwave.api.sveltos import ClusterProfile
-from fleetwave.core import selectors
+from fleetwave.controllers.shared import engine_state
+from fleetwave.core import engine, selectors
+from fleetwave.core import model as fm
 from fleetwave.translate import common
 from fleetwave.translate import sveltos as tr
+
+T0 = datetime(2026, 12, 2, tzinfo=timezone.utc)
 
 def per_call(fn, rounds):
     batches = []
@@ -53,7 +61,20 @@ for size in json.loads(sys.argv[1]):
     selector = common.union(None, keys[: size * 6 // 10])
     labels = [{common.KEY_LABEL: k} for k in keys]
     rounds = max(1, int(sys.argv[2]) * 100 // size)
+    spec = tr.from_profile(profile, content_hash="c0ffee")
+    fleet = fm.Fleet.of(fm.Cluster(k, {common.KEY_LABEL: k}) for k in keys)
+    frozen = engine.step(spec, fleet, fm.Observed(delivery={}), T0).status
+    frozen = engine.step(spec, fleet, fm.Observed(delivery={}, previous=frozen), T0).status
+    raw = {"status": {"rollout": engine_state.dump(frozen)}}
+
+    def record_pass():
+        previous = engine_state.previous_of(raw)
+        status = engine.step(spec, fleet, fm.Observed(delivery={}, previous=previous), T0).status
+        return json.dumps(engine_state.dump(status))
+
     out[size] = {
+        "record": per_call(record_pass, rounds),
+        "record_kb": round(len(record_pass()) / 1024, 1),
         "match": per_call(lambda: [selectors.matches(selector, l) for l in labels], rounds),
         "revision": per_call(lambda: tr.revision_hash(profile.spec, "c0ffee"), rounds),
         "translate": per_call(lambda: tr.from_profile(profile, content_hash="c0ffee"), rounds),
@@ -83,11 +104,12 @@ def main() -> None:
     args = parser.parse_args()
     sizes = [int(s) for s in args.clusters.split(",")]
     sources = args.src or [HERE / "src"]
-    print("| source | clusters | match µs | revision µs | translate µs |")
-    print("|---|---|---|---|---|")
+    print("| source | clusters | match µs | revision µs | translate µs | record µs | record KB |")
+    print("|---|---|---|---|---|---|---|")
     for src in sources:
         for size, row in _measure(src, sizes, args.rounds).items():
-            print(f"| {src} | {size} | {row['match']} | {row['revision']} | {row['translate']} |")
+            cells = [row["match"], row["revision"], row["translate"], row["record"], row["record_kb"]]
+            print(f"| {src} | {size} | {' | '.join(str(c) for c in cells)} |")
 
 
 if __name__ == "__main__":

@@ -140,6 +140,42 @@ def test_an_automatic_rollout_goes_through_three_stages_in_order(
         _dashboard_metrics_are_served(controller, name)
 
 
+def _relabel(management: Client, member: str, env: str) -> None:
+    patch = {"metadata": {"labels": {"env": env}}}
+    management.patch(
+        kinds.resource("MemberCluster"),
+        member,
+        patch,
+        namespace="fleetwave-system",
+        patch_type=PatchType.MERGE,
+    )
+
+
+def test_a_cluster_that_comes_to_match_a_finished_stage_joins_it_and_receives_the_content(
+    controller: ControllerThread, management: Client, members: dict[str, Client], repo: chartrepo.ChartRepo
+) -> None:
+    """ADR 0032 and 0144: member-3 matches no stage when the plan freezes and is not recorded; once
+    relabelled into staging it joins that stage (its stage profile names it) and gets the chart."""
+    name = "late-joiner"
+    doc = promotion_doc(name, repo.url, dev_delay="1s")
+    doc["spec"]["stages"] = doc["spec"]["stages"][:2]  # dev and staging: member-3 (prod) matches none
+    apply(management, doc)
+    with deleted_after(management, name):
+        try:
+            phases = lambda: stage_phases(management, name)  # noqa: E731
+            wait_for(lambda: phases().get("staging") == "Succeeded", what="staging done")
+            assert status(management, name)["rollout"]["lateJoiners"] == []
+            assert versions(members, name)["member-3"] is None
+            _relabel(management, "member-3", "staging")
+            wait_for(lambda: versions(members, name)["member-3"] == "1.0.0", what="the joiner installed")
+            record = status(management, name)["rollout"]
+            assert record["lateJoiners"] == [["fleetwave-system/member-3", 1]], record
+            staging = management.get(kinds.resource("ClusterProfile"), f"{name}-staging")
+            assert "member-3" in {r["name"] for r in staging.spec["clusterRefs"]}
+        finally:
+            _relabel(management, "member-3", "prod")
+
+
 DASHBOARD = CHARTS.parents[1] / "deploy" / "grafana" / "fleetwave-rollouts.json"
 _METRIC = re.compile(r"\b(fleetwave_[a-z0-9_]+?)(?:_bucket|_count|_sum|_total)?\b")
 

@@ -339,10 +339,34 @@ def test_the_last_stage_succeeding_completes_the_rollout() -> None:
     assert decision.requeue_at is None
 
 
-def test_a_cluster_matching_no_stage_joins_silently() -> None:
-    d = Driver(spec(stage("dev")), fleet(dev=1))
+def test_a_cluster_matching_no_stage_joins_silently_and_is_not_recorded() -> None:
+    d = Driver(spec(stage("dev")), fleet(dev=1, qa=3))
     d.step()
     d.fleet = m.Fleet.of([*d.fleet.by_name.values(), m.Cluster("elsewhere", {"env": "qa"})])
     decision = d.step(T0 + minutes(1))
     assert "ClusterJoined" not in events(decision)
-    assert decision.status.late_joiners == (("elsewhere", -1),)
+    assert decision.status.late_joiners == ()  # the record does not grow with the fleet (ADR 0144)
+
+
+def test_a_cluster_outside_the_plan_that_comes_to_match_a_stage_joins_it() -> None:
+    d = Driver(spec(stage("dev"), stage("prod", after=(m.Approval("p"),))), fleet(dev=1, qa=1))
+    d.step()
+    d.complete_in_flight()
+    d.step(T0 + minutes(1))
+    d.fleet = m.Fleet.of([m.Cluster("dev-0", {"env": "dev"}), m.Cluster("qa-0", {"env": "dev"})])
+    decision = d.step(T0 + minutes(2))
+    assert events(decision).count("ClusterJoined") == 1
+    assert decision.status.late_joiners == (("qa-0", 0),)
+    assert "qa-0" in delivers(decision)  # dev has succeeded: the new match follows it at once
+    assert d.stage("dev").clusters == ("dev-0",)  # the plan is not reshuffled
+
+
+def test_a_record_from_before_keeps_its_joiners_and_drops_the_clusters_matching_no_stage() -> None:
+    d = Driver(spec(stage("dev")), fleet(dev=1, qa=1))
+    d.step()
+    assert d.status is not None
+    d.status = replace(d.status, late_joiners=(("qa-0", -1), ("late-dev", 0)))
+    d.fleet = m.Fleet.of([*d.fleet.by_name.values(), m.Cluster("late-dev", {"env": "dev"})])
+    decision = d.step(T0 + minutes(1))
+    assert "ClusterJoined" not in events(decision)  # late-dev was reported when it joined
+    assert decision.status.late_joiners == (("late-dev", 0),)

@@ -27,7 +27,7 @@ from fleetwave.controllers.sveltos import (
 from fleetwave.controllers.sveltos import rollout_common as common
 from fleetwave.controllers.sveltos import rollout_facts as rf
 from fleetwave.controllers.sveltos.rollout_reconcile import Observation, Pass, Prepared
-from fleetwave.core import dependencies, selectors, timestamps
+from fleetwave.core import dependencies, rollback, selectors, timestamps
 from fleetwave.core import effects as fx
 from fleetwave.core import model as m
 from fleetwave.kube import ops
@@ -88,7 +88,8 @@ class _Profiles:
             if isinstance(effect, fx.Event):
                 await common.emit(ctx, run.obj, effect)
         # Level-triggered: every admitted cluster has a summary at the current revision; nothing else does.
-        admitted = {c for s in decision.status.stages for c in s.started}
+        # Admitted: started by the plan, or joined after it and started once its stage succeeded.
+        admitted = {c for started in rollback.touched_by_stage(decision.status) for c in started}
         await summary_writes.apply_all(ctx, run.parsed, run.resolved, admitted & facts.matching)
         held = common.held_clusters(ctx, run.raw)
         for cluster, summary in facts.existing.items():

@@ -40,8 +40,8 @@ from fleetwave.controllers.sveltos import rollout_facts as rf
 from fleetwave.controllers.sveltos.rollout_reconcile import Observation, Pass, Prepared
 from fleetwave.core import effects as fx
 from fleetwave.core import model as m
+from fleetwave.core import rollback, timestamps
 from fleetwave.core import status as st
-from fleetwave.core import timestamps
 from fleetwave.kube import ops
 from fleetwave.runtime.controller import Result
 from fleetwave.runtime.watching import slimmed
@@ -130,7 +130,9 @@ class _Promotions:
         # (during a rollback, what it started rolling back, at the target's snapshot).
         record = decision.status.rollback
         target = promotion_history.by_content(facts.revisions, record.target) if record else None
-        for stage in decision.status.stages:
+        # A stage's clusters: those the plan started there, then those that joined it later.
+        touched = rollback.touched_by_stage(decision.status)
+        for stage, started in zip(decision.status.stages, touched, strict=True):
             back = _rollback_stage(record, stage.name)
             if back is not None and back.started and target is not None:
                 pinned = (target.snapshot, target.snapshot_hash)
@@ -138,9 +140,9 @@ class _Promotions:
                 written = await _ensure_profile(ctx, run, wanted, back.started)
                 if written is not None:
                     _pass_now(ctx, wanted.name, written)  # a rollback's summaries are not written ahead
-            elif stage.started:
+            elif started:
                 pinned = (run.resolved.snapshot_name, run.resolved.hash)
-                await _deliver_stage(ctx, run, _delivery_profile(run, stage, pinned), stage.started)
+                await _deliver_stage(ctx, run, _delivery_profile(run, stage, pinned), started)
         for effect in decision.effects:
             await _carry_out(ctx, run, decision, effect)
         await _remove_finished_verifications(ctx, run, decision)
@@ -219,10 +221,13 @@ def _deliveries(ctx: Context, run: Run, revisions: list[dict[str, Any]]) -> dict
         if target is None:
             return {}  # the record of the target is gone: nothing counts as rolled back
         wanted = target.snapshot_hash
+    joined: dict[int, list[str]] = {}
+    for cluster, index in run.previous.late_joiners:
+        joined.setdefault(index, []).append(cluster)
     out = {}
-    for stage in run.previous.stages:
+    for index, stage in enumerate(run.previous.stages):
         summaries = common.summaries_of(ctx.cache, stage_profile_name(run.key, stage.name))
-        for cluster in stage.clusters:
+        for cluster in (*stage.clusters, *joined.get(index, ())):
             if cluster in run.fleet.names:
                 out[cluster] = rf.delivery_of(summaries.get(cluster), wanted)
     return out
