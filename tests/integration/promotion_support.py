@@ -33,6 +33,7 @@ from lightkube import ApiError, Client
 from lightkube.models.authentication_v1 import TokenRequestSpec
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import ConfigMap, ServiceAccount
+from lightkube.types import PatchType
 
 from fleetwave.controllers import app as controllers
 from fleetwave.kube import client as kubeclient
@@ -346,6 +347,18 @@ def deleted_after(client: Client, name: str) -> Iterator[None]:
 
 
 ENVS = {"member-1": "dev", "member-2": "staging", "member-3": "prod"}
+
+
+def relabel(management: Client, member: str, env: str) -> None:
+    """Move a member registered by `registered` to another env (a test puts it back after)."""
+    patch = {"metadata": {"labels": {"env": env}}}
+    management.patch(
+        kinds.resource("MemberCluster"),
+        member,
+        patch,
+        namespace="fleetwave-system",
+        patch_type=PatchType.MERGE,
+    )
 
 
 @contextmanager

@@ -16,8 +16,7 @@ import pytest
 import yaml
 from lightkube import ApiError, Client, codecs
 from lightkube.resources.core_v1 import ConfigMap, Event
-from lightkube.types import PatchType
-from promotion_support import ControllerThread, registered, running_controller, wait_for
+from promotion_support import ControllerThread, registered, relabel, running_controller, wait_for
 
 from fleetwave.kube import kinds
 from fleetwave.local import binaries, fleet
@@ -357,17 +356,6 @@ def _local_rights(namespace: str) -> list[dict[str, Any]]:
     ]
 
 
-def _relabel(management: Client, member: str, env: str) -> None:
-    patch = {"metadata": {"labels": {"env": env}}}
-    management.patch(
-        kinds.resource("MemberCluster"),
-        member,
-        patch,
-        namespace="fleetwave-system",
-        patch_type=PatchType.MERGE,
-    )
-
-
 def test_a_cluster_that_comes_to_match_after_the_plan_froze_receives_the_content_and_loses_it_after(
     controller: ControllerThread, management: Client, members: dict[str, Client], namespace: str
 ) -> None:
@@ -378,7 +366,7 @@ def test_a_cluster_that_comes_to_match_after_the_plan_froze_receives_the_content
     try:
         wait_for(lambda: _ready(management, name).get("status") == "True", what="member-1 delivered")
         assert _data(members["member-2"], namespace, "joined") is None  # env=staging: not matched
-        _relabel(management, "member-2", "dev")
+        relabel(management, "member-2", "dev")
         on_member_2 = lambda: _data(members["member-2"], namespace, "joined")  # noqa: E731
         wait_for(lambda: on_member_2() == {"by": name}, what="the joiner delivered")
         record = management.get(kinds.resource("ClusterProfile"), name).status["rollout"]
@@ -388,10 +376,10 @@ def test_a_cluster_that_comes_to_match_after_the_plan_froze_receives_the_content
         assert [e.message for e in events if e.involvedObject.name == name] == [
             "cluster fleetwave-system/member-2 joined after the plan was frozen (matches stage joiner)"
         ]
-        _relabel(management, "member-2", "staging")
+        relabel(management, "member-2", "staging")
         wait_for(lambda: on_member_2() is None, what="withdrawn from it")
         assert _data(members["member-1"], namespace, "joined") == {"by": name}
     finally:
-        _relabel(management, "member-2", "staging")
+        relabel(management, "member-2", "staging")
         management.delete(kinds.resource("ClusterProfile"), name)
         wait_for(lambda: not _summaries(management, name), what="summaries withdrawn")

@@ -27,6 +27,7 @@ from promotion_support import (
     profiles_of,
     promotion,
     registered,
+    relabel,
     running_controller,
     stage_phases,
     status,
@@ -140,17 +141,6 @@ def test_an_automatic_rollout_goes_through_three_stages_in_order(
         _dashboard_metrics_are_served(controller, name)
 
 
-def _relabel(management: Client, member: str, env: str) -> None:
-    patch = {"metadata": {"labels": {"env": env}}}
-    management.patch(
-        kinds.resource("MemberCluster"),
-        member,
-        patch,
-        namespace="fleetwave-system",
-        patch_type=PatchType.MERGE,
-    )
-
-
 def test_a_cluster_that_comes_to_match_a_finished_stage_joins_it_and_receives_the_content(
     controller: ControllerThread, management: Client, members: dict[str, Client], repo: chartrepo.ChartRepo
 ) -> None:
@@ -166,14 +156,14 @@ def test_a_cluster_that_comes_to_match_a_finished_stage_joins_it_and_receives_th
             wait_for(lambda: phases().get("staging") == "Succeeded", what="staging done")
             assert status(management, name)["rollout"]["lateJoiners"] == []
             assert versions(members, name)["member-3"] is None
-            _relabel(management, "member-3", "staging")
+            relabel(management, "member-3", "staging")
             wait_for(lambda: versions(members, name)["member-3"] == "1.0.0", what="the joiner installed")
             record = status(management, name)["rollout"]
             assert record["lateJoiners"] == [["fleetwave-system/member-3", 1]], record
             staging = management.get(kinds.resource("ClusterProfile"), f"{name}-staging")
             assert "member-3" in {r["name"] for r in staging.spec["clusterRefs"]}
         finally:
-            _relabel(management, "member-3", "prod")
+            relabel(management, "member-3", "prod")
 
 
 DASHBOARD = CHARTS.parents[1] / "deploy" / "grafana" / "fleetwave-rollouts.json"
