@@ -365,6 +365,9 @@ def test_a_cluster_that_comes_to_match_after_the_plan_froze_receives_the_content
     manifests.apply(management, _profile(name, namespace, [_cm(namespace, "joined", by=name)]))
     try:
         wait_for(lambda: _ready(management, name).get("status") == "True", what="member-1 delivered")
+        # A plain profile lists its progress (a promotion's stage profile does not: ADR 0145).
+        updated = management.get(kinds.resource("ClusterProfile"), name).status["updatedClusters"]
+        assert [c["name"] for c in updated["clusters"]] == ["member-1"]
         assert _data(members["member-2"], namespace, "joined") is None  # env=staging: not matched
         relabel(management, "member-2", "dev")
         on_member_2 = lambda: _data(members["member-2"], namespace, "joined")  # noqa: E731

@@ -138,6 +138,11 @@ def test_an_automatic_rollout_goes_through_three_stages_in_order(
         assert st["currentStageName"] == "production"
         assert any(c["type"] == "Ready" and c["status"] == "True" for c in st["conditions"])
         assert profiles_of(management, name) == {f"{name}-dev", f"{name}-staging", f"{name}-production"}
+        # A stage profile lists the clusters it matches; its progress is the promotion's (ADR 0145).
+        dev = management.get(kinds.resource("ClusterProfile"), f"{name}-dev").status
+        assert [c["name"] for c in dev["matchingClusters"]] == ["member-1"]
+        assert "updatedClusters" not in dev, dev
+        assert "updatingClusters" not in dev, dev
         _dashboard_metrics_are_served(controller, name)
 
 

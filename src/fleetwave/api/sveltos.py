@@ -559,9 +559,11 @@ class ClusterProfileStatus(StatusModel):
     matching_clusters: list[ObjectReference] | None = None
     """Set by the controller: the member clusters the profile selects."""
     updating_clusters: ClustersWithHash | None = None
-    """Set by the controller: the clusters the current revision is being delivered to."""
+    """Set by the controller: the clusters the current revision is being delivered to. Not set on a
+    promotion's stage profile: its ClusterPromotion's status shows the progress."""
     updated_clusters: ClustersWithHash | None = None
-    """Set by the controller: the clusters where the current revision is deployed and healthy."""
+    """Set by the controller: the clusters where the current revision is deployed and healthy. Not set
+    on a promotion's stage profile."""
     failed_clusters: list[FailedCluster] | None = None
     """Set by the controller: the clusters where delivering the current revision failed, with why."""
     dependencies_hash: str | None = None

@@ -43,6 +43,7 @@ class _Facts:
     existing: Mapping[str, Mapping[str, Any]]  # the profile's summaries by member key
     deliveries: Mapping[str, m.Delivery]
     matching: frozenset[str]  # members the profile's selector matches now
+    of_promotion: bool  # a promotion's stage profile: its promotion shows the progress (ADR 0145)
 
 
 def _matching(ctx: Context, run: Pass[ClusterProfile]) -> frozenset[str]:
@@ -79,7 +80,8 @@ class _Profiles:
         deliveries = {c: rf.delivery_of(existing.get(c), run.resolved.hash, revision) for c in names}
         matching = _matching(ctx, run)
         observed = m.Observed(delivery=deliveries, previous=run.previous)
-        return Observation(observed, _Facts(existing, deliveries, matching))
+        of_promotion = common.owned_by_promotion(ctx, run.raw)
+        return Observation(observed, _Facts(existing, deliveries, matching, of_promotion))
 
     async def act(
         self, ctx: Context, run: Pass[ClusterProfile], facts: _Facts, decision: fx.Decision
@@ -102,7 +104,12 @@ class _Profiles:
             conditions.append(_dependencies_condition(run, facts))
         return {
             **rf.profile_status(
-                decision.status, facts.matching, facts.deliveries, run.resolved.hash, run.family
+                decision.status,
+                facts.matching,
+                facts.deliveries,
+                run.resolved.hash,
+                run.family,
+                progress_lists=not facts.of_promotion,
             ),
             "conditions": conditions,
             "rollout": engine_state.dump(decision.status),

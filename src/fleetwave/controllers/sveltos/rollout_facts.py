@@ -100,7 +100,12 @@ def profile_status(
     deliveries: Mapping[str, m.Delivery],
     content_hash: str,
     family: Family = families.NATIVE,
+    *,
+    progress_lists: bool = True,
 ) -> dict[str, Any]:
+    """Sveltos' profile status. `progress_lists` False leaves out `updatingClusters` and
+    `updatedClusters` (None: a merge patch removes them), as Sveltos does for a profile without
+    maxUpdate: a promotion's stage profile, whose promotion shows the progress (ADR 0145)."""
     started = {c for s in status.stages for c in s.started}
     done = sorted(c for c in started if deliveries.get(c, m.PENDING).done)
     failed = sorted(c for c in started if deliveries.get(c, m.PENDING).phase is m.DeliveryPhase.FAILED)
@@ -109,10 +114,13 @@ def profile_status(
     def ref(c: str) -> dict[str, str]:
         return cluster_ref(c, family)
 
+    def listed(clusters: list[str]) -> dict[str, Any] | None:
+        return {"hash": content_hash, "clusters": [ref(c) for c in clusters]} if progress_lists else None
+
     return {
         "matchingClusters": [ref(c) for c in sorted(matching)],
-        "updatingClusters": {"hash": content_hash, "clusters": [ref(c) for c in updating]},
-        "updatedClusters": {"hash": content_hash, "clusters": [ref(c) for c in done]},
+        "updatingClusters": listed(updating),
+        "updatedClusters": listed(done),
         "failedClusters": [{"clusterRef": ref(c), "failureMessage": deliveries[c].message} for c in failed]
         or None,
     }
