@@ -16,7 +16,8 @@ keeps each event's serialized form for its watchers.
 Reported per point, 130 s after the writes (past the 75 s a watch cache keeps events fresh): the
 management API server's RSS and live Go heap (read after a collection the benchmark asks for), per
 summary (growth since the empty server, divided by the summaries); etcd's RSS and database size in
-use, per summary; and one summary's stored JSON, its managedFields, spec and status, in bytes.
+use, per summary; one summary's stored JSON, its managedFields, spec and status, in bytes; and the
+API server's CPU per write while the point's summaries were written.
 """
 
 from __future__ import annotations
@@ -287,17 +288,20 @@ def _points(
     config = kubeclient.config_from_file(state.cluster(fleet.MANAGEMENT).kubeconfig)
     for count in curve:
         bodies = bodies_between(profiles, args.clusters, written, count)
-        t = time.monotonic()
+        t, cpu = time.monotonic(), bench_scale.cpu_seconds([readings.apiserver])
 
         async def write(bodies: list[Obj] = bodies) -> None:
             async with internals.async_http(config, timeout=60) as http:
                 await write_summaries(http, bodies, args.concurrency)
 
         asyncio.run(write())
-        took, written = time.monotonic() - t, count
+        took, cpu = time.monotonic() - t, bench_scale.cpu_seconds([readings.apiserver]) - cpu
+        writes, written = 2 * (count - written), count
         time.sleep(HISTORY_S)
         row = row_of(count, base, readings.read(), one_summary(state, bodies[-1]["metadata"]["name"]))
         row["write_s"] = round(took, 1)
+        # What the API server spent on this point's writes (body apply + status patch per summary).
+        row["apiserver_cpu_ms_per_write"] = round(1000 * cpu / writes, 2)
         row["watch_events"] = watchers.events
         rows.append(row)
         print(json.dumps(row), flush=True)
@@ -309,14 +313,15 @@ def _points(
 def report(rows: list[Obj]) -> None:
     print(
         "summaries | apiserver RSS | per summary (RSS / heap) | etcd RSS | etcd db (per summary) | "
-        "one summary: object / managedFields / spec / status bytes"
+        "one summary: object / managedFields / spec / status bytes | API server CPU per write"
     )
     for r in rows:
         print(
             f"{r['summaries']:>9} | {r['apiserver_rss_mib']:>9} MiB | "
             f"{r['apiserver_rss_kib_per_summary']:>7} / {r['apiserver_heap_kib_per_summary']} KiB | "
             f"{r['etcd_rss_mib']} MiB | {r['etcd_db_mib']} MiB ({r['etcd_db_kib_per_summary']} KiB) | "
-            f"{r['object_bytes']} / {r['managed_fields_bytes']} / {r['spec_bytes']} / {r['status_bytes']}"
+            f"{r['object_bytes']} / {r['managed_fields_bytes']} / {r['spec_bytes']} / {r['status_bytes']} | "
+            f"{r['apiserver_cpu_ms_per_write']} ms"
         )
 
 

@@ -178,3 +178,44 @@ def test_a_revision_available_within_seconds_is_written_once_healthy(
                 if err.status.code != 404:
                     raise
     assert len(set(hashes)) == 2
+
+
+def _fields_by_subresource(summary: Any) -> dict[str, dict[str, Any]]:
+    """The field sets the API server records for `summary`, by subresource ('' for the main one)."""
+    found: dict[str, dict[str, Any]] = {}
+    for entry in summary.metadata.managedFields or []:
+        found[entry.subresource or ""] = dict(entry.fieldsV1 or {})
+    return found
+
+
+def _gone(management: Client, name: str) -> bool:
+    try:
+        management.get(kinds.resource("ClusterProfile"), name)
+    except ApiError as err:
+        if err.status.code == 404:
+            return True
+        raise
+    return False
+
+
+def test_a_summarys_managed_fields_name_its_spec_and_its_status_once(
+    controller: ControllerThread, management: Client, local_fleet: fleet.FleetState, namespace: str
+) -> None:
+    """ADR 0146: spec and status are each one value to the API server, so a summary's managedFields
+    do not list every field of the profile spec it copies, nor every status field."""
+    wait_for(lambda: _gone(management, NAME), what="the profile of the test before withdrawn")
+    with _StatusWatch(local_fleet.cluster(fleet.MANAGEMENT).kubeconfig) as watch:
+        try:
+            manifests.apply(management, _documents(namespace, 1))
+            wait_for(lambda: _healthy_hash(watch), what="the summary reported deployed and healthy")
+            (summary,) = management.list(
+                kinds.resource("ClusterSummary"), namespace="*", labels={LABEL: NAME}
+            )
+        finally:
+            management.delete(kinds.resource("ClusterProfile"), NAME)
+    fields = _fields_by_subresource(summary)
+    assert fields[""]["f:spec"] == {}, fields[""]
+    assert fields["status"] == {"f:status": {}}, fields["status"]
+    # Still the whole of both: the spec's copied profile spec, and the status a merge patch wrote.
+    assert summary.spec["clusterProfileSpec"]["policyRefs"][0]["name"] == f"content-{NAME}"
+    assert summary.status["featureSummaries"][0]["status"] == "Provisioned"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import ClassVar, Literal
 
-from pydantic import Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from fleetwave.api.analyses import AnalysisGate, analyses_field
 from fleetwave.api.analyses import check_unique as check_unique_analyses
@@ -853,6 +853,10 @@ class ClusterSummarySpec(Model):
     """Written by the controller: one profile's content for one member cluster. Not meant to be edited
     by hand."""
 
+    # One value to the API server (ADR 0146): its one writer applies it whole, and managedFields then
+    # name `spec` once instead of every field of the profile spec copied in, on each of 100,000 objects.
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-map-type": "atomic"})
+
     cluster_namespace: str
     """Namespace of the member cluster."""
     cluster_name: str
@@ -914,6 +918,11 @@ class HelmReleaseSummary(StatusModel):
 
 class ClusterSummaryStatus(StatusModel):
     """Set by the controller: what was delivered to the cluster, and how it is doing."""
+
+    # One value to the API server, as the spec is (ADR 0146); unknown fields are still kept.
+    model_config = ConfigDict(
+        json_schema_extra={"x-kubernetes-preserve-unknown-fields": True, "x-kubernetes-map-type": "atomic"}
+    )
 
     feature_summaries: list[FeatureSummary] | None = None
     """Set by the controller: the delivery state of each kind of content."""
