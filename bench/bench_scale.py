@@ -518,6 +518,30 @@ def _changed_parts(before: Obj, after: Obj) -> list[str]:
     return changed
 
 
+def _promotion_parts(before: Obj, after: Obj) -> list[str]:
+    """What a promotion event changed, down to the keys of its stages (in `status.stages` and in its
+    rollout record): which of its status writes carry a transition and which only progress."""
+    old, new = before.get("status") or {}, after.get("status") or {}
+    out = [p for p in _changed_parts(before, after) if p not in ("status.rollout", "status.stages")]
+    out += _stage_keys("status.stages", old.get("stages"), new.get("stages"))
+    old_record, new_record = old.get("rollout") or {}, new.get("rollout") or {}
+    keys = (set(old_record) | set(new_record)) - {"stages"}
+    out += [f"rollout.{k}" for k in sorted(keys) if old_record.get(k) != new_record.get(k)]
+    out += _stage_keys("rollout.stages", old_record.get("stages"), new_record.get("stages"))
+    return out
+
+
+def _stage_keys(prefix: str, old: Any, new: Any) -> list[str]:
+    """The keys that differ in any stage of two lists of stages (the list's length, if that differs)."""
+    old, new = list(old or []), list(new or [])
+    if len(old) != len(new):
+        return [f"{prefix}[]"]
+    keys: set[str] = set()
+    for a, b in zip(old, new, strict=True):
+        keys |= {k for k in set(a) | set(b) if a.get(k) != b.get(k)}
+    return [f"{prefix}.{k}" for k in sorted(keys)]
+
+
 class Watch:
     """Stage profiles' first writes with clusters, and promotion/run completion, as events arrive."""
 
@@ -533,6 +557,8 @@ class Watch:
         self.profiles: dict[str, Obj] = {}  # the last version of each profile seen
         # What each ClusterProfile event changed over the version before it ("spec", "status.rollout"...).
         self.profile_changes: collections.Counter[str] = collections.Counter()
+        # The same for each promotion event, down to its stages' keys (`_promotion_parts`).
+        self.promotion_changes: collections.Counter[str] = collections.Counter()
         # (receive time, resourceVersion) of every promotion event, and of every profile event with
         # its profile's name: how far the profiles' stream ran behind the promotions' (`watch_lag`).
         self.promotion_seen: list[watch_lag.Seen] = []
@@ -559,7 +585,11 @@ class Watch:
 
     async def _promotions(self) -> None:
         async for _, obj in self.client.watch(kinds.resource("ClusterPromotion"), on_error=on_error_retry):
-            self.promotions[obj.metadata.name] = obj.to_dict()
+            body = obj.to_dict()
+            before = self.promotions.get(obj.metadata.name)
+            if before is not None:
+                self.promotion_changes[" ".join(_promotion_parts(before, body)) or "nothing"] += 1
+            self.promotions[obj.metadata.name] = body
             self.status_seen.setdefault(obj.metadata.name, []).append(time.time())
             self.promotion_seen.append((time.time(), _revision(obj)))
             rollout = (obj.status or {}).get("rollout") or {}
@@ -1305,6 +1335,8 @@ async def point(
             "watch_events_load": traffic,
             # What the ClusterProfile events this benchmark saw changed, the most frequent first.
             "profile_event_changes": dict(watch.profile_changes.most_common(12)),
+            # The same for the promotions' events, down to their stages' keys.
+            "promotion_event_changes": dict(watch.promotion_changes.most_common(16)),
             "controller_rss_mib": round(sampler.peak["controller"] / 2**20),
             "controller_cpu_s": round(cpu, 1),
             "controller_cores": round(cpu / max(t_load, 1e-3), 2),
