@@ -514,8 +514,13 @@ def _changed_parts(before: Obj, after: Obj) -> list[str]:
     for part in ("metadata", "status"):
         old, new = before.get(part) or {}, after.get(part) or {}
         skip = {"resourceVersion", "generation", "managedFields"} if part == "metadata" else set()
-        changed += [f"{part}.{k}" for k in sorted((set(old) | set(new)) - skip) if old.get(k) != new.get(k)]
+        changed += [f"{part}.{k}" for k in _differing_keys(old, new, skip)]
     return changed
+
+
+def _differing_keys(old: Obj, new: Obj, skip: set[str] | frozenset[str] = frozenset()) -> list[str]:
+    """The keys, sorted, whose values differ between two mappings (one missing counts), but `skip`."""
+    return sorted(k for k in (set(old) | set(new)) - skip if old.get(k) != new.get(k))
 
 
 def _promotion_parts(before: Obj, after: Obj) -> list[str]:
@@ -525,8 +530,7 @@ def _promotion_parts(before: Obj, after: Obj) -> list[str]:
     out = [p for p in _changed_parts(before, after) if p not in ("status.rollout", "status.stages")]
     out += _stage_keys("status.stages", old.get("stages"), new.get("stages"))
     old_record, new_record = old.get("rollout") or {}, new.get("rollout") or {}
-    keys = (set(old_record) | set(new_record)) - {"stages"}
-    out += [f"rollout.{k}" for k in sorted(keys) if old_record.get(k) != new_record.get(k)]
+    out += [f"rollout.{k}" for k in _differing_keys(old_record, new_record, {"stages"})]
     out += _stage_keys("rollout.stages", old_record.get("stages"), new_record.get("stages"))
     return out
 
@@ -538,7 +542,7 @@ def _stage_keys(prefix: str, old: Any, new: Any) -> list[str]:
         return [f"{prefix}[]"]
     keys: set[str] = set()
     for a, b in zip(old, new, strict=True):
-        keys |= {k for k in set(a) | set(b) if a.get(k) != b.get(k)}
+        keys.update(_differing_keys(a, b))
     return [f"{prefix}.{k}" for k in sorted(keys)]
 
 
