@@ -143,7 +143,21 @@ def test_an_automatic_rollout_goes_through_three_stages_in_order(
         assert [c["name"] for c in dev["matchingClusters"]] == ["member-1"]
         assert "updatedClusters" not in dev, dev
         assert "updatingClusters" not in dev, dev
+        _finalizer_came_with_the_apply(management, f"{name}-dev")
         _dashboard_metrics_are_served(controller, name)
+
+
+def _finalizer_came_with_the_apply(management: Client, profile: str) -> None:
+    """The stage profile was created with its withdrawal finalizer in the promotion's apply, not
+    given it by the profile controller in a write of its own (an Update entry would own it)."""
+    meta = management.get(kinds.resource("ClusterProfile"), profile).metadata
+    assert "fleetwave.io/withdraw-in-batches" in (meta.finalizers or [])
+    owners = {
+        entry.operation
+        for entry in meta.managedFields or []
+        if "f:finalizers" in ((entry.fieldsV1 or {}).get("f:metadata") or {})
+    }
+    assert owners == {"Apply"}, meta.managedFields
 
 
 def test_a_cluster_that_comes_to_match_a_finished_stage_joins_it_and_receives_the_content(

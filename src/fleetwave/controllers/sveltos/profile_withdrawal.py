@@ -8,7 +8,8 @@ maxUpdate of its summaries are being deleted at any time (each summary's own fin
 its member, ADR 0045), the next ones only once those are gone; then the finalizer goes and the
 profile with it. Without maxUpdate (Sveltos: unlimited) every summary goes at once, as before; a
 promotion's stage profiles have none (the promotion paces them, and withdraws them last stage
-first, ADR 0086).
+first, ADR 0086). A stage profile is created with the finalizer in its promotion's apply (ADR 0148);
+`guard` adds it to every other profile.
 """
 
 from __future__ import annotations

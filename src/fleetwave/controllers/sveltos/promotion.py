@@ -28,6 +28,7 @@ from fleetwave.controllers.shared.context import Context, Wake, as_dict
 from fleetwave.controllers.shared.echoes import tracked
 from fleetwave.controllers.sveltos import (
     content,
+    profile_withdrawal,
     promotion_history,
     promotion_preserve,
     promotion_status,
@@ -519,9 +520,22 @@ def _profile_body(
             "labels": {PROMOTION_LABEL: promotion, STAGE_LABEL: wanted.stage},
             "annotations": dict(wanted.annotations),
             "ownerReferences": [common.owner_reference(ctx, KIND, run.obj)],
+            "finalizers": _finalizers(current),
         },
         "spec": spec,
     }
+
+
+def _finalizers(current: Mapping[str, Any] | None) -> list[str]:
+    """The finalizer the profile controller would add in a write and a pass of its own (one per new
+    stage profile, at a stage boundary), applied with the profile instead. Left out only for a
+    profile being deleted that no longer has it: the API server refuses to add a finalizer to an
+    object being deleted, and while it is still there, leaving it out would withdraw this field
+    manager's claim and remove it (server-side apply)."""
+    meta = (current or {}).get("metadata") or {}
+    if meta.get("deletionTimestamp") and profile_withdrawal.FINALIZER not in (meta.get("finalizers") or []):
+        return []
+    return [profile_withdrawal.FINALIZER]
 
 
 async def _apply_profile(ctx: Context, body: Mapping[str, Any]) -> Any:
