@@ -147,6 +147,10 @@ def test_install_refuses_to_take_over_a_crd_another_controller_owns_and_applies_
     theirs = crds.upstream_crd(families.SVELTOS, "ClusterPromotion")
     theirs["metadata"]["labels"] = {"app.kubernetes.io/part-of": "sveltos"}
     kubectl("apply -f -", stdin=yaml.safe_dump(theirs))
+    # Served before it is deleted again: the API server's CRD finalizer cannot list the instances of
+    # a CRD whose storage still initializes, and its retries back off until the CRD has stayed
+    # terminating for minutes (later modules' installs are refused meanwhile).
+    wait_for(lambda: kubectl.succeeds(f"get {_THEIRS} -o name"), what=f"{_THEIRS} served")
     try:
         kubeconfig = local_fleet.cluster(fleet.MANAGEMENT).kubeconfig
         result = CliRunner().invoke(app, ["install", "--upstream-apis", "--kubeconfig", kubeconfig])
@@ -158,7 +162,11 @@ def test_install_refuses_to_take_over_a_crd_another_controller_owns_and_applies_
         )
         assert "sveltosclusters" not in kubectl("get crd -o name")
     finally:
-        kubectl("delete crd clusterpromotions.config.projectsveltos.io")
+        kubectl(f"delete crd --wait=false {_THEIRS}")
+        wait_for(lambda: _THEIRS not in kubectl("get crd -o name"), timeout=300, what=f"{_THEIRS} deleted")
+
+
+_THEIRS = "clusterpromotions.config.projectsveltos.io"
 
 
 def test_seed_002_commands_run_verbatim_against_the_sveltos_groups(

@@ -147,13 +147,22 @@ class Kubectl:
 
     def __call__(self, command: str, *, stdin: str | None = None, ok: bool = True) -> str:
         """Run `kubectl <command>` as a shell would split it (the seeds' command lines, verbatim)."""
-        # This module's own discovery cache: another module's kubectl may have cached other groups.
-        argv = [self.binary, "--kubeconfig", self.kubeconfig, "--cache-dir", str(self.cache)]
-        argv += shlex.split(command)
-        done = subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=60, check=False)
+        done = subprocess.run(
+            self._argv(command), input=stdin, capture_output=True, text=True, timeout=60, check=False
+        )
         if ok:
             assert done.returncode == 0, f"kubectl {command}: {done.stderr}"
         return done.stdout if ok else done.stdout + done.stderr
+
+    def succeeds(self, command: str) -> bool:
+        """Whether `kubectl <command>` exits 0 (its output is not wanted)."""
+        done = subprocess.run(self._argv(command), capture_output=True, timeout=60, check=False)
+        return done.returncode == 0
+
+    def _argv(self, command: str) -> list[str]:
+        # This module's own discovery cache: another module's kubectl may have cached other groups.
+        argv = [self.binary, "--kubeconfig", self.kubeconfig, "--cache-dir", str(self.cache)]
+        return argv + shlex.split(command)
 
     def yaml(self, command: str) -> dict[str, Any]:
         loaded: dict[str, Any] = yaml.safe_load(self(command))
