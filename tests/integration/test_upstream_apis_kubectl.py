@@ -138,6 +138,9 @@ def _phases(kubectl: Kubectl, name: str) -> dict[str, str]:
     return {s["name"]: s.get("phase", "") for s in (got.get("status") or {}).get("stages") or []}
 
 
+_THEIRS = "clusterpromotions.config.projectsveltos.io"  # the CRD "another controller" owns
+
+
 def test_install_refuses_to_take_over_a_crd_another_controller_owns_and_applies_nothing(
     local_fleet: fleet.FleetState, kubectl: Kubectl
 ) -> None:
@@ -164,9 +167,6 @@ def test_install_refuses_to_take_over_a_crd_another_controller_owns_and_applies_
     finally:
         kubectl(f"delete crd --wait=false {_THEIRS}")
         wait_for(lambda: _THEIRS not in kubectl("get crd -o name"), timeout=300, what=f"{_THEIRS} deleted")
-
-
-_THEIRS = "clusterpromotions.config.projectsveltos.io"
 
 
 def test_seed_002_commands_run_verbatim_against_the_sveltos_groups(
