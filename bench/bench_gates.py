@@ -640,6 +640,17 @@ async def measure(
 
 
 def report(results: dict[str, Any]) -> None:
+    """Each part measured (a run may ask for gate trials only, or ratio trials only), then the JSON."""
+    _report_gates(results)
+    if results["ratio"]:
+        _report_rollout_ratio(results)
+    if results["staged_run_ratio"]:
+        _report_staged_run_ratio(results["staged_run_ratio"])
+    keys = ("delay", "approval", "health", "health_polled", "ratio", "ratio_floor", "staged_run_ratio")
+    print(json.dumps({k: results[k] for k in keys}))
+
+
+def _report_gates(results: dict[str, Any]) -> None:
     for key, label in (
         ("delay", "delay expires -> next stage's first write"),
         ("approval", "approval patched -> next stage's first write"),
@@ -653,6 +664,9 @@ def report(results: dict[str, Any]) -> None:
             f"{label}: p50 {pct(values, 0.5) * 1000:.0f} ms, p99 {pct(values, 0.99) * 1000:.0f} ms, "
             f"max {max(values) * 1000:.0f} ms over {len(values)} trials (goal p99 < 500 ms)"
         )
+
+
+def _report_rollout_ratio(results: dict[str, Any]) -> None:
     rollouts = [r for r, _, _, _ in results["ratio"]]
     staged = [s for _, s, _, _ in results["ratio"]]
     directs = [d for _, _, d, _ in results["ratio"]]
@@ -672,18 +686,18 @@ def report(results: dict[str, Any]) -> None:
             f"{statistics.median(results['ratio_floor']):.2f} s, the rollout {per_trial:.2f}x that floor "
             "(median of the trials' ratios)"
         )
-    if results["staged_run_ratio"]:
-        runs = [r for r, _, _ in results["staged_run_ratio"]]
-        direct = [d for _, d, _ in results["staged_run_ratio"]]
-        run_cpu = [c for _, _, c in results["staged_run_ratio"]]
-        print(
-            f"3-stage staged update run without waits: median {statistics.median(runs):.2f} s; direct apply "
-            f"stage by stage: median {statistics.median(direct):.2f} s "
-            f"(ratio {statistics.median(runs) / statistics.median(direct):.2f}x, goal 1.3x); "
-            f"controller CPU per run: median {statistics.median(run_cpu):.2f} s"
-        )
-    keys = ("delay", "approval", "health", "health_polled", "ratio", "ratio_floor", "staged_run_ratio")
-    print(json.dumps({k: results[k] for k in keys}))
+
+
+def _report_staged_run_ratio(trials: list[tuple[float, float, float]]) -> None:
+    runs = [r for r, _, _ in trials]
+    direct = [d for _, d, _ in trials]
+    run_cpu = [c for _, _, c in trials]
+    print(
+        f"3-stage staged update run without waits: median {statistics.median(runs):.2f} s; direct apply "
+        f"stage by stage: median {statistics.median(direct):.2f} s "
+        f"(ratio {statistics.median(runs) / statistics.median(direct):.2f}x, goal 1.3x); "
+        f"controller CPU per run: median {statistics.median(run_cpu):.2f} s"
+    )
 
 
 def main() -> None:
