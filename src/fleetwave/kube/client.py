@@ -61,13 +61,8 @@ _LIMITS = httpx2.Limits(
     max_connections=CONNECTIONS, max_keepalive_connections=CONNECTIONS, keepalive_expiry=KEEPALIVE_SECONDS
 )
 # Of those, requests in the bulk lane (`lanes.bulk()`: per-cluster work) in flight at once; the rest
-# are kept for a rollout's own decisions, which then wait behind at most these (ADR 0068, addendum
-# 929c24d). The width follows the bulk round trip (ADR 0150): all of BULK_SLOTS while the server
-# answers within BULK_TARGET_SECONDS, down to BULK_SLOTS_LEAST while it does not (a gate's write then
-# finds fewer beside it; ADR 0131 measured 8 against 32 at 100 rollouts at once).
+# are kept for a rollout's own decisions, which then wait behind at most these (ADR 0068, addendum 929c24d).
 BULK_SLOTS = 32
-BULK_SLOTS_LEAST = 8
-BULK_TARGET_SECONDS = 0.25
 
 http = internals.http
 async_http = internals.async_http
@@ -246,13 +241,11 @@ def _transport(config: KubeConfig, target: str) -> lanes.Laned:
     """lightkube's own TLS set-up (CA, client certificate, insecure) on a pool with `_LIMITS`, whose
     connections are asyncio's own transports (`asyncio_streams`: TLS in the event loop, not in
     Python): a transport given to the client is where httpx takes all three from. Its bulk lane
-    holds `BULK_SLOTS_LEAST` to `BULK_SLOTS`; every request is counted and timed
-    (`request_metrics`); a mutating one asks the write fence last, after any wait for a slot, right
-    before it goes out (`fence`, ADR 0115)."""
+    holds `BULK_SLOTS`; every request is counted and timed (`request_metrics`); a mutating one asks
+    the write fence last, after any wait for a slot, right before it goes out (`fence`, ADR 0115)."""
     context = internals.tls_context(config)
     pool = internals.transport_over(AsyncioBackend(), ssl_context=context, limits=_LIMITS)
-    width = lanes.Width(BULK_SLOTS_LEAST, BULK_SLOTS, BULK_TARGET_SECONDS)
-    return lanes.Laned(request_metrics.Measured(fence.Fenced(pool), target), width)
+    return lanes.Laned(request_metrics.Measured(fence.Fenced(pool), target), BULK_SLOTS)
 
 
 def server_and_ca(config: KubeConfig) -> tuple[str, bytes | None]:
