@@ -182,6 +182,17 @@ def _deployment(namespace: str, image: str) -> dict[str, Any]:
     }
 
 
+def _settled(live: dict[str, Any]) -> bool:
+    """Rolled out, and no status write to come: an old replica's pod still terminating is ready by
+    our judge, but its controller writes `terminatingReplicas` again once the pod is gone (seen on
+    a loaded machine; reproduced by pausing the member's kwok during a rollout)."""
+    obj = {"apiVersion": "apps/v1", "kind": "Deployment", **live}
+    status = live.get("status") or {}
+    progressing = [c for c in status.get("conditions") or [] if c.get("type") == "Progressing"]
+    complete = bool(progressing) and progressing[0].get("reason") == "NewReplicaSetAvailable"
+    return readiness.is_ready(obj)[0] and complete and not status.get("terminatingReplicas")
+
+
 @contextlib.asynccontextmanager
 async def _watched_deployments(
     target: MemberTarget, namespace: str
@@ -201,13 +212,16 @@ async def _watched_deployments(
 async def _rolled_out_and_seen(
     member: Client, watches: MemberWatches, target: MemberTarget, ref: Any, namespace: str
 ) -> dict[str, Any]:
-    """The Deployment once rolled out (nothing writes it after that) and seen by the watch at its
-    current version."""
+    """The Deployment once rolled out and settled (nothing writes it after that) and seen by the
+    watch at its current version."""
     for _ in range(300):
         live = member.get(Deployment, "watched", namespace=namespace).to_dict()
         seen = watches.latest(target.pool_key(), ref)
-        done = readiness.is_ready({"apiVersion": "apps/v1", "kind": "Deployment", **live})[0]
-        if done and seen and seen["metadata"]["resourceVersion"] == live["metadata"]["resourceVersion"]:
+        if (
+            _settled(live)
+            and seen
+            and seen["metadata"]["resourceVersion"] == live["metadata"]["resourceVersion"]
+        ):
             return live
         await asyncio.sleep(0.1)
     pytest.fail("the Deployment never rolled out, or the member watch never saw it")
